@@ -1,0 +1,112 @@
+use serde::{Deserialize, Serialize};
+
+/// Stable identifiers of what whyslow can diagnose (see DESIGN's vocabulary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    NagleDelayedAck,
+    TcpRetransmission,
+    ZeroWindow,
+    NoKeepalive,
+    TlsFullHandshake,
+    PoolQueueing,
+    PipelineHol,
+    NPlusOne,
+    DuplicateCalls,
+    SequentialCalls,
+    SlowDependency,
+    PeriodicStall,
+    LargeResponse,
+    ServerTime,
+    GeneratorSaturated,
+}
+
+impl FindingKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::NagleDelayedAck => "nagle_delayed_ack",
+            FindingKind::TcpRetransmission => "tcp_retransmission",
+            FindingKind::ZeroWindow => "zero_window",
+            FindingKind::NoKeepalive => "no_keepalive",
+            FindingKind::TlsFullHandshake => "tls_full_handshake",
+            FindingKind::PoolQueueing => "pool_queueing",
+            FindingKind::PipelineHol => "pipeline_hol",
+            FindingKind::NPlusOne => "n_plus_one",
+            FindingKind::DuplicateCalls => "duplicate_calls",
+            FindingKind::SequentialCalls => "sequential_calls",
+            FindingKind::SlowDependency => "slow_dependency",
+            FindingKind::PeriodicStall => "periodic_stall",
+            FindingKind::LargeResponse => "large_response",
+            FindingKind::ServerTime => "server_time",
+            FindingKind::GeneratorSaturated => "generator_saturated",
+        }
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+/// What a person needs to believe a finding: where to look in the capture or run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Evidence {
+    Connection {
+        id: u32,
+        client: String,
+        server: String,
+    },
+    Packets {
+        connection: u32,
+        /// Packet numbers as Wireshark shows them (1-based).
+        packets: Vec<u64>,
+        at_us: u64,
+        note: String,
+    },
+    Exchange {
+        id: u32,
+        request: String,
+        note: String,
+    },
+    Measurement {
+        note: String,
+    },
+}
+
+/// A named cause, with the time it cost and the evidence for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    /// One line a person reads first.
+    pub summary: String,
+    /// Time lost summed over every occurrence.
+    pub time_lost_us: u64,
+    /// Typical (median) time lost per affected request or occurrence.
+    pub time_lost_per_occurrence_us: u64,
+    pub occurrences: u32,
+    pub evidence: Vec<Evidence>,
+    /// What to change, in one or two sentences.
+    pub fix: String,
+}
+
+impl Finding {
+    /// Ranks findings: most time lost first.
+    pub fn sort(findings: &mut [Finding]) {
+        findings.sort_by(|a, b| {
+            b.time_lost_us
+                .cmp(&a.time_lost_us)
+                .then(b.severity.cmp(&a.severity))
+        });
+    }
+}

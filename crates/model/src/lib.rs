@@ -1,0 +1,25 @@
+//! The common record model of whyslow: what every source produces and every
+//! detector and report consumes. Active sources (probe, load) and passive ones
+//! (captures) fill the same types.
+//!
+//! Units: times are microseconds. Absolute instants (`*_at_us`) count from the
+//! Unix epoch (packet timestamps come from the kernel in that base); durations
+//! end in `_us`.
+
+mod finding;
+mod phases;
+mod report;
+mod timeline;
+
+pub use finding::{Evidence, Finding, FindingKind, Severity};
+pub use phases::{PhaseName, RequestPhases, TlsInfo};
+pub use report::{Report, ReportSection, Skipped, SCHEMA_VERSION};
+pub use timeline::{
+    AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
+    Segment, SegmentFlags, Timeline,
+};
+
+/// Milliseconds for people, from microseconds kept internally.
+pub fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}

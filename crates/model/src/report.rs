@@ -1,0 +1,74 @@
+use crate::{Finding, RequestPhases, Timeline};
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change to the JSON report (see docs/report-schema.md).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Something whyslow could not examine, and why (no capture privilege, TLS, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub what: String,
+    pub why: String,
+}
+
+/// One labelled group of client-side measurements (e.g. "reused", "split writes").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportSection {
+    pub label: String,
+    pub requests: Vec<RequestPhases>,
+}
+
+/// The JSON report every command can emit with `--json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    /// "probe", "analyze", "diagnose", ...
+    pub command: String,
+    pub target: Option<String>,
+    pub sections: Vec<ReportSection>,
+    pub timeline: Option<Timeline>,
+    pub findings: Vec<Finding>,
+    pub skipped: Vec<Skipped>,
+    /// Problems met on the way (truncated capture, failed request) that did not stop the run.
+    pub errors: Vec<String>,
+}
+
+impl Report {
+    pub fn new(command: &str, target: Option<String>) -> Self {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            command: command.to_string(),
+            target,
+            sections: Vec::new(),
+            timeline: None,
+            findings: Vec::new(),
+            skipped: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Evidence, FindingKind, Severity};
+
+    #[test]
+    fn report_round_trips_through_json() {
+        let mut r = Report::new("analyze", Some("x.pcapng".into()));
+        r.findings.push(Finding {
+            kind: FindingKind::NagleDelayedAck,
+            severity: Severity::Critical,
+            summary: "s".into(),
+            time_lost_us: 40_000,
+            time_lost_per_occurrence_us: 40_000,
+            occurrences: 1,
+            evidence: vec![Evidence::Measurement { note: "n".into() }],
+            fix: "f".into(),
+        });
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"kind\":\"nagle_delayed_ack\""));
+        let back: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+    }
+}

@@ -1,0 +1,243 @@
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+
+/// Everything seen during one run: connections and the exchanges on them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Timeline {
+    pub connections: Vec<Connection>,
+    pub exchanges: Vec<Exchange>,
+}
+
+impl Timeline {
+    pub fn connection(&self, id: u32) -> Option<&Connection> {
+        self.connections.iter().find(|c| c.id == id)
+    }
+
+    pub fn exchanges_on(&self, connection: u32) -> impl Iterator<Item = &Exchange> {
+        self.exchanges
+            .iter()
+            .filter(move |e| e.connection == connection)
+    }
+}
+
+/// Which way bytes travel on a connection. The client is the side that sent
+/// the SYN (or, when the handshake was not seen, the side with the ephemeral port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    ToServer,
+    ToClient,
+}
+
+impl Direction {
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::ToServer => Direction::ToClient,
+            Direction::ToClient => Direction::ToServer,
+        }
+    }
+    /// The side that sends in this direction.
+    pub fn sender(self) -> &'static str {
+        match self {
+            Direction::ToServer => "client",
+            Direction::ToClient => "server",
+        }
+    }
+    pub fn receiver(self) -> &'static str {
+        self.reverse().sender()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseKind {
+    Fin,
+    Rst,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentFlags {
+    pub syn: bool,
+    pub fin: bool,
+    pub rst: bool,
+    pub psh: bool,
+    /// Same sequence range sent again.
+    pub retransmission: bool,
+    /// Arrived before a gap in the sequence space was filled.
+    pub out_of_order: bool,
+    /// Advertised a receive window of zero.
+    pub zero_window: bool,
+}
+
+/// One TCP segment that carried data (or SYN/FIN/RST), in one direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    /// 1-based packet number in the capture (as Wireshark counts them).
+    pub packet: u64,
+    pub at_us: u64,
+    pub direction: Direction,
+    /// Offset of the first payload byte in this direction's byte stream
+    /// (relative sequence number, 0 = first byte after SYN).
+    pub stream_offset: u64,
+    pub len: u32,
+    pub flags: SegmentFlags,
+}
+
+/// One acknowledgement: a segment whose ACK number moved forward (or a pure
+/// window update), with no payload of its own or with payload (piggybacked).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AckEvent {
+    pub packet: u64,
+    pub at_us: u64,
+    /// Direction the ACK segment travelled; it acknowledges bytes of the reverse direction.
+    pub direction: Direction,
+    /// Relative stream offset acknowledged (all bytes before it are received).
+    pub acked_offset: u64,
+    /// Receive window advertised, in bytes (scaled when the scale was seen).
+    pub window: u32,
+    /// True when the ACK rode on a data segment.
+    pub piggybacked: bool,
+}
+
+/// Per-direction counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionStats {
+    pub packets: u64,
+    pub payload_bytes: u64,
+    pub retransmissions: u64,
+    pub out_of_order: u64,
+    pub zero_windows: u64,
+    pub dup_acks: u64,
+}
+
+/// One TCP connection (or, for active sources, one client connection).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Connection {
+    pub id: u32,
+    pub client: SocketAddr,
+    pub server: SocketAddr,
+    pub first_at_us: u64,
+    pub last_at_us: u64,
+    /// SYN → SYN/ACK, when both were seen.
+    pub syn_at_us: Option<u64>,
+    pub syn_ack_at_us: Option<u64>,
+    /// The client's ACK that completed the handshake.
+    pub established_at_us: Option<u64>,
+    pub closed_by: Option<(Direction, CloseKind)>,
+    pub to_server: DirectionStats,
+    pub to_client: DirectionStats,
+    /// Data-carrying and control segments, in capture order. Bounded: see `events_truncated`.
+    pub segments: Vec<Segment>,
+    /// ACK number advances and window changes, in capture order. Bounded likewise.
+    pub acks: Vec<AckEvent>,
+    /// True when per-segment events were dropped to keep memory bounded.
+    pub events_truncated: bool,
+    /// TLS was seen on this connection (payload not decoded).
+    pub tls: bool,
+}
+
+impl Connection {
+    pub fn new(id: u32, client: SocketAddr, server: SocketAddr, at_us: u64) -> Self {
+        Connection {
+            id,
+            client,
+            server,
+            first_at_us: at_us,
+            last_at_us: at_us,
+            syn_at_us: None,
+            syn_ack_at_us: None,
+            established_at_us: None,
+            closed_by: None,
+            to_server: DirectionStats::default(),
+            to_client: DirectionStats::default(),
+            segments: Vec::new(),
+            acks: Vec::new(),
+            events_truncated: false,
+            tls: false,
+        }
+    }
+
+    /// SYN → SYN/ACK: one network round trip plus the server's accept path.
+    pub fn handshake_us(&self) -> Option<u64> {
+        Some(self.syn_ack_at_us?.saturating_sub(self.syn_at_us?))
+    }
+
+    pub fn stats(&self, d: Direction) -> &DirectionStats {
+        match d {
+            Direction::ToServer => &self.to_server,
+            Direction::ToClient => &self.to_client,
+        }
+    }
+
+    pub fn stats_mut(&mut self, d: Direction) -> &mut DirectionStats {
+        match d {
+            Direction::ToServer => &mut self.to_server,
+            Direction::ToClient => &mut self.to_client,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    Http1,
+    Http2,
+    Redis,
+    Postgres,
+    Memcached,
+    Tls,
+    Unknown,
+}
+
+/// Whether an exchange is a request to the service under investigation or a
+/// call the service made to something it depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ExchangeRole {
+    #[default]
+    Inbound,
+    Outbound,
+}
+
+/// One request and its response on a connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    pub id: u32,
+    pub connection: u32,
+    pub protocol: Protocol,
+    /// Normalized request: "POST /search" (query string dropped), "GET key",
+    /// "SELECT * FROM t WHERE id = ?". Never carries literals, bodies or credentials.
+    pub request: String,
+    pub status: Option<u16>,
+    pub request_first_at_us: u64,
+    pub request_last_at_us: u64,
+    pub response_first_at_us: Option<u64>,
+    pub response_last_at_us: Option<u64>,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    /// Packet numbers of the first and last segment carrying the request / response.
+    pub request_packets: (u64, u64),
+    pub response_packets: Option<(u64, u64)>,
+    /// Response carried a Content-Encoding (compressed).
+    pub response_encoded: bool,
+    pub role: ExchangeRole,
+    /// For outbound exchanges: the inbound exchange they were made for.
+    pub parent: Option<u32>,
+}
+
+impl Exchange {
+    /// Request first byte → response last byte (or → request end when no response).
+    pub fn duration_us(&self) -> u64 {
+        self.response_last_at_us
+            .unwrap_or(self.request_last_at_us)
+            .saturating_sub(self.request_first_at_us)
+    }
+
+    /// Request last byte → response first byte: the time the server took.
+    pub fn wait_us(&self) -> Option<u64> {
+        Some(
+            self.response_first_at_us?
+                .saturating_sub(self.request_last_at_us),
+        )
+    }
+}
