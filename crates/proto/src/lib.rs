@@ -2,6 +2,7 @@
 //! One analyzer per protocol, each fed incrementally so memory does not grow
 //! with the size of bodies or the length of a connection.
 
+pub mod fuzz;
 pub mod http1;
 
 use whyslow_model::{Direction, Exchange};

@@ -1,0 +1,309 @@
+//! Message framing for one direction of an HTTP/1.x stream: where the head
+//! ends and how long the body is (RFC 9112 §6). Only head bytes are kept;
+//! body bytes are counted and dropped.
+
+/// Largest head (start line + header fields) kept while waiting for its end.
+/// Common servers refuse far smaller heads (nginx large_client_header_buffers
+/// 4×8 KiB, Apache LimitRequestFieldSize 8 KiB per field), so 64 KiB bounds
+/// memory on hostile input without rejecting real traffic.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Longest chunk-size line or trailer line accepted. Chunk extensions are
+/// rare and short in practice; the bound turns garbage into an error early.
+pub const MAX_CHUNK_LINE: u32 = 4096;
+
+/// A u64 holds at most 16 hex digits; more would overflow.
+const MAX_CHUNK_SIZE_DIGITS: u8 = 16;
+
+/// Where the body of the current message ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    None,
+    Length(u64),
+    Chunked,
+    /// Body runs to the end of the connection (response without length).
+    UntilClose,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Reading hex digits of the chunk size.
+    Size {
+        value: u64,
+        digits: u8,
+    },
+    /// Skipping a chunk extension up to the line end.
+    Ext {
+        value: u64,
+        line: u32,
+    },
+    Data {
+        remaining: u64,
+        last: bool,
+    },
+    /// CRLF after chunk data.
+    DataEnd {
+        seen_cr: bool,
+    },
+    /// Trailer section: `line` bytes seen on the current trailer line.
+    Trailer {
+        line: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Head,
+    Length(u64),
+    Chunked(Chunk),
+    UntilClose,
+    /// Bytes are no longer HTTP (upgrade, CONNECT tunnel): counted, not parsed.
+    Opaque,
+}
+
+/// What `Framer::step` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Consumed bytes belong to the current message; nothing else happened.
+    Progress,
+    /// The head is complete and available through `Framer::head`. The caller
+    /// must call `start_body` before the next `step`.
+    HeadDone,
+    /// The current message is complete.
+    MessageDone,
+}
+
+/// Incremental framer for one direction.
+#[derive(Debug)]
+pub struct Framer {
+    state: State,
+    head: Vec<u8>,
+    /// Where to resume looking for the blank line that ends the head.
+    scan_from: usize,
+}
+
+impl Default for Framer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Framer {
+    pub fn new() -> Self {
+        Framer {
+            state: State::Head,
+            head: Vec::new(),
+            scan_from: 0,
+        }
+    }
+
+    /// Head bytes of the current message, complete after `Step::HeadDone`.
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    pub fn in_head(&self) -> bool {
+        self.state == State::Head
+    }
+
+    pub fn reading_until_close(&self) -> bool {
+        self.state == State::UntilClose
+    }
+
+    /// After `HeadDone`: how the body is framed. Returns true when the
+    /// message is already complete (no body).
+    pub fn start_body(&mut self, body: BodyKind) -> bool {
+        self.head.clear();
+        self.scan_from = 0;
+        self.state = match body {
+            BodyKind::None | BodyKind::Length(0) => State::Head,
+            BodyKind::Length(n) => State::Length(n),
+            BodyKind::Chunked => State::Chunked(Chunk::Size {
+                value: 0,
+                digits: 0,
+            }),
+            BodyKind::UntilClose => State::UntilClose,
+        };
+        self.state == State::Head
+    }
+
+    /// From now on bytes are counted only (protocol switched).
+    pub fn make_opaque(&mut self) {
+        self.head.clear();
+        self.state = State::Opaque;
+    }
+
+    /// Skips `n` bytes missing from the capture inside a body of known length.
+    /// Returns false when the gap cannot be absorbed.
+    pub fn skip_missing(&mut self, n: u64) -> bool {
+        match self.state {
+            State::Length(rem) if n < rem => {
+                self.state = State::Length(rem - n);
+                true
+            }
+            State::UntilClose | State::Opaque => true,
+            _ => false,
+        }
+    }
+
+    /// Consumes a prefix of `data`; returns how many bytes and what happened.
+    pub fn step(&mut self, data: &[u8]) -> Result<(usize, Step), String> {
+        match self.state {
+            State::Head => self.step_head(data),
+            State::Length(rem) => {
+                let take = rem.min(data.len() as u64);
+                let left = rem - take;
+                if left == 0 {
+                    self.state = State::Head;
+                    Ok((take as usize, Step::MessageDone))
+                } else {
+                    self.state = State::Length(left);
+                    Ok((take as usize, Step::Progress))
+                }
+            }
+            State::Chunked(c) => self.step_chunked(c, data),
+            State::UntilClose | State::Opaque => Ok((data.len(), Step::Progress)),
+        }
+    }
+
+    fn step_head(&mut self, data: &[u8]) -> Result<(usize, Step), String> {
+        let room = MAX_HEAD_BYTES - self.head.len();
+        let take = data.len().min(room);
+        let old = self.head.len();
+        self.head.extend_from_slice(&data[..take]);
+        if let Some(end) = find_head_end(&self.head, self.scan_from) {
+            self.head.truncate(end);
+            return Ok((end - old, Step::HeadDone));
+        }
+        if self.head.len() >= MAX_HEAD_BYTES {
+            return Err(format!(
+                "HTTP head longer than {} KiB without an end",
+                MAX_HEAD_BYTES / 1024
+            ));
+        }
+        // The terminator may straddle the next chunk: rescan the last 3 bytes.
+        self.scan_from = self.head.len().saturating_sub(3);
+        Ok((take, Step::Progress))
+    }
+
+    fn step_chunked(&mut self, c: Chunk, data: &[u8]) -> Result<(usize, Step), String> {
+        if let Chunk::Data { remaining, last } = c {
+            let take = remaining.min(data.len() as u64);
+            let left = remaining - take;
+            self.state = State::Chunked(if left == 0 {
+                if last {
+                    Chunk::Trailer { line: 0 }
+                } else {
+                    Chunk::DataEnd { seen_cr: false }
+                }
+            } else {
+                Chunk::Data {
+                    remaining: left,
+                    last,
+                }
+            });
+            return Ok((take as usize, Step::Progress));
+        }
+        let mut c = c;
+        for (i, &b) in data.iter().enumerate() {
+            match chunk_byte(c, b)? {
+                ChunkNext::Continue(next) => c = next,
+                ChunkNext::Data(next) => {
+                    self.state = State::Chunked(next);
+                    return Ok((i + 1, Step::Progress));
+                }
+                ChunkNext::Done => {
+                    self.state = State::Head;
+                    return Ok((i + 1, Step::MessageDone));
+                }
+            }
+        }
+        self.state = State::Chunked(c);
+        Ok((data.len(), Step::Progress))
+    }
+}
+
+enum ChunkNext {
+    Continue(Chunk),
+    /// Switch to (or past) chunk data: return so data is consumed in bulk.
+    Data(Chunk),
+    Done,
+}
+
+/// One byte of chunk framing (size line, CRLF after data, trailers).
+fn chunk_byte(c: Chunk, b: u8) -> Result<ChunkNext, String> {
+    let bad = |what: &str| Err(format!("bad chunked encoding: {what}"));
+    Ok(match c {
+        Chunk::Size { value, digits } => match (b as char).to_digit(16) {
+            Some(d) if digits < MAX_CHUNK_SIZE_DIGITS => ChunkNext::Continue(Chunk::Size {
+                value: (value << 4) | u64::from(d),
+                digits: digits + 1,
+            }),
+            Some(_) => return bad("chunk size does not fit in 64 bits"),
+            None if digits == 0 => return bad("chunk size expected"),
+            None if b == b'\n' => start_chunk(value),
+            None if b == b';' || b == b'\r' || b == b' ' || b == b'\t' => {
+                ChunkNext::Continue(Chunk::Ext { value, line: 0 })
+            }
+            None => return bad("unexpected byte in chunk size"),
+        },
+        Chunk::Ext { value, line } => {
+            if b == b'\n' {
+                start_chunk(value)
+            } else if line >= MAX_CHUNK_LINE {
+                return bad("chunk extension too long");
+            } else {
+                ChunkNext::Continue(Chunk::Ext {
+                    value,
+                    line: line + 1,
+                })
+            }
+        }
+        Chunk::DataEnd { seen_cr } => match b {
+            b'\r' if !seen_cr => ChunkNext::Continue(Chunk::DataEnd { seen_cr: true }),
+            b'\n' => ChunkNext::Continue(Chunk::Size {
+                value: 0,
+                digits: 0,
+            }),
+            _ => return bad("missing CRLF after chunk data"),
+        },
+        Chunk::Trailer { line } => match b {
+            b'\n' if line == 0 => ChunkNext::Done,
+            b'\n' => ChunkNext::Continue(Chunk::Trailer { line: 0 }),
+            b'\r' if line == 0 => ChunkNext::Continue(c),
+            _ if line >= MAX_CHUNK_LINE => return bad("trailer line too long"),
+            _ => ChunkNext::Continue(Chunk::Trailer { line: line + 1 }),
+        },
+        Chunk::Data { .. } => ChunkNext::Data(c),
+    })
+}
+
+/// After a chunk-size line: data follows, or the trailers when the size is 0.
+fn start_chunk(size: u64) -> ChunkNext {
+    if size == 0 {
+        ChunkNext::Continue(Chunk::Trailer { line: 0 })
+    } else {
+        ChunkNext::Data(Chunk::Data {
+            remaining: size,
+            last: false,
+        })
+    }
+}
+
+/// End of the head: the first empty line (CRLF CRLF, or bare LF LF which
+/// RFC 9112 §2.2 lets recipients accept). Returns the index just past it.
+fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < buf.len() {
+        if buf[i] == b'\n' {
+            if buf.get(i + 1) == Some(&b'\n') {
+                return Some(i + 2);
+            }
+            if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
+                return Some(i + 3);
+            }
+        }
+        i += 1;
+    }
+    None
+}

@@ -1,0 +1,209 @@
+//! Parsing a complete HTTP/1.x head into the few facts the analyzer keeps.
+//! Header values are inspected for framing only and never stored.
+
+use super::framing::BodyKind;
+
+/// Header fields parsed per head. Apache's LimitRequestFields defaults to
+/// 100; a little above that accepts real traffic and bounds stack use.
+const MAX_HEADERS: usize = 128;
+
+/// Longest normalized request kept ("METHOD /path"). Longer paths are cut:
+/// they are mostly ids and tokens, which reports should not carry anyway.
+pub const MAX_REQUEST_LABEL: usize = 200;
+
+/// What the body framing of a message depends on, from its header fields.
+#[derive(Debug, Default, Clone, Copy)]
+struct Framing {
+    content_length: Option<u64>,
+    chunked: bool,
+    /// Transfer-Encoding present but not ending in chunked.
+    other_te: bool,
+    encoded: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RequestHead {
+    /// "METHOD /path", query and fragment dropped.
+    pub label: String,
+    pub is_head: bool,
+    pub is_connect: bool,
+    pub body: BodyKind,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub encoded: bool,
+    framing_chunked: bool,
+    framing_other_te: bool,
+    content_length: Option<u64>,
+}
+
+impl ResponseHead {
+    /// Body framing given the request it answers (RFC 9112 §6.3).
+    pub fn body(&self, request_is_head: bool) -> BodyKind {
+        if request_is_head || self.is_interim() || self.status == 204 || self.status == 304 {
+            BodyKind::None
+        } else if self.framing_chunked {
+            BodyKind::Chunked
+        } else if self.framing_other_te {
+            BodyKind::UntilClose
+        } else if let Some(n) = self.content_length {
+            BodyKind::Length(n)
+        } else {
+            BodyKind::UntilClose
+        }
+    }
+
+    /// 1xx other than 101: a final response still follows.
+    pub fn is_interim(&self) -> bool {
+        (100..200).contains(&self.status) && self.status != 101
+    }
+}
+
+pub fn parse_request(head: &[u8]) -> Result<RequestHead, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err("incomplete HTTP request head".into()),
+        Err(e) => return Err(format!("not an HTTP/1 request ({e})")),
+    }
+    let method = req.method.unwrap_or("");
+    let framing = framing(req.headers)?;
+    let body = if framing.chunked {
+        BodyKind::Chunked
+    } else if framing.other_te {
+        // RFC 9112 §6.3 item 4: the length of such a request cannot be known.
+        return Err("request Transfer-Encoding without chunked".into());
+    } else {
+        BodyKind::Length(framing.content_length.unwrap_or(0))
+    };
+    Ok(RequestHead {
+        label: request_label(method, req.path.unwrap_or("")),
+        is_head: method == "HEAD",
+        is_connect: method == "CONNECT",
+        body,
+    })
+}
+
+/// Validates what is there of a request head that is not complete yet, so
+/// non-HTTP bytes are refused early instead of filling the head buffer.
+pub fn check_partial_request(head: &[u8]) -> Result<(), String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Err(httparse::Error::TooManyHeaders) => Err("too many HTTP header fields".into()),
+        Err(e) => Err(format!("not an HTTP/1 request ({e})")),
+        Ok(_) => Ok(()),
+    }
+}
+
+pub fn check_partial_response(head: &[u8]) -> Result<(), String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    match resp.parse(head) {
+        Err(httparse::Error::TooManyHeaders) => Err("too many HTTP header fields".into()),
+        Err(e) => Err(format!("not an HTTP/1 response ({e})")),
+        Ok(_) => Ok(()),
+    }
+}
+
+pub fn parse_response(head: &[u8]) -> Result<ResponseHead, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    match resp.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err("incomplete HTTP response head".into()),
+        Err(e) => return Err(format!("not an HTTP/1 response ({e})")),
+    }
+    let f = framing(resp.headers)?;
+    Ok(ResponseHead {
+        status: resp.code.unwrap_or(0),
+        encoded: f.encoded,
+        framing_chunked: f.chunked,
+        framing_other_te: f.other_te,
+        content_length: f.content_length,
+    })
+}
+
+/// Reads the framing-relevant fields. Conflicting Content-Length values are
+/// refused (RFC 9112 §6.3 item 5: request smuggling).
+fn framing(headers: &[httparse::Header]) -> Result<Framing, String> {
+    let mut f = Framing::default();
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = parse_length(h.value)?;
+            if f.content_length.is_some_and(|old| old != n) {
+                return Err("conflicting Content-Length values".into());
+            }
+            f.content_length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
+            let chunked = trim(last).eq_ignore_ascii_case(b"chunked");
+            f.chunked = chunked;
+            f.other_te = !chunked;
+        } else if h.name.eq_ignore_ascii_case("content-encoding") {
+            f.encoded |= !trim(h.value).eq_ignore_ascii_case(b"identity");
+        }
+    }
+    Ok(f)
+}
+
+/// Content-Length: digits only; "1,1"-style lists of one repeated value are
+/// accepted as RFC 9110 §8.6 allows. Overflow is an error, not a wrap.
+fn parse_length(v: &[u8]) -> Result<u64, String> {
+    let mut value: Option<u64> = None;
+    for part in v.split(|&b| b == b',') {
+        let part = trim(part);
+        if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
+            return Err("invalid Content-Length".into());
+        }
+        let mut n: u64 = 0;
+        for &d in part {
+            n = n
+                .checked_mul(10)
+                .and_then(|n| n.checked_add(u64::from(d - b'0')))
+                .ok_or("Content-Length does not fit in 64 bits")?;
+        }
+        if value.is_some_and(|old| old != n) {
+            return Err("conflicting Content-Length values".into());
+        }
+        value = Some(n);
+    }
+    value.ok_or_else(|| "invalid Content-Length".into())
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &v[start..end.max(start)]
+}
+
+/// "METHOD /path": the query string and fragment are dropped (they carry
+/// ids and secrets), an absolute-form target keeps only its path.
+pub fn request_label(method: &str, target: &str) -> String {
+    let mut path = target;
+    if let Some(rest) = path
+        .strip_prefix("http://")
+        .or_else(|| path.strip_prefix("https://"))
+    {
+        path = rest.find('/').map_or("/", |i| &rest[i..]);
+    }
+    let end = path.find(['?', '#']).unwrap_or(path.len());
+    let mut label = format!("{method} {}", &path[..end]);
+    if label.len() > MAX_REQUEST_LABEL {
+        let mut cut = MAX_REQUEST_LABEL;
+        while !label.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        label.truncate(cut);
+    }
+    label
+}

@@ -1,0 +1,352 @@
+//! HTTP/1.x exchanges from a byte stream: keep-alive, pipelining,
+//! Content-Length, chunked, 100-continue, upgrades. Heads are parsed with
+//! httparse; bodies are counted, never stored.
+
+mod framing;
+mod head;
+#[cfg(test)]
+mod tests;
+
+use crate::StreamAnalyzer;
+use framing::{Framer, Step};
+use head::{RequestHead, ResponseHead};
+use std::collections::VecDeque;
+use whyslow_model::{Direction, Exchange, ExchangeRole, Protocol};
+
+pub use framing::MAX_HEAD_BYTES;
+pub use head::request_label;
+
+/// Requests sent and not yet answered. Browsers and proxies that pipeline
+/// at all keep a handful outstanding; the bound only stops hostile input
+/// from growing the queue without limit.
+pub const MAX_OUTSTANDING: usize = 1024;
+
+/// While a head is shorter than this, each arrival re-validates it so that
+/// non-HTTP bytes fail fast; past it, only the complete head is parsed (keeps
+/// the work linear in the input).
+const EAGER_CHECK_BYTES: usize = 1024;
+
+/// Times, packets and size of the bytes of one message seen so far.
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    first_at: u64,
+    last_at: u64,
+    first_pkt: u64,
+    last_pkt: u64,
+    bytes: u64,
+}
+
+impl Span {
+    fn add(&mut self, n: usize, at_us: u64, packet: u64) {
+        if self.bytes == 0 {
+            self.first_at = at_us;
+            self.first_pkt = packet;
+        }
+        self.last_at = at_us;
+        self.last_pkt = packet;
+        self.bytes = self.bytes.saturating_add(n as u64);
+    }
+}
+
+/// A request whose exchange is not complete yet.
+#[derive(Debug)]
+struct Pending {
+    head: RequestHead,
+    request: Span,
+    request_done: bool,
+    /// Bytes of interim (1xx) responses, counted into the response size.
+    interim_bytes: u64,
+    /// Final response: head seen.
+    response: Option<(ResponseHead, Span)>,
+    response_done: bool,
+}
+
+/// Incremental HTTP/1.x analyzer for one TCP connection.
+#[derive(Debug)]
+pub struct Http1Analyzer {
+    connection: u32,
+    req: Framer,
+    resp: Framer,
+    /// Bytes of the request / response message currently being read.
+    req_span: Span,
+    resp_span: Span,
+    pending: VecDeque<Pending>,
+    done: Vec<Exchange>,
+    error: Option<String>,
+    /// Protocol switched (101, CONNECT): later bytes are not HTTP/1.
+    switched: bool,
+}
+
+impl Http1Analyzer {
+    pub fn new(connection_id: u32) -> Self {
+        Http1Analyzer {
+            connection: connection_id,
+            req: Framer::new(),
+            resp: Framer::new(),
+            req_span: Span::default(),
+            resp_span: Span::default(),
+            pending: VecDeque::new(),
+            done: Vec::new(),
+            error: None,
+            switched: false,
+        }
+    }
+
+    /// True when the first bytes of a client stream look like an HTTP/1
+    /// request line: a known method followed by a space. `None` when too few
+    /// bytes are there to tell.
+    pub fn looks_like_request(data: &[u8]) -> Option<bool> {
+        const METHODS: [&[u8]; 9] = [
+            b"GET ",
+            b"POST ",
+            b"PUT ",
+            b"HEAD ",
+            b"DELETE ",
+            b"OPTIONS ",
+            b"PATCH ",
+            b"CONNECT ",
+            b"TRACE ",
+        ];
+        let mut undecided = false;
+        for m in METHODS {
+            let n = m.len().min(data.len());
+            if data[..n] == m[..n] {
+                if n == m.len() {
+                    return Some(true);
+                }
+                undecided = true;
+            }
+        }
+        if undecided {
+            None
+        } else {
+            Some(false)
+        }
+    }
+
+    fn fail(&mut self, msg: String) {
+        if self.error.is_none() {
+            self.error = Some(msg);
+        }
+    }
+
+    fn feed_request(&mut self, mut data: &[u8], at: u64, pkt: u64) -> Result<(), String> {
+        while !data.is_empty() {
+            let (n, step) = self.req.step(data)?;
+            self.req_span.add(n, at, pkt);
+            data = &data[n..];
+            match step {
+                Step::Progress => {
+                    if self.req.in_head() && self.req.head().len() <= EAGER_CHECK_BYTES {
+                        head::check_partial_request(self.req.head())?;
+                    }
+                }
+                Step::HeadDone => self.request_head_done()?,
+                Step::MessageDone => self.request_done(),
+            }
+        }
+        Ok(())
+    }
+
+    fn request_head_done(&mut self) -> Result<(), String> {
+        let head = head::parse_request(self.req.head())?;
+        if self.pending.len() >= MAX_OUTSTANDING {
+            return Err(format!("more than {MAX_OUTSTANDING} unanswered requests"));
+        }
+        let body = head.body;
+        let connect = head.is_connect;
+        self.pending.push_back(Pending {
+            head,
+            request: Span::default(),
+            request_done: false,
+            interim_bytes: 0,
+            response: None,
+            response_done: false,
+        });
+        if self.req.start_body(body) {
+            self.request_done();
+        }
+        if connect {
+            // Whatever the client sends next goes through the tunnel.
+            self.req.make_opaque();
+        }
+        Ok(())
+    }
+
+    fn request_done(&mut self) {
+        let span = std::mem::take(&mut self.req_span);
+        if let Some(p) = self.pending.iter_mut().rev().find(|p| !p.request_done) {
+            p.request = span;
+            p.request_done = true;
+        }
+        self.emit_completed();
+    }
+
+    fn feed_response(&mut self, mut data: &[u8], at: u64, pkt: u64) -> Result<(), String> {
+        while !data.is_empty() {
+            let (n, step) = self.resp.step(data)?;
+            self.resp_span.add(n, at, pkt);
+            data = &data[n..];
+            match step {
+                Step::Progress => {
+                    if self.resp.in_head() && self.resp.head().len() <= EAGER_CHECK_BYTES {
+                        head::check_partial_response(self.resp.head())?;
+                    }
+                }
+                Step::HeadDone => self.response_head_done()?,
+                Step::MessageDone => self.response_done(),
+            }
+            if self.switched {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The first request still waiting for its final response (FIFO pairing).
+    fn answering(&mut self) -> Option<&mut Pending> {
+        self.pending.iter_mut().find(|p| !p.response_done)
+    }
+
+    fn response_head_done(&mut self) -> Result<(), String> {
+        let head = head::parse_response(self.resp.head())?;
+        let p = self.answering().ok_or("HTTP response without a request")?;
+        let is_head = p.head.is_head;
+        let is_connect = p.head.is_connect;
+        let switching = head.status == 101 || (is_connect && (200..300).contains(&head.status));
+        if !head.is_interim() {
+            p.response = Some((head, Span::default()));
+        }
+        if switching {
+            self.response_done();
+            self.switched = true;
+            self.req.make_opaque();
+            self.resp.make_opaque();
+            return Ok(());
+        }
+        if self.resp.start_body(head.body(is_head)) {
+            self.response_done();
+        }
+        Ok(())
+    }
+
+    /// End of a response message: interim ones only add their bytes.
+    fn response_done(&mut self) {
+        let span = std::mem::take(&mut self.resp_span);
+        let Some(p) = self.answering() else { return };
+        match &mut p.response {
+            Some((_, s)) => {
+                *s = span;
+                p.response_done = true;
+            }
+            None => p.interim_bytes = p.interim_bytes.saturating_add(span.bytes),
+        }
+        self.emit_completed();
+    }
+
+    fn emit_completed(&mut self) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|p| p.request_done && p.response_done)
+        {
+            if let Some(p) = self.pending.pop_front() {
+                let e = self.exchange(p);
+                self.done.push(e);
+            }
+        }
+    }
+
+    fn exchange(&self, p: Pending) -> Exchange {
+        let (status, resp, encoded) = match p.response {
+            Some((h, s)) if s.bytes > 0 => (Some(h.status), Some(s), h.encoded),
+            Some((h, _)) => (Some(h.status), None, h.encoded),
+            None => (None, None, false),
+        };
+        let resp_bytes = resp.map_or(0, |s| s.bytes).saturating_add(p.interim_bytes);
+        Exchange {
+            id: 0,
+            connection: self.connection,
+            protocol: Protocol::Http1,
+            request: p.head.label,
+            status,
+            request_first_at_us: p.request.first_at,
+            request_last_at_us: p.request.last_at,
+            response_first_at_us: resp.map(|s| s.first_at),
+            response_last_at_us: resp.map(|s| s.last_at),
+            request_bytes: p.request.bytes,
+            response_bytes: resp_bytes,
+            request_packets: (p.request.first_pkt, p.request.last_pkt),
+            response_packets: resp.map(|s| (s.first_pkt, s.last_pkt)),
+            response_encoded: encoded,
+            role: ExchangeRole::Inbound,
+            parent: None,
+        }
+    }
+}
+
+impl StreamAnalyzer for Http1Analyzer {
+    fn on_data(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64) {
+        if self.error.is_some() || self.switched {
+            return;
+        }
+        let r = match direction {
+            Direction::ToServer => self.feed_request(data, at_us, packet),
+            Direction::ToClient => self.feed_response(data, at_us, packet),
+        };
+        if let Err(e) = r {
+            self.fail(e);
+        }
+    }
+
+    fn on_gap(&mut self, direction: Direction, missing: u64) {
+        if self.error.is_some() || self.switched {
+            return;
+        }
+        let framer = match direction {
+            Direction::ToServer => &mut self.req,
+            Direction::ToClient => &mut self.resp,
+        };
+        // Inside a body of known length the gap is only uncounted bytes; the
+        // next message starts where the length says, so parsing goes on.
+        if !framer.skip_missing(missing) {
+            let side = match direction {
+                Direction::ToServer => "client→server",
+                Direction::ToClient => "server→client",
+            };
+            self.fail(format!(
+                "{missing} bytes missing from the capture ({side}); HTTP parsing stopped"
+            ));
+        }
+    }
+
+    fn take_exchanges(&mut self) -> Vec<Exchange> {
+        std::mem::take(&mut self.done)
+    }
+
+    fn finish(&mut self) -> Vec<Exchange> {
+        // A body read until close ends here; so does anything cut short.
+        if self.resp.reading_until_close() && self.error.is_none() {
+            self.response_done();
+        }
+        let req_span = std::mem::take(&mut self.req_span);
+        let resp_span = std::mem::take(&mut self.resp_span);
+        if let Some(p) = self.pending.iter_mut().rev().find(|p| !p.request_done) {
+            p.request = req_span;
+        }
+        if let Some(p) = self.pending.iter_mut().find(|p| !p.response_done) {
+            if let Some((_, s)) = &mut p.response {
+                *s = resp_span;
+            }
+        }
+        while let Some(p) = self.pending.pop_front() {
+            let e = self.exchange(p);
+            self.done.push(e);
+        }
+        std::mem::take(&mut self.done)
+    }
+
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+}

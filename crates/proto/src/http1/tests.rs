@@ -1,0 +1,289 @@
+use super::*;
+use whyslow_model::Direction::{ToClient, ToServer};
+
+/// Feeds chunks in order (packet number = index + 1, time = 1000 × packet).
+fn run(chunks: &[(Direction, &[u8])]) -> (Vec<Exchange>, Option<String>) {
+    let mut a = Http1Analyzer::new(7);
+    let mut out = Vec::new();
+    for (i, (d, data)) in chunks.iter().enumerate() {
+        let pkt = i as u64 + 1;
+        a.on_data(*d, data, pkt * 1000, pkt);
+        out.extend(a.take_exchanges());
+    }
+    out.extend(a.finish());
+    (out, a.error().map(str::to_string))
+}
+
+const REQ: &[u8] =
+    b"POST /api/items?token=secret#frag HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+const RESP: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+
+#[test]
+fn one_exchange_fields() {
+    let (ex, err) = run(&[(ToServer, REQ), (ToClient, RESP)]);
+    assert_eq!(err, None);
+    assert_eq!(ex.len(), 1);
+    let e = &ex[0];
+    assert_eq!(e.request, "POST /api/items");
+    assert_eq!(e.status, Some(200));
+    assert_eq!(e.connection, 7);
+    assert_eq!(e.protocol, Protocol::Http1);
+    assert_eq!(e.request_bytes, REQ.len() as u64);
+    assert_eq!(e.response_bytes, RESP.len() as u64);
+    assert_eq!(e.request_packets, (1, 1));
+    assert_eq!(e.response_packets, Some((2, 2)));
+    assert_eq!((e.request_first_at_us, e.request_last_at_us), (1000, 1000));
+    assert_eq!(e.response_first_at_us, Some(2000));
+    assert!(e.response_encoded);
+}
+
+/// Splitting either stream at any byte gives the same exchange, apart from
+/// the packet numbers and times the split introduces.
+#[test]
+fn split_at_every_byte() {
+    let (whole, _) = run(&[(ToServer, REQ), (ToClient, RESP)]);
+    for i in 0..=REQ.len() {
+        for j in [0, 1, RESP.len() / 2, RESP.len() - 1, RESP.len()] {
+            let (a, b) = REQ.split_at(i);
+            let (c, d) = RESP.split_at(j);
+            let (ex, err) = run(&[(ToServer, a), (ToServer, b), (ToClient, c), (ToClient, d)]);
+            assert_eq!(err, None, "split {i}/{j}");
+            assert_eq!(ex.len(), 1, "split {i}/{j}");
+            assert_eq!(ex[0].request, whole[0].request);
+            assert_eq!(ex[0].request_bytes, whole[0].request_bytes);
+            assert_eq!(ex[0].response_bytes, whole[0].response_bytes);
+            assert_eq!(ex[0].status, Some(200));
+        }
+    }
+    for j in 0..=RESP.len() {
+        let (c, d) = RESP.split_at(j);
+        let (ex, err) = run(&[(ToServer, REQ), (ToClient, c), (ToClient, d)]);
+        assert_eq!(err, None, "split {j}");
+        assert_eq!(ex[0].response_bytes, RESP.len() as u64, "split {j}");
+    }
+}
+
+#[test]
+fn one_byte_at_a_time() {
+    let mut chunks: Vec<(Direction, &[u8])> = Vec::new();
+    for i in 0..REQ.len() {
+        chunks.push((ToServer, &REQ[i..i + 1]));
+    }
+    for i in 0..RESP.len() {
+        chunks.push((ToClient, &RESP[i..i + 1]));
+    }
+    let (ex, err) = run(&chunks);
+    assert_eq!(err, None);
+    assert_eq!(ex.len(), 1);
+    assert_eq!(ex[0].request_packets, (1, REQ.len() as u64));
+    let first = REQ.len() as u64 + 1;
+    assert_eq!(
+        ex[0].response_packets,
+        Some((first, first + RESP.len() as u64 - 1))
+    );
+}
+
+#[test]
+fn keep_alive_and_pipelining_pair_fifo() {
+    let reqs = b"GET /a HTTP/1.1\r\n\r\nHEAD /b HTTP/1.1\r\n\r\nGET /c?x=1 HTTP/1.1\r\n\r\n";
+    let resps = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+    let (ex, err) = run(&[(ToServer, reqs), (ToClient, resps)]);
+    assert_eq!(err, None);
+    let got: Vec<_> = ex.iter().map(|e| (e.request.as_str(), e.status)).collect();
+    assert_eq!(
+        got,
+        [
+            ("GET /a", Some(200)),
+            ("HEAD /b", Some(200)),
+            ("GET /c", Some(404))
+        ]
+    );
+    assert_eq!(ex[1].response_bytes, 40, "HEAD: head only");
+}
+
+#[test]
+fn chunked_request_and_no_body_statuses() {
+    let req = b"PUT /u HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /n HTTP/1.1\r\n\r\nGET /m HTTP/1.1\r\n\r\n";
+    let resp = b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\nHTTP/1.0 200 OK\r\n\r\nuntil close";
+    let (ex, err) = run(&[(ToServer, req), (ToClient, resp)]);
+    assert_eq!(err, None);
+    assert_eq!(ex.len(), 3);
+    assert_eq!(ex[0].request_bytes, 62, "head 47 + chunked body 15");
+    assert_eq!(ex[1].status, Some(304));
+    assert_eq!(
+        ex[2].response_bytes,
+        19 + 11,
+        "read to close ends at finish"
+    );
+}
+
+#[test]
+fn interim_100_continue_does_not_complete() {
+    let head = b"POST /up HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n";
+    let cont = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let fin = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
+    let (ex, err) = run(&[
+        (ToServer, head),
+        (ToClient, cont),
+        (ToServer, b"abc"),
+        (ToClient, fin),
+    ]);
+    assert_eq!(err, None);
+    assert_eq!(ex.len(), 1);
+    assert_eq!(ex[0].status, Some(201));
+    assert_eq!(ex[0].request_packets, (1, 3));
+    assert_eq!(
+        ex[0].response_packets,
+        Some((4, 4)),
+        "final response, not the 100"
+    );
+    assert_eq!(ex[0].response_bytes, (cont.len() + fin.len()) as u64);
+}
+
+#[test]
+fn upgrade_stops_parsing() {
+    let req = b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+    let resp = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x05hello";
+    let (ex, err) = run(&[
+        (ToServer, req),
+        (ToClient, resp),
+        (ToServer, b"\x82\x00garbage"),
+    ]);
+    assert_eq!(err, None);
+    assert_eq!(ex.len(), 1);
+    assert_eq!(ex[0].status, Some(101));
+    let (ex, err) = run(&[
+        (
+            ToServer,
+            b"CONNECT example.com:443 HTTP/1.1\r\n\r\n\x16\x03\x01",
+        ),
+        (ToClient, b"HTTP/1.1 200 OK\r\n\r\n\x16\x03\x03"),
+    ]);
+    assert_eq!(err, None);
+    assert_eq!(ex[0].request, "CONNECT example.com:443");
+}
+
+#[test]
+fn garbage_is_an_error_and_keeps_earlier_exchanges() {
+    let (ex, err) = run(&[(ToServer, b"\x16\x03\x01\x02\x00\x01\x00")]);
+    assert!(ex.is_empty());
+    assert!(err.unwrap().contains("not an HTTP/1 request"));
+    let (ex, err) = run(&[
+        (ToServer, b"GET / HTTP/1.1\r\n\r\n"),
+        (ToClient, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+        (ToServer, b"\x00\x01\x02 binary"),
+    ]);
+    assert_eq!(ex.len(), 1);
+    assert!(err.is_some());
+    let (_, err) = run(&[
+        (ToServer, b"GET / HTTP/1.1\r\n\r\n"),
+        (ToClient, b"SSH-2.0-x\r\n"),
+    ]);
+    assert!(err.unwrap().contains("not an HTTP/1 response"));
+}
+
+#[test]
+fn absurd_lengths_are_refused_without_overflow() {
+    let (_, err) = run(&[(
+        ToServer,
+        b"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+    )]);
+    assert!(err.unwrap().contains("64 bits"));
+    let (_, err) = run(&[(
+        ToServer,
+        b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+    )]);
+    assert!(err.unwrap().contains("conflicting"));
+    let (_, err) = run(&[
+        (ToServer, b"GET / HTTP/1.1\r\n\r\n"),
+        (
+            ToClient,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1ffffffffffffffff\r\n",
+        ),
+    ]);
+    assert!(err.unwrap().contains("64 bits"));
+    // A huge but valid length is counted, never allocated.
+    let (ex, err) = run(&[
+        (ToServer, b"GET / HTTP/1.1\r\n\r\n"),
+        (
+            ToClient,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\nabc",
+        ),
+    ]);
+    assert_eq!(err, None);
+    assert_eq!(
+        ex[0].status,
+        Some(200),
+        "partial response flushed at finish"
+    );
+}
+
+#[test]
+fn head_without_end_is_bounded() {
+    let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+    big.resize(MAX_HEAD_BYTES * 2, b'a');
+    let (ex, err) = run(&[(ToServer, &big)]);
+    assert!(ex.is_empty());
+    assert!(err.unwrap().contains("64 KiB"));
+}
+
+#[test]
+fn truncated_exchanges_are_flushed() {
+    let (ex, err) = run(&[(ToServer, b"GET /slow HTTP/1.1\r\n\r\n")]);
+    assert_eq!(err, None);
+    assert_eq!(ex.len(), 1);
+    assert_eq!(ex[0].status, None);
+    assert_eq!(ex[0].response_first_at_us, None);
+    let (ex, _) = run(&[(ToServer, b"GET /slow HTT")]);
+    assert!(ex.is_empty(), "no exchange before a complete request head");
+}
+
+#[test]
+fn gaps_in_bodies_are_absorbed_elsewhere_fatal() {
+    let mut a = Http1Analyzer::new(0);
+    a.on_data(
+        ToServer,
+        b"GET / HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n",
+        1,
+        1,
+    );
+    a.on_data(
+        ToClient,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab",
+        2,
+        2,
+    );
+    a.on_gap(ToClient, 5);
+    a.on_data(
+        ToClient,
+        b"abcHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        3,
+        3,
+    );
+    assert_eq!(a.error(), None);
+    assert_eq!(a.take_exchanges().len(), 2);
+    a.on_gap(ToServer, 3);
+    assert!(a.error().unwrap().contains("missing"));
+}
+
+#[test]
+fn request_labels_drop_queries_and_hosts() {
+    assert_eq!(request_label("GET", "http://h:8080/p?q#f"), "GET /p");
+    assert_eq!(request_label("GET", "http://h"), "GET /");
+    assert_eq!(request_label("OPTIONS", "*"), "OPTIONS *");
+    assert!(request_label("GET", &"/x".repeat(500)).len() <= head::MAX_REQUEST_LABEL);
+}
+
+#[test]
+fn looks_like_request_needs_a_method() {
+    assert_eq!(
+        Http1Analyzer::looks_like_request(b"GET / HTTP/1.1"),
+        Some(true)
+    );
+    assert_eq!(Http1Analyzer::looks_like_request(b"PO"), None);
+    assert_eq!(
+        Http1Analyzer::looks_like_request(b"\x16\x03\x01"),
+        Some(false)
+    );
+    assert_eq!(Http1Analyzer::looks_like_request(b"GETX"), Some(false));
+}
