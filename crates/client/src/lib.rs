@@ -1,1 +1,21 @@
+//! An instrumented HTTP client: every request is timed phase by phase
+//! (dns, connect, tls, send, wait, receive) the way curl `-w` does, and the
+//! way bytes leave the socket is under control (TCP_NODELAY, split or
+//! coalesced writes) so client write patterns can be reproduced exactly.
 
+mod chunked;
+mod connect;
+mod error;
+pub mod h1;
+mod h2conn;
+mod probe;
+mod request;
+mod target;
+mod tls;
+
+pub use connect::{connect, Connected, Io};
+pub use error::{ErrorKind, ProbeError};
+pub use probe::{probe, ProbeOptions, ProbeRun};
+pub use request::{HttpVersion, RequestSpec, WritePattern};
+pub use target::Target;
+pub use tls::{TlsOptions, TlsSetup};

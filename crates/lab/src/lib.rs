@@ -1,1 +1,10 @@
+//! The built-in lab: small real servers on loopback that reproduce the case
+//! studies, each in a broken and a fixed variant, each declaring the truth it
+//! injects so a diagnosis can be checked against it.
 
+pub mod http1;
+pub mod proxy;
+pub mod scenario;
+pub mod tls_h2;
+
+pub use scenario::{find, Running, Scenario, Truth, SCENARIOS};

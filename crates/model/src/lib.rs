@@ -13,7 +13,7 @@ mod timeline;
 
 pub use finding::{Evidence, Finding, FindingKind, Severity};
 pub use phases::{PhaseName, RequestPhases, TlsInfo};
-pub use report::{Report, ReportSection, Skipped, SCHEMA_VERSION};
+pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
     Segment, SegmentFlags, Timeline,

@@ -43,7 +43,7 @@ impl PhaseName {
             "connect" | "tcp" => PhaseName::Connect,
             "tls" | "ssl" => PhaseName::Tls,
             "send" => PhaseName::Send,
-            "wait" | "ttfb" => PhaseName::Wait,
+            "wait" => PhaseName::Wait,
             "receive" | "download" => PhaseName::Receive,
             "total" => PhaseName::Total,
             _ => return None,

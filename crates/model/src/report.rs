@@ -18,6 +18,20 @@ pub struct ReportSection {
     pub requests: Vec<RequestPhases>,
 }
 
+/// One limit from `--budget` or `--slo`, checked against what was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// As the user wrote it: "total<2s".
+    pub rule: String,
+    pub observed: f64,
+    pub limit: f64,
+    /// "us" for times, "percent" for error rates.
+    pub unit: String,
+    pub passed: bool,
+    /// Which request or interval was worst, for a person to look at.
+    pub worst: Option<String>,
+}
+
 /// The JSON report every command can emit with `--json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -29,6 +43,8 @@ pub struct Report {
     pub timeline: Option<Timeline>,
     pub findings: Vec<Finding>,
     pub skipped: Vec<Skipped>,
+    #[serde(default)]
+    pub checks: Vec<CheckResult>,
     /// Problems met on the way (truncated capture, failed request) that did not stop the run.
     pub errors: Vec<String>,
 }
@@ -43,6 +59,7 @@ impl Report {
             timeline: None,
             findings: Vec::new(),
             skipped: Vec::new(),
+            checks: Vec::new(),
             errors: Vec::new(),
         }
     }

@@ -1,1 +1,56 @@
-fn main() {}
+//! whyslow: where did the milliseconds of this request go, and why?
+
+mod cmd_lab;
+mod cmd_probe;
+mod limits;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit code when a --budget or --slo rule was broken.
+pub const EXIT_BREACH: u8 = 1;
+/// Exit code for bad arguments (clap uses it too).
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "whyslow",
+    version,
+    about = "Find where the milliseconds of a request go, name the cause, prove the fix.",
+    after_help = "Examples:\n  whyslow demo\n  whyslow probe -n 5 http://127.0.0.1:8080/\n  whyslow probe -X POST -d @body.json --nodelay off --write split http://127.0.0.1:8080/search\n  whyslow probe --budget 'total<2s,ttfb<500ms' https://example.com/"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Time N requests phase by phase (dns, connect, tls, send, wait, receive).
+    Probe(cmd_probe::ProbeArgs),
+    /// The built-in lab: case studies as runnable scenarios.
+    #[command(subcommand)]
+    Lab(cmd_lab::LabCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Probe(args) => cmd_probe::run(args),
+        Command::Lab(cmd) => cmd_lab::run(cmd),
+    };
+    ExitCode::from(code)
+}
+
+/// A runtime for one command. Probes use a single thread so that timings
+/// are not disturbed by work stealing.
+pub fn runtime(threads: usize) -> tokio::runtime::Runtime {
+    let mut b = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    b.enable_all().build().expect("tokio runtime")
+}

@@ -1,0 +1,313 @@
+//! HTTP/1.1 written by hand, so that the bytes and the moment each write
+//! reaches the socket are exactly what the user asked for.
+
+use crate::chunked::ChunkedDecoder;
+use crate::connect::{micros, Io};
+use crate::error::{ErrorKind, ProbeError};
+use crate::request::{RequestSpec, WritePattern};
+use crate::target::Target;
+use bytes::{Bytes, BytesMut};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Response headers larger than this are refused (nginx's large buffers are 4×8 KiB).
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// Header fields parsed per response.
+const MAX_HEADERS: usize = 128;
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A request serialized once, ready to be sent many times.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub head: Bytes,
+    pub body: Bytes,
+    pub write: WritePattern,
+    pub is_head: bool,
+}
+
+impl PreparedRequest {
+    pub fn new(target: &Target, spec: &RequestSpec) -> PreparedRequest {
+        let mut h = format!("{} {} HTTP/1.1\r\n", spec.method, target.path_and_query);
+        if !spec.has_header("host") {
+            h.push_str(&format!("Host: {}\r\n", target.authority()));
+        }
+        if !spec.has_header("user-agent") {
+            h.push_str(concat!(
+                "User-Agent: whyslow/",
+                env!("CARGO_PKG_VERSION"),
+                "\r\n"
+            ));
+        }
+        if !spec.has_header("accept") {
+            h.push_str("Accept: */*\r\n");
+        }
+        let has_length = spec.has_header("content-length") || spec.has_header("transfer-encoding");
+        if !spec.body.is_empty() && !has_length {
+            h.push_str(&format!("Content-Length: {}\r\n", spec.body.len()));
+        }
+        if !spec.body.is_empty() && !spec.has_header("content-type") {
+            h.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        }
+        for (name, value) in &spec.headers {
+            h.push_str(&format!("{name}: {value}\r\n"));
+        }
+        h.push_str("\r\n");
+        PreparedRequest {
+            head: Bytes::from(h),
+            body: spec.body.clone(),
+            write: spec.write,
+            is_head: spec.method.eq_ignore_ascii_case("HEAD"),
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        (self.head.len() + self.body.len()) as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What one request/response on an open connection took.
+#[derive(Debug, Clone, Default)]
+pub struct ExchangeTiming {
+    pub send_us: u64,
+    pub wait_us: u64,
+    pub receive_us: u64,
+    pub status: u16,
+    pub header_bytes: u64,
+    pub body_bytes: u64,
+    pub content_encoding: Option<String>,
+    /// False when the server asked to close, or the body ran to the close.
+    pub keep_alive: bool,
+}
+
+struct Head {
+    status: u16,
+    len: usize,
+    body: BodyLength,
+    content_encoding: Option<String>,
+    close: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum BodyLength {
+    None,
+    Known(u64),
+    Chunked,
+    UntilClose,
+}
+
+/// Sends `req` on `io` and reads the whole response. `buf` carries bytes read
+/// past the end of one response into the next call.
+pub async fn exchange(
+    io: &mut dyn Io,
+    buf: &mut BytesMut,
+    req: &PreparedRequest,
+    timeout: Duration,
+) -> Result<ExchangeTiming, ProbeError> {
+    let t_send = Instant::now();
+    write_request(io, req, timeout).await?;
+    let t_sent = Instant::now();
+
+    let (head, t_first) = read_head(io, buf, req.is_head, timeout).await?;
+    let body_bytes = read_body(io, buf, head.body, timeout).await?;
+    let t_done = Instant::now();
+    Ok(ExchangeTiming {
+        send_us: micros(t_sent - t_send),
+        wait_us: micros(t_first.saturating_duration_since(t_sent)),
+        receive_us: micros(t_done.saturating_duration_since(t_first)),
+        status: head.status,
+        header_bytes: head.len as u64,
+        body_bytes,
+        content_encoding: head.content_encoding,
+        keep_alive: !head.close && !matches!(head.body, BodyLength::UntilClose),
+    })
+}
+
+async fn write_request(
+    io: &mut dyn Io,
+    req: &PreparedRequest,
+    timeout: Duration,
+) -> Result<(), ProbeError> {
+    let write = async {
+        match req.write {
+            WritePattern::Split if !req.body.is_empty() => {
+                io.write_all(&req.head).await?;
+                io.flush().await?;
+                io.write_all(&req.body).await?;
+            }
+            _ if req.body.is_empty() => io.write_all(&req.head).await?,
+            _ => {
+                let mut all = Vec::with_capacity(req.head.len() + req.body.len());
+                all.extend_from_slice(&req.head);
+                all.extend_from_slice(&req.body);
+                io.write_all(&all).await?;
+            }
+        }
+        io.flush().await
+    };
+    tokio::time::timeout(timeout, write)
+        .await
+        .map_err(|_| ProbeError::timeout("send", timeout))?
+        .map_err(|e| ProbeError::io("send", &e))
+}
+
+/// Reads more bytes into `buf`; Ok(false) at end of stream.
+async fn fill(
+    io: &mut dyn Io,
+    buf: &mut BytesMut,
+    phase: &'static str,
+    timeout: Duration,
+) -> Result<bool, ProbeError> {
+    buf.reserve(READ_CHUNK);
+    let n = tokio::time::timeout(timeout, io.read_buf(buf))
+        .await
+        .map_err(|_| ProbeError::timeout(phase, timeout))?
+        .map_err(|e| ProbeError::io(phase, &e))?;
+    Ok(n > 0)
+}
+
+async fn read_head(
+    io: &mut dyn Io,
+    buf: &mut BytesMut,
+    is_head: bool,
+    timeout: Duration,
+) -> Result<(Head, Instant), ProbeError> {
+    let mut first = None;
+    loop {
+        if !buf.is_empty() {
+            first.get_or_insert_with(Instant::now);
+            if let Some(head) = parse_head(buf, is_head)? {
+                let _ = buf.split_to(head.len);
+                if (100..200).contains(&head.status) && head.status != 101 {
+                    continue; // interim response (100 Continue): the real one follows
+                }
+                return Ok((head, first.unwrap_or_else(Instant::now)));
+            }
+            if buf.len() > MAX_HEADER_BYTES {
+                return Err(ProbeError::new(
+                    "receive",
+                    ErrorKind::Protocol,
+                    "response headers exceed 64 KiB",
+                ));
+            }
+        }
+        let phase = if first.is_some() { "receive" } else { "wait" };
+        if !fill(io, buf, phase, timeout).await? {
+            let kind = ErrorKind::EmptyReply;
+            return Err(ProbeError::new(phase, kind, "server closed the connection"));
+        }
+    }
+}
+
+fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => {
+            return Err(ProbeError::new(
+                "receive",
+                ErrorKind::Protocol,
+                format!("not an HTTP response: {e}"),
+            ))
+        }
+    };
+    let status = resp.code.unwrap_or(0);
+    let mut body = BodyLength::UntilClose;
+    let mut content_encoding = None;
+    let mut close = resp.version == Some(0);
+    for h in resp.headers.iter() {
+        let value = String::from_utf8_lossy(h.value);
+        let value = value.trim();
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = value.parse::<u64>().map_err(|_| {
+                ProbeError::new(
+                    "receive",
+                    ErrorKind::Protocol,
+                    format!("bad Content-Length {value:?}"),
+                )
+            })?;
+            if !matches!(body, BodyLength::Chunked) {
+                body = BodyLength::Known(n);
+            }
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding")
+            && value.to_ascii_lowercase().ends_with("chunked")
+        {
+            body = BodyLength::Chunked;
+        } else if h.name.eq_ignore_ascii_case("content-encoding") {
+            content_encoding = Some(value.to_string());
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let v = value.to_ascii_lowercase();
+            close = v.contains("close") || (close && !v.contains("keep-alive"));
+        }
+    }
+    if is_head || status == 204 || status == 304 || (100..200).contains(&status) {
+        body = BodyLength::None;
+    }
+    Ok(Some(Head {
+        status,
+        len,
+        body,
+        content_encoding,
+        close,
+    }))
+}
+
+async fn read_body(
+    io: &mut dyn Io,
+    buf: &mut BytesMut,
+    body: BodyLength,
+    timeout: Duration,
+) -> Result<u64, ProbeError> {
+    match body {
+        BodyLength::None => Ok(0),
+        BodyLength::Known(n) => {
+            let mut left = n;
+            loop {
+                let take = left.min(buf.len() as u64) as usize;
+                let _ = buf.split_to(take);
+                left -= take as u64;
+                if left == 0 {
+                    return Ok(n);
+                }
+                if !fill(io, buf, "receive", timeout).await? {
+                    let msg = format!("body ended after {} of {n} bytes", n - left);
+                    return Err(ProbeError::new("receive", ErrorKind::EmptyReply, msg));
+                }
+            }
+        }
+        BodyLength::Chunked => {
+            let mut dec = ChunkedDecoder::default();
+            loop {
+                let used = dec
+                    .feed(buf)
+                    .map_err(|e| ProbeError::new("receive", ErrorKind::Protocol, e))?;
+                let _ = buf.split_to(used);
+                if dec.is_done() {
+                    return Ok(dec.body_bytes);
+                }
+                if !fill(io, buf, "receive", timeout).await? {
+                    return Err(ProbeError::new(
+                        "receive",
+                        ErrorKind::EmptyReply,
+                        "chunked body cut short",
+                    ));
+                }
+            }
+        }
+        BodyLength::UntilClose => {
+            let mut total = 0u64;
+            loop {
+                total += buf.len() as u64;
+                buf.clear();
+                if !fill(io, buf, "receive", timeout).await? {
+                    return Ok(total);
+                }
+            }
+        }
+    }
+}

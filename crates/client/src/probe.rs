@@ -1,0 +1,153 @@
+//! `whyslow probe`: N requests, each timed phase by phase, on one reused
+//! connection or on fresh ones.
+
+use crate::connect::{connect, micros, Connected, Io};
+use crate::error::ProbeError;
+use crate::h1::{self, ExchangeTiming, PreparedRequest};
+use crate::h2conn::H2Conn;
+use crate::request::{HttpVersion, RequestSpec};
+use crate::target::Target;
+use crate::tls::{TlsOptions, TlsSetup};
+use bytes::BytesMut;
+use std::net::SocketAddr;
+use std::time::Instant;
+use whyslow_model::{RequestPhases, TlsInfo};
+
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    pub url: String,
+    pub requests: u32,
+    /// A new connection for every request (curl run N times) instead of one reused.
+    pub fresh: bool,
+    pub spec: RequestSpec,
+    pub tls: TlsOptions,
+}
+
+/// What a probe measured. When a request fails, the run stops and the
+/// requests completed before it are kept.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeRun {
+    pub requests: Vec<RequestPhases>,
+    pub connections_opened: u32,
+    pub error: Option<ProbeError>,
+}
+
+enum Session {
+    H1 { io: Box<dyn Io>, buf: BytesMut },
+    H2(H2Conn),
+}
+
+struct Open {
+    session: Session,
+    id: u32,
+    remote: SocketAddr,
+    local: SocketAddr,
+    tls: Option<TlsInfo>,
+}
+
+pub async fn probe(opts: &ProbeOptions) -> ProbeRun {
+    let mut run = ProbeRun::default();
+    if let Err(e) = probe_into(opts, &mut run).await {
+        run.error = Some(e);
+    }
+    run
+}
+
+async fn probe_into(opts: &ProbeOptions, run: &mut ProbeRun) -> Result<(), ProbeError> {
+    let target = Target::parse(&opts.url)?;
+    let tls = match target.https {
+        true => Some(TlsSetup::new(&opts.tls, opts.spec.version)?),
+        false => None,
+    };
+    let prepared = PreparedRequest::new(&target, &opts.spec);
+    let mut open: Option<Open> = None;
+    for index in 0..opts.requests {
+        let t0 = Instant::now();
+        let mut fresh_phases = (0, 0, 0);
+        let reused = open.is_some() && !opts.fresh;
+        if !reused {
+            let c = connect(&target, &opts.spec, tls.as_ref()).await?;
+            fresh_phases = (c.dns_us, c.connect_us, c.tls_us);
+            open = Some(start_session(c, &opts.spec, run.connections_opened).await?);
+            run.connections_opened += 1;
+        }
+        let Some(conn) = open.as_mut() else {
+            unreachable!("opened above")
+        };
+        let timing = match &mut conn.session {
+            Session::H1 { io, buf } => {
+                h1::exchange(io.as_mut(), buf, &prepared, opts.spec.timeout).await?
+            }
+            Session::H2(h2) => h2.exchange(&target, &opts.spec).await?,
+        };
+        let total_us = micros(t0.elapsed());
+        run.requests.push(phases(
+            index,
+            conn,
+            reused,
+            fresh_phases,
+            &timing,
+            total_us,
+            &prepared,
+        ));
+        if !timing.keep_alive {
+            open = None;
+        }
+    }
+    Ok(())
+}
+
+async fn start_session(c: Connected, spec: &RequestSpec, id: u32) -> Result<Open, ProbeError> {
+    let use_h2 = c.alpn_h2() || (c.tls.is_none() && spec.version == HttpVersion::Http2);
+    let (remote, local, tls) = (c.remote, c.local, c.tls.clone());
+    let session = if use_h2 {
+        Session::H2(H2Conn::handshake(c.io, spec.timeout).await?)
+    } else {
+        Session::H1 {
+            io: c.io,
+            buf: BytesMut::with_capacity(16 * 1024),
+        }
+    };
+    Ok(Open {
+        session,
+        id,
+        remote,
+        local,
+        tls,
+    })
+}
+
+fn phases(
+    index: u32,
+    conn: &Open,
+    reused: bool,
+    (dns_us, connect_us, tls_us): (u64, u64, u64),
+    t: &ExchangeTiming,
+    total_us: u64,
+    prepared: &PreparedRequest,
+) -> RequestPhases {
+    RequestPhases {
+        index,
+        connection: conn.id,
+        reused,
+        dns_us,
+        connect_us,
+        tls_us,
+        send_us: t.send_us,
+        wait_us: t.wait_us,
+        receive_us: t.receive_us,
+        total_us,
+        status: t.status,
+        http_version: match conn.session {
+            Session::H1 { .. } => "1.1".into(),
+            Session::H2(_) => "2".into(),
+        },
+        remote: Some(conn.remote),
+        local: Some(conn.local),
+        request_bytes: prepared.len(),
+        response_header_bytes: t.header_bytes,
+        response_body_bytes: t.body_bytes,
+        content_encoding: t.content_encoding.clone(),
+        tls: conn.tls.clone(),
+    }
+}

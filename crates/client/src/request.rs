@@ -1,0 +1,56 @@
+use bytes::Bytes;
+use std::time::Duration;
+
+/// How the client writes a request with a body onto the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePattern {
+    /// Headers and body in one write (curl, Python requests).
+    Coalesced,
+    /// Headers, then body, in two writes (Ruby's Net::HTTP in case 000).
+    Split,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// HTTP/1.1 for http://; ALPN offering h2 and http/1.1 for https://.
+    Auto,
+    Http1,
+    /// h2 over TLS by ALPN, or h2c with prior knowledge over plain TCP.
+    Http2,
+}
+
+/// One request as the user described it (curl's -X, -d, -H).
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    pub version: HttpVersion,
+    pub write: WritePattern,
+    /// TCP_NODELAY on the client socket (curl sets it by default).
+    pub nodelay: bool,
+    /// Limit for each phase (connect, tls, each read and write).
+    pub timeout: Duration,
+}
+
+impl Default for RequestSpec {
+    fn default() -> Self {
+        RequestSpec {
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: Bytes::new(),
+            version: HttpVersion::Auto,
+            write: WritePattern::Coalesced,
+            nodelay: true,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RequestSpec {
+    pub fn has_header(&self, name: &str) -> bool {
+        self.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+}

@@ -1,0 +1,290 @@
+//! `whyslow probe URL`: the client's view of N requests.
+
+use crate::limits::{parse_duration, parse_rules, Rule};
+use crate::{runtime, EXIT_BREACH, EXIT_USAGE};
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use whyslow_client::{
+    probe, HttpVersion, ProbeOptions, ProbeRun, RequestSpec, TlsOptions, WritePattern,
+};
+use whyslow_model::{CheckResult, PhaseName, Report, ReportSection, RequestPhases};
+use whyslow_report::{fmt_ms, probe as table, to_json, writeout};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum WriteArg {
+    Coalesced,
+    Split,
+}
+
+/// How to make the request: shared by probe, diagnose and load.
+#[derive(Args, Clone)]
+pub struct RequestArgs {
+    /// Request method (default GET, or POST with -d)
+    #[arg(short = 'X', long = "request")]
+    pub method: Option<String>,
+    /// Request body; @FILE reads a file; repeated -d are joined with '&' (as curl)
+    #[arg(short = 'd', long = "data", alias = "data-binary")]
+    pub data: Vec<String>,
+    /// Extra header, 'Name: value' (repeatable)
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Use HTTP/1.1 only
+    #[arg(long = "http1.1", conflicts_with = "http2")]
+    pub http1: bool,
+    /// Use HTTP/2 (ALPN over TLS; prior knowledge h2c over plain TCP)
+    #[arg(long)]
+    pub http2: bool,
+    /// Limit for each phase: 10s, 500ms
+    #[arg(long, default_value = "10s")]
+    pub timeout: String,
+    /// TCP_NODELAY on the client socket (curl: on)
+    #[arg(long, value_enum, default_value = "on")]
+    pub nodelay: OnOff,
+    /// Write headers and body in one write (curl) or two (Ruby Net::HTTP)
+    #[arg(long, value_enum, default_value = "coalesced")]
+    pub write: WriteArg,
+    /// Accept any TLS certificate
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Trust the PEM certificates in FILE
+    #[arg(long)]
+    pub cacert: Option<PathBuf>,
+}
+
+impl RequestArgs {
+    pub fn spec(&self) -> Result<RequestSpec, String> {
+        let mut parts = Vec::new();
+        for d in &self.data {
+            match d.strip_prefix('@') {
+                Some(path) => {
+                    parts.push(std::fs::read(path).map_err(|e| format!("-d @{path}: {e}"))?)
+                }
+                None => parts.push(d.clone().into_bytes()),
+            }
+        }
+        let body = parts.join(&b'&');
+        let mut headers = Vec::new();
+        for h in &self.headers {
+            let (n, v) = h
+                .split_once(':')
+                .ok_or_else(|| format!("-H {h:?}: expected 'Name: value'"))?;
+            if n.trim().is_empty() || n.contains(char::is_whitespace) {
+                return Err(format!("-H {h:?}: bad header name"));
+            }
+            headers.push((n.trim().to_string(), v.trim().to_string()));
+        }
+        let method = self
+            .method
+            .clone()
+            .unwrap_or_else(|| if body.is_empty() { "GET" } else { "POST" }.into());
+        Ok(RequestSpec {
+            method,
+            headers,
+            body: Bytes::from(body),
+            version: if self.http1 {
+                HttpVersion::Http1
+            } else if self.http2 {
+                HttpVersion::Http2
+            } else {
+                HttpVersion::Auto
+            },
+            write: match self.write {
+                WriteArg::Coalesced => WritePattern::Coalesced,
+                WriteArg::Split => WritePattern::Split,
+            },
+            nodelay: matches!(self.nodelay, OnOff::On),
+            timeout: parse_duration(&self.timeout)?,
+        })
+    }
+
+    pub fn tls(&self) -> TlsOptions {
+        TlsOptions {
+            insecure: self.insecure,
+            ca_file: self.cacert.clone(),
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct ProbeArgs {
+    /// http:// or https:// URL
+    pub url: String,
+    /// Number of requests
+    #[arg(short = 'n', long = "requests", default_value_t = 5)]
+    pub requests: u32,
+    /// A new connection for every request (default: one reused connection)
+    #[arg(long)]
+    pub fresh: bool,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// curl-style write-out per request: '%{time_total}\n', '%{json}'
+    #[arg(short = 'w', long = "write-out")]
+    pub write_out: Option<String>,
+    /// Exit 1 when any request breaks a limit: 'total<2s,ttfb<500ms'
+    /// (dns, connect, tls, send, wait, receive, total, ttfb)
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// Print the JSON report instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+const BUDGET_METRICS: &[&str] = &[
+    "dns", "connect", "tls", "send", "wait", "receive", "total", "ttfb",
+];
+
+fn metric_us(r: &RequestPhases, metric: &str) -> u64 {
+    match metric {
+        "ttfb" => r.ttfb_us(),
+        m => PhaseName::parse(m).map(|p| r.phase_us(p)).unwrap_or(0),
+    }
+}
+
+/// Checks each rule against the worst request.
+pub fn check_budget(rules: &[Rule], requests: &[RequestPhases]) -> Vec<CheckResult> {
+    rules
+        .iter()
+        .map(|rule| {
+            let worst = requests.iter().max_by_key(|r| metric_us(r, &rule.metric));
+            let observed = worst.map(|r| metric_us(r, &rule.metric)).unwrap_or(0) as f64;
+            CheckResult {
+                rule: rule.text.clone(),
+                observed,
+                limit: rule.limit(),
+                unit: "us".into(),
+                passed: rule.holds(observed),
+                worst: worst.map(|r| format!("request {}", r.index + 1)),
+            }
+        })
+        .collect()
+}
+
+pub fn run(args: ProbeArgs) -> u8 {
+    let spec = match args.request.spec() {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    let rules = match args
+        .budget
+        .as_deref()
+        .map(|b| parse_rules(b, BUDGET_METRICS))
+    {
+        Some(Err(e)) => return usage(&format!("--budget: {e}")),
+        Some(Ok(r)) => r,
+        None => Vec::new(),
+    };
+    if args.requests == 0 {
+        return usage("-n must be at least 1");
+    }
+    let opts = ProbeOptions {
+        url: args.url.clone(),
+        requests: args.requests,
+        fresh: args.fresh,
+        spec,
+        tls: args.request.tls(),
+    };
+    let run = runtime(1).block_on(probe(&opts));
+    let checks = check_budget(&rules, &run.requests);
+    if args.json {
+        println!("{}", to_json(&report(&args, &run, checks.clone())));
+    } else if let Some(fmt) = &args.write_out {
+        for r in &run.requests {
+            print!("{}", writeout::expand(fmt, r));
+        }
+    } else {
+        print_text(&args, &opts, &run, &checks);
+    }
+    exit_code(&run, &checks)
+}
+
+pub fn usage(msg: &str) -> u8 {
+    eprintln!("whyslow: {msg}");
+    EXIT_USAGE
+}
+
+fn exit_code(run: &ProbeRun, checks: &[CheckResult]) -> u8 {
+    if let Some(e) = &run.error {
+        if !run.requests.is_empty() || !checks.is_empty() {
+            eprintln!("whyslow: request {} {e}", run.requests.len() + 1);
+        } else {
+            eprintln!("whyslow: {e}");
+        }
+        return e.kind.exit_code() as u8;
+    }
+    if checks.iter().any(|c| !c.passed) {
+        return EXIT_BREACH;
+    }
+    0
+}
+
+fn report(args: &ProbeArgs, run: &ProbeRun, checks: Vec<CheckResult>) -> Report {
+    let mut r = Report::new("probe", Some(args.url.clone()));
+    let label = if args.fresh { "fresh" } else { "reused" };
+    r.sections.push(ReportSection {
+        label: label.into(),
+        requests: run.requests.clone(),
+    });
+    r.checks = checks;
+    if let Some(e) = &run.error {
+        r.errors
+            .push(format!("request {}: {e}", run.requests.len() + 1));
+    }
+    r
+}
+
+fn print_text(args: &ProbeArgs, opts: &ProbeOptions, run: &ProbeRun, checks: &[CheckResult]) {
+    let spec = &opts.spec;
+    println!(
+        "{} {}  {} request(s), {} connection(s) opened, TCP_NODELAY {}, {} writes",
+        spec.method,
+        args.url,
+        run.requests.len(),
+        run.connections_opened,
+        if spec.nodelay { "on" } else { "off" },
+        if spec.write == WritePattern::Split && !spec.body.is_empty() {
+            "split"
+        } else {
+            "coalesced"
+        },
+    );
+    if run.requests.is_empty() {
+        return;
+    }
+    println!();
+    print!("{}", table::table(&run.requests));
+    println!();
+    print!("{}", table::summary(&run.requests));
+    for line in [
+        table::first_vs_reused(&run.requests),
+        table::tls_line(&run.requests),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        println!("{line}");
+    }
+    if let Some(sig) = whyslow_detect::probe_pattern::delayed_ack_signature(&run.requests) {
+        println!(
+            "hint: reused requests wait {} longer than the first: the signature of Nagle × delayed ACK \
+             (Linux delays ACKs 40 ms at least, other stacks 200 ms). `whyslow diagnose {}` shows it on the wire.",
+            fmt_ms(sig.extra_wait_us),
+            args.url
+        );
+    }
+    for c in checks {
+        let verdict = if c.passed { "ok" } else { "BROKEN" };
+        println!(
+            "budget {}: {verdict} (worst {} at {})",
+            c.rule,
+            fmt_ms(c.observed as u64),
+            c.worst.as_deref().unwrap_or("-")
+        );
+    }
+}
