@@ -1,0 +1,73 @@
+//! Shared by the integration tests: run the binary, start lab servers.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub fn whyslow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_whyslow"))
+        .args(args)
+        .output()
+        .expect("run whyslow")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// One runtime for every server a test binary starts; it lives as long as the process.
+pub fn rt() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// A lab HTTP/1.1 app on an ephemeral loopback port.
+pub fn app(cfg: whyslow_lab::http1::AppConfig) -> SocketAddr {
+    rt().block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = l.local_addr().unwrap();
+        tokio::spawn(whyslow_lab::http1::serve(l, cfg));
+        a
+    })
+}
+
+pub fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(o), stderr(o)))
+}
+
+/// Requests of the first section of a JSON report.
+pub fn requests(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    report["sections"][0]["requests"].as_array().cloned().unwrap_or_default()
+}
+
+pub fn us(v: &serde_json::Value, field: &str) -> u64 {
+    v[field].as_u64().unwrap_or_else(|| panic!("no {field} in {v}"))
+}
+
+/// Whether this process may open raw packet sockets. When it may not, capture
+/// tests skip with a reason, except under WHYSLOW_REQUIRE_CAPTURE=1 (CI) where they fail.
+pub fn capture_allowed(test: &str) -> bool {
+    // SAFETY: plain socket(2) call; the fd is closed right after.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    if fd >= 0 {
+        unsafe { libc::close(fd) };
+        return true;
+    }
+    if std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1") {
+        panic!("{test}: CAP_NET_RAW is missing and WHYSLOW_REQUIRE_CAPTURE=1");
+    }
+    eprintln!("skipping {test}: packet capture needs CAP_NET_RAW (run as root or setcap cap_net_raw+ep)");
+    false
+}

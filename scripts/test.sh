@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian machine or this one: installs what
+# the tests need (Debian packages, cargo tools), then checks format, lints,
+# runs every test and a short fuzzing pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Real peers the tests run against or compare with.
+packages=(tcpdump tshark nginx-light curl python3 libcap2-bin)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "== installing ${missing[*]}"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+echo "== cargo fmt"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --workspace 2>&1 | tee target/test.log
+if [ -d fuzz ]; then
+  echo "== fuzz (short)"
+  scripts/fuzz-smoke.sh
+fi
