@@ -1,8 +1,14 @@
 //! Detectors: pure functions of what was measured, one file each, no I/O.
 //! Each names a cause from DESIGN's vocabulary with the time it cost and evidence.
 
+pub mod nagle_delayed_ack;
+pub mod no_keepalive;
 pub mod probe_pattern;
+pub mod tcp_retransmission;
+#[cfg(test)]
+mod testkit;
 pub mod thresholds;
+pub mod zero_window;
 
 use whyslow_model::{Finding, Timeline};
 
@@ -17,4 +23,9 @@ pub fn run_all(timeline: &Timeline) -> Vec<Finding> {
 }
 
 /// Every detector over a timeline, in no particular order.
-pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[];
+pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
+    nagle_delayed_ack::detect,
+    tcp_retransmission::detect,
+    zero_window::detect,
+    no_keepalive::detect,
+];

@@ -1,0 +1,121 @@
+//! `no_keepalive`: a new connection (and handshake) for every request to a server.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
+
+/// Fewer connections than this to one server is not a pattern.
+const MIN_CONNECTIONS: usize = 5;
+/// Share of a server's connections that carried at most one exchange.
+const MIN_SHORT_SHARE: f64 = 0.8;
+
+pub fn detect(timeline: &Timeline) -> Vec<Finding> {
+    let mut by_server: BTreeMap<SocketAddr, Vec<(u32, usize, u64)>> = BTreeMap::new();
+    for c in &timeline.connections {
+        let Some(handshake) = c
+            .established_at_us
+            .zip(c.syn_at_us)
+            .map(|(e, s)| e.saturating_sub(s))
+        else {
+            continue; // only connections whose opening was seen
+        };
+        let exchanges = timeline.exchanges_on(c.id).count();
+        by_server
+            .entry(c.server)
+            .or_default()
+            .push((c.id, exchanges, handshake));
+    }
+    by_server
+        .into_iter()
+        .filter_map(|(server, conns)| finding(server, conns))
+        .collect()
+}
+
+fn finding(server: SocketAddr, conns: Vec<(u32, usize, u64)>) -> Option<Finding> {
+    let with_requests: Vec<_> = conns.iter().filter(|c| c.1 > 0).collect();
+    let short = with_requests.iter().filter(|c| c.1 == 1).count();
+    if with_requests.len() < MIN_CONNECTIONS
+        || (short as f64) < MIN_SHORT_SHARE * with_requests.len() as f64
+    {
+        return None;
+    }
+    let mut handshakes: Vec<u64> = with_requests.iter().map(|c| c.2).collect();
+    handshakes.sort_unstable();
+    Some(Finding {
+        kind: FindingKind::NoKeepalive,
+        severity: Severity::Warning,
+        summary: format!(
+            "{short} of {} connections to {server} carried a single request: each paid a TCP handshake",
+            with_requests.len()
+        ),
+        time_lost_us: handshakes.iter().sum(),
+        time_lost_per_occurrence_us: handshakes[handshakes.len() / 2],
+        occurrences: short as u32,
+        evidence: with_requests
+            .iter()
+            .take(10)
+            .map(|c| Evidence::Measurement {
+                note: format!("connection #{}: {} request(s), handshake {:.2} ms", c.0, c.1, c.2 as f64 / 1000.0),
+            })
+            .collect(),
+        fix: "reuse connections: enable keep-alive in the client (a connection pool) and on the server; \
+              with TLS this also saves the TLS handshake"
+            .into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::ConnBuilder;
+    use whyslow_model::{Exchange, ExchangeRole, Protocol};
+
+    fn exchange(id: u32, connection: u32) -> Exchange {
+        Exchange {
+            id,
+            connection,
+            protocol: Protocol::Http1,
+            request: "GET /".into(),
+            status: Some(200),
+            request_first_at_us: 0,
+            request_last_at_us: 0,
+            response_first_at_us: None,
+            response_last_at_us: None,
+            request_bytes: 0,
+            response_bytes: 0,
+            request_packets: (0, 0),
+            response_packets: None,
+            response_encoded: false,
+            role: ExchangeRole::Inbound,
+            parent: None,
+        }
+    }
+
+    #[test]
+    fn one_request_per_connection_is_found() {
+        let conns: Vec<_> = (0..6)
+            .map(|i| ConnBuilder::new(i, 40000 + i as u16).conn)
+            .collect();
+        let exchanges = (0..6).map(|i| exchange(i, i)).collect();
+        let f = detect(&Timeline {
+            connections: conns,
+            exchanges,
+        });
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].occurrences, 6);
+        assert_eq!(f[0].time_lost_per_occurrence_us, 100);
+    }
+
+    #[test]
+    fn reused_connections_are_fine() {
+        let conns: Vec<_> = (0..6)
+            .map(|i| ConnBuilder::new(i, 40000 + i as u16).conn)
+            .collect();
+        let exchanges = (0..18).map(|i| exchange(i, i % 6)).collect();
+        assert!(detect(&Timeline {
+            connections: conns,
+            exchanges
+        })
+        .is_empty());
+    }
+}

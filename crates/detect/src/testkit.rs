@@ -1,0 +1,77 @@
+//! Hand-built timelines for detector tests.
+
+use whyslow_model::{AckEvent, Connection, Direction, Segment, SegmentFlags};
+
+pub struct ConnBuilder {
+    pub conn: Connection,
+    next_packet: u64,
+    offsets: [u64; 2],
+}
+
+fn idx(d: Direction) -> usize {
+    match d {
+        Direction::ToServer => 0,
+        Direction::ToClient => 1,
+    }
+}
+
+impl ConnBuilder {
+    pub fn new(id: u32, client_port: u16) -> Self {
+        let client = format!("127.0.0.1:{client_port}").parse().unwrap();
+        let server = "127.0.0.1:8080".parse().unwrap();
+        let mut conn = Connection::new(id, client, server, 1_000_000);
+        conn.syn_at_us = Some(1_000_000);
+        conn.syn_ack_at_us = Some(1_000_050);
+        conn.established_at_us = Some(1_000_100);
+        ConnBuilder {
+            conn,
+            next_packet: 1,
+            offsets: [0, 0],
+        }
+    }
+
+    /// A data segment of `len` bytes at `at_us`; returns its packet number.
+    pub fn data(&mut self, d: Direction, at_us: u64, len: u32) -> u64 {
+        let offset = self.offsets[idx(d)];
+        self.offsets[idx(d)] += len as u64;
+        self.segment(d, at_us, offset, len, SegmentFlags::default())
+    }
+
+    pub fn segment(
+        &mut self,
+        d: Direction,
+        at_us: u64,
+        offset: u64,
+        len: u32,
+        flags: SegmentFlags,
+    ) -> u64 {
+        let packet = self.next_packet;
+        self.next_packet += 1;
+        self.conn.segments.push(Segment {
+            packet,
+            at_us,
+            direction: d,
+            stream_offset: offset,
+            len,
+            flags,
+        });
+        self.conn.last_at_us = self.conn.last_at_us.max(at_us);
+        packet
+    }
+
+    /// An ACK travelling in `d` for everything the other side sent so far.
+    pub fn ack(&mut self, d: Direction, at_us: u64, window: u32, piggybacked: bool) -> u64 {
+        let packet = self.next_packet;
+        self.next_packet += 1;
+        let acked_offset = self.offsets[idx(d.reverse())];
+        self.conn.acks.push(AckEvent {
+            packet,
+            at_us,
+            direction: d,
+            acked_offset,
+            window,
+            piggybacked,
+        });
+        packet
+    }
+}
