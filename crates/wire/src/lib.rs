@@ -1,1 +1,18 @@
+//! Packets in and out: pcap/pcapng reading and writing, live capture on
+//! Linux (AF_PACKET), and TCP flow reconstruction into a `Timeline`.
 
+mod analyze;
+pub mod decode;
+mod error;
+pub mod flow;
+pub mod packet;
+pub mod read;
+pub mod reassembly;
+pub mod write;
+
+pub use analyze::{timeline_from_file, timeline_from_reader, AnalyzeOutcome};
+pub use error::WireError;
+pub use flow::{Counters, FlowTable, Limits};
+pub use packet::{LinkType, Packet};
+pub use read::{read_packets, CaptureReader, ReadOutcome};
+pub use write::PcapngWriter;

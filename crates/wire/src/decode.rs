@@ -1,0 +1,112 @@
+//! IP + TCP header decoding with etherparse, tolerant of packets cut by the
+//! capture's snapshot length: the headers must be there, the payload may not.
+
+use crate::packet::{ip_payload, LinkType};
+use etherparse::{LaxNetSlice, LaxSlicedPacket, LenSource, TcpOptionElement, TcpSlice};
+use std::net::{IpAddr, SocketAddr};
+
+/// Fixed IPv6 header length (RFC 8200 §3).
+const IPV6_HEADER: usize = 40;
+
+/// The TCP facts of one packet.
+#[derive(Debug, Clone)]
+pub struct TcpPacket<'a> {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub seq: u32,
+    pub ack: u32,
+    pub syn: bool,
+    pub ack_flag: bool,
+    pub fin: bool,
+    pub rst: bool,
+    pub psh: bool,
+    /// Raw (unscaled) window field.
+    pub window: u16,
+    /// Window scale option (RFC 7323), only meaningful on SYNs.
+    pub wscale: Option<u8>,
+    /// Payload bytes present in the capture.
+    pub payload: &'a [u8],
+    /// Payload length on the wire (from the IP length); ≥ `payload.len()`.
+    pub seg_len: u32,
+}
+
+impl TcpPacket<'_> {
+    pub fn is_cut(&self) -> bool {
+        (self.payload.len() as u64) < u64::from(self.seg_len)
+    }
+}
+
+/// Why a packet gave no TCP segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// Not IP, not TCP, or a non-first fragment.
+    NotTcp,
+    /// IP or TCP header incomplete in the capture.
+    Cut,
+}
+
+pub fn decode_tcp(link: LinkType, frame: &[u8]) -> Result<TcpPacket<'_>, Skip> {
+    let ip = ip_payload(link, frame).ok_or(Skip::NotTcp)?;
+    let version = ip.first().ok_or(Skip::Cut)? >> 4;
+    if version != 4 && version != 6 {
+        return Err(Skip::NotTcp);
+    }
+    let sliced = LaxSlicedPacket::from_ip(ip).map_err(|_| Skip::Cut)?;
+    let net = sliced.net.as_ref().ok_or(Skip::Cut)?;
+    let (src, dst, declared_total) = match net {
+        LaxNetSlice::Ipv4(v4) => {
+            let h = v4.header();
+            let total = usize::from(h.total_len());
+            (
+                IpAddr::from(h.source_addr()),
+                IpAddr::from(h.destination_addr()),
+                total,
+            )
+        }
+        LaxNetSlice::Ipv6(v6) => {
+            let h = v6.header();
+            let total = IPV6_HEADER + usize::from(h.payload_length());
+            (
+                IpAddr::from(h.source_addr()),
+                IpAddr::from(h.destination_addr()),
+                total,
+            )
+        }
+    };
+    let pl = net.ip_payload_ref().ok_or(Skip::Cut)?;
+    if pl.ip_number != etherparse::IpNumber::TCP || pl.fragmented {
+        return Err(Skip::NotTcp);
+    }
+    // Bytes of the IP packet before the TCP header (IP header + extensions).
+    let ip_hdr = (pl.payload.as_ptr() as usize).saturating_sub(ip.as_ptr() as usize);
+    let declared_tcp = match pl.len_source {
+        // Length 0 in the IP header (TCP segmentation offload): trust the slice.
+        LenSource::Slice => pl.payload.len(),
+        _ => declared_total.saturating_sub(ip_hdr),
+    };
+    let tcp = TcpSlice::from_slice(pl.payload).map_err(|_| Skip::Cut)?;
+    let hdr = tcp.header_slice().len();
+    Ok(TcpPacket {
+        src: SocketAddr::new(src, tcp.source_port()),
+        dst: SocketAddr::new(dst, tcp.destination_port()),
+        seq: tcp.sequence_number(),
+        ack: tcp.acknowledgment_number(),
+        syn: tcp.syn(),
+        ack_flag: tcp.ack(),
+        fin: tcp.fin(),
+        rst: tcp.rst(),
+        psh: tcp.psh(),
+        window: tcp.window_size(),
+        wscale: if tcp.syn() { window_scale(&tcp) } else { None },
+        payload: tcp.payload(),
+        seg_len: u32::try_from(declared_tcp.saturating_sub(hdr).max(tcp.payload().len()))
+            .unwrap_or(u32::MAX),
+    })
+}
+
+fn window_scale(tcp: &TcpSlice) -> Option<u8> {
+    tcp.options_iterator().find_map(|o| match o {
+        Ok(TcpOptionElement::WindowScale(s)) => Some(s),
+        _ => None,
+    })
+}

@@ -1,0 +1,327 @@
+//! Streaming reader for pcap and pcapng files. Memory stays bounded: the
+//! file is read through a buffer that grows only up to `MAX_BLOCK_BYTES`.
+
+use crate::packet::{LinkType, Packet};
+use crate::WireError;
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{create_reader, PcapBlockOwned, PcapError};
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// Initial read buffer; pcap-parser's own examples use 64 KiB.
+const INITIAL_BUFFER: usize = 64 * 1024;
+
+/// Largest block accepted. libpcap refuses pcapng blocks above 16 MiB
+/// (INITIAL_MAX_BLOCKSIZE in sf-pcapng.c), so a larger length field is
+/// corruption, and must not make us allocate it.
+pub const MAX_BLOCK_BYTES: usize = 16 * 1024 * 1024;
+
+const MICROS_PER_SEC: u128 = 1_000_000;
+
+/// Per-interface facts of a pcapng section (or the one "interface" of a pcap file).
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    link: LinkType,
+    /// Timestamp units per second.
+    units_per_sec: u64,
+    /// Seconds added to every timestamp (if_tsoffset).
+    offset_s: i64,
+}
+
+/// if_tsresol (pcapng spec §4.2): high bit clear = 10^-n s, set = 2^-n s.
+fn units_per_sec(tsresol: u8) -> Option<u64> {
+    let n = u32::from(tsresol & 0x7f);
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(n)
+    } else {
+        1u64.checked_shl(n).filter(|_| n < 64)
+    }
+}
+
+fn to_us(ticks: u64, iface: &Interface) -> u64 {
+    let us = u128::from(ticks) * MICROS_PER_SEC / u128::from(iface.units_per_sec.max(1));
+    let off = i128::from(iface.offset_s) * MICROS_PER_SEC as i128;
+    (us as i128 + off).clamp(0, i128::from(u64::MAX)) as u64
+}
+
+/// Reads packets one at a time from a pcap or pcapng stream.
+pub struct CaptureReader<'a> {
+    inner: Box<dyn PcapReaderIterator + 'a>,
+    interfaces: Vec<Interface>,
+    capacity: usize,
+    packets: u64,
+    last_at_us: u64,
+    done: bool,
+}
+
+impl CaptureReader<'static> {
+    pub fn open(path: &Path) -> Result<Self, WireError> {
+        let file = File::open(path)?;
+        CaptureReader::new(file)
+    }
+}
+
+impl<'a> CaptureReader<'a> {
+    pub fn new<R: Read + 'a>(reader: R) -> Result<Self, WireError> {
+        let inner = create_reader(INITIAL_BUFFER, reader).map_err(|e| match e {
+            PcapError::HeaderNotRecognized | PcapError::Eof => WireError::NotACapture,
+            PcapError::Incomplete(_) | PcapError::UnexpectedEof => WireError::Truncated {
+                offset: 0,
+                packets: 0,
+            },
+            other => WireError::Corrupt {
+                offset: 0,
+                packets: 0,
+                reason: format!("{other:?}"),
+            },
+        })?;
+        Ok(CaptureReader {
+            inner,
+            interfaces: Vec::new(),
+            capacity: INITIAL_BUFFER,
+            packets: 0,
+            last_at_us: 0,
+            done: false,
+        })
+    }
+
+    /// Packets read so far.
+    pub fn packets_read(&self) -> u64 {
+        self.packets
+    }
+
+    /// Next packet, `Ok(None)` at the end. After an error the reader stays ended.
+    pub fn next_packet(&mut self) -> Result<Option<Packet>, WireError> {
+        if self.done {
+            return Ok(None);
+        }
+        let r = self.next_inner();
+        if !matches!(r, Ok(Some(_))) {
+            self.done = true;
+        }
+        r
+    }
+
+    fn next_inner(&mut self) -> Result<Option<Packet>, WireError> {
+        loop {
+            let offset = self.inner.consumed() as u64;
+            let step = match self.inner.next() {
+                Ok((used, block)) => {
+                    let p = handle_block(block, &mut self.interfaces, self.last_at_us);
+                    Ok((used, p))
+                }
+                Err(e) => Err(classify(e)),
+            };
+            match step {
+                Ok((used, p)) => {
+                    self.inner.consume(used);
+                    if let Some(mut p) = p.map_err(|reason| self.corrupt(offset, reason))? {
+                        self.packets += 1;
+                        p.number = self.packets;
+                        self.last_at_us = p.at_us;
+                        return Ok(Some(p));
+                    }
+                }
+                Err(Next::Eof) => return Ok(None),
+                Err(Next::Refill) => self.refill(offset)?,
+                Err(Next::Grow) => self.grow(offset)?,
+                Err(Next::Truncated) => {
+                    return Err(WireError::Truncated {
+                        offset,
+                        packets: self.packets,
+                    })
+                }
+                Err(Next::Corrupt(reason)) => return Err(self.corrupt(offset, reason)),
+            }
+        }
+    }
+
+    fn corrupt(&self, offset: u64, reason: String) -> WireError {
+        WireError::Corrupt {
+            offset,
+            packets: self.packets,
+            reason,
+        }
+    }
+
+    fn refill(&mut self, offset: u64) -> Result<(), WireError> {
+        let before = self.inner.data().len();
+        let failed = self
+            .inner
+            .refill()
+            .map_err(|e| format!("read failed: {e:?}"))
+            .err();
+        if let Some(reason) = failed {
+            return Err(self.corrupt(offset, reason));
+        }
+        // A full buffer that still needs more data: the block is larger than it.
+        if self.inner.data().len() == before && !self.inner.reader_exhausted() {
+            self.grow(offset)?;
+        }
+        Ok(())
+    }
+
+    fn grow(&mut self, offset: u64) -> Result<(), WireError> {
+        if self.capacity >= MAX_BLOCK_BYTES {
+            return Err(self.corrupt(
+                offset,
+                format!("block longer than {} MiB", MAX_BLOCK_BYTES >> 20),
+            ));
+        }
+        self.capacity = (self.capacity * 2).min(MAX_BLOCK_BYTES);
+        if !self.inner.grow(self.capacity) {
+            return Err(self.corrupt(offset, "could not grow the read buffer".into()));
+        }
+        let failed = self
+            .inner
+            .refill()
+            .map_err(|e| format!("read failed: {e:?}"))
+            .err();
+        match failed {
+            Some(reason) => Err(self.corrupt(offset, reason)),
+            None => Ok(()),
+        }
+    }
+}
+
+enum Next {
+    Eof,
+    Refill,
+    Grow,
+    Truncated,
+    Corrupt(String),
+}
+
+fn classify(e: PcapError<&[u8]>) -> Next {
+    match e {
+        PcapError::Eof => Next::Eof,
+        PcapError::Incomplete(_) => Next::Refill,
+        PcapError::BufferTooSmall => Next::Grow,
+        PcapError::UnexpectedEof => Next::Truncated,
+        PcapError::ReadError => Next::Corrupt("read failed".into()),
+        PcapError::HeaderNotRecognized => Next::Corrupt("unknown block".into()),
+        PcapError::NomError(_, kind) => Next::Corrupt(format!("bad block ({kind:?})")),
+        PcapError::OwnedNomError(_, kind) => Next::Corrupt(format!("bad block ({kind:?})")),
+    }
+}
+
+/// Updates interface state from a block; returns a packet for data blocks
+/// (its number is set by the caller).
+fn handle_block(
+    block: PcapBlockOwned,
+    ifaces: &mut Vec<Interface>,
+    last_at_us: u64,
+) -> Result<Option<Packet>, String> {
+    let packet = |link, at_us, data: &[u8], orig_len| Packet {
+        number: 0,
+        at_us,
+        link,
+        data: data.to_vec(),
+        orig_len,
+    };
+    match block {
+        PcapBlockOwned::LegacyHeader(h) => {
+            let units = if h.is_nanosecond_precision() {
+                1_000_000_000
+            } else {
+                1_000_000
+            };
+            ifaces.clear();
+            ifaces.push(Interface {
+                link: LinkType(h.network.0 as u32),
+                units_per_sec: units,
+                offset_s: 0,
+            });
+            Ok(None)
+        }
+        PcapBlockOwned::Legacy(b) => {
+            let iface = ifaces.first().ok_or("packet before the file header")?;
+            let ticks = u64::from(b.ts_sec) * iface.units_per_sec + u64::from(b.ts_usec);
+            Ok(Some(packet(
+                iface.link,
+                to_us(ticks, iface),
+                b.data,
+                b.origlen,
+            )))
+        }
+        PcapBlockOwned::NG(b) => handle_ng(b, ifaces, last_at_us, packet),
+    }
+}
+
+fn handle_ng(
+    block: Block,
+    ifaces: &mut Vec<Interface>,
+    last_at_us: u64,
+    packet: impl Fn(LinkType, u64, &[u8], u32) -> Packet,
+) -> Result<Option<Packet>, String> {
+    match block {
+        // Interface ids are per section.
+        Block::SectionHeader(_) => ifaces.clear(),
+        Block::InterfaceDescription(idb) => {
+            let units = units_per_sec(idb.if_tsresol)
+                .ok_or_else(|| format!("unsupported if_tsresol {}", idb.if_tsresol))?;
+            ifaces.push(Interface {
+                link: LinkType(idb.linktype.0 as u32),
+                units_per_sec: units,
+                offset_s: idb.if_tsoffset,
+            });
+        }
+        Block::EnhancedPacket(epb) => {
+            let iface = ifaces
+                .get(epb.if_id as usize)
+                .ok_or_else(|| format!("packet on undeclared interface {}", epb.if_id))?;
+            let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+            // pcap-parser keeps the padding in `data`; caplen is authoritative.
+            let len = (epb.caplen as usize).min(epb.data.len());
+            let at = to_us(ticks, iface);
+            return Ok(Some(packet(iface.link, at, &epb.data[..len], epb.origlen)));
+        }
+        Block::SimplePacket(spb) => {
+            // No timestamp in a simple packet block: keep the last one.
+            let iface = ifaces.first().ok_or("simple packet without an interface")?;
+            let len = (spb.origlen as usize).min(spb.data.len());
+            return Ok(Some(packet(
+                iface.link,
+                last_at_us,
+                &spb.data[..len],
+                spb.origlen,
+            )));
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+/// What `read_file` saw: packets delivered and the error that ended it, if any.
+#[derive(Debug)]
+pub struct ReadOutcome {
+    pub packets_read: u64,
+    pub error: Option<WireError>,
+}
+
+/// Calls `f` with each packet of a pcap/pcapng stream. A truncated or corrupt
+/// stream delivers what was readable, then reports the error.
+pub fn read_packets<R: Read>(reader: R, mut f: impl FnMut(Packet)) -> ReadOutcome {
+    let mut r = match CaptureReader::new(reader) {
+        Ok(r) => r,
+        Err(e) => {
+            return ReadOutcome {
+                packets_read: 0,
+                error: Some(e),
+            }
+        }
+    };
+    let error = loop {
+        match r.next_packet() {
+            Ok(Some(p)) => f(p),
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    ReadOutcome {
+        packets_read: r.packets_read(),
+        error,
+    }
+}

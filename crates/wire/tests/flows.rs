@@ -1,0 +1,206 @@
+mod common;
+
+use common::*;
+use whyslow_model::{CloseKind, Direction, Timeline};
+use whyslow_wire::{timeline_from_reader, AnalyzeOutcome, Limits};
+
+fn analyze(bytes: &[u8]) -> AnalyzeOutcome {
+    timeline_from_reader(bytes, &Limits::default()).expect("a capture")
+}
+
+fn only_conn(t: &Timeline) -> &whyslow_model::Connection {
+    assert_eq!(t.connections.len(), 1, "{:#?}", t.connections);
+    &t.connections[0]
+}
+
+#[test]
+fn keep_alive_http_exchanges() {
+    let mut s = Sim::new(40000, 80);
+    s.handshake();
+    for _ in 0..2 {
+        s.wait_ms(5);
+        s.send(true, GET);
+        s.wait_ms(10);
+        s.send(false, OK);
+        s.ack(true);
+    }
+    s.fin(true);
+    s.fin(false);
+    s.ack(true);
+    let n = s.packets;
+    let out = analyze(&s.bytes());
+    assert_eq!(out.error, None);
+    assert_eq!(out.packets, n);
+    assert!(out.protocol_errors.is_empty(), "{:?}", out.protocol_errors);
+    let c = only_conn(&out.timeline);
+    assert_eq!(c.client.port(), 40000);
+    assert_eq!(c.handshake_us(), Some(1100));
+    assert!(c.established_at_us.is_some());
+    assert_eq!(c.closed_by, Some((Direction::ToServer, CloseKind::Fin)));
+    assert_eq!(c.to_server.payload_bytes, 2 * GET.len() as u64);
+    assert_eq!(c.to_server.retransmissions + c.to_client.retransmissions, 0);
+    let ex = &out.timeline.exchanges;
+    assert_eq!(ex.len(), 2);
+    assert_eq!(ex[0].request, "GET /items");
+    assert_eq!(ex[0].status, Some(200));
+    assert_eq!((ex[0].id, ex[1].id), (0, 1));
+    assert_eq!(ex[0].request_packets, (4, 4));
+    assert_eq!(ex[0].response_packets, Some((5, 5)));
+    assert_eq!(ex[0].wait_us(), Some(10_100));
+    // Segments: SYN, SYN/ACK, 4 data, 2 FINs; stream offsets are relative.
+    let data: Vec<_> = c.segments.iter().filter(|s| s.len > 0).collect();
+    assert_eq!(data[0].stream_offset, 0);
+    assert_eq!(data[2].stream_offset, GET.len() as u64);
+    // The server's data is acked by the client; windows are scaled by 2^7.
+    let ack = c
+        .acks
+        .iter()
+        .find(|a| a.direction == Direction::ToServer && a.acked_offset == OK.len() as u64)
+        .unwrap();
+    assert_eq!(ack.window, 65535 << 7);
+}
+
+#[test]
+fn retransmission_is_counted_once() {
+    let mut s = Sim::new(40001, 80);
+    s.handshake();
+    let seq = s.send(true, GET);
+    s.wait_ms(200);
+    s.send_at(true, seq, GET);
+    s.send(false, OK);
+    let out = analyze(&s.bytes());
+    let c = only_conn(&out.timeline);
+    assert_eq!(c.to_server.retransmissions, 1);
+    assert!(c.segments.iter().any(|s| s.flags.retransmission));
+    assert_eq!(
+        out.timeline.exchanges.len(),
+        1,
+        "reassembly drops the duplicate"
+    );
+}
+
+#[test]
+fn zero_window_is_flagged() {
+    let mut s = Sim::new(40002, 80);
+    s.handshake();
+    s.send(true, GET);
+    s.cwin = 0;
+    s.send(false, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhe");
+    s.ack(true);
+    s.wait_ms(50);
+    s.cwin = 1000;
+    s.ack(true);
+    s.send(false, b"llo");
+    let out = analyze(&s.bytes());
+    let c = only_conn(&out.timeline);
+    assert_eq!(c.to_server.zero_windows, 1);
+    assert!(c.acks.iter().any(|a| a.window == 0));
+    assert_eq!(out.timeline.exchanges[0].status, Some(200));
+}
+
+#[test]
+fn out_of_order_is_reassembled() {
+    let mut s = Sim::new(40003, 80);
+    s.handshake();
+    let (a, b) = GET.split_at(10);
+    let seq = s.cnext;
+    s.advance(true, GET.len() as u32);
+    s.send_at(true, seq + 10, b);
+    s.send_at(true, seq, a);
+    s.send(false, OK);
+    let out = analyze(&s.bytes());
+    let c = only_conn(&out.timeline);
+    assert_eq!(c.to_server.out_of_order, 1);
+    assert_eq!(c.to_server.retransmissions, 0);
+    assert_eq!(out.timeline.exchanges.len(), 1);
+    assert_eq!(out.timeline.exchanges[0].request, "GET /items");
+}
+
+#[test]
+fn reset_and_port_reuse() {
+    let mut s = Sim::new(40004, 80);
+    s.handshake();
+    s.send(true, GET);
+    s.rst(false);
+    s.cnext = 90_000;
+    s.snext = 70_000;
+    s.handshake();
+    let out = analyze(&s.bytes());
+    let t = &out.timeline;
+    assert_eq!(t.connections.len(), 2);
+    assert_eq!(
+        t.connections[0].closed_by,
+        Some((Direction::ToClient, CloseKind::Rst))
+    );
+    assert_eq!(t.connections[1].closed_by, None);
+    assert_eq!(t.exchanges.len(), 1, "request without response is kept");
+    assert_eq!(t.exchanges[0].status, None);
+}
+
+#[test]
+fn capture_ending_mid_handshake() {
+    let mut s = Sim::new(40005, 80);
+    s.syn();
+    let out = analyze(&s.bytes());
+    let c = only_conn(&out.timeline);
+    assert!(c.syn_at_us.is_some());
+    assert_eq!(c.syn_ack_at_us, None);
+    assert_eq!(c.handshake_us(), None);
+}
+
+#[test]
+fn mid_stream_capture_guesses_client_by_port() {
+    let mut s = Sim::new(50000, 8080);
+    s.send(false, OK);
+    s.send(true, GET);
+    let out = analyze(&s.bytes());
+    let c = only_conn(&out.timeline);
+    assert_eq!(c.client.port(), 50000);
+    assert!(
+        out.timeline.exchanges.is_empty(),
+        "server spoke first: no analyzer"
+    );
+}
+
+#[test]
+fn tls_is_recognised() {
+    let mut s = Sim::new(40006, 443);
+    s.handshake();
+    s.send(true, &[0x16, 0x03, 0x01, 0x00, 0x05, 1, 0, 0, 1, 0]);
+    let out = analyze(&s.bytes());
+    assert!(only_conn(&out.timeline).tls);
+}
+
+#[test]
+fn events_are_capped() {
+    let mut s = Sim::new(40007, 80);
+    s.handshake();
+    for _ in 0..50 {
+        s.send(true, b"x");
+        s.ack(false);
+    }
+    let lim = Limits {
+        max_events_per_connection: 10,
+        ..Limits::default()
+    };
+    let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
+    let c = only_conn(&out.timeline);
+    assert!(c.events_truncated);
+    assert_eq!(c.segments.len() + c.acks.len(), 10);
+    assert_eq!(c.to_server.packets, 52);
+}
+
+#[test]
+fn flow_limit_evicts() {
+    let mut s = Sim::new(1, 80);
+    for port in 1000..1100 {
+        s.cport = port;
+        s.syn();
+    }
+    let lim = Limits {
+        max_flows: 10,
+        ..Limits::default()
+    };
+    let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
+    assert_eq!(out.timeline.connections.len(), 100);
+}
