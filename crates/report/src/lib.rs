@@ -4,6 +4,7 @@
 pub mod findings;
 pub mod probe;
 pub mod stats;
+pub mod timeline;
 pub mod writeout;
 
 pub use stats::Summary;

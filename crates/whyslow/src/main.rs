@@ -1,5 +1,6 @@
 //! whyslow: where did the milliseconds of this request go, and why?
 
+mod cmd_analyze;
 mod cmd_lab;
 mod cmd_probe;
 mod limits;
@@ -28,6 +29,8 @@ struct Cli {
 enum Command {
     /// Time N requests phase by phase (dns, connect, tls, send, wait, receive).
     Probe(cmd_probe::ProbeArgs),
+    /// Rebuild connections and exchanges from a pcap/pcapng file and name what went wrong.
+    Analyze(cmd_analyze::AnalyzeArgs),
     /// The built-in lab: case studies as runnable scenarios.
     #[command(subcommand)]
     Lab(cmd_lab::LabCommand),
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Probe(args) => cmd_probe::run(args),
         Command::Lab(cmd) => cmd_lab::run(cmd),
+        Command::Analyze(args) => cmd_analyze::run(args),
     };
     ExitCode::from(code)
 }

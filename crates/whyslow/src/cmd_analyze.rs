@@ -1,0 +1,85 @@
+//! `whyslow analyze FILE`: a pcap/pcapng capture → timeline → findings.
+
+use clap::Args;
+use std::path::PathBuf;
+use whyslow_model::Report;
+use whyslow_report::{findings, timeline, to_json};
+use whyslow_wire::{timeline_from_file, Limits};
+
+/// Exit code when the capture was cut or corrupt: the partial result is printed.
+pub const EXIT_PARTIAL: u8 = 3;
+/// Exit code when the file cannot be read as a capture at all.
+pub const EXIT_UNREADABLE: u8 = 4;
+
+#[derive(Args, Clone)]
+pub struct LimitArgs {
+    /// Per-connection segment/ACK events kept (memory bound)
+    #[arg(long, default_value_t = Limits::default().max_events_per_connection)]
+    pub max_events: usize,
+    /// Connections tracked at once (memory bound)
+    #[arg(long, default_value_t = Limits::default().max_flows)]
+    pub max_flows: usize,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_events_per_connection: self.max_events,
+            max_flows: self.max_flows,
+            ..Limits::default()
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct AnalyzeArgs {
+    /// pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture)
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Print the JSON report instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Include the whole timeline (every connection, segment and exchange) in --json
+    #[arg(long)]
+    pub timeline: bool,
+}
+
+pub fn run(args: AnalyzeArgs) -> u8 {
+    let outcome = match timeline_from_file(&args.file, &args.limits.limits()) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("whyslow: {}: {e}", args.file.display());
+            return EXIT_UNREADABLE;
+        }
+    };
+    let found = whyslow_detect::run_all(&outcome.timeline);
+    let mut report = Report::new("analyze", Some(args.file.display().to_string()));
+    report.findings = found;
+    report.errors.extend(outcome.error.iter().cloned());
+    report
+        .errors
+        .extend(outcome.protocol_errors.iter().cloned());
+    if args.json {
+        if args.timeline {
+            report.timeline = Some(outcome.timeline);
+        }
+        println!("{}", to_json(&report));
+    } else {
+        println!(
+            "{}: {} packets ({} not TCP, {} cut short by the snapshot length)",
+            args.file.display(),
+            outcome.packets,
+            outcome.non_tcp,
+            outcome.truncated_packets
+        );
+        print!("{}", timeline::summary(&outcome.timeline));
+        println!("\nfindings, most time lost first:");
+        print!("{}", findings::text(&report.findings));
+    }
+    if let Some(e) = &outcome.error {
+        eprintln!("whyslow: {e}; the result above covers what was read");
+        return EXIT_PARTIAL;
+    }
+    0
+}
