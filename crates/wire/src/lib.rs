@@ -5,6 +5,8 @@ mod analyze;
 pub mod decode;
 mod error;
 pub mod flow;
+#[cfg(target_os = "linux")]
+pub mod live;
 pub mod packet;
 pub mod read;
 pub mod reassembly;
@@ -13,6 +15,8 @@ pub mod write;
 pub use analyze::{timeline_from_file, timeline_from_reader, AnalyzeOutcome};
 pub use error::WireError;
 pub use flow::{Counters, FlowTable, Limits};
+#[cfg(target_os = "linux")]
+pub use live::{capture_to_file, CaptureHandle, CaptureStats, LiveCapture};
 pub use packet::{LinkType, Packet};
 pub use read::{read_packets, CaptureReader, ReadOutcome};
 pub use write::PcapngWriter;

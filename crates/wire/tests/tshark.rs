@@ -15,7 +15,7 @@ fn tshark_available() -> bool {
     if Path::new(TSHARK).exists() {
         return true;
     }
-    if std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1") {
+    if required() {
         panic!("{TSHARK} missing and WHYSLOW_REQUIRE_CAPTURE=1");
     }
     eprintln!("skipped: {TSHARK} not installed");
@@ -30,7 +30,11 @@ fn tshark(path: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("run tshark");
-    assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -68,7 +72,10 @@ pub fn ours(path: &Path) -> Peer {
     let out = timeline_from_file(path, &Limits::default()).unwrap();
     let t = &out.timeline;
     let sum = |f: fn(&whyslow_model::DirectionStats) -> u64| -> u64 {
-        t.connections.iter().map(|c| f(&c.to_server) + f(&c.to_client)).sum()
+        t.connections
+            .iter()
+            .map(|c| f(&c.to_server) + f(&c.to_client))
+            .sum()
     };
     Peer {
         connections: t.connections.len() as u64,
@@ -117,7 +124,18 @@ fn scenario() -> Vec<u8> {
         let seq = s.snext;
         s.send_at(false, seq, b"0123456789");
         s.advance(false, 10);
-        s.raw(true, s.cnext, lost, Flags { ack: true, ..Default::default() }, s.cwin, &[], None);
+        s.raw(
+            true,
+            s.cnext,
+            lost,
+            Flags {
+                ack: true,
+                ..Default::default()
+            },
+            s.cwin,
+            &[],
+            None,
+        );
     }
     s.wait_ms(5);
     s.send_at(false, lost, b"abcdefghij");
@@ -143,6 +161,33 @@ fn agrees_with_tshark_on_synthetic_captures() {
     eprintln!("tshark: {peer:?}\nwhyslow: {mine:?}");
     assert_eq!(mine, peer);
     assert_eq!(mine.connections, 5);
-    assert_eq!(mine.retransmissions, 3, "timeout, fast and spurious resends");
+    assert_eq!(
+        mine.retransmissions, 3,
+        "timeout, fast and spurious resends"
+    );
     assert_eq!(mine.zero_windows, 1);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn agrees_with_tshark_on_a_live_capture() {
+    use whyslow_wire::{LiveCapture, WireError};
+    if !tshark_available() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let path = temp_file("live-tshark.pcapng", b"");
+    let handle = match LiveCapture::spawn("lo", &[port], &path) {
+        Ok(h) => h,
+        Err(WireError::PermissionDenied) if !required() => {
+            eprintln!("skipped: live capture needs CAP_NET_RAW");
+            return;
+        }
+        Err(e) => panic!("live capture failed: {e}"),
+    };
+    exchange(port, listener);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    handle.stop().unwrap();
+    assert_eq!(ours(&path), tshark_counts(&path));
 }

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 use etherparse::{PacketBuilder, TcpOptionElement};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use whyslow_wire::{LinkType, PcapngWriter};
 
 pub const CLIENT: [u8; 4] = [10, 0, 0, 1];
@@ -214,4 +216,42 @@ pub fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
     p
+}
+
+/// True when tests must not skip for lack of tshark or capture permission.
+pub fn required() -> bool {
+    std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1")
+}
+
+pub const MESSAGES: usize = 3;
+
+/// A client sends MESSAGES HTTP requests on one connection; the server answers each.
+pub fn exchange(port: u16, listener: TcpListener) {
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        for _ in 0..MESSAGES {
+            let mut got = Vec::new();
+            while !got.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0);
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .unwrap();
+        }
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut buf = [0u8; 1024];
+    for i in 0..MESSAGES {
+        write!(c, "GET /m/{i}?q=1 HTTP/1.1\r\nHost: lo\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        while !got.ends_with(b"ok") {
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    drop(c);
+    server.join().unwrap();
 }

@@ -1,0 +1,177 @@
+//! Live capture on Linux: an AF_PACKET socket with a TPACKET_V3 ring and a
+//! classic-BPF filter for TCP on the ports of interest. Packets are taken
+//! from the network layer up (SOCK_DGRAM), so every interface, including
+//! "any", yields the same link type: raw IP.
+
+mod bpf;
+mod ring;
+
+use crate::packet::{LinkType, Packet};
+use crate::write::PcapngWriter;
+use crate::WireError;
+use ring::Ring;
+use std::ffi::CString;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use bpf::MAX_PORTS;
+
+/// Bytes kept per packet: libpcap's default snapshot length (MAXIMUM_SNAPLEN).
+pub const SNAPLEN: u32 = 262_144;
+/// sll_pkttype of packets the host sent (linux/if_packet.h).
+const PACKET_OUTGOING: u8 = 4;
+/// How often the capture thread checks its stop flag.
+const POLL_MS: u64 = 50;
+
+/// Totals of one capture.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CaptureStats {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Packets the kernel dropped because the ring was full.
+    pub kernel_drops: u64,
+}
+
+pub struct LiveCapture {
+    ring: Ring,
+    /// ifindex of `lo`: its packets are seen twice (out and in), keep one.
+    lo_ifindex: i32,
+    number: u64,
+    stats: CaptureStats,
+}
+
+fn ifindex(name: &str) -> Result<i32, WireError> {
+    if name == "any" {
+        return Ok(0);
+    }
+    let c = CString::new(name).map_err(|_| WireError::NoSuchInterface(name.into()))?;
+    // SAFETY: c is a valid NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(WireError::NoSuchInterface(name.into()));
+    }
+    i32::try_from(i).map_err(|_| WireError::NoSuchInterface(name.into()))
+}
+
+fn open_error(e: std::io::Error) -> WireError {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => WireError::PermissionDenied,
+        _ => WireError::Live(e.to_string()),
+    }
+}
+
+impl LiveCapture {
+    /// Starts capturing TCP to/from `ports` (all TCP when empty) on `iface`
+    /// ("any" for every interface).
+    pub fn open(iface: &str, ports: &[u16]) -> Result<Self, WireError> {
+        let index = ifindex(iface)?;
+        let filter = bpf::tcp_ports_filter(ports, SNAPLEN)
+            .ok_or_else(|| WireError::Live(format!("at most {MAX_PORTS} ports can be filtered")))?;
+        let ring = Ring::open(index, &filter).map_err(open_error)?;
+        Ok(LiveCapture {
+            ring,
+            lo_ifindex: ifindex("lo").unwrap_or(-1),
+            number: 0,
+            stats: CaptureStats::default(),
+        })
+    }
+
+    /// Next packet, or `None` when none came within `timeout`.
+    pub fn next_packet(&mut self, timeout: Duration) -> Option<Packet> {
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        loop {
+            let raw = self.ring.next(ms).ok()??;
+            // libpcap (pcap-linux.c) skips outgoing packets on loopback:
+            // each one comes back as incoming.
+            if raw.pkttype == PACKET_OUTGOING && raw.ifindex == self.lo_ifindex {
+                continue;
+            }
+            let at_us = u64::from(raw.sec) * 1_000_000 + u64::from(raw.nsec) / 1000;
+            let p = Packet {
+                number: self.number + 1,
+                at_us,
+                link: LinkType::RAW,
+                data: raw.data.to_vec(),
+                orig_len: raw.len,
+            };
+            self.number += 1;
+            self.stats.packets += 1;
+            self.stats.bytes += u64::from(raw.len);
+            return Some(p);
+        }
+    }
+
+    /// Totals so far, with the kernel's drop counter.
+    pub fn stats(&mut self) -> CaptureStats {
+        self.stats.kernel_drops += self.ring.drops().unwrap_or(0);
+        self.stats
+    }
+
+    /// Writes packets to a pcapng file until `stop` is set, then drains what
+    /// the kernel still holds.
+    pub fn write_until(
+        &mut self,
+        path: &Path,
+        stop: &AtomicBool,
+    ) -> Result<CaptureStats, WireError> {
+        let file = BufWriter::new(File::create(path)?);
+        let mut w = PcapngWriter::new(file, LinkType::RAW, SNAPLEN)?;
+        let poll = Duration::from_millis(POLL_MS);
+        while !stop.load(Ordering::Relaxed) {
+            if let Some(p) = self.next_packet(poll) {
+                w.write(p.at_us, &p.data, p.orig_len)?;
+            }
+        }
+        // Blocks are handed over at most BLOCK_TIMEOUT_MS after their last
+        // packet: wait that long (twice, for margin) for stragglers.
+        let drain = Duration::from_millis(2 * u64::from(ring::BLOCK_TIMEOUT_MS));
+        let deadline = Instant::now() + drain;
+        while let Some(p) = self.next_packet(deadline.saturating_duration_since(Instant::now())) {
+            w.write(p.at_us, &p.data, p.orig_len)?;
+        }
+        w.flush()?;
+        Ok(self.stats())
+    }
+
+    /// Captures to `path` on a background thread until `CaptureHandle::stop`.
+    /// Opening errors (permission, interface) are returned here.
+    pub fn spawn(iface: &str, ports: &[u16], path: &Path) -> Result<CaptureHandle, WireError> {
+        let mut cap = LiveCapture::open(iface, ports)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let path: PathBuf = path.to_path_buf();
+        let thread = std::thread::spawn(move || cap.write_until(&path, &flag));
+        Ok(CaptureHandle { stop, thread })
+    }
+}
+
+/// A capture running on its own thread.
+pub struct CaptureHandle {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Result<CaptureStats, WireError>>,
+}
+
+impl CaptureHandle {
+    /// Stops the capture, finishes the file and returns its totals.
+    pub fn stop(self) -> Result<CaptureStats, WireError> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| WireError::Live("capture thread panicked".into()))?
+    }
+}
+
+/// Captures TCP on `ports` to a pcapng file until `stop` is set.
+pub fn capture_to_file(
+    iface: &str,
+    ports: &[u16],
+    path: &Path,
+    stop: &AtomicBool,
+) -> Result<CaptureStats, WireError> {
+    LiveCapture::open(iface, ports)?.write_until(path, stop)
+}
