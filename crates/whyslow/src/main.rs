@@ -1,8 +1,12 @@
 //! whyslow: where did the milliseconds of this request go, and why?
 
+mod capture_session;
 mod cmd_analyze;
+mod cmd_demo;
+mod cmd_diagnose;
 mod cmd_lab;
 mod cmd_probe;
+mod diagnose;
 mod limits;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +35,10 @@ enum Command {
     Probe(cmd_probe::ProbeArgs),
     /// Rebuild connections and exchanges from a pcap/pcapng file and name what went wrong.
     Analyze(cmd_analyze::AnalyzeArgs),
+    /// Every lab scenario, broken and fixed, diagnosed: the before/after table.
+    Demo(cmd_demo::DemoArgs),
+    /// Probe a URL while capturing its traffic: where the time went, and why.
+    Diagnose(cmd_diagnose::DiagnoseArgs),
     /// The built-in lab: case studies as runnable scenarios.
     #[command(subcommand)]
     Lab(cmd_lab::LabCommand),
@@ -42,6 +50,8 @@ fn main() -> ExitCode {
         Command::Probe(args) => cmd_probe::run(args),
         Command::Lab(cmd) => cmd_lab::run(cmd),
         Command::Analyze(args) => cmd_analyze::run(args),
+        Command::Diagnose(args) => cmd_diagnose::run(args),
+        Command::Demo(args) => cmd_demo::run(args),
     };
     ExitCode::from(code)
 }
@@ -57,4 +67,13 @@ pub fn runtime(threads: usize) -> tokio::runtime::Runtime {
         b
     };
     b.enable_all().build().expect("tokio runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -1,0 +1,169 @@
+//! `whyslow demo`: every lab scenario, broken and fixed, diagnosed, with the
+//! before/after table the case studies would have wanted.
+
+use crate::diagnose::{diagnose, DiagnoseOptions, Diagnosis, AS_GIVEN, SPLIT_NO_NODELAY};
+use crate::runtime;
+use bytes::Bytes;
+use clap::Args;
+use serde::Serialize;
+use whyslow_client::{RequestSpec, TlsOptions};
+use whyslow_lab::{Scenario, SCENARIOS};
+use whyslow_model::Finding;
+use whyslow_report::{fmt_ms, to_json};
+
+/// Requests per client pattern in each diagnosis: enough for a median, quick enough for a demo.
+const DEMO_REQUESTS: u32 = 6;
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Print the results as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Only these scenarios (repeatable)
+    #[arg(long = "only")]
+    pub only: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct DemoRow {
+    pub scenario: &'static str,
+    pub fixed: bool,
+    pub request: String,
+    /// The client pattern the scenario hurts, and its mean total per request.
+    pub client: &'static str,
+    pub mean_total_us: u64,
+    pub findings: Vec<Finding>,
+    pub skipped: Vec<String>,
+    pub injected: Option<String>,
+}
+
+async fn run_one(s: &Scenario, fixed: bool) -> Result<DemoRow, String> {
+    let running = s
+        .start(fixed)
+        .await
+        .map_err(|e| format!("{}: cannot start: {e}", s.name))?;
+    let spec = RequestSpec {
+        method: s.method.into(),
+        body: Bytes::from_static(s.body.as_bytes()),
+        ..RequestSpec::default()
+    };
+    let opts = DiagnoseOptions {
+        url: running.url.clone(),
+        spec,
+        tls: TlsOptions::default(),
+        requests: DEMO_REQUESTS,
+        extra_ports: running.ports.clone(),
+        iface: None,
+        capture: true,
+        keep_capture: None,
+        limits: Default::default(),
+    };
+    let d: Diagnosis = diagnose(&opts).await;
+    let client = if d.mean_total(SPLIT_NO_NODELAY).is_some() {
+        SPLIT_NO_NODELAY
+    } else {
+        AS_GIVEN
+    };
+    Ok(DemoRow {
+        scenario: s.name,
+        fixed,
+        request: format!("{} {}", s.method, s.path),
+        client,
+        mean_total_us: d.mean_total(client).unwrap_or(0),
+        findings: d.report.findings,
+        skipped: d
+            .report
+            .skipped
+            .iter()
+            .map(|k| format!("{}: {}", k.what, k.why))
+            .collect(),
+        injected: if fixed {
+            None
+        } else {
+            s.truth.kind.map(|k| k.to_string())
+        },
+    })
+}
+
+pub fn run(args: DemoArgs) -> u8 {
+    let scenarios: Vec<&Scenario> = SCENARIOS
+        .iter()
+        .filter(|s| args.only.is_empty() || args.only.iter().any(|o| o == s.name))
+        .collect();
+    let total = scenarios.len() * 2;
+    let rows: Vec<DemoRow> = runtime(2).block_on(async {
+        let mut rows = Vec::new();
+        for (i, (s, fixed)) in scenarios
+            .iter()
+            .flat_map(|s| [(s, false), (s, true)])
+            .enumerate()
+        {
+            eprintln!(
+                "[{}/{total}] {} ({}) …",
+                i + 1,
+                s.name,
+                if fixed { "fixed" } else { "broken" }
+            );
+            match run_one(s, fixed).await {
+                Ok(row) => rows.push(row),
+                Err(e) => eprintln!("whyslow: {e}"),
+            }
+        }
+        rows
+    });
+    if args.json {
+        println!("{}", to_json(&rows));
+    } else {
+        print_table(&rows);
+    }
+    u8::from(rows.len() != total)
+}
+
+fn cause(row: &DemoRow) -> String {
+    match row.findings.first() {
+        Some(f) => format!(
+            "{} ({} per occurrence)",
+            f.kind,
+            fmt_ms(f.time_lost_per_occurrence_us)
+        ),
+        None => "no findings".into(),
+    }
+}
+
+fn print_table(rows: &[DemoRow]) {
+    println!(
+        "{:<11} {:<7} {:<14} {:<30} {:>10}  finding",
+        "scenario", "variant", "request", "client", "avg total"
+    );
+    for r in rows {
+        println!(
+            "{:<11} {:<7} {:<14} {:<30} {:>10}  {}",
+            r.scenario,
+            if r.fixed { "fixed" } else { "broken" },
+            r.request,
+            r.client,
+            fmt_ms(r.mean_total_us),
+            cause(r)
+        );
+    }
+    println!();
+    for pair in rows.chunks(2) {
+        let [broken, fixed] = pair else { continue };
+        let why = broken
+            .findings
+            .first()
+            .map(|f| f.kind.to_string())
+            .unwrap_or_else(|| "nothing to fix".into());
+        println!(
+            "{}: {} avg {} → {}; cause: {}",
+            broken.scenario,
+            broken.request,
+            fmt_ms(broken.mean_total_us),
+            fmt_ms(fixed.mean_total_us),
+            why
+        );
+    }
+    if let Some(s) = rows.iter().flat_map(|r| &r.skipped).next() {
+        println!("not examined: {s}");
+    }
+}

@@ -1,0 +1,164 @@
+//! `whyslow diagnose URL`: one report of where the time went and why.
+
+use crate::cmd_analyze::LimitArgs;
+use crate::cmd_probe::{usage, RequestArgs};
+use crate::diagnose::{diagnose, typical, DiagnoseOptions, Diagnosis, AS_GIVEN, SPLIT_NO_NODELAY};
+use crate::runtime;
+use clap::Args;
+use std::path::PathBuf;
+use whyslow_report::{findings, fmt_ms, timeline, to_json};
+
+#[derive(Args)]
+pub struct DiagnoseArgs {
+    /// http:// or https:// URL
+    pub url: String,
+    /// Requests per client pattern
+    #[arg(short = 'n', long = "requests", default_value_t = 5)]
+    pub requests: u32,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// Also capture this port: a backing service the target calls (repeatable)
+    #[arg(short = 'p', long = "port")]
+    pub ports: Vec<u16>,
+    /// Capture interface (default: lo for loopback targets, any otherwise)
+    #[arg(short = 'i', long)]
+    pub iface: Option<String>,
+    /// Keep the capture in this pcapng file
+    #[arg(short = 'w', long = "save")]
+    pub save: Option<PathBuf>,
+    /// Client-side timing only
+    #[arg(long)]
+    pub no_capture: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Print the JSON report instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Include the whole timeline in --json
+    #[arg(long)]
+    pub timeline: bool,
+}
+
+pub fn run(args: DiagnoseArgs) -> u8 {
+    let spec = match args.request.spec() {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    let opts = DiagnoseOptions {
+        url: args.url.clone(),
+        spec,
+        tls: args.request.tls(),
+        requests: args.requests.max(2),
+        extra_ports: args.ports.clone(),
+        iface: args.iface.clone(),
+        capture: !args.no_capture,
+        keep_capture: args.save.clone(),
+        limits: args.limits.limits(),
+    };
+    let mut d = runtime(1).block_on(diagnose(&opts));
+    let failed = d
+        .patterns
+        .iter()
+        .find_map(|p| p.run.error.clone())
+        .filter(|_| d.patterns[0].run.requests.is_empty());
+    if args.json {
+        if !args.timeline {
+            d.report.timeline = None;
+        }
+        println!("{}", to_json(&d.report));
+    } else {
+        print_text(&d, &opts);
+    }
+    match failed {
+        Some(e) => {
+            eprintln!("whyslow: {e}");
+            e.kind.exit_code() as u8
+        }
+        None => 0,
+    }
+}
+
+fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
+    println!("diagnose {} {}", opts.spec.method, opts.url);
+    if let Some(r) = d.patterns.first().and_then(|p| typical(&p.run)) {
+        println!(
+            "\nwhere the time of a typical request went (median of {} on a reused connection):",
+            opts.requests
+        );
+        println!(
+            "  send {} | wait (server) {} | receive {} | total {}",
+            fmt_ms(r.send_us),
+            fmt_ms(r.wait_us),
+            fmt_ms(r.receive_us),
+            fmt_ms(r.total_us)
+        );
+        if let Some(first) = d.patterns[0].run.requests.iter().find(|r| !r.reused) {
+            let tls = if first.tls.is_some() {
+                format!(" + tls {}", fmt_ms(first.tls_us))
+            } else {
+                String::new()
+            };
+            println!(
+                "  a new connection adds dns {} + connect {}{tls} (first request: {})",
+                fmt_ms(first.dns_us),
+                fmt_ms(first.connect_us),
+                fmt_ms(first.total_us)
+            );
+        }
+    }
+    print_patterns(d);
+    if let Some(c) = &d.capture {
+        println!(
+            "\ncapture: {} packets on {} (ports {}), {} dropped by the kernel{}",
+            c.packets,
+            c.iface,
+            c.ports
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            c.kernel_drops,
+            c.file
+                .as_ref()
+                .map(|f| format!(", saved to {}", f.display()))
+                .unwrap_or_default()
+        );
+        if let Some(t) = &d.report.timeline {
+            print!("{}", timeline::summary(t));
+        }
+        println!("\nfindings, most time lost first:");
+        print!("{}", findings::text(&d.report.findings));
+    }
+    for s in &d.report.skipped {
+        println!("not examined: {}: {}", s.what, s.why);
+    }
+    for e in &d.report.errors {
+        println!("error: {e}");
+    }
+}
+
+fn print_patterns(d: &Diagnosis) {
+    let (Some(base), Some(split)) = (
+        d.median_reused_total(AS_GIVEN),
+        d.median_reused_total(SPLIT_NO_NODELAY),
+    ) else {
+        return;
+    };
+    println!("\nclient write patterns (median total on a reused connection):");
+    println!(
+        "  {:<42} {}",
+        "as given (one write, TCP_NODELAY on, like curl)",
+        fmt_ms(base)
+    );
+    println!(
+        "  {:<42} {}",
+        "headers then body, TCP_NODELAY off (Ruby)",
+        fmt_ms(split)
+    );
+    if split > base {
+        println!(
+            "  → clients that split headers and body lose {} per request here",
+            fmt_ms(split - base)
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! `diagnose`: probe a URL while capturing its traffic (and its backing
+//! services' traffic on this host), then run every detector on what was seen.
+
+use crate::capture_session::{CaptureSession, CaptureSummary};
+use std::path::PathBuf;
+use std::time::Duration;
+use whyslow_client::{
+    probe, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
+};
+use whyslow_model::{Report, ReportSection, RequestPhases, Skipped};
+use whyslow_wire::Limits;
+
+/// Fresh-connection probes: enough to see handshakes and TLS resumption,
+/// fewer than no_keepalive's threshold so our own probing is not reported.
+const FRESH_PROBES: u32 = 3;
+/// Time for the last packets of the run to reach the capture ring.
+const CAPTURE_DRAIN: Duration = Duration::from_millis(150);
+
+#[derive(Debug, Clone)]
+pub struct DiagnoseOptions {
+    pub url: String,
+    pub spec: RequestSpec,
+    pub tls: TlsOptions,
+    pub requests: u32,
+    /// Ports of backing services to capture besides the target's.
+    pub extra_ports: Vec<u16>,
+    /// Interface; default `lo` for loopback targets, `any` otherwise.
+    pub iface: Option<String>,
+    pub capture: bool,
+    /// Keep the capture here (pcapng); otherwise a temporary file is removed.
+    pub keep_capture: Option<PathBuf>,
+    pub limits: Limits,
+}
+
+/// One client write pattern and how it fared.
+#[derive(Debug, Clone)]
+pub struct PatternResult {
+    pub label: &'static str,
+    pub run: ProbeRun,
+}
+
+#[derive(Debug)]
+pub struct Diagnosis {
+    pub report: Report,
+    pub patterns: Vec<PatternResult>,
+    pub capture: Option<CaptureSummary>,
+}
+
+impl Diagnosis {
+    /// Median total of reused requests of a pattern.
+    pub fn median_reused_total(&self, label: &str) -> Option<u64> {
+        let p = self.patterns.iter().find(|p| p.label == label)?;
+        let mut v: Vec<u64> = p
+            .run
+            .requests
+            .iter()
+            .filter(|r| r.reused)
+            .map(|r| r.total_us)
+            .collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied()
+    }
+
+    /// Mean total of every request of a pattern (what the case studies quote).
+    pub fn mean_total(&self, label: &str) -> Option<u64> {
+        let p = self.patterns.iter().find(|p| p.label == label)?;
+        let n = p.run.requests.len() as u64;
+        (n > 0).then(|| p.run.requests.iter().map(|r| r.total_us).sum::<u64>() / n)
+    }
+}
+
+pub const AS_GIVEN: &str = "as given";
+pub const FRESH: &str = "fresh connections";
+pub const SPLIT_NO_NODELAY: &str = "split writes, TCP_NODELAY off";
+
+fn patterns(opts: &DiagnoseOptions) -> Vec<(&'static str, ProbeOptions)> {
+    let base = ProbeOptions {
+        url: opts.url.clone(),
+        requests: opts.requests,
+        fresh: false,
+        spec: opts.spec.clone(),
+        tls: opts.tls.clone(),
+    };
+    let mut out = vec![
+        (AS_GIVEN, base.clone()),
+        (
+            FRESH,
+            ProbeOptions {
+                fresh: true,
+                requests: FRESH_PROBES.min(opts.requests),
+                ..base.clone()
+            },
+        ),
+    ];
+    let already_split = opts.spec.write == WritePattern::Split && !opts.spec.nodelay;
+    if !opts.spec.body.is_empty() && !already_split {
+        // How Ruby's Net::HTTP wrote POSTs in case 000.
+        let spec = RequestSpec {
+            write: WritePattern::Split,
+            nodelay: false,
+            ..opts.spec.clone()
+        };
+        out.push((SPLIT_NO_NODELAY, ProbeOptions { spec, ..base }));
+    }
+    out
+}
+
+fn default_iface(target: &Target) -> &'static str {
+    let loopback = target.host == "localhost"
+        || target
+            .host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        "lo"
+    } else {
+        "any"
+    }
+}
+
+pub async fn diagnose(opts: &DiagnoseOptions) -> Diagnosis {
+    let mut report = Report::new("diagnose", Some(opts.url.clone()));
+    let target = Target::parse(&opts.url);
+    let mut session = None;
+    if let (true, Ok(t)) = (opts.capture, &target) {
+        let iface = opts
+            .iface
+            .clone()
+            .unwrap_or_else(|| default_iface(t).to_string());
+        let mut ports = vec![t.port];
+        ports.extend(&opts.extra_ports);
+        match CaptureSession::start(&iface, &ports, opts.keep_capture.clone()) {
+            Ok(s) => session = Some(s),
+            Err(why) => report.skipped.push(Skipped {
+                what: "packet capture (wire-level findings)".into(),
+                why,
+            }),
+        }
+    } else if !opts.capture {
+        report.skipped.push(Skipped {
+            what: "packet capture".into(),
+            why: "turned off (--no-capture)".into(),
+        });
+    }
+
+    let mut results = Vec::new();
+    for (label, p) in patterns(opts) {
+        let run = probe(&p).await;
+        if let Some(e) = &run.error {
+            report
+                .errors
+                .push(format!("{label}: request {}: {e}", run.requests.len() + 1));
+        }
+        report.sections.push(ReportSection {
+            label: label.into(),
+            requests: run.requests.clone(),
+        });
+        let failed = run.requests.is_empty();
+        results.push(PatternResult { label, run });
+        if failed {
+            break; // the target is unreachable: more patterns would fail the same way
+        }
+    }
+
+    let mut capture = None;
+    if let Some(s) = session {
+        tokio::time::sleep(CAPTURE_DRAIN).await;
+        match s.finish(&opts.limits) {
+            Ok((summary, timeline)) => {
+                report.findings = whyslow_detect::run_all(&timeline);
+                report.errors.extend(summary.errors.iter().cloned());
+                report.timeline = Some(timeline);
+                capture = Some(summary);
+            }
+            Err(e) => report.skipped.push(Skipped {
+                what: "packet capture".into(),
+                why: e,
+            }),
+        }
+    }
+    if target.as_ref().is_ok_and(|t| t.https) {
+        report.skipped.push(Skipped {
+            what: "HTTP exchanges inside TLS".into(),
+            why: "payload is encrypted: TCP-level findings only; client phases cover the rest"
+                .into(),
+        });
+    }
+    Diagnosis {
+        report,
+        patterns: results,
+        capture,
+    }
+}
+
+/// The median reused request of a run, as the typical one.
+pub fn typical(run: &ProbeRun) -> Option<&RequestPhases> {
+    let mut reused: Vec<&RequestPhases> = run.requests.iter().filter(|r| r.reused).collect();
+    if reused.is_empty() {
+        reused = run.requests.iter().collect();
+    }
+    reused.sort_by_key(|r| r.total_us);
+    reused.get(reused.len() / 2).copied()
+}

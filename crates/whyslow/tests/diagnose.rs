@@ -1,0 +1,156 @@
+//! `whyslow diagnose` and `whyslow demo` on the lab scenarios: the injected
+//! cause must come out on top with the injected cost; fixed variants and the
+//! healthy service must not produce it.
+
+mod common;
+use common::*;
+use whyslow_lab::{Scenario, SCENARIOS};
+
+/// The acceptance band around the injected time lost.
+const TIME_LOST_TOLERANCE: f64 = 0.25;
+
+fn diagnose(s: &Scenario, fixed: bool) -> serde_json::Value {
+    let running = rt().block_on(s.start(fixed)).unwrap();
+    let mut args = vec![
+        "diagnose".to_string(),
+        "--json".into(),
+        "-X".into(),
+        s.method.into(),
+    ];
+    if !s.body.is_empty() {
+        args.extend(["-d".into(), s.body.into()]);
+    }
+    for p in &running.ports[1..] {
+        args.extend(["--port".into(), p.to_string()]);
+    }
+    args.push(running.url.clone());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = whyslow(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    json(&out)
+}
+
+fn kinds(report: &serde_json::Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn broken_scenarios_show_their_injected_cause_and_cost() {
+    if !capture_allowed("broken_scenarios_show_their_injected_cause_and_cost") {
+        return;
+    }
+    for s in SCENARIOS.iter().filter(|s| s.truth.kind.is_some()) {
+        let report = diagnose(s, false);
+        let kind = s.truth.kind.unwrap().to_string();
+        let top = &report["findings"][0];
+        assert_eq!(
+            top["kind"],
+            kind.as_str(),
+            "{}: {:?}",
+            s.name,
+            kinds(&report)
+        );
+        let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
+        let truth = s.truth.time_lost_us as f64;
+        assert!(
+            (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
+            "{}: {lost} µs lost per occurrence, injected {truth} µs",
+            s.name
+        );
+    }
+}
+
+#[test]
+fn fixed_variants_and_the_healthy_service_do_not() {
+    if !capture_allowed("fixed_variants_and_the_healthy_service_do_not") {
+        return;
+    }
+    for s in SCENARIOS {
+        let report = diagnose(s, true);
+        // The report must come from a real capture, not an empty one.
+        assert!(
+            report["skipped"].as_array().unwrap().is_empty(),
+            "{}: {}",
+            s.name,
+            report["skipped"]
+        );
+        let found = kinds(&report);
+        match s.truth.kind {
+            Some(k) => assert!(
+                !found.contains(&k.to_string()),
+                "{} fixed: {found:?}",
+                s.name
+            ),
+            None => assert!(found.is_empty(), "{}: {found:?}", s.name),
+        }
+    }
+    let healthy = whyslow_lab::find("healthy").unwrap();
+    assert!(kinds(&diagnose(healthy, false)).is_empty());
+}
+
+/// Without CAP_NET_RAW, diagnose still reports client phases and says in one
+/// line what it could not see. The capability is dropped with capsh.
+#[test]
+fn without_capture_privilege_client_phases_remain() {
+    let s = whyslow_lab::find("post-stall").unwrap();
+    let running = rt().block_on(s.start(false)).unwrap();
+    let bin = env!("CARGO_BIN_EXE_whyslow");
+    let cmd = format!("{bin} diagnose --json -d x {}", running.url);
+    let out = if capture_allowed("without_capture_privilege (capsh)") {
+        std::process::Command::new("capsh")
+            .args(["--drop=cap_net_raw", "--", "-c", &cmd])
+            .output()
+            .expect("capsh")
+    } else {
+        std::process::Command::new("sh")
+            .args(["-c", &cmd])
+            .output()
+            .unwrap()
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(report["findings"].as_array().unwrap().len(), 0);
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0]["why"].as_str().unwrap().contains("CAP_NET_RAW"));
+    let split = report["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"] == "split writes, TCP_NODELAY off");
+    let reqs = split.expect("split pattern probed")["requests"]
+        .as_array()
+        .unwrap();
+    // The stall is still visible from the client's side.
+    assert!(reqs
+        .iter()
+        .filter(|r| r["reused"] == true)
+        .all(|r| r["total_us"].as_u64().unwrap() >= 30_000));
+}
+
+#[test]
+fn demo_runs_every_scenario_broken_and_fixed() {
+    if !capture_allowed("demo_runs_every_scenario_broken_and_fixed") {
+        return;
+    }
+    let out = whyslow(&["demo", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), SCENARIOS.len() * 2);
+    let post = rows
+        .iter()
+        .find(|r| r["scenario"] == "post-stall" && r["fixed"] == false)
+        .unwrap();
+    let fixed = rows
+        .iter()
+        .find(|r| r["scenario"] == "post-stall" && r["fixed"] == true)
+        .unwrap();
+    assert_eq!(post["findings"][0]["kind"], "nagle_delayed_ack");
+    // Before/after: the fix must remove most of the stall from the average.
+    assert!(post["mean_total_us"].as_u64().unwrap() > 5 * fixed["mean_total_us"].as_u64().unwrap());
+}
