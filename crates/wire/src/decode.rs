@@ -2,7 +2,7 @@
 //! capture's snapshot length: the headers must be there, the payload may not.
 
 use crate::packet::{ip_payload, LinkType};
-use etherparse::{LaxNetSlice, LaxSlicedPacket, LenSource, TcpOptionElement, TcpSlice};
+use etherparse::{LaxNetSlice, LaxSlicedPacket, TcpOptionElement, TcpSlice};
 use std::net::{IpAddr, SocketAddr};
 
 /// Fixed IPv6 header length (RFC 8200 §3).
@@ -79,10 +79,13 @@ pub fn decode_tcp(link: LinkType, frame: &[u8]) -> Result<TcpPacket<'_>, Skip> {
     }
     // Bytes of the IP packet before the TCP header (IP header + extensions).
     let ip_hdr = (pl.payload.as_ptr() as usize).saturating_sub(ip.as_ptr() as usize);
-    let declared_tcp = match pl.len_source {
-        // Length 0 in the IP header (TCP segmentation offload): trust the slice.
-        LenSource::Slice => pl.payload.len(),
-        _ => declared_total.saturating_sub(ip_hdr),
+    // A zero length field (TCP segmentation offload, jumbograms) gives no
+    // length: use what was captured.
+    let zero_len_field = declared_total == 0 || declared_total == IPV6_HEADER;
+    let declared_tcp = if zero_len_field {
+        pl.payload.len()
+    } else {
+        declared_total.saturating_sub(ip_hdr)
     };
     let tcp = TcpSlice::from_slice(pl.payload).map_err(|_| Skip::Cut)?;
     let hdr = tcp.header_slice().len();

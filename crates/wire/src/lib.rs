@@ -5,6 +5,7 @@ mod analyze;
 pub mod decode;
 mod error;
 pub mod flow;
+pub mod fuzz;
 #[cfg(target_os = "linux")]
 pub mod live;
 pub mod packet;

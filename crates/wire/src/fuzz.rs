@@ -1,0 +1,99 @@
+//! Entry points shared by the cargo-fuzz targets (fuzz/) and the in-tree
+//! tests that run them on pseudo-random input. None may panic or allocate
+//! without bound, whatever the bytes.
+
+use crate::flow::{FlowTable, Limits};
+use crate::packet::{LinkType, Packet};
+use crate::read::read_packets;
+use etherparse::PacketBuilder;
+
+/// Limits small enough that fuzz inputs reach them.
+fn small_limits() -> Limits {
+    Limits {
+        max_events_per_connection: 64,
+        max_flows: 8,
+        max_held_bytes_per_flow: 256,
+        max_held_bytes_total: 1024,
+    }
+}
+
+/// Bytes as a pcap/pcapng file: read every packet, analyze it.
+pub fn read_capture(data: &[u8]) {
+    let mut table = FlowTable::new(small_limits());
+    let _ = read_packets(data, |p| table.push(&p));
+    let _ = table.finish();
+}
+
+/// Bytes as a sequence of packets fed to a `FlowTable`. Each record starts
+/// with a control byte: bit 7 set = a raw IP packet of `len` bytes follows;
+/// clear = a TCP segment between two fixed hosts built from the next bytes
+/// (flags, direction, sequence and ack deltas, window, payload).
+pub fn flow_table(data: &[u8]) {
+    let mut table = FlowTable::new(small_limits());
+    let mut seq = [1000u32, 5000u32];
+    let mut rest = data;
+    let mut number = 0u64;
+    while let Some((&ctl, tail)) = rest.split_first() {
+        number += 1;
+        let at_us = number * 1000;
+        let len = usize::from(ctl & 0x3f).min(tail.len());
+        let (body, next) = tail.split_at(len);
+        rest = next;
+        let frame = if ctl & 0x80 != 0 {
+            body.to_vec()
+        } else {
+            match tcp_segment(ctl, body, &mut seq) {
+                Some(f) => f,
+                None => continue,
+            }
+        };
+        let p = Packet {
+            number,
+            at_us,
+            link: LinkType::RAW,
+            orig_len: frame.len() as u32 + u32::from(ctl & 0x40 != 0) * 7,
+            data: frame,
+        };
+        table.push(&p);
+    }
+    let _ = table.finish();
+}
+
+/// Builds an IPv4 TCP segment from fuzz bytes: [flags, seq delta, ack delta,
+/// window, payload...]; bit 6 of `ctl` picks the direction.
+fn tcp_segment(ctl: u8, body: &[u8], seq: &mut [u32; 2]) -> Option<Vec<u8>> {
+    let (&flags, body) = body.split_first()?;
+    let (&dseq, body) = body.split_first()?;
+    let (&dack, body) = body.split_first()?;
+    let (&win, payload) = body.split_first()?;
+    let dir = usize::from(ctl & 0x40 != 0);
+    let (src, dst, sp, dp) = match dir {
+        0 => ([10, 0, 0, 1], [10, 0, 0, 2], 40000, 80),
+        _ => ([10, 0, 0, 2], [10, 0, 0, 1], 80, 40000),
+    };
+    // Small signed jumps around the expected sequence: resends, holes, overlaps.
+    let s = seq[dir].wrapping_add((dseq as i8) as u32);
+    let ack = seq[1 - dir].wrapping_add((dack as i8) as u32);
+    let mut b = PacketBuilder::ipv4(src, dst, 64).tcp(sp, dp, s, u16::from(win) << 4);
+    if flags & 1 != 0 {
+        b = b.syn();
+    }
+    if flags & 2 != 0 {
+        b = b.ack(ack);
+    }
+    if flags & 4 != 0 {
+        b = b.fin();
+    }
+    if flags & 8 != 0 {
+        b = b.rst();
+    }
+    seq[dir] = s.wrapping_add(payload.len() as u32);
+    let mut out = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut out, payload).ok()?;
+    Some(out)
+}
+
+/// Bytes split into two directions of an HTTP/1 stream.
+pub fn http1(data: &[u8]) {
+    whyslow_proto::fuzz::http1(data);
+}
