@@ -130,6 +130,15 @@ fn cause(row: &DemoRow) -> String {
     }
 }
 
+/// Scenarios with nothing injected run "as is" twice, not broken and fixed.
+fn variant(r: &DemoRow) -> &'static str {
+    match whyslow_lab::find(r.scenario).and_then(|s| s.truth.kind) {
+        None => "as is",
+        Some(_) if r.fixed => "fixed",
+        Some(_) => "broken",
+    }
+}
+
 fn print_table(rows: &[DemoRow]) {
     println!(
         "{:<11} {:<7} {:<14} {:<30} {:>10}  finding",
@@ -139,7 +148,7 @@ fn print_table(rows: &[DemoRow]) {
         println!(
             "{:<11} {:<7} {:<14} {:<30} {:>10}  {}",
             r.scenario,
-            if r.fixed { "fixed" } else { "broken" },
+            variant(r),
             r.request,
             r.client,
             fmt_ms(r.mean_total_us),

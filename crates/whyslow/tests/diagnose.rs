@@ -9,6 +9,14 @@ use whyslow_lab::{Scenario, SCENARIOS};
 /// The acceptance band around the injected time lost.
 const TIME_LOST_TOLERANCE: f64 = 0.25;
 
+/// Diagnoses measure kernel timers: run them one at a time so that they do
+/// not delay each other's timers on a 2-core machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn diagnose(s: &Scenario, fixed: bool) -> serde_json::Value {
     let running = rt().block_on(s.start(fixed)).unwrap();
     let mut args = vec![
@@ -41,6 +49,7 @@ fn kinds(report: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn broken_scenarios_show_their_injected_cause_and_cost() {
+    let _one_at_a_time = serial();
     if !capture_allowed("broken_scenarios_show_their_injected_cause_and_cost") {
         return;
     }
@@ -67,6 +76,7 @@ fn broken_scenarios_show_their_injected_cause_and_cost() {
 
 #[test]
 fn fixed_variants_and_the_healthy_service_do_not() {
+    let _one_at_a_time = serial();
     if !capture_allowed("fixed_variants_and_the_healthy_service_do_not") {
         return;
     }
@@ -97,6 +107,7 @@ fn fixed_variants_and_the_healthy_service_do_not() {
 /// line what it could not see. The capability is dropped with capsh.
 #[test]
 fn without_capture_privilege_client_phases_remain() {
+    let _one_at_a_time = serial();
     let s = whyslow_lab::find("post-stall").unwrap();
     let running = rt().block_on(s.start(false)).unwrap();
     let bin = env!("CARGO_BIN_EXE_whyslow");
@@ -135,6 +146,7 @@ fn without_capture_privilege_client_phases_remain() {
 
 #[test]
 fn demo_runs_every_scenario_broken_and_fixed() {
+    let _one_at_a_time = serial();
     if !capture_allowed("demo_runs_every_scenario_broken_and_fixed") {
         return;
     }

@@ -10,12 +10,25 @@ use whyslow_lab::http1::AppConfig;
 const SUM_TOLERANCE_US: u64 = 1_000;
 
 fn phase_sum(r: &serde_json::Value) -> u64 {
-    ["dns_us", "connect_us", "tls_us", "send_us", "wait_us", "receive_us"].iter().map(|f| us(r, f)).sum()
+    [
+        "dns_us",
+        "connect_us",
+        "tls_us",
+        "send_us",
+        "wait_us",
+        "receive_us",
+    ]
+    .iter()
+    .map(|f| us(r, f))
+    .sum()
 }
 
 #[test]
 fn phases_add_up_to_total() {
-    let a = app(AppConfig { work: std::time::Duration::from_millis(20), ..Default::default() });
+    let a = app(AppConfig {
+        work: std::time::Duration::from_millis(20),
+        ..Default::default()
+    });
     for extra in [&[][..], &["--fresh"][..]] {
         let url = format!("http://{a}/x");
         let mut args = vec!["probe", "--json", "-n", "4", url.as_str()];
@@ -26,7 +39,10 @@ fn phases_add_up_to_total() {
         assert_eq!(reqs.len(), 4);
         for r in &reqs {
             let (sum, total) = (phase_sum(r), us(r, "total_us"));
-            assert!(sum <= total && total - sum <= SUM_TOLERANCE_US, "sum {sum} total {total}: {r}");
+            assert!(
+                sum <= total && total - sum <= SUM_TOLERANCE_US,
+                "sum {sum} total {total}: {r}"
+            );
             // The server works 20 ms: the wait phase must carry it.
             assert!(us(r, "wait_us") >= 19_000, "{r}");
             assert_eq!(r["status"], 200);
@@ -43,7 +59,10 @@ fn num_connects_counts_connections() {
         args.extend_from_slice(extra);
         let out = whyslow(&args);
         assert!(out.status.success(), "{}", stderr(&out));
-        stdout(&out).lines().map(|l| l.trim().parse::<u32>().unwrap()).sum()
+        stdout(&out)
+            .lines()
+            .map(|l| l.trim().parse::<u32>().unwrap())
+            .sum()
     };
     assert_eq!(count(&[]), 1, "reused connection");
     assert_eq!(count(&["--fresh"]), 6, "fresh connections");
@@ -53,19 +72,34 @@ fn num_connects_counts_connections() {
 fn write_out_speaks_curls_variables() {
     let a = app(AppConfig::default());
     let url = format!("http://{a}/");
-    let out = whyslow(&["probe", "-n", "1", "-w", "%{http_code} %{remote_ip} %{remote_port} %{http_version} %{size_download}", &url]);
+    let out = whyslow(&[
+        "probe",
+        "-n",
+        "1",
+        "-w",
+        "%{http_code} %{remote_ip} %{remote_port} %{http_version} %{size_download}",
+        &url,
+    ]);
     let body_len = AppConfig::default().body.len();
-    assert_eq!(stdout(&out), format!("200 127.0.0.1 {} 1.1 {body_len}", a.port()));
+    assert_eq!(
+        stdout(&out),
+        format!("200 127.0.0.1 {} 1.1 {body_len}", a.port())
+    );
     let out = whyslow(&["probe", "-n", "1", "-w", "%{json}", &url]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let t = |k: &str| v[k].as_f64().unwrap();
-    assert!(t("time_namelookup") <= t("time_connect") && t("time_connect") <= t("time_starttransfer"));
+    assert!(
+        t("time_namelookup") <= t("time_connect") && t("time_connect") <= t("time_starttransfer")
+    );
     assert!(t("time_starttransfer") <= t("time_total"));
 }
 
 #[test]
 fn budget_exit_codes_name_the_phase() {
-    let a = app(AppConfig { work: std::time::Duration::from_millis(30), ..Default::default() });
+    let a = app(AppConfig {
+        work: std::time::Duration::from_millis(30),
+        ..Default::default()
+    });
     let url = format!("http://{a}/");
     let ok = whyslow(&["probe", "-n", "2", "--budget", "total<5s,ttfb<4s", &url]);
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
@@ -91,7 +125,9 @@ fn raw_server(f: impl Fn(std::net::TcpStream) + Send + 'static) -> std::net::Soc
 }
 
 fn reset(s: std::net::TcpStream) {
-    socket2::SockRef::from(&s).set_linger(Some(std::time::Duration::ZERO)).unwrap();
+    socket2::SockRef::from(&s)
+        .set_linger(Some(std::time::Duration::ZERO))
+        .unwrap();
     drop(s);
 }
 
@@ -100,10 +136,43 @@ fn errors_name_the_phase_and_keep_completed_requests() {
     let cases: Vec<(String, i32, &str)> = vec![
         ("htp:/nope".into(), 3, "url failed"),
         ("http://nonexistent.invalid/".into(), 6, "dns failed"),
-        ("http://127.0.0.1:1/".into(), 7, "connect failed: connection refused"),
-        (format!("http://{}/", raw_server(|mut s| { let _ = s.read(&mut [0; 512]); reset(s) })), 56, "connection reset"),
-        (format!("http://{}/", raw_server(|s| { std::thread::sleep(std::time::Duration::from_secs(2)); drop(s) })), 28, "wait failed: timed out"),
-        (format!("http://{}/", raw_server(|mut s| { let _ = s.write_all(b"SSH-2.0-OpenSSH\r\n\r\n"); })), 8, "malformed response"),
+        (
+            "http://127.0.0.1:1/".into(),
+            7,
+            "connect failed: connection refused",
+        ),
+        (
+            format!(
+                "http://{}/",
+                raw_server(|mut s| {
+                    let _ = s.read(&mut [0; 512]);
+                    reset(s)
+                })
+            ),
+            56,
+            "connection reset",
+        ),
+        (
+            format!(
+                "http://{}/",
+                raw_server(|s| {
+                    std::thread::sleep(std::time::Duration::from_secs(2));
+                    drop(s)
+                })
+            ),
+            28,
+            "wait failed: timed out",
+        ),
+        (
+            format!(
+                "http://{}/",
+                raw_server(|mut s| {
+                    let _ = s.write_all(b"SSH-2.0-OpenSSH\r\n\r\n");
+                })
+            ),
+            8,
+            "malformed response",
+        ),
     ];
     for (url, code, text) in cases {
         let out = whyslow(&["probe", "-n", "2", "--timeout", "300ms", &url]);
@@ -124,7 +193,13 @@ fn errors_name_the_phase_and_keep_completed_requests() {
     assert_eq!(out.status.code(), Some(56));
     let report = json(&out);
     assert_eq!(requests(&report).len(), 2);
-    assert!(report["errors"][0].as_str().unwrap().starts_with("request 3:"), "{report}");
+    assert!(
+        report["errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("request 3:"),
+        "{report}"
+    );
 }
 
 /// Case 000 on this kernel: without TCP_NODELAY, a POST written as headers then
@@ -137,16 +212,34 @@ fn split_post_without_nodelay_waits_for_the_delayed_ack() {
     let a = app(AppConfig::default());
     let url = format!("http://{a}/search");
     let reused_waits = |extra: &[&str]| -> Vec<u64> {
-        let mut args = vec!["probe", "--json", "-n", "6", "-d", "{\"query\":\"x\"}", url.as_str()];
+        let mut args = vec![
+            "probe",
+            "--json",
+            "-n",
+            "6",
+            "-d",
+            "{\"query\":\"x\"}",
+            url.as_str(),
+        ];
         args.extend_from_slice(extra);
         let out = whyslow(&args);
         assert!(out.status.success(), "{}", stderr(&out));
-        requests(&json(&out)).iter().filter(|r| r["reused"] == true).map(|r| us(r, "total_us")).collect()
+        requests(&json(&out))
+            .iter()
+            .filter(|r| r["reused"] == true)
+            .map(|r| us(r, "total_us"))
+            .collect()
     };
     let split = reused_waits(&["--nodelay", "off", "--write", "split"]);
     assert_eq!(split.len(), 5);
-    assert!(split.iter().all(|&t| t >= 30_000), "split, no NODELAY: {split:?}");
-    for fixed in [&["--nodelay", "off", "--write", "coalesced"][..], &["--nodelay", "on", "--write", "split"][..]] {
+    assert!(
+        split.iter().all(|&t| t >= 30_000),
+        "split, no NODELAY: {split:?}"
+    );
+    for fixed in [
+        &["--nodelay", "off", "--write", "coalesced"][..],
+        &["--nodelay", "on", "--write", "split"][..],
+    ] {
         let waits = reused_waits(fixed);
         assert!(waits.iter().all(|&t| t < 5_000), "{fixed:?}: {waits:?}");
     }

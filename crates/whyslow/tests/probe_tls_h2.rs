@@ -20,14 +20,18 @@ fn pki(tag: &str) -> Pki {
     let leaf_key = KeyPair::generate().unwrap();
     let leaf_params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
     let leaf = leaf_params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
-    let path = std::env::temp_dir().join(format!("whyslow-test-ca-{}-{tag}.pem", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("whyslow-test-ca-{}-{tag}.pem", std::process::id()));
     std::fs::write(&path, ca.pem()).unwrap();
     let server = whyslow_lab::tls_h2::server_config(
         vec![leaf.der().to_vec(), ca.der().to_vec()],
         leaf_key.serialize_der(),
     )
     .unwrap();
-    Pki { ca_pem_path: path, server }
+    Pki {
+        ca_pem_path: path,
+        server,
+    }
 }
 
 fn tls_server(cfg: std::sync::Arc<rustls::ServerConfig>) -> SocketAddr {
@@ -52,7 +56,9 @@ fn tls_version_alpn_and_resumption_are_reported() {
     let url = format!("https://127.0.0.1:{}/", a.port());
     let ca = p.ca_pem_path.to_str().unwrap();
 
-    let report = probe_json(&["probe", "--json", "--fresh", "-n", "3", "--cacert", ca, &url]);
+    let report = probe_json(&[
+        "probe", "--json", "--fresh", "-n", "3", "--cacert", ca, &url,
+    ]);
     let reqs = requests(&report);
     assert_eq!(reqs.len(), 3);
     for (i, r) in reqs.iter().enumerate() {
@@ -65,12 +71,25 @@ fn tls_version_alpn_and_resumption_are_reported() {
         assert_eq!(tls["resumed"], i > 0, "request {i}: {r}");
     }
 
-    let report = probe_json(&["probe", "--json", "--http1.1", "-n", "2", "--cacert", ca, &url]);
+    let report = probe_json(&[
+        "probe",
+        "--json",
+        "--http1.1",
+        "-n",
+        "2",
+        "--cacert",
+        ca,
+        &url,
+    ]);
     let reqs = requests(&report);
     assert_eq!(reqs[0]["tls"]["alpn"], "http/1.1");
     assert_eq!(reqs[0]["http_version"], "1.1");
     assert_eq!(reqs[1]["reused"], true);
-    assert_eq!(us(&reqs[1], "tls_us"), 0, "no handshake on a reused connection");
+    assert_eq!(
+        us(&reqs[1], "tls_us"),
+        0,
+        "no handshake on a reused connection"
+    );
 }
 
 #[test]
@@ -84,7 +103,14 @@ fn untrusted_certificate_is_a_tls_failure_unless_insecure() {
     let out = whyslow(&["probe", "-n", "1", "-k", &url]);
     assert!(out.status.success(), "{}", stderr(&out));
     // Plain HTTP to a TLS port: the server's TLS alert is not an HTTP response.
-    let out = whyslow(&["probe", "-n", "1", "--timeout", "2s", &format!("http://127.0.0.1:{}/", a.port())]);
+    let out = whyslow(&[
+        "probe",
+        "-n",
+        "1",
+        "--timeout",
+        "2s",
+        &format!("http://127.0.0.1:{}/", a.port()),
+    ]);
     assert!(!out.status.success());
 }
 
@@ -96,10 +122,21 @@ fn h2c_with_prior_knowledge_multiplexes_on_one_connection() {
         tokio::spawn(whyslow_lab::tls_h2::serve_h2c(l, AppConfig::default()));
         a
     });
-    let report = probe_json(&["probe", "--json", "--http2", "-n", "4", "-d", "a=1", &format!("http://{a}/")]);
+    let report = probe_json(&[
+        "probe",
+        "--json",
+        "--http2",
+        "-n",
+        "4",
+        "-d",
+        "a=1",
+        &format!("http://{a}/"),
+    ]);
     let reqs = requests(&report);
     assert_eq!(reqs.len(), 4);
-    assert!(reqs.iter().all(|r| r["http_version"] == "2" && r["status"] == 200));
+    assert!(reqs
+        .iter()
+        .all(|r| r["http_version"] == "2" && r["status"] == 200));
     assert_eq!(reqs.iter().filter(|r| r["reused"] == false).count(), 1);
     let body = AppConfig::default().body.len() as u64;
     assert!(reqs.iter().all(|r| us(r, "response_body_bytes") == body));

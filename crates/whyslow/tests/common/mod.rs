@@ -49,11 +49,16 @@ pub fn json(o: &Output) -> serde_json::Value {
 
 /// Requests of the first section of a JSON report.
 pub fn requests(report: &serde_json::Value) -> Vec<serde_json::Value> {
-    report["sections"][0]["requests"].as_array().cloned().unwrap_or_default()
+    report["sections"][0]["requests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 pub fn us(v: &serde_json::Value, field: &str) -> u64 {
-    v[field].as_u64().unwrap_or_else(|| panic!("no {field} in {v}"))
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {v}"))
 }
 
 /// Whether this process may open raw packet sockets. When it may not, capture
@@ -68,6 +73,8 @@ pub fn capture_allowed(test: &str) -> bool {
     if std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1") {
         panic!("{test}: CAP_NET_RAW is missing and WHYSLOW_REQUIRE_CAPTURE=1");
     }
-    eprintln!("skipping {test}: packet capture needs CAP_NET_RAW (run as root or setcap cap_net_raw+ep)");
+    eprintln!(
+        "skipping {test}: packet capture needs CAP_NET_RAW (run as root or setcap cap_net_raw+ep)"
+    );
     false
 }
