@@ -9,6 +9,8 @@ use bytes::Bytes;
 use std::time::{Duration, Instant};
 
 /// One HTTP/2 connection; its frames are driven by a background task.
+/// Clones share the connection: each clone can carry its own stream.
+#[derive(Clone)]
 pub struct H2Conn {
     send: h2::client::SendRequest<Bytes>,
 }

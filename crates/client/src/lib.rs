@@ -15,6 +15,7 @@ mod tls;
 
 pub use connect::{connect, Connected, Io};
 pub use error::{ErrorKind, ProbeError};
+pub use h2conn::H2Conn;
 pub use probe::{probe, ProbeOptions, ProbeRun};
 pub use request::{HttpVersion, RequestSpec, WritePattern};
 pub use target::Target;

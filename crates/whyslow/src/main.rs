@@ -5,6 +5,8 @@ mod cmd_analyze;
 mod cmd_demo;
 mod cmd_diagnose;
 mod cmd_lab;
+mod cmd_load;
+mod cmd_merge;
 mod cmd_probe;
 mod diagnose;
 mod limits;
@@ -42,6 +44,10 @@ enum Command {
     /// The built-in lab: case studies as runnable scenarios.
     #[command(subcommand)]
     Lab(cmd_lab::LabCommand),
+    /// Constant-rate (--rate) or closed-loop (-c) load; latency corrected for coordinated omission.
+    Load(cmd_load::LoadArgs),
+    /// Combine `whyslow load -o` result files (several machines or runs) exactly.
+    Merge(cmd_merge::MergeArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +55,8 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Probe(args) => cmd_probe::run(args),
         Command::Lab(cmd) => cmd_lab::run(cmd),
+        Command::Load(args) => cmd_load::run(args),
+        Command::Merge(args) => cmd_merge::run(args),
         Command::Analyze(args) => cmd_analyze::run(args),
         Command::Diagnose(args) => cmd_diagnose::run(args),
         Command::Demo(args) => cmd_demo::run(args),

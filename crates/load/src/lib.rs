@@ -1,0 +1,24 @@
+//! `whyslow load`: constant-rate (open model) or as-fast-as-possible (closed
+//! model) load that tells the truth about latency.
+//!
+//! - `schedule`: when each request is meant to start (constant, ramp, steps).
+//! - `engine`: lanes that keep the schedule, and the interval collector.
+//! - `histograms`: HDR recording (corrected, uncorrected, lag, queue, phases),
+//!   status codes and error classes; exact merge.
+//! - `result`: the result file and its merge; `hdrlog`: HdrHistogram interval logs.
+//! - `saturation`: the `generator_saturated` finding; `findmax`: the SLO search.
+
+pub mod engine;
+pub mod findmax;
+pub mod hdrlog;
+pub mod histograms;
+pub mod result;
+pub mod saturation;
+pub mod schedule;
+pub mod text;
+mod timer;
+
+pub use engine::{run, Interval, LoadPlan, Outcome, Stop, INTERRUPT_GRACE};
+pub use histograms::Metric;
+pub use result::{merge, LoadResult, Percentiles, RunSetup};
+pub use schedule::{Model, Schedule};
