@@ -2,6 +2,7 @@
 
 mod capture_session;
 mod cmd_analyze;
+mod cmd_capture;
 mod cmd_demo;
 mod cmd_diagnose;
 mod cmd_lab;
@@ -35,6 +36,8 @@ struct Cli {
 enum Command {
     /// Time N requests phase by phase (dns, connect, tls, send, wait, receive).
     Probe(cmd_probe::ProbeArgs),
+    /// Live capture to pcapng: for a duration, while a command runs, or until Ctrl-C.
+    Capture(cmd_capture::CaptureArgs),
     /// Rebuild connections and exchanges from a pcap/pcapng file and name what went wrong.
     Analyze(cmd_analyze::AnalyzeArgs),
     /// Every lab scenario, broken and fixed, diagnosed: the before/after table.
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Load(args) => cmd_load::run(args),
         Command::Merge(args) => cmd_merge::run(args),
         Command::Analyze(args) => cmd_analyze::run(args),
+        Command::Capture(args) => cmd_capture::run(args),
         Command::Diagnose(args) => cmd_diagnose::run(args),
         Command::Demo(args) => cmd_demo::run(args),
     };
