@@ -5,6 +5,7 @@
 //!   to an upstream (nginx reads the whole body before proxying): client → server;
 //! - Python's http.server, which writes response headers and body separately
 //!   and leaves Nagle on, → curl reusing one connection: server → client.
+//!
 //! The coalesced / TCP_NODELAY variants of each pair must show no such stall.
 
 mod common;
@@ -231,7 +232,7 @@ fn python_http_server_split_response_to_curl_stalls_server_to_client() {
         wait_listening(port);
         let url = format!("http://127.0.0.1:{port}/data.json");
         let mut client = vec!["curl", "-s", "-o", "/dev/null"];
-        client.extend(std::iter::repeat(url.as_str()).take(REQUESTS));
+        client.extend(std::iter::repeat_n(url.as_str(), REQUESTS));
         let report = capture_and_analyze(&dir, port, &client);
         let dirs = stall_directions(&report);
         if expect_stall {
