@@ -5,6 +5,7 @@
 pub mod http1;
 pub mod proxy;
 pub mod scenario;
+pub mod scenarios;
 pub mod tls_h2;
 
 pub use scenario::{find, Running, Scenario, Truth, SCENARIOS};

@@ -1,14 +1,13 @@
 //! Scenarios: a case study on loopback, broken or fixed, with the truth it injects.
+//! Each scenario lives in its own file under `scenarios/` and is listed in `SCENARIOS`.
 
-use crate::http1::{self, AppConfig};
-use crate::proxy::{self, ProxyConfig};
+use crate::scenarios;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use whyslow_model::FindingKind;
-
-/// Linux's minimum delayed-ACK timeout, TCP_DELACK_MIN = HZ/25 (include/net/tcp.h).
-pub const LINUX_DELACK_MIN_US: u64 = 40_000;
 
 /// What a scenario injects: the cause a diagnosis must name and what it costs.
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +18,12 @@ pub struct Truth {
     pub time_lost_us: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// The future of a starting scenario.
+pub type BoxedStart = Pin<Box<dyn Future<Output = std::io::Result<Running>> + Send>>;
+/// Starts a scenario's servers; `true` starts the fixed variant.
+pub type StartFn = fn(bool) -> BoxedStart;
+
+#[derive(Clone, Copy)]
 pub struct Scenario {
     pub name: &'static str,
     /// The case study it reproduces (file prefix in cases/).
@@ -27,36 +31,26 @@ pub struct Scenario {
     pub summary: &'static str,
     pub broken: &'static str,
     pub fixed: &'static str,
+    /// The request a client makes (the user of `lab run` or `demo`).
     pub method: &'static str,
     pub path: &'static str,
     pub body: &'static str,
     /// Truth of the broken variant; the fixed variant injects nothing of that kind.
     pub truth: Truth,
+    pub start: StartFn,
+}
+
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scenario")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 pub const SCENARIOS: &[Scenario] = &[
-    Scenario {
-        name: "post-stall",
-        case: "000",
-        summary: "POST through a proxy that delays its ACKs (HAProxy 1.4.18)",
-        broken: "proxy keeps delayed ACKs on incomplete requests; clients that write headers and body separately without TCP_NODELAY stall",
-        fixed: "proxy re-enables TCP_QUICKACK on incomplete requests (HAProxy 1.4.19)",
-        method: "POST",
-        path: "/search",
-        body: "{\"query\":{\"match\":{\"name\":\"whyslow\"}}}",
-        truth: Truth { kind: Some(FindingKind::NagleDelayedAck), time_lost_us: LINUX_DELACK_MIN_US },
-    },
-    Scenario {
-        name: "healthy",
-        case: "-",
-        summary: "a well-behaved service: nothing to find",
-        broken: "the same service (nothing is broken)",
-        fixed: "the same service",
-        method: "GET",
-        path: "/",
-        body: "",
-        truth: Truth { kind: None, time_lost_us: 0 },
-    },
+    scenarios::post_stall::SCENARIO,
+    scenarios::healthy::SCENARIO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Scenario> {
@@ -66,9 +60,15 @@ pub fn find(name: &str) -> Option<&'static Scenario> {
 /// A started scenario. Its servers stop when this is dropped.
 pub struct Running {
     pub url: String,
-    /// Every port the scenario listens on: the front door and the backing services.
+    /// Every port the scenario listens on: the front door first, then the backing services.
     pub ports: Vec<u16>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    pub fn new(url: String, ports: Vec<u16>, tasks: Vec<JoinHandle<()>>) -> Running {
+        Running { url, ports, tasks }
+    }
 }
 
 impl Drop for Running {
@@ -79,7 +79,8 @@ impl Drop for Running {
     }
 }
 
-async fn listen() -> std::io::Result<(TcpListener, SocketAddr)> {
+/// A listener on an ephemeral loopback port.
+pub async fn listen() -> std::io::Result<(TcpListener, SocketAddr)> {
     let l = TcpListener::bind("127.0.0.1:0").await?;
     let a = l.local_addr()?;
     Ok((l, a))
@@ -88,31 +89,6 @@ async fn listen() -> std::io::Result<(TcpListener, SocketAddr)> {
 impl Scenario {
     /// Starts the scenario's servers on loopback (ephemeral ports).
     pub async fn start(&self, fixed: bool) -> std::io::Result<Running> {
-        match self.name {
-            "post-stall" => {
-                let (app_l, app) = listen().await?;
-                let (proxy_l, front) = listen().await?;
-                let app_task = tokio::spawn(http1::serve(app_l, AppConfig::default()));
-                let cfg = ProxyConfig {
-                    upstream: app,
-                    quickack_on_partial: fixed,
-                };
-                let proxy_task = tokio::spawn(proxy::serve(proxy_l, cfg));
-                Ok(Running {
-                    url: format!("http://{front}{}", self.path),
-                    ports: vec![front.port(), app.port()],
-                    tasks: vec![proxy_task, app_task],
-                })
-            }
-            _ => {
-                let (l, a) = listen().await?;
-                let task = tokio::spawn(http1::serve(l, AppConfig::default()));
-                Ok(Running {
-                    url: format!("http://{a}{}", self.path),
-                    ports: vec![a.port()],
-                    tasks: vec![task],
-                })
-            }
-        }
+        (self.start)(fixed).await
     }
 }
