@@ -4,7 +4,7 @@ use clap::Args;
 use std::path::PathBuf;
 use whyslow_model::Report;
 use whyslow_report::{findings, timeline, to_json};
-use whyslow_wire::{timeline_from_file, Limits};
+use whyslow_wire::{timeline_from_file, AnalyzeOutcome, Limits};
 
 /// Exit code when the capture was cut or corrupt: the partial result is printed.
 pub const EXIT_PARTIAL: u8 = 3;
@@ -19,6 +19,12 @@ pub struct LimitArgs {
     /// Connections tracked at once (memory bound)
     #[arg(long, default_value_t = Limits::default().max_flows)]
     pub max_flows: usize,
+    /// Exchanges kept in the timeline; later ones are only counted (memory bound)
+    #[arg(long, default_value_t = Limits::default().max_exchanges)]
+    pub max_exchanges: usize,
+    /// Connections kept in the timeline, first opened first; later ones are only counted (memory bound)
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    pub max_connections: usize,
 }
 
 impl LimitArgs {
@@ -26,6 +32,8 @@ impl LimitArgs {
         Limits {
             max_events_per_connection: self.max_events,
             max_flows: self.max_flows,
+            max_exchanges: self.max_exchanges,
+            max_connections: self.max_connections,
             ..Limits::default()
         }
     }
@@ -56,6 +64,8 @@ pub fn run(args: AnalyzeArgs) -> u8 {
     let found = whyslow_detect::run_all(&outcome.timeline);
     let mut report = Report::new("analyze", Some(args.file.display().to_string()));
     report.findings = found;
+    let dropped = dropped_notes(&outcome);
+    report.errors.extend(dropped.iter().cloned());
     report.errors.extend(outcome.error.iter().cloned());
     report
         .errors
@@ -73,6 +83,9 @@ pub fn run(args: AnalyzeArgs) -> u8 {
             outcome.non_tcp,
             outcome.truncated_packets
         );
+        for note in &dropped {
+            println!("{note}");
+        }
         print!("{}", timeline::summary(&outcome.timeline));
         println!("\nfindings, most time lost first:");
         print!("{}", findings::text(&report.findings));
@@ -82,4 +95,24 @@ pub fn run(args: AnalyzeArgs) -> u8 {
         return EXIT_PARTIAL;
     }
     0
+}
+
+/// One line per limit that left part of the capture out of the timeline.
+fn dropped_notes(o: &AnalyzeOutcome) -> Vec<String> {
+    let mut notes = Vec::new();
+    if o.connections_dropped > 0 {
+        notes.push(format!(
+            "kept the first {} connections of {} (--max-connections); findings cover those",
+            o.connections_seen - o.connections_dropped,
+            o.connections_seen
+        ));
+    }
+    if o.exchanges_dropped > 0 {
+        notes.push(format!(
+            "kept the first {} exchanges of {} (--max-exchanges); findings cover those",
+            o.exchanges_seen - o.exchanges_dropped,
+            o.exchanges_seen
+        ));
+    }
+    notes
 }

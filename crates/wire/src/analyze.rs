@@ -20,6 +20,12 @@ pub struct AnalyzeOutcome {
     pub error: Option<String>,
     /// Protocol parse problems per connection (analysis of that stream stopped).
     pub protocol_errors: Vec<String>,
+    /// Connections and exchanges seen in the capture, and those left out of
+    /// the timeline by `Limits::max_connections` / `max_exchanges`.
+    pub connections_seen: u64,
+    pub connections_dropped: u64,
+    pub exchanges_seen: u64,
+    pub exchanges_dropped: u64,
 }
 
 /// Reads a pcap/pcapng file and rebuilds its TCP connections and exchanges.
@@ -53,5 +59,9 @@ pub fn timeline_from_reader<R: Read>(
         truncated_packets: c.truncated_packets,
         error,
         protocol_errors,
+        connections_seen: c.connections_seen,
+        connections_dropped: c.connections_dropped,
+        exchanges_seen: c.exchanges_seen,
+        exchanges_dropped: c.exchanges_dropped,
     })
 }

@@ -14,6 +14,8 @@ fn small_limits() -> Limits {
         max_flows: 8,
         max_held_bytes_per_flow: 256,
         max_held_bytes_total: 1024,
+        max_exchanges: 16,
+        max_connections: 4,
     }
 }
 

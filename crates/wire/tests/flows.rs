@@ -204,3 +204,64 @@ fn flow_limit_evicts() {
     let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
     assert_eq!(out.timeline.connections.len(), 100);
 }
+
+#[test]
+fn exchanges_beyond_the_limit_are_counted_not_kept() {
+    let mut s = Sim::new(40008, 80);
+    s.handshake();
+    for _ in 0..30 {
+        s.send(true, GET);
+        s.send(false, OK);
+        s.ack(true);
+    }
+    let lim = Limits {
+        max_exchanges: 10,
+        ..Limits::default()
+    };
+    let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
+    assert_eq!(out.timeline.exchanges.len(), 10);
+    assert_eq!((out.exchanges_seen, out.exchanges_dropped), (30, 20));
+    // The first ones are kept, with their ids.
+    let ids: Vec<u32> = out.timeline.exchanges.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (0..10).collect::<Vec<_>>());
+    // The connection's counters still cover every packet.
+    assert_eq!(only_conn(&out.timeline).to_server.packets, 2 + 60);
+}
+
+#[test]
+fn many_short_connections_stay_bounded() {
+    let mut s = Sim::new(1000, 80);
+    for port in 1000..1300 {
+        s.cport = port;
+        s.handshake();
+        s.send(true, GET);
+        s.send(false, OK);
+        s.fin(true);
+        s.fin(false);
+        s.ack(true);
+    }
+    let lim = Limits {
+        max_flows: 8,
+        max_connections: 100,
+        ..Limits::default()
+    };
+    let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
+    assert_eq!(out.timeline.connections.len(), 100);
+    assert_eq!((out.connections_seen, out.connections_dropped), (300, 200));
+    // Exchanges of connections left out are left out too: none is orphaned.
+    assert_eq!(out.timeline.exchanges.len(), 100);
+    assert_eq!((out.exchanges_seen, out.exchanges_dropped), (300, 200));
+    let kept: Vec<u32> = out.timeline.connections.iter().map(|c| c.id).collect();
+    assert_eq!(kept, (0..100).collect::<Vec<_>>());
+    assert!(out
+        .timeline
+        .exchanges
+        .iter()
+        .all(|e| out.timeline.connection(e.connection).is_some()));
+    // Closed flows went first when the table was full: every connection complete.
+    assert!(out
+        .timeline
+        .connections
+        .iter()
+        .all(|c| c.closed_by.is_some()));
+}

@@ -9,7 +9,7 @@ use crate::decode::{decode_tcp, Skip, TcpPacket};
 use crate::packet::Packet;
 use crate::reassembly::Budget;
 use conn::Flow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use whyslow_model::{Connection, Exchange, Timeline};
 
@@ -26,6 +26,15 @@ pub const DEFAULT_MAX_FLOWS: usize = 10_000;
 pub const DEFAULT_MAX_HELD_PER_FLOW: usize = 1 << 20;
 /// Out-of-order bytes held over all flows.
 pub const DEFAULT_MAX_HELD_TOTAL: usize = 64 << 20;
+/// Exchanges kept in the timeline; later ones are only counted. An exchange
+/// is ~200 bytes (struct + normalized request), so 200 000 bound them to
+/// ~40 MB: ~1 M small keep-alive requests (a 200 MB capture) would otherwise
+/// take ~200 MB.
+pub const DEFAULT_MAX_EXCHANGES: usize = 200_000;
+/// Finished connections kept in the timeline (the first ones opened); later
+/// ones, and their exchanges, are only counted. A short connection with its
+/// ~10 segment/ACK events is ~1 KB, so 100 000 bound them to ~100 MB.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 100_000;
 /// Protocol errors kept for the report; the rest are only counted.
 pub const MAX_ERRORS: usize = 100;
 
@@ -36,6 +45,8 @@ pub struct Limits {
     pub max_flows: usize,
     pub max_held_bytes_per_flow: usize,
     pub max_held_bytes_total: usize,
+    pub max_exchanges: usize,
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -45,6 +56,8 @@ impl Default for Limits {
             max_flows: DEFAULT_MAX_FLOWS,
             max_held_bytes_per_flow: DEFAULT_MAX_HELD_PER_FLOW,
             max_held_bytes_total: DEFAULT_MAX_HELD_TOTAL,
+            max_exchanges: DEFAULT_MAX_EXCHANGES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -60,6 +73,13 @@ pub struct Counters {
     pub truncated_packets: u64,
     /// Flows closed early because `max_flows` was reached.
     pub evicted_flows: u64,
+    /// Connections seen, and those left out of the timeline (`max_connections`).
+    pub connections_seen: u64,
+    pub connections_dropped: u64,
+    /// Exchanges seen, and those left out of the timeline (`max_exchanges`,
+    /// or on a connection left out).
+    pub exchanges_seen: u64,
+    pub exchanges_dropped: u64,
 }
 
 type Key = (SocketAddr, SocketAddr);
@@ -76,6 +96,8 @@ fn key(a: SocketAddr, b: SocketAddr) -> Key {
 pub struct FlowTable {
     limits: Limits,
     flows: HashMap<Key, Flow>,
+    /// Flows that were closed when last seen: eviction candidates, oldest first.
+    closed: VecDeque<Key>,
     budget: Budget,
     next_connection: u32,
     next_exchange: u32,
@@ -95,6 +117,7 @@ impl FlowTable {
         FlowTable {
             limits,
             flows: HashMap::new(),
+            closed: VecDeque::new(),
             budget,
             next_connection: 0,
             next_exchange: 0,
@@ -142,22 +165,40 @@ impl FlowTable {
             }
             let id = self.next_connection;
             self.next_connection = self.next_connection.saturating_add(1);
+            self.counters.connections_seen += 1;
             self.flows.insert(k, Flow::new(id, tcp, at_us));
         }
         let mut out = Vec::new();
         if let Some(f) = self.flows.get_mut(&k) {
+            let was_closed = f.is_closed();
             f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
+            if !was_closed && f.is_closed() {
+                if self.closed.len() >= self.limits.max_flows {
+                    self.closed.pop_front(); // stale or not, the scan still finds it
+                }
+                self.closed.push_back(k);
+            }
         }
         self.add_exchanges(out);
     }
 
-    /// Closes a closed flow if there is one, else the one idle longest.
+    /// Closes a closed flow if there is one (oldest closed first), else the
+    /// one idle longest. The queue keeps this O(1) when most flows end
+    /// normally, as in captures of many short connections.
     fn evict(&mut self) {
-        let victim = self
-            .flows
-            .iter()
-            .min_by_key(|(_, f)| (!f.is_closed(), f.last_seen_us))
-            .map(|(k, _)| *k);
+        let mut victim = None;
+        while let Some(k) = self.closed.pop_front() {
+            if self.flows.get(&k).is_some_and(Flow::is_closed) {
+                victim = Some(k);
+                break;
+            }
+        }
+        let victim = victim.or_else(|| {
+            self.flows
+                .iter()
+                .min_by_key(|(_, f)| (!f.is_closed(), f.last_seen_us))
+                .map(|(k, _)| *k)
+        });
         if let Some(f) = victim.and_then(|k| self.flows.remove(&k)) {
             self.counters.evicted_flows += 1;
             self.retire(f);
@@ -177,20 +218,38 @@ impl FlowTable {
                 self.errors_dropped += 1;
             }
         }
-        self.connections.push(conn);
+        if self.keeps_connection(conn.id) {
+            self.connections.push(conn);
+        } else {
+            self.counters.connections_dropped += 1;
+        }
         self.add_exchanges(ex);
+    }
+
+    /// Connections are kept in the order they were opened (ids are given
+    /// then), so the timeline holds the first `max_connections` of them.
+    fn keeps_connection(&self, id: u32) -> bool {
+        (id as usize) < self.limits.max_connections
     }
 
     fn add_exchanges(&mut self, ex: Vec<Exchange>) {
         for mut e in ex {
             e.id = self.next_exchange;
             self.next_exchange = self.next_exchange.saturating_add(1);
-            self.exchanges.push(e);
+            self.counters.exchanges_seen += 1;
+            if self.exchanges.len() < self.limits.max_exchanges
+                && self.keeps_connection(e.connection)
+            {
+                self.exchanges.push(e);
+            } else {
+                self.counters.exchanges_dropped += 1;
+            }
         }
     }
 
     /// Ends every open flow (end of capture). Errors then include theirs.
     pub fn close_all(&mut self) {
+        self.closed.clear();
         let mut open: Vec<Flow> = self.flows.drain().map(|(_, f)| f).collect();
         open.sort_by_key(|f| f.conn.id);
         for f in open {
