@@ -1,6 +1,7 @@
 //! Detectors: pure functions of what was measured, one file each, no I/O.
 //! Each names a cause from DESIGN's vocabulary with the time it cost and evidence.
 
+pub mod attribution;
 pub mod nagle_delayed_ack;
 pub mod no_keepalive;
 pub mod probe_pattern;

@@ -13,6 +13,14 @@ impl Timeline {
         self.connections.iter().find(|c| c.id == id)
     }
 
+    /// Keeps only connections to servers on `ports`, and their exchanges.
+    pub fn retain_servers(&mut self, ports: &[u16]) {
+        self.connections
+            .retain(|c| ports.contains(&c.server.port()));
+        let kept: std::collections::HashSet<u32> = self.connections.iter().map(|c| c.id).collect();
+        self.exchanges.retain(|e| kept.contains(&e.connection));
+    }
+
     pub fn exchanges_on(&self, connection: u32) -> impl Iterator<Item = &Exchange> {
         self.exchanges
             .iter()

@@ -3,7 +3,7 @@
 use crate::{fmt_ms, Summary};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use whyslow_model::Timeline;
+use whyslow_model::{ExchangeRole, Timeline};
 
 /// Request groups shown in text; JSON has every exchange.
 const GROUPS_SHOWN: usize = 15;
@@ -37,12 +37,17 @@ pub fn summary(t: &Timeline) -> String {
     for (server, n) in servers.iter().take(GROUPS_SHOWN) {
         let _ = writeln!(out, "    server {server}: {n} connection(s)");
     }
-    let mut groups: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for e in &t.exchanges {
-        groups
-            .entry(e.request.as_str())
-            .or_default()
-            .push(e.duration_us());
+        let server = t
+            .connection(e.connection)
+            .map(|c| c.server.port())
+            .unwrap_or(0);
+        let label = match e.role {
+            ExchangeRole::Inbound => e.request.clone(),
+            ExchangeRole::Outbound => format!("  → :{server} {}", e.request),
+        };
+        groups.entry(label).or_default().push(e.duration_us());
     }
     if groups.is_empty() {
         return out;
@@ -53,7 +58,8 @@ pub fn summary(t: &Timeline) -> String {
         "request", "count", "min", "median", "max"
     );
     let mut rows: Vec<_> = groups.into_iter().collect();
-    rows.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    // Inbound requests first, each followed by the calls made to serve it.
+    rows.sort_by_key(|(label, v)| (label.starts_with("  →"), std::cmp::Reverse(v.len())));
     for (request, durations) in rows.iter().take(GROUPS_SHOWN) {
         let Some(s) = Summary::of(durations.iter().copied()) else {
             continue;

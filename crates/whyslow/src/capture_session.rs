@@ -9,7 +9,10 @@ use whyslow_wire::{timeline_from_file, Limits, WireError};
 #[derive(Debug, Clone)]
 pub struct CaptureSummary {
     pub iface: String,
+    /// Ports filtered in the kernel; empty: all TCP on the interface.
     pub ports: Vec<u16>,
+    /// Backing services of the target found on this host (kept in the timeline).
+    pub backing_ports: Vec<u16>,
     pub packets: u64,
     pub kernel_drops: u64,
     pub file: Option<PathBuf>,
@@ -78,6 +81,7 @@ impl CaptureSession {
         let summary = CaptureSummary {
             iface: self.iface,
             ports: self.ports,
+            backing_ports: Vec::new(),
             packets: stats.packets,
             kernel_drops: stats.kernel_drops,
             file: self.keep.then_some(self.path),

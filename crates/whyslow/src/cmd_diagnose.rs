@@ -108,21 +108,33 @@ fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
     }
     print_patterns(d);
     if let Some(c) = &d.capture {
-        println!(
-            "\ncapture: {} packets on {} (ports {}), {} dropped by the kernel{}",
-            c.packets,
-            c.iface,
-            c.ports
+        let list = |ports: &[u16]| {
+            ports
                 .iter()
                 .map(|p| p.to_string())
                 .collect::<Vec<_>>()
-                .join(", "),
-            c.kernel_drops,
-            c.file
-                .as_ref()
-                .map(|f| format!(", saved to {}", f.display()))
-                .unwrap_or_default()
+                .join(", ")
+        };
+        let filter = if c.ports.is_empty() {
+            "all TCP".to_string()
+        } else {
+            format!("ports {}", list(&c.ports))
+        };
+        let saved = c
+            .file
+            .as_ref()
+            .map(|f| format!(", saved to {}", f.display()))
+            .unwrap_or_default();
+        println!(
+            "\ncapture: {} packets on {} ({filter}), {} dropped by the kernel{saved}",
+            c.packets, c.iface, c.kernel_drops
         );
+        if !c.backing_ports.is_empty() {
+            println!(
+                "  backing services of the target on this host: ports {}",
+                list(&c.backing_ports)
+            );
+        }
         if let Some(t) = &d.report.timeline {
             print!("{}", timeline::summary(t));
         }

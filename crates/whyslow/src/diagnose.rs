@@ -1,12 +1,14 @@
 //! `diagnose`: probe a URL while capturing its traffic (and its backing
 //! services' traffic on this host), then run every detector on what was seen.
 
+use crate::backing::Watcher;
 use crate::capture_session::{CaptureSession, CaptureSummary};
 use std::path::PathBuf;
 use std::time::Duration;
 use whyslow_client::{
     probe, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
 };
+use whyslow_detect::attribution;
 use whyslow_model::{Report, ReportSection, RequestPhases, Skipped};
 use whyslow_wire::Limits;
 
@@ -127,8 +129,15 @@ pub async fn diagnose(opts: &DiagnoseOptions) -> Diagnosis {
             .iface
             .clone()
             .unwrap_or_else(|| default_iface(t).to_string());
-        let mut ports = vec![t.port];
-        ports.extend(&opts.extra_ports);
+        // On loopback, take all TCP: the service's backing calls are found
+        // after the run, when its connections to them exist (see `backing`).
+        let ports: Vec<u16> = match iface.as_str() {
+            "lo" => Vec::new(),
+            _ => [t.port]
+                .into_iter()
+                .chain(opts.extra_ports.iter().copied())
+                .collect(),
+        };
         match CaptureSession::start(&iface, &ports, opts.keep_capture.clone()) {
             Ok(s) => session = Some(s),
             Err(why) => report.skipped.push(Skipped {
@@ -143,6 +152,10 @@ pub async fn diagnose(opts: &DiagnoseOptions) -> Diagnosis {
         });
     }
 
+    let watcher = match (&session, &target) {
+        (Some(_), Ok(t)) => Some(Watcher::start(t.port)),
+        _ => None,
+    };
     let mut results = Vec::new();
     for (label, p) in patterns(opts) {
         let run = probe(&p).await;
@@ -166,7 +179,22 @@ pub async fn diagnose(opts: &DiagnoseOptions) -> Diagnosis {
     if let Some(s) = session {
         tokio::time::sleep(CAPTURE_DRAIN).await;
         match s.finish(&opts.limits) {
-            Ok((summary, timeline)) => {
+            Ok((mut summary, mut timeline)) => {
+                let front = target.as_ref().map(|t| t.port).unwrap_or(0);
+                summary.backing_ports = watcher.map(Watcher::finish).unwrap_or_default();
+                summary
+                    .backing_ports
+                    .extend(attribution::nested_servers(&timeline, &[front]));
+                summary
+                    .backing_ports
+                    .extend(opts.extra_ports.iter().copied());
+                summary.backing_ports.sort_unstable();
+                summary.backing_ports.dedup();
+                let keep: Vec<u16> = std::iter::once(front)
+                    .chain(summary.backing_ports.iter().copied())
+                    .collect();
+                timeline.retain_servers(&keep);
+                attribution::attribute(&mut timeline, &[front]);
                 report.findings = whyslow_detect::run_all(&timeline);
                 report.errors.extend(summary.errors.iter().cloned());
                 report.timeline = Some(timeline);

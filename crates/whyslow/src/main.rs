@@ -1,5 +1,6 @@
 //! whyslow: where did the milliseconds of this request go, and why?
 
+mod backing;
 mod capture_session;
 mod cmd_analyze;
 mod cmd_capture;

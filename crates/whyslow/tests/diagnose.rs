@@ -166,3 +166,44 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     // Before/after: the fix must remove most of the stall from the average.
     assert!(post["mean_total_us"].as_u64().unwrap() > 5 * fixed["mean_total_us"].as_u64().unwrap());
 }
+
+/// diagnose finds the service's backing services on this host by itself and
+/// attributes each backing call to the inbound request it served.
+#[test]
+fn backing_calls_are_found_and_attributed() {
+    let _one_at_a_time = serial();
+    if !capture_allowed("backing_calls_are_found_and_attributed") {
+        return;
+    }
+    let s = whyslow_lab::find("post-stall").unwrap();
+    let running = rt().block_on(s.start(true)).unwrap();
+    let out = whyslow(&[
+        "diagnose",
+        "--json",
+        "--timeline",
+        "-d",
+        s.body,
+        &running.url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    let t = &report["timeline"];
+    let app_port = running.ports[1];
+    let conns = t["connections"].as_array().unwrap();
+    assert!(conns.iter().any(|c| c["server"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!(":{app_port}"))));
+    let exchanges = t["exchanges"].as_array().unwrap();
+    let outbound: Vec<_> = exchanges
+        .iter()
+        .filter(|e| e["role"] == "outbound")
+        .collect();
+    let inbound = exchanges.len() - outbound.len();
+    // The proxy forwards every request once.
+    assert_eq!(outbound.len(), inbound, "{exchanges:?}");
+    assert!(
+        outbound.iter().all(|e| !e["parent"].is_null()),
+        "{outbound:?}"
+    );
+}
