@@ -14,6 +14,8 @@ pub enum ErrorKind {
     EmptyReply,
     Protocol,
     Io,
+    /// Ctrl-C: the run was stopped, what completed is kept.
+    Interrupted,
 }
 
 impl ErrorKind {
@@ -29,6 +31,8 @@ impl ErrorKind {
             ErrorKind::EmptyReply => 52,
             ErrorKind::Reset | ErrorKind::Io => 56,
             ErrorKind::Protocol => 8,
+            // 128 + SIGINT, as shells report a process stopped by Ctrl-C.
+            ErrorKind::Interrupted => 130,
         }
     }
 
@@ -43,6 +47,7 @@ impl ErrorKind {
             ErrorKind::EmptyReply => "connection closed before a complete response",
             ErrorKind::Protocol => "malformed response",
             ErrorKind::Io => "I/O error",
+            ErrorKind::Interrupted => "interrupted",
         }
     }
 }

@@ -16,7 +16,7 @@ mod tls;
 pub use connect::{connect, Connected, Io};
 pub use error::{ErrorKind, ProbeError};
 pub use h2conn::H2Conn;
-pub use probe::{probe, ProbeOptions, ProbeRun};
+pub use probe::{probe, probe_until, ProbeOptions, ProbeRun};
 pub use request::{HttpVersion, RequestSpec, WritePattern};
 pub use target::Target;
 pub use tls::{TlsOptions, TlsSetup};

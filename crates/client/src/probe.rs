@@ -2,7 +2,7 @@
 //! connection or on fresh ones.
 
 use crate::connect::{connect, micros, Connected, Io};
-use crate::error::ProbeError;
+use crate::error::{ErrorKind, ProbeError};
 use crate::h1::{self, ExchangeTiming, PreparedRequest};
 use crate::h2conn::H2Conn;
 use crate::request::{HttpVersion, RequestSpec};
@@ -46,8 +46,21 @@ struct Open {
 }
 
 pub async fn probe(opts: &ProbeOptions) -> ProbeRun {
+    probe_until(opts, std::future::pending()).await
+}
+
+/// As `probe`, stopping early when `stop` completes (Ctrl-C): the request in
+/// flight is abandoned, the completed ones are kept, and the error says so.
+pub async fn probe_until(
+    opts: &ProbeOptions,
+    stop: impl std::future::Future<Output = ()>,
+) -> ProbeRun {
     let mut run = ProbeRun::default();
-    if let Err(e) = probe_into(opts, &mut run).await {
+    let outcome = tokio::select! {
+        r = probe_into(opts, &mut run) => r,
+        _ = stop => Err(ProbeError::new("run", ErrorKind::Interrupted, "stopped by the user")),
+    };
+    if let Err(e) = outcome {
         run.error = Some(e);
     }
     run

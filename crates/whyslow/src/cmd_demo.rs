@@ -2,10 +2,11 @@
 //! before/after table the case studies would have wanted.
 
 use crate::diagnose::{diagnose, DiagnoseOptions, Diagnosis, AS_GIVEN, SPLIT_NO_NODELAY};
-use crate::runtime;
+use crate::{interrupt_flag, runtime};
 use bytes::Bytes;
 use clap::Args;
 use serde::Serialize;
+use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
 use whyslow_lab::{Scenario, SCENARIOS};
 use whyslow_model::Finding;
@@ -37,7 +38,11 @@ pub struct DemoRow {
     pub injected: Option<String>,
 }
 
-async fn run_one(s: &Scenario, fixed: bool) -> Result<DemoRow, String> {
+async fn run_one(
+    s: &Scenario,
+    fixed: bool,
+    stop: &watch::Receiver<bool>,
+) -> Result<DemoRow, String> {
     let running = s
         .start(fixed)
         .await
@@ -58,7 +63,7 @@ async fn run_one(s: &Scenario, fixed: bool) -> Result<DemoRow, String> {
         keep_capture: None,
         limits: Default::default(),
     };
-    let d: Diagnosis = diagnose(&opts).await;
+    let d: Diagnosis = diagnose(&opts, stop).await;
     let client = if d.mean_total(SPLIT_NO_NODELAY).is_some() {
         SPLIT_NO_NODELAY
     } else {
@@ -92,6 +97,7 @@ pub fn run(args: DemoArgs) -> u8 {
         .collect();
     let total = scenarios.len() * 2;
     let rows: Vec<DemoRow> = runtime(2).block_on(async {
+        let stop = interrupt_flag();
         let mut rows = Vec::new();
         for (i, (s, fixed)) in scenarios
             .iter()
@@ -104,7 +110,11 @@ pub fn run(args: DemoArgs) -> u8 {
                 s.name,
                 if fixed { "fixed" } else { "broken" }
             );
-            match run_one(s, fixed).await {
+            if *stop.borrow() {
+                eprintln!("whyslow: interrupted; the table covers what ran");
+                break;
+            }
+            match run_one(s, fixed, &stop).await {
                 Ok(row) => rows.push(row),
                 Err(e) => eprintln!("whyslow: {e}"),
             }

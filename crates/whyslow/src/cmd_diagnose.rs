@@ -3,9 +3,10 @@
 use crate::cmd_analyze::LimitArgs;
 use crate::cmd_probe::{usage, RequestArgs};
 use crate::diagnose::{diagnose, typical, DiagnoseOptions, Diagnosis, AS_GIVEN, SPLIT_NO_NODELAY};
-use crate::runtime;
+use crate::{interrupt_flag, runtime};
 use clap::Args;
 use std::path::PathBuf;
+use whyslow_client::ErrorKind;
 use whyslow_report::{findings, fmt_ms, timeline, to_json};
 
 #[derive(Args)]
@@ -55,12 +56,12 @@ pub fn run(args: DiagnoseArgs) -> u8 {
         keep_capture: args.save.clone(),
         limits: args.limits.limits(),
     };
-    let mut d = runtime(1).block_on(diagnose(&opts));
+    let mut d = runtime(1).block_on(async { diagnose(&opts, &interrupt_flag()).await });
     let failed = d
         .patterns
         .iter()
         .find_map(|p| p.run.error.clone())
-        .filter(|_| d.patterns[0].run.requests.is_empty());
+        .filter(|e| e.kind == ErrorKind::Interrupted || d.patterns[0].run.requests.is_empty());
     if args.json {
         if !args.timeline {
             d.report.timeline = None;

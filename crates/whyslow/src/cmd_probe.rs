@@ -1,12 +1,12 @@
 //! `whyslow probe URL`: the client's view of N requests.
 
 use crate::limits::{parse_duration, parse_rules, Rule};
-use crate::{runtime, EXIT_BREACH, EXIT_USAGE};
+use crate::{ctrl_c, runtime, EXIT_BREACH, EXIT_USAGE};
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use whyslow_client::{
-    probe, HttpVersion, ProbeOptions, ProbeRun, RequestSpec, TlsOptions, WritePattern,
+    probe_until, HttpVersion, ProbeOptions, ProbeRun, RequestSpec, TlsOptions, WritePattern,
 };
 use whyslow_model::{CheckResult, PhaseName, Report, ReportSection, RequestPhases};
 use whyslow_report::{fmt_ms, probe as table, to_json, writeout};
@@ -190,7 +190,7 @@ pub fn run(args: ProbeArgs) -> u8 {
         spec,
         tls: args.request.tls(),
     };
-    let run = runtime(1).block_on(probe(&opts));
+    let run = runtime(1).block_on(probe_until(&opts, ctrl_c()));
     let checks = check_budget(&rules, &run.requests);
     if args.json {
         println!("{}", to_json(&report(&args, &run, checks.clone())));

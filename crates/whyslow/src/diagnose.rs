@@ -3,10 +3,12 @@
 
 use crate::backing::Watcher;
 use crate::capture_session::{CaptureSession, CaptureSummary};
+use crate::interrupted;
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio::sync::watch;
 use whyslow_client::{
-    probe, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
+    probe_until, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
 };
 use whyslow_detect::attribution;
 use whyslow_model::{Report, ReportSection, RequestPhases, Skipped};
@@ -120,7 +122,9 @@ fn default_iface(target: &Target) -> &'static str {
     }
 }
 
-pub async fn diagnose(opts: &DiagnoseOptions) -> Diagnosis {
+/// Runs the diagnosis; when `stop` turns true (Ctrl-C) the probes stop and
+/// what was captured so far is still analyzed.
+pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> Diagnosis {
     let mut report = Report::new("diagnose", Some(opts.url.clone()));
     let target = Target::parse(&opts.url);
     let mut session = None;
@@ -158,7 +162,10 @@ pub async fn diagnose(opts: &DiagnoseOptions) -> Diagnosis {
     };
     let mut results = Vec::new();
     for (label, p) in patterns(opts) {
-        let run = probe(&p).await;
+        if *stop.borrow() {
+            break;
+        }
+        let run = probe_until(&p, interrupted(stop.clone())).await;
         if let Some(e) = &run.error {
             report
                 .errors

@@ -69,6 +69,32 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Completes on Ctrl-C (SIGINT). Commands race it against their work so that
+/// what was measured before the interrupt is still reported.
+pub async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A flag that turns true on Ctrl-C, for commands that run several steps and
+/// must stop between (or inside) them. Call inside a runtime.
+pub fn interrupt_flag() -> tokio::sync::watch::Receiver<bool> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        ctrl_c().await;
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+/// Completes once the flag from `interrupt_flag` is set.
+pub async fn interrupted(mut flag: tokio::sync::watch::Receiver<bool>) {
+    if flag.wait_for(|set| *set).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// A runtime for one command. Probes use a single thread so that timings
 /// are not disturbed by work stealing.
 pub fn runtime(threads: usize) -> tokio::runtime::Runtime {
