@@ -29,7 +29,15 @@ impl Target {
         if host.is_empty() {
             return Err(bad("missing host"));
         }
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        // http::Uri drops a port that is not a u16 instead of failing: check the text.
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
+        let port = match explicit_port(authority) {
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| bad(&format!("bad port {p:?}")))?,
+            None if https => 443,
+            None => 80,
+        };
         if port == 0 {
             return Err(bad("port 0"));
         }
@@ -60,6 +68,16 @@ impl Target {
             format!("{host}:{}", self.port)
         }
     }
+}
+
+/// The port written in an authority ("user@host:port", "[::1]:port"), if any.
+fn explicit_port(authority: &str) -> Option<&str> {
+    let host_port = authority.rsplit('@').next()?;
+    let after_host = match host_port.rfind(']') {
+        Some(i) => &host_port[i + 1..],
+        None => host_port,
+    };
+    after_host.rsplit_once(':').map(|(_, p)| p)
 }
 
 #[cfg(test)]
