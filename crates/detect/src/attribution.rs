@@ -95,7 +95,8 @@ pub fn nested_servers(t: &Timeline, front_ports: &[u16]) -> Vec<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use whyslow_model::{Connection, Exchange, Protocol};
+    use crate::testkit::exchange;
+    use whyslow_model::Connection;
 
     fn conn(id: u32, server_port: u16) -> Connection {
         let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
@@ -107,44 +108,16 @@ mod tests {
         )
     }
 
-    fn ex(
-        id: u32,
-        connection: u32,
-        first: u64,
-        last: u64,
-        resp_first: u64,
-        resp_last: u64,
-    ) -> Exchange {
-        Exchange {
-            id,
-            connection,
-            protocol: Protocol::Http1,
-            request: "GET /".into(),
-            status: Some(200),
-            request_first_at_us: first,
-            request_last_at_us: last,
-            response_first_at_us: Some(resp_first),
-            response_last_at_us: Some(resp_last),
-            request_bytes: 0,
-            response_bytes: 0,
-            request_packets: (0, 0),
-            response_packets: None,
-            response_encoded: false,
-            role: ExchangeRole::Inbound,
-            parent: None,
-        }
-    }
-
     #[test]
     fn calls_belong_to_the_request_waiting_for_them() {
         let mut t = Timeline {
             connections: vec![conn(0, 8080), conn(1, 6379)],
             exchanges: vec![
-                ex(0, 0, 100, 110, 500, 510),     // inbound A
-                ex(1, 1, 200, 210, 300, 310),     // call inside A
-                ex(2, 0, 1000, 1010, 1500, 1510), // inbound B
-                ex(3, 1, 1100, 1110, 1200, 1210), // call inside B
-                ex(4, 1, 2000, 2010, 2100, 2110), // call outside any request
+                exchange(0, 0, (100, 110), (500, 510)),     // inbound A
+                exchange(1, 1, (200, 210), (300, 310)),     // call inside A
+                exchange(2, 0, (1000, 1010), (1500, 1510)), // inbound B
+                exchange(3, 1, (1100, 1110), (1200, 1210)), // call inside B
+                exchange(4, 1, (2000, 2010), (2100, 2110)), // call outside any request
             ],
         };
         assert!(

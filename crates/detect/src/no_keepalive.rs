@@ -67,36 +67,14 @@ fn finding(server: SocketAddr, conns: Vec<(u32, usize, u64)>) -> Option<Finding>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::ConnBuilder;
-    use whyslow_model::{Exchange, ExchangeRole, Protocol};
-
-    fn exchange(id: u32, connection: u32) -> Exchange {
-        Exchange {
-            id,
-            connection,
-            protocol: Protocol::Http1,
-            request: "GET /".into(),
-            status: Some(200),
-            request_first_at_us: 0,
-            request_last_at_us: 0,
-            response_first_at_us: None,
-            response_last_at_us: None,
-            request_bytes: 0,
-            response_bytes: 0,
-            request_packets: (0, 0),
-            response_packets: None,
-            response_encoded: false,
-            role: ExchangeRole::Inbound,
-            parent: None,
-        }
-    }
+    use crate::testkit::{exchange, ConnBuilder};
 
     #[test]
     fn one_request_per_connection_is_found() {
         let conns: Vec<_> = (0..6)
             .map(|i| ConnBuilder::new(i, 40000 + i as u16).conn)
             .collect();
-        let exchanges = (0..6).map(|i| exchange(i, i)).collect();
+        let exchanges = (0..6).map(|i| exchange(i, i, (0, 0), (0, 0))).collect();
         let f = detect(&Timeline {
             connections: conns,
             exchanges,
@@ -111,7 +89,9 @@ mod tests {
         let conns: Vec<_> = (0..6)
             .map(|i| ConnBuilder::new(i, 40000 + i as u16).conn)
             .collect();
-        let exchanges = (0..18).map(|i| exchange(i, i % 6)).collect();
+        let exchanges = (0..18)
+            .map(|i| exchange(i, i % 6, (0, 0), (0, 0)))
+            .collect();
         assert!(detect(&Timeline {
             connections: conns,
             exchanges

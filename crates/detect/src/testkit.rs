@@ -1,6 +1,8 @@
 //! Hand-built timelines for detector tests.
 
-use whyslow_model::{AckEvent, Connection, Direction, Segment, SegmentFlags};
+use whyslow_model::{
+    AckEvent, Connection, Direction, Exchange, ExchangeRole, Protocol, Segment, SegmentFlags,
+};
 
 pub struct ConnBuilder {
     pub conn: Connection,
@@ -73,5 +75,32 @@ impl ConnBuilder {
             piggybacked,
         });
         packet
+    }
+}
+
+/// An HTTP/1 exchange on `connection`: request at `first..last`, response at `resp_first..resp_last`.
+pub fn exchange(
+    id: u32,
+    connection: u32,
+    (first, last): (u64, u64),
+    (resp_first, resp_last): (u64, u64),
+) -> Exchange {
+    Exchange {
+        id,
+        connection,
+        protocol: Protocol::Http1,
+        request: "GET /".into(),
+        status: Some(200),
+        request_first_at_us: first,
+        request_last_at_us: last,
+        response_first_at_us: Some(resp_first),
+        response_last_at_us: Some(resp_last),
+        request_bytes: 0,
+        response_bytes: 0,
+        request_packets: (0, 0),
+        response_packets: None,
+        response_encoded: false,
+        role: ExchangeRole::Inbound,
+        parent: None,
     }
 }

@@ -45,6 +45,13 @@ pub struct AnalyzeArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `--json` and `--timeline`, for commands that build a timeline.
+#[derive(Args, Clone, Copy)]
+pub struct OutputArgs {
     /// Print the JSON report instead of text
     #[arg(long)]
     pub json: bool,
@@ -70,8 +77,8 @@ pub fn run(args: AnalyzeArgs) -> u8 {
     report
         .errors
         .extend(outcome.protocol_errors.iter().cloned());
-    if args.json {
-        if args.timeline {
+    if args.output.json {
+        if args.output.timeline {
             report.timeline = Some(outcome.timeline);
         }
         println!("{}", to_json(&report));

@@ -1,6 +1,6 @@
 //! `whyslow diagnose URL`: one report of where the time went and why.
 
-use crate::cmd_analyze::LimitArgs;
+use crate::cmd_analyze::{LimitArgs, OutputArgs};
 use crate::cmd_probe::{usage, RequestArgs};
 use crate::diagnose::{diagnose, typical, DiagnoseOptions, Diagnosis, AS_GIVEN, SPLIT_NO_NODELAY};
 use crate::{interrupt_flag, runtime};
@@ -32,12 +32,8 @@ pub struct DiagnoseArgs {
     pub no_capture: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
-    /// Print the JSON report instead of text
-    #[arg(long)]
-    pub json: bool,
-    /// Include the whole timeline in --json
-    #[arg(long)]
-    pub timeline: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 pub fn run(args: DiagnoseArgs) -> u8 {
@@ -62,8 +58,8 @@ pub fn run(args: DiagnoseArgs) -> u8 {
         .iter()
         .find_map(|p| p.run.error.clone())
         .filter(|e| e.kind == ErrorKind::Interrupted || d.patterns[0].run.requests.is_empty());
-    if args.json {
-        if !args.timeline {
+    if args.output.json {
+        if !args.output.timeline {
             d.report.timeline = None;
         }
         println!("{}", to_json(&d.report));
