@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Writes the tiny seed inputs of the fuzz targets (fuzz/seeds/TARGET/*).
+
+Each is a valid input of its target: one HTTP/1.1 exchange on a TCP
+connection, as a pcap file, a pcapng file, flow_table records and http1
+chunks. Run again after changing an input format; scripts/fuzz-smoke.sh uses
+the files as they are committed.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REQ = b"GET /a?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"
+RESP = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"
+
+
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def ipv4_tcp(src, dst, sport, dport, seq, ack, flags, payload=b"", wscale=None):
+    opts = b""
+    if wscale is not None:
+        opts = b"\x01\x03\x03" + bytes([wscale])  # NOP + window scale
+    off = (20 + len(opts)) // 4
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, off << 4, flags, 65535, 0, 0)
+    tcp += opts + payload
+    pseudo = struct.pack("!4s4sBBH", bytes(src), bytes(dst), 0, 6, len(tcp))
+    tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 1, 0x4000, 64, 6, 0, bytes(src), bytes(dst))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    return ip + tcp
+
+
+SYN, FIN, PSH, ACK = 0x02, 0x01, 0x08, 0x10
+
+
+def exchange_frames():
+    """One connection: handshake, GET, 200, ACK, FINs. Ethernet frames."""
+    c, s = [10, 0, 0, 1], [10, 0, 0, 2]
+    cp, sp = 40000, 80
+    cs, ss = 1000, 5000
+    pk = [
+        (c, s, cp, sp, cs, 0, SYN, b"", 7),
+        (s, c, sp, cp, ss, cs + 1, SYN | ACK, b"", 7),
+        (c, s, cp, sp, cs + 1, ss + 1, ACK, b"", None),
+        (c, s, cp, sp, cs + 1, ss + 1, PSH | ACK, REQ, None),
+        (s, c, sp, cp, ss + 1, cs + 1 + len(REQ), PSH | ACK, RESP, None),
+        (c, s, cp, sp, cs + 1 + len(REQ), ss + 1 + len(RESP), FIN | ACK, b"", None),
+        (s, c, sp, cp, ss + 1 + len(RESP), cs + 2 + len(REQ), FIN | ACK, b"", None),
+    ]
+    eth = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
+    return [eth + ipv4_tcp(*p[:7], payload=p[7], wscale=p[8]) for p in pk]
+
+
+def pcap(frames):
+    out = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    for i, f in enumerate(frames):
+        out += struct.pack("<IIII", 1700000000, 1000 * i, len(f), len(f)) + f
+    return out
+
+
+def block(kind, body):
+    pad = (-len(body)) % 4
+    n = 12 + len(body) + pad
+    return struct.pack("<II", kind, n) + body + b"\0" * pad + struct.pack("<I", n)
+
+
+def pcapng(frames):
+    out = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    out += block(1, struct.pack("<HHI", 1, 0, 65535))  # Ethernet, µs resolution
+    for i, f in enumerate(frames):
+        ts = 1700000000 * 1_000_000 + 1000 * i
+        out += block(6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(f), len(f)) + f)
+    return out
+
+
+def flow_records():
+    """fuzz::flow_table records: [ctl, flags, dseq, dack, win, payload]."""
+    def seg(to_client, flags, dseq, dack, payload=b""):
+        body = bytes([flags, dseq & 0xFF, dack & 0xFF, 0xFF]) + payload
+        assert len(body) < 64
+        return bytes([(0x40 if to_client else 0) | len(body)]) + body
+
+    syn, ack, fin = 1, 2, 4
+    out = seg(False, syn, 0, 0) + seg(True, syn | ack, 0, 1)
+    out += seg(False, ack, 1, 1) + seg(False, ack, 0, 0, REQ)
+    out += seg(True, ack, 1, 0, RESP) + seg(False, ack | fin, 0, 0) + seg(True, ack | fin, 0, 1)
+    raw = ipv4_tcp([10, 0, 0, 1], [10, 0, 0, 2], 40001, 80, 7, 0, SYN)
+    return out + bytes([0x80 | len(raw)]) + raw
+
+
+def http1_chunks():
+    """fuzz::http1 chunks: [ctl (bit 7 = to client), bytes]."""
+    def chunk(to_client, b):
+        assert len(b) < 64
+        return bytes([(0x80 if to_client else 0) | len(b)]) + b
+
+    keep_alive = chunk(False, REQ) + chunk(True, RESP) + chunk(False, REQ) + chunk(True, RESP)
+    post = b"POST /s HTTP/1.1\r\nContent-Length: 4\r\n\r\n"
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    split = chunk(False, post) + chunk(False, b"body") + chunk(True, chunked) + chunk(True, b"2\r\nhi\r\n0\r\n\r\n")
+    return {"keep_alive": keep_alive, "post_chunked": split}
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+if __name__ == "__main__":
+    frames = exchange_frames()
+    write("read_capture", "http.pcap", pcap(frames))
+    write("read_capture", "http.pcapng", pcapng(frames))
+    write("flow_table", "http", flow_records())
+    for name, data in http1_chunks().items():
+        write("http1", name, data)
