@@ -3,6 +3,7 @@
 //! injects so a diagnosis can be checked against it.
 
 pub mod http1;
+pub mod latency;
 pub mod proxy;
 pub mod scenario;
 pub mod scenarios;

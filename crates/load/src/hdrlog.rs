@@ -9,8 +9,10 @@
 //! microseconds, so HistogramLogProcessor wants `-outputValueUnitRatio 1000`
 //! to print milliseconds. Interval_Max is in microseconds too.
 
-use crate::histograms::{Metric, Recorded};
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use crate::histograms::{decode, Metric, Recorded};
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -84,11 +86,38 @@ impl<W: Write> HdrLog<W> {
     }
 }
 
+/// One interval histogram read back from a log.
+#[derive(Debug, Clone)]
+pub struct LoggedInterval {
+    pub tag: Option<String>,
+    /// From BaseTime (or the epoch when the log has none).
+    pub start: Duration,
+    pub length: Duration,
+    pub histogram: hdrhistogram::Histogram<u64>,
+}
+
+/// Reads an interval log (this one's or any HdrHistogram writer's) with
+/// HdrHistogram's own parser.
+pub fn read(bytes: &[u8]) -> Result<Vec<LoggedInterval>, String> {
+    let mut out = Vec::new();
+    for entry in IntervalLogIterator::new(bytes) {
+        let entry = entry.map_err(|e| format!("interval log: {e:?}"))?;
+        if let LogEntry::Interval(h) = entry {
+            out.push(LoggedInterval {
+                tag: h.tag().map(|t| t.as_str().to_string()),
+                start: h.start_timestamp(),
+                length: h.duration(),
+                histogram: decode(h.encoded_histogram())?,
+            });
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::histograms::{decode, Sample};
-    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use crate::histograms::Sample;
 
     #[test]
     fn log_reads_back_with_hdrhistograms_parser() {

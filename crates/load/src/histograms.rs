@@ -96,6 +96,7 @@ fn kind_slug(k: ErrorKind) -> &'static str {
         ErrorKind::EmptyReply => "closed",
         ErrorKind::Protocol => "protocol",
         ErrorKind::Io => "io",
+        ErrorKind::Interrupted => "interrupted",
     }
 }
 
@@ -124,9 +125,18 @@ pub fn error_class_exit_code(class: usize) -> i32 {
     KINDS[class % KINDS.len()].exit_code()
 }
 
-/// An empty histogram that grows to fit what it records.
+/// Histograms start sized for values up to 10 s (the default request
+/// timeout), so a run's memory does not depend on how large its largest
+/// latency happened to be; beyond that (queueing in an overloaded open-model
+/// run) they grow by one bucket per doubling.
+const PRESIZED_MAX_US: u64 = 10_000_000;
+
+/// An empty histogram sized for 10 s that grows to fit what it records.
 pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new(SIGFIG).expect("3 significant digits is valid")
+    let mut h = Histogram::new_with_bounds(1, PRESIZED_MAX_US, SIGFIG)
+        .expect("valid bounds and significant digits");
+    h.auto(true);
+    h
 }
 
 /// One successful exchange, measured.

@@ -103,8 +103,8 @@ fn epoch_us(t: std::time::SystemTime) -> u64 {
 impl LoadResult {
     /// The result of one run. In the closed model the corrected histogram is
     /// wrk's estimate: the service times back-filled at the mean per-lane interval.
-    pub fn from_outcome(setup: RunSetup, outcome: &Outcome) -> LoadResult {
-        let mut totals = outcome.totals.clone();
+    pub fn from_outcome(setup: RunSetup, outcome: Outcome) -> LoadResult {
+        let mut totals = outcome.totals;
         if setup.model == "closed" {
             let responses = totals.responses().max(1);
             let per_lane_us = outcome.elapsed.as_micros() as u64 * outcome.lanes as u64 / responses;

@@ -16,6 +16,11 @@ pub const LAG_FLOOR_US: u64 = 1_000;
 /// it, the reported tail is off by more than 10 % because of the generator.
 pub const LAG_SHARE_OF_P99: f64 = 0.10;
 
+/// Fewer late starts than this are the machine's noise (a page fault, a
+/// preempted thread), not a generator that cannot keep up: with a short run's
+/// few hundred requests, the p99 is a single sample.
+pub const MIN_LATE: u64 = 10;
+
 /// The p99 lag above which a run is flagged, for a run whose corrected p99 is `p99_us`.
 pub fn lag_limit_us(p99_us: u64) -> u64 {
     LAG_FLOOR_US.max((p99_us as f64 * LAG_SHARE_OF_P99) as u64)
@@ -30,10 +35,10 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
     let p99_lag = lag.value_at_quantile(0.99);
     let p99 = rec.hist(Metric::Corrected).value_at_quantile(0.99);
     let limit = lag_limit_us(p99);
-    if p99_lag <= limit {
+    let late = lag.count_between(limit + 1, lag.max().max(limit + 1));
+    if p99_lag <= limit || late < MIN_LATE {
         return Vec::new();
     }
-    let late = lag.count_between(limit, lag.max().max(limit));
     let total_lag = (lag.mean() * lag.len() as f64) as u64;
     vec![Finding {
         kind: FindingKind::GeneratorSaturated,

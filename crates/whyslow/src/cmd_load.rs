@@ -302,7 +302,7 @@ fn run_once(
     if watch.progress {
         eprint!("\r\x1b[2K");
     }
-    Ok(LoadResult::from_outcome(run_setup(plan), &outcome?))
+    Ok(LoadResult::from_outcome(run_setup(plan), outcome?))
 }
 
 fn watch_ctrl_c(rt: &tokio::runtime::Runtime, stop: &Arc<Stop>) {
@@ -520,8 +520,17 @@ fn find_max(args: &LoadArgs, s: &Setup, rt: &tokio::runtime::Runtime, stop: &Arc
     }
     let knee = search.knee();
     let Some(best) = best else {
-        print!("{}", text::knee(&knee));
-        eprintln!("whyslow: SLO broken at every rate tried");
+        if args.json {
+            let out = LoadReport {
+                report: report(&args.url, None, Vec::new()),
+                load: None,
+                find_max: Some(knee),
+            };
+            println!("{}", to_json(&out));
+        } else {
+            print!("{}", text::knee(&knee));
+        }
+        eprintln!("whyslow: no rate tried met the SLO");
         return EXIT_BREACH;
     };
     if let Some(path) = &args.output {
