@@ -49,6 +49,9 @@ impl Segment {
 
     /// Seconds into the segment at which the cumulative count reaches `k`.
     fn time_of(&self, k: f64) -> f64 {
+        if k <= 0.0 {
+            return 0.0;
+        }
         if !self.len.is_finite() || self.from == self.to {
             return k / self.from;
         }
@@ -225,6 +228,8 @@ mod tests {
         assert!((s.rate_at(Duration::from_secs(5)) - 550.0).abs() < 1e-9);
         assert!((s.rate_at(Duration::from_secs(50)) - 1000.0).abs() < 1e-9);
         // A falling ramp works the same way.
+        let up = Schedule::ramp(0.0, 400.0, Duration::from_secs(2));
+        assert_eq!(up.time_of(0), Some(0.0), "a ramp from zero starts at once");
         let down = Schedule::ramp(1000.0, 0.0, Duration::from_secs(2));
         let t = down.time_of(999).unwrap();
         assert!((down.count_until(Duration::from_secs_f64(t)) - 999.0).abs() < 1e-6);

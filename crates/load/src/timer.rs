@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-/// Waits shorter than this are not worth two system calls: they cost about as much.
+/// Waits shorter than this are spun instead of slept: two system calls and a
+/// reactor turn cost about as much.
 const MIN_SLEEP: Duration = Duration::from_micros(20);
 
 /// One per lane; falls back to tokio's timer when timerfd is unavailable.
@@ -42,8 +43,13 @@ impl Timer {
 
     /// Returns at `deadline` (or at once when it has passed).
     pub async fn sleep_until(&mut self, deadline: Instant) {
-        let now = Instant::now();
+        let mut now = Instant::now();
         if deadline <= now + MIN_SLEEP {
+            // Never start early: spin through the last few microseconds.
+            while now < deadline {
+                std::hint::spin_loop();
+                now = Instant::now();
+            }
             return;
         }
         let Some(fd) = &self.fd else {

@@ -400,3 +400,22 @@ fn find_max_brackets_the_capacity() {
     assert!((150.0..=400.0).contains(&ok), "max rate {ok}: {k}");
     assert!(bad <= 800.0, "first broken {bad}: {k}");
 }
+
+/// Ramps and steps send exactly the requests their rate integrates to:
+/// ∫ of 0 → 400/s over 2 s is 400; 100/s for 1 s then 300/s for 1 s is 400.
+#[test]
+fn ramp_and_steps_send_what_their_rate_integrates_to() {
+    let _serial = serial();
+    let server = LatencyServer::start(LatencyPlan::default()).unwrap();
+    let url = server.url("/");
+    for schedule in [["--ramp", "0:400:2s"], ["--steps", "100:1s,300:1s"]] {
+        let (code, r) = load(&[schedule[0], schedule[1], "-c", "8", &url]);
+        assert_eq!(code, Some(0), "{r}");
+        assert_eq!(r["load"]["responses"], 400, "{schedule:?}");
+        let rate = r["load"]["setup"]["target_rate"].as_f64().unwrap();
+        assert!(
+            (rate - 200.0).abs() < 1e-6,
+            "{schedule:?}: mean rate {rate}"
+        );
+    }
+}
