@@ -16,6 +16,9 @@ pub struct LimitArgs {
     /// Per-connection segment/ACK events kept (memory bound)
     #[arg(long, default_value_t = Limits::default().max_events_per_connection)]
     pub max_events: usize,
+    /// Segment/ACK events kept over all connections (memory bound)
+    #[arg(long, default_value_t = Limits::default().max_events_total)]
+    pub max_events_total: usize,
     /// Connections tracked at once (memory bound)
     #[arg(long, default_value_t = Limits::default().max_flows)]
     pub max_flows: usize,
@@ -31,6 +34,7 @@ impl LimitArgs {
     pub fn limits(&self) -> Limits {
         Limits {
             max_events_per_connection: self.max_events,
+            max_events_total: self.max_events_total,
             max_flows: self.max_flows,
             max_exchanges: self.max_exchanges,
             max_connections: self.max_connections,
@@ -119,6 +123,18 @@ fn dropped_notes(o: &AnalyzeOutcome) -> Vec<String> {
             "kept the first {} exchanges of {} (--max-exchanges); findings cover those",
             o.exchanges_seen - o.exchanges_dropped,
             o.exchanges_seen
+        ));
+    }
+    let cut = o
+        .timeline
+        .connections
+        .iter()
+        .filter(|c| c.events_truncated)
+        .count();
+    if cut > 0 {
+        notes.push(format!(
+            "per-segment events of {cut} connection(s) were cut at --max-events/--max-events-total; \
+             TCP findings on them cover the events kept"
         ));
     }
     notes

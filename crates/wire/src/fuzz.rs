@@ -11,6 +11,7 @@ use etherparse::PacketBuilder;
 fn small_limits() -> Limits {
     Limits {
         max_events_per_connection: 64,
+        max_events_total: 256,
         max_flows: 8,
         max_held_bytes_per_flow: 256,
         max_held_bytes_total: 1024,
@@ -22,7 +23,7 @@ fn small_limits() -> Limits {
 /// Bytes as a pcap/pcapng file: read every packet, analyze it.
 pub fn read_capture(data: &[u8]) {
     let mut table = FlowTable::new(small_limits());
-    let _ = read_packets(data, |p| table.push(&p));
+    let _ = read_packets(data, |p| table.push(p));
     let _ = table.finish();
 }
 

@@ -30,6 +30,17 @@ pub struct Packet {
 }
 
 impl Packet {
+    /// A packet with no bytes, to be filled by `CaptureReader::read_into`.
+    pub fn empty() -> Packet {
+        Packet {
+            number: 0,
+            at_us: 0,
+            link: LinkType::RAW,
+            data: Vec::new(),
+            orig_len: 0,
+        }
+    }
+
     /// True when the capture kept fewer bytes than were on the wire.
     pub fn is_cut(&self) -> bool {
         (self.data.len() as u64) < u64::from(self.orig_len)

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// Initial read buffer; pcap-parser's own examples use 64 KiB.
-const INITIAL_BUFFER: usize = 64 * 1024;
+pub const INITIAL_BUFFER: usize = 64 * 1024;
 
 /// Largest block accepted. libpcap refuses pcapng blocks above 16 MiB
 /// (INITIAL_MAX_BLOCKSIZE in sf-pcapng.c), so a larger length field is
@@ -65,7 +65,14 @@ impl CaptureReader<'static> {
 
 impl<'a> CaptureReader<'a> {
     pub fn new<R: Read + 'a>(reader: R) -> Result<Self, WireError> {
-        let inner = create_reader(INITIAL_BUFFER, reader).map_err(|e| match e {
+        Self::with_buffer(reader, INITIAL_BUFFER)
+    }
+
+    /// As `new`, with a read buffer of `capacity` bytes to start with
+    /// (larger: fewer reads and refills on big files).
+    pub fn with_buffer<R: Read + 'a>(reader: R, capacity: usize) -> Result<Self, WireError> {
+        let capacity = capacity.clamp(INITIAL_BUFFER, MAX_BLOCK_BYTES);
+        let inner = create_reader(capacity, reader).map_err(|e| match e {
             PcapError::HeaderNotRecognized | PcapError::Eof => WireError::NotACapture,
             PcapError::Incomplete(_) | PcapError::UnexpectedEof => WireError::Truncated {
                 offset: 0,
@@ -80,7 +87,7 @@ impl<'a> CaptureReader<'a> {
         Ok(CaptureReader {
             inner,
             interfaces: Vec::new(),
-            capacity: INITIAL_BUFFER,
+            capacity,
             packets: 0,
             last_at_us: 0,
             done: false,
@@ -94,37 +101,44 @@ impl<'a> CaptureReader<'a> {
 
     /// Next packet, `Ok(None)` at the end. After an error the reader stays ended.
     pub fn next_packet(&mut self) -> Result<Option<Packet>, WireError> {
+        let mut p = Packet::empty();
+        Ok(self.read_into(&mut p)?.then_some(p))
+    }
+
+    /// As `next_packet`, into `p`, reusing its buffer: no allocation per
+    /// packet. Returns false at the end (`p` is then unspecified).
+    pub fn read_into(&mut self, p: &mut Packet) -> Result<bool, WireError> {
         if self.done {
-            return Ok(None);
+            return Ok(false);
         }
-        let r = self.next_inner();
-        if !matches!(r, Ok(Some(_))) {
+        let r = self.next_inner(p);
+        if !matches!(r, Ok(true)) {
             self.done = true;
         }
         r
     }
 
-    fn next_inner(&mut self) -> Result<Option<Packet>, WireError> {
+    fn next_inner(&mut self, p: &mut Packet) -> Result<bool, WireError> {
         loop {
             let offset = self.inner.consumed() as u64;
             let step = match self.inner.next() {
                 Ok((used, block)) => {
-                    let p = handle_block(block, &mut self.interfaces, self.last_at_us);
-                    Ok((used, p))
+                    let got = handle_block(block, &mut self.interfaces, self.last_at_us, p);
+                    Ok((used, got))
                 }
                 Err(e) => Err(classify(e)),
             };
             match step {
-                Ok((used, p)) => {
+                Ok((used, got)) => {
                     self.inner.consume(used);
-                    if let Some(mut p) = p.map_err(|reason| self.corrupt(offset, reason))? {
+                    if got.map_err(|reason| self.corrupt(offset, reason))? {
                         self.packets += 1;
                         p.number = self.packets;
                         self.last_at_us = p.at_us;
-                        return Ok(Some(p));
+                        return Ok(true);
                     }
                 }
-                Err(Next::Eof) => return Ok(None),
+                Err(Next::Eof) => return Ok(false),
                 Err(Next::Refill) => self.refill(offset)?,
                 Err(Next::Grow) => self.grow(offset)?,
                 Err(Next::Truncated) => {
@@ -207,19 +221,21 @@ fn classify(e: PcapError<&[u8]>) -> Next {
     }
 }
 
-/// Updates interface state from a block; returns a packet for data blocks
-/// (its number is set by the caller).
+/// Updates interface state from a block; fills `out` and returns true for
+/// data blocks (the packet number is set by the caller).
 fn handle_block(
     block: PcapBlockOwned,
     ifaces: &mut Vec<Interface>,
     last_at_us: u64,
-) -> Result<Option<Packet>, String> {
-    let packet = |link, at_us, data: &[u8], orig_len| Packet {
-        number: 0,
-        at_us,
-        link,
-        data: data.to_vec(),
-        orig_len,
+    out: &mut Packet,
+) -> Result<bool, String> {
+    let mut packet = |link, at_us, data: &[u8], orig_len| {
+        out.at_us = at_us;
+        out.link = link;
+        out.data.clear();
+        out.data.extend_from_slice(data);
+        out.orig_len = orig_len;
+        true
     };
     match block {
         PcapBlockOwned::LegacyHeader(h) => {
@@ -234,17 +250,12 @@ fn handle_block(
                 units_per_sec: units,
                 offset_s: 0,
             });
-            Ok(None)
+            Ok(false)
         }
         PcapBlockOwned::Legacy(b) => {
             let iface = ifaces.first().ok_or("packet before the file header")?;
             let ticks = u64::from(b.ts_sec) * iface.units_per_sec + u64::from(b.ts_usec);
-            Ok(Some(packet(
-                iface.link,
-                to_us(ticks, iface),
-                b.data,
-                b.origlen,
-            )))
+            Ok(packet(iface.link, to_us(ticks, iface), b.data, b.origlen))
         }
         PcapBlockOwned::NG(b) => handle_ng(b, ifaces, last_at_us, packet),
     }
@@ -254,8 +265,8 @@ fn handle_ng(
     block: Block,
     ifaces: &mut Vec<Interface>,
     last_at_us: u64,
-    packet: impl Fn(LinkType, u64, &[u8], u32) -> Packet,
-) -> Result<Option<Packet>, String> {
+    mut packet: impl FnMut(LinkType, u64, &[u8], u32) -> bool,
+) -> Result<bool, String> {
     match block {
         // Interface ids are per section.
         Block::SectionHeader(_) => ifaces.clear(),
@@ -276,22 +287,22 @@ fn handle_ng(
             // pcap-parser keeps the padding in `data`; caplen is authoritative.
             let len = (epb.caplen as usize).min(epb.data.len());
             let at = to_us(ticks, iface);
-            return Ok(Some(packet(iface.link, at, &epb.data[..len], epb.origlen)));
+            return Ok(packet(iface.link, at, &epb.data[..len], epb.origlen));
         }
         Block::SimplePacket(spb) => {
             // No timestamp in a simple packet block: keep the last one.
             let iface = ifaces.first().ok_or("simple packet without an interface")?;
             let len = (spb.origlen as usize).min(spb.data.len());
-            return Ok(Some(packet(
+            return Ok(packet(
                 iface.link,
                 last_at_us,
                 &spb.data[..len],
                 spb.origlen,
-            )));
+            ));
         }
         _ => {}
     }
-    Ok(None)
+    Ok(false)
 }
 
 /// What `read_file` saw: packets delivered and the error that ended it, if any.
@@ -301,10 +312,20 @@ pub struct ReadOutcome {
     pub error: Option<WireError>,
 }
 
-/// Calls `f` with each packet of a pcap/pcapng stream. A truncated or corrupt
-/// stream delivers what was readable, then reports the error.
-pub fn read_packets<R: Read>(reader: R, mut f: impl FnMut(Packet)) -> ReadOutcome {
-    let mut r = match CaptureReader::new(reader) {
+/// Calls `f` with each packet of a pcap/pcapng stream (one buffer, reused).
+/// A truncated or corrupt stream delivers what was readable, then reports
+/// the error.
+pub fn read_packets<R: Read>(reader: R, f: impl FnMut(&Packet)) -> ReadOutcome {
+    read_packets_buffered(reader, INITIAL_BUFFER, f)
+}
+
+/// As `read_packets`, with a read buffer of `capacity` bytes to start with.
+pub fn read_packets_buffered<R: Read>(
+    reader: R,
+    capacity: usize,
+    mut f: impl FnMut(&Packet),
+) -> ReadOutcome {
+    let mut r = match CaptureReader::with_buffer(reader, capacity) {
         Ok(r) => r,
         Err(e) => {
             return ReadOutcome {
@@ -313,10 +334,11 @@ pub fn read_packets<R: Read>(reader: R, mut f: impl FnMut(Packet)) -> ReadOutcom
             }
         }
     };
+    let mut p = Packet::empty();
     let error = loop {
-        match r.next_packet() {
-            Ok(Some(p)) => f(p),
-            Ok(None) => break None,
+        match r.read_into(&mut p) {
+            Ok(true) => f(&p),
+            Ok(false) => break None,
             Err(e) => break Some(e),
         }
     };

@@ -24,11 +24,14 @@ struct Held {
     packet: u64,
 }
 
-/// Shared accounting of bytes held across all flows.
+/// Shared accounting across all flows: out-of-order bytes held, and the
+/// per-segment events kept in connections (see `flow::Limits`).
 #[derive(Debug, Default)]
 pub struct Budget {
     pub held: usize,
     pub max_total: usize,
+    pub events: usize,
+    pub max_events: usize,
 }
 
 #[derive(Debug, Default)]
@@ -182,8 +185,8 @@ mod tests {
         let mut r = Reassembler::default();
         r.start_at(0);
         let mut b = Budget {
-            held: 0,
             max_total: 1 << 20,
+            ..Budget::default()
         };
         let mut out = Vec::new();
         let mut emit = |c: Chunk| {
@@ -231,8 +234,8 @@ mod tests {
     fn cut_segments_report_the_missing_tail() {
         let mut r = Reassembler::default();
         let mut b = Budget {
-            held: 0,
             max_total: 100,
+            ..Budget::default()
         };
         let mut out = Vec::new();
         r.push(0, b"ab", 10, 0, 1, 100, &mut b, &mut |c| {

@@ -265,3 +265,66 @@ fn many_short_connections_stay_bounded() {
         .iter()
         .all(|c| c.closed_by.is_some()));
 }
+
+#[test]
+fn events_total_is_bounded_over_connections() {
+    let mut s = Sim::new(2000, 80);
+    for port in 2000..2010 {
+        s.cport = port;
+        s.handshake();
+        for _ in 0..5 {
+            s.send(true, GET);
+            s.send(false, OK);
+        }
+        s.fin(true);
+        s.fin(false);
+    }
+    let lim = Limits {
+        max_events_total: 40,
+        ..Limits::default()
+    };
+    let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
+    let events: usize = out
+        .timeline
+        .connections
+        .iter()
+        .map(|c| c.segments.len() + c.acks.len())
+        .sum();
+    assert_eq!(events, 40);
+    assert!(out.timeline.connections[0].segments.len() > 2);
+    assert!(out.timeline.connections.last().unwrap().events_truncated);
+    // Counters and exchanges do not depend on the events kept.
+    assert_eq!(out.timeline.exchanges.len(), 50);
+    assert!(out
+        .timeline
+        .connections
+        .iter()
+        .all(|c| c.to_server.packets == 8));
+}
+
+#[test]
+fn batched_reading_matches_packet_by_packet() {
+    // More packets than one hand-over batch between the reading and the
+    // analyzing thread.
+    let mut s = Sim::new(3000, 80);
+    for port in 3000..3020 {
+        s.cport = port;
+        s.handshake();
+        for _ in 0..40 {
+            s.send(true, GET);
+            s.send(false, OK);
+            s.ack(true);
+        }
+        s.fin(true);
+        s.fin(false);
+    }
+    let bytes = s.bytes();
+    let threaded = timeline_from_reader(&bytes[..], &Limits::default()).unwrap();
+    let mut table = whyslow_wire::FlowTable::new(Limits::default());
+    let read = whyslow_wire::read_packets(&bytes[..], |p| table.push(p));
+    assert!(read.error.is_none());
+    assert_eq!(threaded.packets, read.packets_read);
+    assert_eq!(threaded.timeline, table.finish());
+    assert!(threaded.packets > 2048);
+    assert_eq!(threaded.timeline.exchanges.len(), 800);
+}

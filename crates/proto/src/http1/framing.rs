@@ -97,9 +97,19 @@ impl Framer {
         }
     }
 
-    /// Head bytes of the current message, complete after `Step::HeadDone`.
+    /// Head bytes of the current message kept so far.
     pub fn head(&self) -> &[u8] {
         &self.head
+    }
+
+    /// The complete head after `Step::HeadDone`, given the bytes that step
+    /// consumed: a head that arrived whole in one chunk is not copied.
+    pub fn complete_head<'a>(&'a self, consumed: &'a [u8]) -> &'a [u8] {
+        if self.head.is_empty() {
+            consumed
+        } else {
+            &self.head
+        }
     }
 
     pub fn in_head(&self) -> bool {
@@ -167,11 +177,20 @@ impl Framer {
     }
 
     fn step_head(&mut self, data: &[u8]) -> Result<(usize, Step), String> {
+        let mut scan_from = self.scan_from;
+        if self.head.is_empty() {
+            // The usual case: the whole head in one chunk, parsed in place.
+            let window = &data[..data.len().min(MAX_HEAD_BYTES)];
+            if let Some(end) = find_head_end(window, 0) {
+                return Ok((end, Step::HeadDone));
+            }
+            scan_from = window.len().saturating_sub(3);
+        }
         let room = MAX_HEAD_BYTES - self.head.len();
         let take = data.len().min(room);
         let old = self.head.len();
         self.head.extend_from_slice(&data[..take]);
-        if let Some(end) = find_head_end(&self.head, self.scan_from) {
+        if let Some(end) = find_head_end(&self.head, scan_from) {
             self.head.truncate(end);
             return Ok((end - old, Step::HeadDone));
         }
@@ -294,16 +313,78 @@ fn start_chunk(size: u64) -> ChunkNext {
 /// RFC 9112 §2.2 lets recipients accept). Returns the index just past it.
 fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            if buf.get(i + 1) == Some(&b'\n') {
-                return Some(i + 2);
-            }
-            if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
-                return Some(i + 3);
-            }
+    while let Some(n) = find_lf(buf.get(i..)?) {
+        let at = i + n;
+        match buf.get(at + 1) {
+            Some(b'\n') => return Some(at + 2),
+            Some(b'\r') if buf.get(at + 2) == Some(&b'\n') => return Some(at + 3),
+            _ => i = at + 1,
         }
-        i += 1;
     }
     None
+}
+
+/// Index of the first LF, 8 bytes at a time ("determine if a word has a zero
+/// byte", Bit Twiddling Hacks): heads are scanned once per message, and a
+/// byte loop was the analyzer's hottest spot.
+fn find_lf(hay: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const PAT: u64 = LO * b'\n' as u64;
+    let mut chunks = hay.chunks_exact(8);
+    let mut base = 0;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w) ^ PAT;
+        // Lowest set bit marks the first zero byte of x (borrows only make
+        // false marks above a real one).
+        let z = x.wrapping_sub(LO) & !x & HI;
+        if z != 0 {
+            return Some(base + (z.trailing_zeros() / 8) as usize);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|p| base + p)
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use super::*;
+
+    #[test]
+    fn lf_search_matches_a_byte_loop() {
+        let mut buf = [b'a'; 40];
+        for at in 0..40 {
+            for extra in [None, Some(at + 1), Some(at + 9)] {
+                buf.iter_mut().for_each(|b| *b = b'a');
+                buf[at] = b'\n';
+                if let Some(e) = extra.filter(|&e| e < 40) {
+                    buf[e] = b'\n';
+                }
+                for from in 0..=at {
+                    assert_eq!(find_lf(&buf[from..]), Some(at - from));
+                }
+            }
+        }
+        assert_eq!(find_lf(b"abcdefghijklmnop"), None);
+        // 0x0b, 0x8a and 0x09 around a word boundary are not LF.
+        assert_eq!(find_lf(&[0x0b, 0x8a, 0x09, 0, 0, 0, 0, 0, 0x0a]), Some(8));
+    }
+
+    #[test]
+    fn head_end() {
+        assert_eq!(
+            find_head_end(b"GET / HTTP/1.1\r\nA: b\r\n\r\nbody", 0),
+            Some(24)
+        );
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\n\nx", 0), Some(16));
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nA: b\r\n", 0), None);
+        assert_eq!(find_head_end(b"\r\n\r\n", 1), Some(4));
+        assert_eq!(find_head_end(b"ab", 5), None);
+    }
 }

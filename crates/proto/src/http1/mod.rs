@@ -134,6 +134,7 @@ impl Http1Analyzer {
         while !data.is_empty() {
             let (n, step) = self.req.step(data)?;
             self.req_span.add(n, at, pkt);
+            let consumed = &data[..n];
             data = &data[n..];
             match step {
                 Step::Progress => {
@@ -141,15 +142,15 @@ impl Http1Analyzer {
                         head::check_partial_request(self.req.head())?;
                     }
                 }
-                Step::HeadDone => self.request_head_done()?,
+                Step::HeadDone => self.request_head_done(consumed)?,
                 Step::MessageDone => self.request_done(),
             }
         }
         Ok(())
     }
 
-    fn request_head_done(&mut self) -> Result<(), String> {
-        let head = head::parse_request(self.req.head())?;
+    fn request_head_done(&mut self, consumed: &[u8]) -> Result<(), String> {
+        let head = head::parse_request(self.req.complete_head(consumed))?;
         if self.pending.len() >= MAX_OUTSTANDING {
             return Err(format!("more than {MAX_OUTSTANDING} unanswered requests"));
         }
@@ -186,6 +187,7 @@ impl Http1Analyzer {
         while !data.is_empty() {
             let (n, step) = self.resp.step(data)?;
             self.resp_span.add(n, at, pkt);
+            let consumed = &data[..n];
             data = &data[n..];
             match step {
                 Step::Progress => {
@@ -193,7 +195,7 @@ impl Http1Analyzer {
                         head::check_partial_response(self.resp.head())?;
                     }
                 }
-                Step::HeadDone => self.response_head_done()?,
+                Step::HeadDone => self.response_head_done(consumed)?,
                 Step::MessageDone => self.response_done(),
             }
             if self.switched {
@@ -208,8 +210,8 @@ impl Http1Analyzer {
         self.pending.iter_mut().find(|p| !p.response_done)
     }
 
-    fn response_head_done(&mut self) -> Result<(), String> {
-        let head = head::parse_response(self.resp.head())?;
+    fn response_head_done(&mut self, consumed: &[u8]) -> Result<(), String> {
+        let head = head::parse_response(self.resp.complete_head(consumed))?;
         let p = self.answering().ok_or("HTTP response without a request")?;
         let is_head = p.head.is_head;
         let is_connect = p.head.is_connect;
@@ -255,6 +257,12 @@ impl Http1Analyzer {
                 self.done.push(e);
             }
         }
+    }
+
+    /// Moves the exchanges completed so far to `out`, keeping this
+    /// analyzer's buffer (no allocation per exchange, unlike `take_exchanges`).
+    pub fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
+        out.append(&mut self.done);
     }
 
     fn exchange(&self, p: Pending) -> Exchange {

@@ -128,8 +128,8 @@ impl Flow {
         self.count(d, p, &v);
         let data_seq = p.seq.wrapping_add(u32::from(p.syn));
         let offset = self.offset(i, data_seq, p.seg_len);
-        self.record_segment(d, p, &v, offset, at, pkt, lim);
-        self.record_ack(d, p, prev_ack, prev_win, window, at, pkt, lim);
+        self.record_segment(d, p, &v, offset, at, pkt, lim, budget);
+        self.record_ack(d, p, prev_ack, prev_win, window, at, pkt, lim, budget);
         self.close(d, p);
         if !p.payload.is_empty() && !p.rst {
             self.reassemble(d, offset, p, at, pkt, lim, budget, out);
@@ -199,12 +199,17 @@ impl Flow {
         off
     }
 
-    fn room(&mut self, lim: &Limits) -> bool {
+    /// Whether one more event may be kept; takes it from the budget if so.
+    fn room(&mut self, lim: &Limits, budget: &mut Budget) -> bool {
+        if self.conn.id as usize >= lim.max_connections {
+            return false; // left out of the timeline: events would be dropped
+        }
         let used = self.conn.segments.len() + self.conn.acks.len();
-        if used >= lim.max_events_per_connection {
+        if used >= lim.max_events_per_connection || budget.events >= budget.max_events {
             self.conn.events_truncated = true;
             return false;
         }
+        budget.events += 1;
         true
     }
 
@@ -218,11 +223,12 @@ impl Flow {
         at: u64,
         pkt: u64,
         lim: &Limits,
+        budget: &mut Budget,
     ) {
         if p.seg_len == 0 && !p.syn && !p.fin && !p.rst {
             return;
         }
-        if !self.room(lim) {
+        if !self.room(lim, budget) {
             return;
         }
         self.conn.segments.push(Segment {
@@ -254,13 +260,14 @@ impl Flow {
         at: u64,
         pkt: u64,
         lim: &Limits,
+        budget: &mut Budget,
     ) {
         if !p.ack_flag || p.rst {
             return;
         }
         let advanced = prev_ack.is_none_or(|a| super::analysis::seq_gt(p.ack, a));
         let zero_advert = window == 0 || prev_win == Some(0);
-        if !(advanced || zero_advert) || !self.room(lim) {
+        if !(advanced || zero_advert) || !self.room(lim, budget) {
             return;
         }
         let r = idx(d.reverse());
@@ -322,7 +329,7 @@ impl Flow {
             &mut emit,
         );
         self.conn.tls |= self.proto.is_tls();
-        out.extend(self.proto.take_exchanges());
+        self.proto.drain_exchanges(out);
     }
 
     /// Ends the connection: holes become gaps, the analyzer flushes.

@@ -6,10 +6,11 @@ mod conn;
 mod proto;
 
 use crate::decode::{decode_tcp, Skip, TcpPacket};
-use crate::packet::Packet;
+use crate::packet::{LinkType, Packet};
 use crate::reassembly::Budget;
 use conn::Flow;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher, RandomState};
 use std::net::SocketAddr;
 use whyslow_model::{Connection, Exchange, Timeline};
 
@@ -18,6 +19,11 @@ pub use analysis::{seq_gt, seq_lt};
 /// Per-segment events kept per connection. At ~40 bytes an event, 100 000
 /// events is ~4 MB: enough for minutes of a busy keep-alive connection.
 pub const DEFAULT_MAX_EVENTS_PER_CONNECTION: usize = 100_000;
+/// Per-segment events kept over all connections (a segment event is 40
+/// bytes, an ACK event 32): ~40 MB. Without it the events of a capture with
+/// many connections grow with its packets up to connections × the per-
+/// connection bound. Connections past it keep their counters, not events.
+pub const DEFAULT_MAX_EVENTS_TOTAL: usize = 1_000_000;
 /// Connections tracked at once. Each costs a few hundred bytes plus at most
 /// two HTTP head buffers; past the bound the idlest flow is closed early.
 pub const DEFAULT_MAX_FLOWS: usize = 10_000;
@@ -42,6 +48,7 @@ pub const MAX_ERRORS: usize = 100;
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_events_per_connection: usize,
+    pub max_events_total: usize,
     pub max_flows: usize,
     pub max_held_bytes_per_flow: usize,
     pub max_held_bytes_total: usize,
@@ -53,6 +60,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_events_per_connection: DEFAULT_MAX_EVENTS_PER_CONNECTION,
+            max_events_total: DEFAULT_MAX_EVENTS_TOTAL,
             max_flows: DEFAULT_MAX_FLOWS,
             max_held_bytes_per_flow: DEFAULT_MAX_HELD_PER_FLOW,
             max_held_bytes_total: DEFAULT_MAX_HELD_TOTAL,
@@ -84,6 +92,74 @@ pub struct Counters {
 
 type Key = (SocketAddr, SocketAddr);
 
+/// Hasher of flow keys: FxHash's rotate-xor-multiply (as in rustc-hash), a
+/// few times faster than SipHash on these small keys, which are looked up
+/// once per packet. Seeded per table; the table's size bound (`max_flows`)
+/// caps what crafted collisions could cost.
+#[derive(Clone, Copy)]
+struct FlowHasher(u64);
+
+/// FxHash's multiplier (rustc-hash).
+const FX_K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FlowHasher {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(FX_K);
+    }
+}
+
+impl Hasher for FlowHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        // hashbrown takes the bucket from the low bits: fold the high ones in.
+        self.0.rotate_left(26)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct FlowHashState(u64);
+
+impl FlowHashState {
+    fn new() -> Self {
+        FlowHashState(RandomState::new().hash_one(0u8))
+    }
+}
+
+impl BuildHasher for FlowHashState {
+    type Hasher = FlowHasher;
+    fn build_hasher(&self) -> FlowHasher {
+        FlowHasher(self.0)
+    }
+}
+
 fn key(a: SocketAddr, b: SocketAddr) -> Key {
     if a <= b {
         (a, b)
@@ -95,7 +171,7 @@ fn key(a: SocketAddr, b: SocketAddr) -> Key {
 /// Streaming flow table: push packets in capture order, then `finish`.
 pub struct FlowTable {
     limits: Limits,
-    flows: HashMap<Key, Flow>,
+    flows: HashMap<Key, Flow, FlowHashState>,
     /// Flows that were closed when last seen: eviction candidates, oldest first.
     closed: VecDeque<Key>,
     budget: Budget,
@@ -103,6 +179,8 @@ pub struct FlowTable {
     next_exchange: u32,
     connections: Vec<Connection>,
     exchanges: Vec<Exchange>,
+    /// Exchanges completed by the packet being pushed (reused buffer).
+    scratch: Vec<Exchange>,
     counters: Counters,
     errors: Vec<String>,
     errors_dropped: u64,
@@ -113,16 +191,19 @@ impl FlowTable {
         let budget = Budget {
             held: 0,
             max_total: limits.max_held_bytes_total,
+            events: 0,
+            max_events: limits.max_events_total,
         };
         FlowTable {
             limits,
-            flows: HashMap::new(),
+            flows: HashMap::with_hasher(FlowHashState::new()),
             closed: VecDeque::new(),
             budget,
             next_connection: 0,
             next_exchange: 0,
             connections: Vec::new(),
             exchanges: Vec::new(),
+            scratch: Vec::new(),
             counters: Counters::default(),
             errors: Vec::new(),
             errors_dropped: 0,
@@ -140,12 +221,37 @@ impl FlowTable {
 
     /// Decodes and accounts one captured packet.
     pub fn push(&mut self, p: &Packet) {
+        self.push_frame(p.link, &p.data, p.orig_len, p.at_us, p.number);
+    }
+
+    /// As `push`, from the parts of a packet: `frame` as captured, `orig_len`
+    /// its length on the wire.
+    pub fn push_frame(
+        &mut self,
+        link: LinkType,
+        frame: &[u8],
+        orig_len: u32,
+        at_us: u64,
+        number: u64,
+    ) {
+        let cut = (frame.len() as u64) < u64::from(orig_len);
+        self.push_decoded(decode_tcp(link, frame), cut, at_us, number);
+    }
+
+    /// As `push`, for a packet already decoded (`cut`: shorter than on the wire).
+    pub fn push_decoded(
+        &mut self,
+        tcp: Result<TcpPacket, Skip>,
+        cut: bool,
+        at_us: u64,
+        number: u64,
+    ) {
         self.counters.packets += 1;
-        if p.is_cut() {
+        if cut {
             self.counters.truncated_packets += 1;
         }
-        match decode_tcp(p.link, &p.data) {
-            Ok(tcp) => self.push_tcp(&tcp, p.at_us, p.number),
+        match tcp {
+            Ok(tcp) => self.push_tcp(&tcp, at_us, number),
             Err(Skip::NotTcp) | Err(Skip::Cut) => self.counters.non_tcp += 1,
         }
     }
@@ -154,32 +260,46 @@ impl FlowTable {
     pub fn push_tcp(&mut self, tcp: &TcpPacket, at_us: u64, number: u64) {
         self.counters.tcp_packets += 1;
         let k = key(tcp.src, tcp.dst);
-        if self.flows.get(&k).is_some_and(|f| f.is_new_syn(tcp)) {
-            if let Some(old) = self.flows.remove(&k) {
-                self.retire(old);
-            }
-        }
-        if !self.flows.contains_key(&k) {
-            if self.flows.len() >= self.limits.max_flows {
-                self.evict();
-            }
-            let id = self.next_connection;
-            self.next_connection = self.next_connection.saturating_add(1);
-            self.counters.connections_seen += 1;
-            self.flows.insert(k, Flow::new(id, tcp, at_us));
-        }
-        let mut out = Vec::new();
+        // Common case, one lookup: a packet of a flow already tracked.
         if let Some(f) = self.flows.get_mut(&k) {
-            let was_closed = f.is_closed();
-            f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
-            if !was_closed && f.is_closed() {
-                if self.closed.len() >= self.limits.max_flows {
-                    self.closed.pop_front(); // stale or not, the scan still finds it
+            if !f.is_new_syn(tcp) {
+                let mut out = std::mem::take(&mut self.scratch);
+                let was_closed = f.is_closed();
+                f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
+                if !was_closed && f.is_closed() {
+                    self.note_closed(k);
                 }
-                self.closed.push_back(k);
+                self.add_exchanges(&mut out);
+                self.scratch = out;
+                return;
             }
         }
-        self.add_exchanges(out);
+        // A new flow, or a new SYN on a tracked 4-tuple (port reuse).
+        if let Some(old) = self.flows.remove(&k) {
+            self.retire(old);
+        }
+        if self.flows.len() >= self.limits.max_flows {
+            self.evict();
+        }
+        let id = self.next_connection;
+        self.next_connection = self.next_connection.saturating_add(1);
+        self.counters.connections_seen += 1;
+        let mut f = Flow::new(id, tcp, at_us);
+        let mut out = std::mem::take(&mut self.scratch);
+        f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
+        if f.is_closed() {
+            self.note_closed(k);
+        }
+        self.flows.insert(k, f);
+        self.add_exchanges(&mut out);
+        self.scratch = out;
+    }
+
+    fn note_closed(&mut self, k: Key) {
+        if self.closed.len() >= self.limits.max_flows {
+            self.closed.pop_front(); // stale or not, the scan still finds it
+        }
+        self.closed.push_back(k);
     }
 
     /// Closes a closed flow if there is one (oldest closed first), else the
@@ -206,7 +326,7 @@ impl FlowTable {
     }
 
     fn retire(&mut self, f: Flow) {
-        let (conn, ex, err) = f.finish(&mut self.budget);
+        let (conn, mut ex, err) = f.finish(&mut self.budget);
         if let Some(e) = err {
             let msg = format!(
                 "connection {} ({} → {}): {e}",
@@ -222,8 +342,10 @@ impl FlowTable {
             self.connections.push(conn);
         } else {
             self.counters.connections_dropped += 1;
+            let events = conn.segments.len() + conn.acks.len();
+            self.budget.events = self.budget.events.saturating_sub(events);
         }
-        self.add_exchanges(ex);
+        self.add_exchanges(&mut ex);
     }
 
     /// Connections are kept in the order they were opened (ids are given
@@ -232,8 +354,9 @@ impl FlowTable {
         (id as usize) < self.limits.max_connections
     }
 
-    fn add_exchanges(&mut self, ex: Vec<Exchange>) {
-        for mut e in ex {
+    /// Numbers and keeps (within the limits) the exchanges in `ex`, emptying it.
+    fn add_exchanges(&mut self, ex: &mut Vec<Exchange>) {
+        for mut e in ex.drain(..) {
             e.id = self.next_exchange;
             self.next_exchange = self.next_exchange.saturating_add(1);
             self.counters.exchanges_seen += 1;

@@ -71,6 +71,13 @@ impl Proto {
         }
     }
 
+    /// Moves completed exchanges to `out`.
+    pub fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
+        if let Proto::Http1(a) = self {
+            a.drain_exchanges(out);
+        }
+    }
+
     pub fn take_exchanges(&mut self) -> Vec<Exchange> {
         match self {
             Proto::Http1(a) => a.take_exchanges(),
