@@ -28,6 +28,7 @@ whyslow=$PWD/target/release/whyslow
 dir=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 printf 'hello, world\n' >"$dir/index.html"
+chmod 755 "$dir"; chmod 644 "$dir/index.html"   # nginx's worker runs as nobody
 cat >"$dir/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
@@ -45,18 +46,18 @@ trap 'kill $nginx_pid 2>/dev/null; wait $nginx_pid 2>/dev/null; rm -rf "$dir"' E
 url="http://127.0.0.1:$port/index.html"
 for _ in $(seq 50); do curl -sf -o /dev/null "$url" && break; sleep 0.1; done
 
-# The command line of each tool, and how to read its own count of responses.
+# The command line of each tool, and how to read its own count of 200 responses.
 cmd_wrk() { echo wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" "$url"; }
 cmd_whyslow() { echo "$whyslow" load -q --json -c "$CONNECTIONS" --duration "${DURATION}s" "$url"; }
 cmd_oha() { echo oha --no-tui --output-format json -c "$CONNECTIONS" -z "${DURATION}s" "$url"; }
 cmd_hey() { echo hey -c "$CONNECTIONS" -z "${DURATION}s" "$url"; }
-count_wrk() { awk '/requests in/ {print $1}' "$1"; }
-count_whyslow() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["load"]["responses"])' "$1"; }
-count_oha() { python3 -c 'import json,sys; print(sum(json.load(open(sys.argv[1]))["statusCodeDistribution"].values()))' "$1"; }
+count_wrk() { awk '/requests in/ {n = $1} /Non-2xx/ {bad = $NF} END {if (n != "") print n - bad}' "$1"; }
+count_whyslow() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["load"]["statuses"].get("200", 0))' "$1"; }
+count_oha() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["statusCodeDistribution"].get("200", 0))' "$1"; }
 count_hey() { awk '/\[200\]/ {print $2}' "$1"; }
 
 logged() { sleep 1.2; wc -l <"$dir/access.log"; }   # nginx flushes its log buffer every second
-tools=(wrk whyslow oha hey)
+read -r -a tools <<<"${TOOLS:-wrk whyslow oha hey}"   # wrk first: the others are ratios to it
 results=$dir/results
 for round in $(seq "$ROUNDS"); do
   for tool in "${tools[@]}"; do
@@ -65,6 +66,7 @@ for round in $(seq "$ROUNDS"); do
     /usr/bin/time -f '%U %S' -o "$dir/cpu" $("cmd_$tool") >"$dir/out"
     after=$(logged)
     count=$("count_$tool" "$dir/out")
+    [ -n "$count" ] || { echo "$tool: no request count in its output:" >&2; tail -20 "$dir/out" >&2; exit 1; }
     read -r user sys <"$dir/cpu"
     echo "$tool $round $count $((after - before)) $user $sys" >>"$results"
     echo "round $round: $tool $count requests (nginx logged $((after - before))), cpu ${user}u ${sys}s" >&2

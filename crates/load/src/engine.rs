@@ -141,6 +141,9 @@ struct Ctx {
     streams: usize,
     claimed: AtomicU64,
     in_flight: AtomicU64,
+    /// Closed model: the run's duration is over (set by the collector, so
+    /// lanes need not read the clock before every request).
+    ended: AtomicBool,
     shards: Vec<Mutex<Recorded>>,
     /// One per connection when streams share it (HTTP/2).
     shared: Vec<tokio::sync::Mutex<Option<(u64, H2Conn)>>>,
@@ -180,6 +183,7 @@ impl Ctx {
             streams,
             claimed: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
+            ended: AtomicBool::new(false),
             shards: (0..workers).map(|_| Mutex::default()).collect(),
             connections,
             shared: match streams > 1 {
@@ -212,7 +216,7 @@ impl Ctx {
         if self.stop.is_set() {
             return false;
         }
-        if self.duration.is_some_and(|d| self.start.elapsed() >= d) {
+        if self.ended.load(Ordering::Relaxed) {
             return false;
         }
         match self.max_requests {
@@ -495,9 +499,15 @@ pub async fn run(
     // Requests still running this long after the schedule ends are cut.
     let mut cut_at = plan.duration.map(|d| ctx.start + d + plan.spec.timeout);
     let (mut interrupted, mut unfinished) = (false, None);
+    let end = plan.duration.map(|d| ctx.start + d);
+    let far = || Instant::now() + Duration::from_secs(3600);
     loop {
-        let at = cut_at.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        let at = cut_at.unwrap_or_else(far);
         tokio::select! {
+            _ = tokio::time::sleep_until(end.unwrap_or_else(far).into()),
+                if end.is_some() && !ctx.ended.load(Ordering::Relaxed) => {
+                ctx.ended.store(true, Ordering::Relaxed);
+            }
             // Every worker dropped its sender: all lanes are done.
             _ = all_done.recv() => break,
             _ = ticker.tick() => collector.collect(&ctx, on_interval),

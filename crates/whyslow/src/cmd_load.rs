@@ -314,11 +314,29 @@ fn watch_ctrl_c(rt: &tokio::runtime::Runtime, stop: &Arc<Stop>) {
     });
 }
 
+/// Raises the open-file limit to its hard maximum: each connection takes a
+/// descriptor (and each open-model lane a timer), and the usual soft limit
+/// of 1024 would cap a run at a few hundred connections.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: get/setrlimit on this process with a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 pub fn run(args: LoadArgs) -> u8 {
     let s = match setup(&args) {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
+    raise_fd_limit();
     // The lanes run on their own worker threads; this one only collects.
     let rt = runtime(1);
     let stop = Arc::new(Stop::default());
@@ -480,39 +498,62 @@ fn step(result: &LoadResult, rules: &[Rule], rate: f64) -> Step {
     }
 }
 
+/// One --find-max step at `rate`: the run, judged against the rules.
+fn find_max_step(
+    args: &LoadArgs,
+    s: &Setup,
+    rt: &tokio::runtime::Runtime,
+    stop: &Arc<Stop>,
+    rate: f64,
+) -> Result<(LoadResult, Step), u8> {
+    let mut plan = s.plan.clone();
+    plan.model = Model::Open(Schedule::constant(rate));
+    let mut watch = Watch {
+        progress: !args.quiet && std::io::stderr().is_terminal(),
+        log: None,
+        log_error: None,
+        total: plan.duration.map(|d| d.as_secs_f64()),
+        schedule: Some(Schedule::constant(rate)),
+    };
+    let result = run_once(rt, &plan, stop, &mut watch).map_err(|e| {
+        eprintln!("whyslow: {e}");
+        e.kind.exit_code() as u8
+    })?;
+    let st = step(&result, &s.rules, rate);
+    if !args.quiet && !args.json {
+        let verdict = if st.passed() { "ok" } else { "broken" };
+        eprintln!("find-max: {} req/s: {verdict}", st.rate);
+    }
+    Ok((result, st))
+}
+
+/// When no rate met the SLO: the steps tried, and exit 1.
+fn no_knee(args: &LoadArgs, knee: Knee) -> u8 {
+    if args.json {
+        let out = LoadReport {
+            report: report(&args.url, None, Vec::new()),
+            load: None,
+            find_max: Some(knee),
+        };
+        println!("{}", to_json(&out));
+    } else {
+        print!("{}", text::knee(&knee));
+    }
+    eprintln!("whyslow: no rate tried met the SLO");
+    EXIT_BREACH
+}
+
 fn find_max(args: &LoadArgs, s: &Setup, rt: &tokio::runtime::Runtime, stop: &Arc<Stop>) -> u8 {
-    let start = args.rate.unwrap_or(FIND_MAX_START);
-    let mut search = Search::new(start, args.max_rate);
-    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let mut search = Search::new(args.rate.unwrap_or(FIND_MAX_START), args.max_rate);
     let mut best: Option<LoadResult> = None;
     while let Some(rate) = search.next_rate() {
         if stop.is_set() {
             break;
         }
-        let mut plan = s.plan.clone();
-        plan.model = Model::Open(Schedule::constant(rate));
-        let mut watch = Watch {
-            progress,
-            log: None,
-            log_error: None,
-            total: plan.duration.map(|d| d.as_secs_f64()),
-            schedule: Some(Schedule::constant(rate)),
-        };
-        let result = match run_once(rt, &plan, stop, &mut watch) {
+        let (result, st) = match find_max_step(args, s, rt, stop, rate) {
             Ok(r) => r,
-            Err(e) => {
-                eprintln!("whyslow: {e}");
-                return e.kind.exit_code() as u8;
-            }
+            Err(code) => return code,
         };
-        let st = step(&result, &s.rules, rate);
-        if !args.quiet && !args.json {
-            eprintln!(
-                "find-max: {} req/s: {}",
-                st.rate,
-                if st.passed() { "ok" } else { "broken" }
-            );
-        }
         if st.passed() && !result.interrupted {
             best = Some(result);
         }
@@ -520,18 +561,7 @@ fn find_max(args: &LoadArgs, s: &Setup, rt: &tokio::runtime::Runtime, stop: &Arc
     }
     let knee = search.knee();
     let Some(best) = best else {
-        if args.json {
-            let out = LoadReport {
-                report: report(&args.url, None, Vec::new()),
-                load: None,
-                find_max: Some(knee),
-            };
-            println!("{}", to_json(&out));
-        } else {
-            print!("{}", text::knee(&knee));
-        }
-        eprintln!("whyslow: no rate tried met the SLO");
-        return EXIT_BREACH;
+        return no_knee(args, knee);
     };
     if let Some(path) = &args.output {
         if let Err(e) = write_output(path, &best) {
