@@ -25,6 +25,8 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 const FIND_MAX_STEP: Duration = Duration::from_secs(5);
 /// --find-max starts here unless --rate gives a first guess.
 const FIND_MAX_START: f64 = 100.0;
+/// A target on loopback shares the machine: whyslow takes 1/LOOPBACK_SHARE of the cores.
+const LOOPBACK_SHARE: usize = 2;
 /// Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -80,7 +82,7 @@ pub struct LoadArgs {
     /// Interval of the progress line and the HDR log
     #[arg(long, default_value = "1s")]
     pub interval: String,
-    /// Worker threads (default: one per core)
+    /// Worker threads (default: one per core; half the cores for a target on this machine)
     #[arg(long)]
     pub threads: Option<usize>,
     /// No progress line (it is shown only on a terminal anyway)
@@ -176,9 +178,7 @@ fn setup(args: &LoadArgs) -> Result<Setup, String> {
         return Err("--duration must be above 0".into());
     }
     let interval = parse_duration(&args.interval).map_err(|e| format!("--interval: {e}"))?;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args.threads.unwrap_or_else(|| default_threads(&args.url));
     let plan = LoadPlan {
         url: args.url.clone(),
         spec,
@@ -192,6 +192,24 @@ fn setup(args: &LoadArgs) -> Result<Setup, String> {
         threads: threads.max(1),
     };
     Ok(Setup { plan, rules })
+}
+
+/// One worker thread per core, except for a target on this machine
+/// (loopback): it gets half the cores, because a generator competing with
+/// the server it measures for CPU measures its own interference.
+fn default_threads(url: &str) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let local = whyslow_client::Target::parse(url).is_ok_and(|t| {
+        t.host == "localhost"
+            || t.host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    if local {
+        (cores / LOOPBACK_SHARE).max(1)
+    } else {
+        cores
+    }
 }
 
 pub fn run_setup(plan: &LoadPlan) -> RunSetup {

@@ -22,6 +22,8 @@ fn run(url: &str, requests: u64, out: &std::path::Path) -> (i64, u64) {
             "-q",
             "-c",
             "8",
+            "--threads",
+            "2",
             "-n",
             &n,
             "-o",
