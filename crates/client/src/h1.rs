@@ -15,6 +15,13 @@ const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// Header fields parsed per response.
 const MAX_HEADERS: usize = 128;
 const READ_CHUNK: usize = 16 * 1024;
+/// The response headers the client acts on.
+const HEADERS_READ: [&str; 4] = [
+    "content-length",
+    "transfer-encoding",
+    "content-encoding",
+    "connection",
+];
 
 /// A request serialized once, ready to be sent many times.
 #[derive(Debug, Clone)]
@@ -221,6 +228,10 @@ fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
     let mut content_encoding = None;
     let mut close = resp.version == Some(0);
     for h in resp.headers.iter() {
+        // Only four headers matter here: skip decoding the others (hot in load runs).
+        if !HEADERS_READ.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
         let value = String::from_utf8_lossy(h.value);
         let value = value.trim();
         if h.name.eq_ignore_ascii_case("content-length") {
@@ -241,8 +252,13 @@ fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
         } else if h.name.eq_ignore_ascii_case("content-encoding") {
             content_encoding = Some(value.to_string());
         } else if h.name.eq_ignore_ascii_case("connection") {
-            let v = value.to_ascii_lowercase();
-            close = v.contains("close") || (close && !v.contains("keep-alive"));
+            let has = |token: &str| {
+                value
+                    .as_bytes()
+                    .windows(token.len())
+                    .any(|w| w.eq_ignore_ascii_case(token.as_bytes()))
+            };
+            close = has("close") || (close && !has("keep-alive"));
         }
     }
     if is_head || status == 204 || status == 304 || (100..200).contains(&status) {

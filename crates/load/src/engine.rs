@@ -415,8 +415,11 @@ impl Collector {
 /// runtime per thread (as wrk runs one event loop per thread) keeps a lane's
 /// wake-ups on its own thread: no work stealing, no cross-thread wake-ups.
 fn worker(ctx: Arc<Ctx>, w: usize, workers: usize, cut: Arc<Stop>) -> std::io::Result<()> {
+    // I/O and timers only: without the signal and process drivers, parking
+    // does not look for child processes to reap every time.
     let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_io()
+        .enable_time()
         .build()?;
     rt.block_on(async {
         let mut set = JoinSet::new();
