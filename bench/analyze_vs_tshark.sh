@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# whyslow analyze vs tshark on the same capture, one run.
+#
+# Makes a capture of at least MIN_MB (default 200) MB of small keep-alive HTTP
+# requests itself (nginx, 1 worker, on 127.0.0.1, loaded by wrk while
+# `whyslow capture` writes it), then times
+#   whyslow analyze FILE
+#   tshark -r FILE -q -z conv,tcp -z expert
+# with /usr/bin/time (median wall seconds of RUNS=3, max RSS) and prints the ratio (goal:
+# whyslow ≥ 20× faster). Memory flatness: whyslow's RSS on the first half of
+# the packets vs on all of them. Agreement: TCP connection counts of both.
+#
+#   MIN_MB=500 bench/analyze_vs_tshark.sh
+#   KEEP=1 bench/analyze_vs_tshark.sh      # keep the capture (printed path)
+#   CAPTURE=FILE bench/analyze_vs_tshark.sh # measure an existing capture
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MIN_MB=${MIN_MB:-200}
+PORT=${PORT:-18480}
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+need=()
+for p in nginx-light wrk tshark time; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+if [ "${#need[@]}" -gt 0 ]; then
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+cargo build --release -q -p whyslow
+bin=$PWD/target/release/whyslow
+# Live capture needs CAP_NET_RAW: as root, or with setcap on the binary.
+run_priv() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+dir=$(mktemp -d /tmp/whyslow-bench.XXXXXX)
+chmod 755 "$dir"
+cleanup() {
+  [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null
+  sleep 0.2
+  if [ -n "${KEEP:-}" ]; then echo "kept: $dir"; else rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+
+make_capture() {
+  # nginx: one worker, a small static body, keep-alive (nginx's default of
+  # 1000 requests per connection, so connections also open and close).
+  mkdir -p "$dir/www" "$dir/logs"
+  head -c 120 /dev/zero | tr '\0' 'x' >"$dir/www/index.html"
+  chmod -R a+rX "$dir/www"
+  cat >"$dir/nginx.conf" <<EOF
+worker_processes 1;
+daemon on;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_timeout 60s;
+  server {
+    listen 127.0.0.1:$PORT;
+    location / { root $dir/www; }
+  }
+}
+EOF
+nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/logs/error.log"
+for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
+
+secs=${SECS:-10}
+size_mb=0
+for _attempt in 1 2 3; do
+  echo "== capture: wrk -t2 -c32 -d${secs}s under whyslow capture"
+  run_priv "$bin" capture -i lo -p "$PORT" -w "$cap" -- \
+    wrk -t2 -c32 -d"${secs}s" "http://127.0.0.1:$PORT/" 2>&1 | grep -E 'Requests/sec|written to' | sed 's/^/   /'
+  size_mb=$(( $(stat -c %s "$cap") / 1000000 ))
+  echo "   capture: $size_mb MB"
+  [ "$size_mb" -ge "$MIN_MB" ] && break
+  # Too short: scale the duration to the shortfall, with 25% to spare.
+  secs=$(( secs * MIN_MB * 5 / (4 * (size_mb > 0 ? size_mb : 1)) + 1 ))
+done
+if [ "$size_mb" -lt "$MIN_MB" ]; then
+  echo "could not make a capture of $MIN_MB MB (got $size_mb MB)" >&2
+  exit 1
+fi
+}
+
+if [ -n "${CAPTURE:-}" ]; then
+  cap=$CAPTURE
+else
+  cap=$dir/load.pcapng
+  make_capture
+fi
+
+RUNS=${RUNS:-3}
+# timed OUT_PREFIX CMD...: runs CMD $RUNS times (stdout → OUT_PREFIX.out) and
+# prints the median wall time and the largest max RSS (KB): "wall rss_kb".
+timed() {
+  local out=$1; shift
+  : >"$out.times"
+  for _ in $(seq "$RUNS"); do
+    /usr/bin/time -f '%e %M' -o "$out.time" "$@" >"$out.out" 2>"$out.err" || true
+    cat "$out.time" >>"$out.times"
+  done
+  sort -n "$out.times" | awk '{w[NR] = $1; if ($2 > m) m = $2} END {print w[int((NR + 1) / 2)], m}'
+}
+cat "$cap" >/dev/null # both read it from the page cache
+
+echo "== whyslow analyze"
+read -r w_s w_kb < <(timed "$dir/w" "$bin" analyze "$cap")
+packets=$(awk 'NR == 1 {print $2}' "$dir/w.out")
+echo "== tshark -q -z conv,tcp -z expert"
+read -r t_s t_kb < <(timed "$dir/t" tshark -r "$cap" -q -z conv,tcp -z expert)
+
+echo "== whyslow analyze on the first half of the packets (editcap -r)"
+half=$dir/half.pcapng
+editcap -r "$cap" "$half" "1-$((packets / 2))"
+read -r h_s h_kb < <(timed "$dir/h" "$bin" analyze "$half")
+
+# Connection counts: whyslow's summary line vs tshark's conversation rows.
+w_conns=$(grep -oE '^ *[0-9]+ TCP connections' "$dir/w.out" | grep -oE '[0-9]+')
+t_conns=$(awk '/TCP Conversations/ {on = 1} on && /<->/ {n++} on && /^=+$/ && n {on = 0} END {print n + 0}' "$dir/t.out")
+
+echo
+echo "capture: $(( $(stat -c %s "$cap") / 1000000 )) MB, $packets packets, $w_conns TCP connections"
+grep -E '^kept the first' "$dir/w.out" | sed 's/^/whyslow: /' || true
+printf '%-34s %10s %12s\n' "" "wall (s)" "max RSS (MB)"
+printf '%-34s %10s %12d\n' "tshark -q -z conv,tcp -z expert" "$t_s" $((t_kb / 1024))
+printf '%-34s %10s %12d\n' "whyslow analyze" "$w_s" $((w_kb / 1024))
+awk -v t="$t_s" -v w="$w_s" -v tk="$t_kb" -v wk="$w_kb" 'BEGIN {
+  printf "whyslow is %.1fx faster (goal >= 20x) and uses %.1fx less memory\n", t / (w > 0 ? w : 0.01), tk / wk }'
+awk -v h="$h_kb" -v f="$w_kb" -v hs="$h_s" -v fs="$w_s" 'BEGIN {
+  printf "memory flatness: RSS %d MB on half the packets (%.2f s), %d MB on all (%.2f s): x%.2f\n", h / 1024, hs, f / 1024, fs, f / h }'
+if [ "$w_conns" = "$t_conns" ]; then
+  echo "connections: whyslow $w_conns, tshark conv,tcp $t_conns: agree"
+else
+  echo "connections: whyslow $w_conns, tshark conv,tcp $t_conns: DIFFER"
+fi
