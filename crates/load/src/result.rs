@@ -243,6 +243,8 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
     }
     if !same(|s| &s.schedule) {
         setup.schedule = "several schedules".into();
+    } else if results.len() > 1 {
+        setup.schedule = format!("{} × {}", results.len(), first.setup.schedule);
     }
     setup.connections = results.iter().map(|r| r.setup.connections).sum();
     setup.target_rate = results.iter().map(|r| r.setup.target_rate).sum();

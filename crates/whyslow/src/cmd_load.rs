@@ -36,6 +36,12 @@ pub const SLO_METRICS: &[&str] = &[
 ];
 
 #[derive(Args)]
+#[command(after_help = "Examples:
+  whyslow load --rate 500 --duration 30s --slo 'p99<200ms,errors<0.1%' http://127.0.0.1:8080/
+  whyslow load -c 32 --duration 10s http://127.0.0.1:8080/            (closed model)
+  whyslow load --ramp 100:2000:60s -c 50 -o ramp.json --hdr-log ramp.hlog http://host/
+  whyslow load --find-max --slo 'p99<200ms' --rate 100 -c 50 http://host/
+  whyslow merge a.json b.json -o all.json")]
 pub struct LoadArgs {
     /// http:// or https:// URL
     pub url: String,
