@@ -1,6 +1,6 @@
 //! `no_keepalive`: a new connection (and handshake) for every request to a server.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
 
@@ -10,6 +10,11 @@ const MIN_CONNECTIONS: usize = 5;
 const MIN_SHORT_SHARE: f64 = 0.8;
 
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
+    // One pass over the exchanges: a capture holds hundreds of thousands.
+    let mut per_connection: HashMap<u32, usize> = HashMap::new();
+    for e in &timeline.exchanges {
+        *per_connection.entry(e.connection).or_default() += 1;
+    }
     let mut by_server: BTreeMap<SocketAddr, Vec<(u32, usize, u64)>> = BTreeMap::new();
     for c in &timeline.connections {
         let Some(handshake) = c
@@ -19,7 +24,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         else {
             continue; // only connections whose opening was seen
         };
-        let exchanges = timeline.exchanges_on(c.id).count();
+        let exchanges = per_connection.get(&c.id).copied().unwrap_or(0);
         by_server
             .entry(c.server)
             .or_default()
