@@ -20,6 +20,13 @@ pub const MAX_BLOCK_BYTES: usize = 16 * 1024 * 1024;
 
 const MICROS_PER_SEC: u128 = 1_000_000;
 
+/// Smallest pcapng block: type, length and trailing length (pcapng spec
+/// §3.1). pcap-parser 0.16 computes `length - 12` unchecked for process
+/// information blocks, so shorter lengths are refused before it sees them.
+const MIN_NG_BLOCK: u32 = 12;
+/// Section header block type: a palindrome, read the same in both byte orders.
+const SHB_TYPE: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
 /// Per-interface facts of a pcapng section (or the one "interface" of a pcap file).
 #[derive(Debug, Clone, Copy)]
 struct Interface {
@@ -53,6 +60,8 @@ pub struct CaptureReader<'a> {
     capacity: usize,
     packets: u64,
     last_at_us: u64,
+    /// Byte order of the current pcapng section; `None` in a pcap file.
+    ng_big_endian: Option<bool>,
     done: bool,
 }
 
@@ -90,6 +99,7 @@ impl<'a> CaptureReader<'a> {
             capacity,
             packets: 0,
             last_at_us: 0,
+            ng_big_endian: None,
             done: false,
         })
     }
@@ -121,8 +131,14 @@ impl<'a> CaptureReader<'a> {
     fn next_inner(&mut self, p: &mut Packet) -> Result<bool, WireError> {
         loop {
             let offset = self.inner.consumed() as u64;
+            if let Some(len) = self.short_ng_block() {
+                return Err(self.corrupt(offset, format!("pcapng block length {len} < 12")));
+            }
             let step = match self.inner.next() {
                 Ok((used, block)) => {
+                    if let PcapBlockOwned::NG(Block::SectionHeader(shb)) = &block {
+                        self.ng_big_endian = Some(shb.big_endian());
+                    }
                     let got = handle_block(block, &mut self.interfaces, self.last_at_us, p);
                     Ok((used, got))
                 }
@@ -150,6 +166,22 @@ impl<'a> CaptureReader<'a> {
                 Err(Next::Corrupt(reason)) => return Err(self.corrupt(offset, reason)),
             }
         }
+    }
+
+    /// The length of the next pcapng block when it is below the minimum.
+    fn short_ng_block(&self) -> Option<u32> {
+        let big = self.ng_big_endian?;
+        let d = self.inner.data();
+        if d.len() < 8 || d[..4] == SHB_TYPE {
+            return None;
+        }
+        let b = [d[4], d[5], d[6], d[7]];
+        let len = if big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        };
+        (len < MIN_NG_BLOCK).then_some(len)
     }
 
     fn corrupt(&self, offset: u64, reason: String) -> WireError {

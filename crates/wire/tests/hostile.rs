@@ -213,3 +213,20 @@ fn fuzz_http1_on_mutated_http() {
         fuzz::http1(&m);
     }
 }
+
+#[test]
+fn pcapng_block_shorter_than_its_header_is_refused() {
+    // A process information block (type 0x80000001) whose length is below
+    // the 12 bytes of any block's framing (a fuzzing find).
+    let (ng, n) = capture();
+    for len in 0..12u32 {
+        let mut f = ng.clone();
+        f.extend_from_slice(&0x8000_0001u32.to_le_bytes());
+        f.extend_from_slice(&len.to_le_bytes());
+        f.extend_from_slice(&[0; 24]);
+        fuzz::read_capture(&f);
+        let out = timeline_from_reader(&f[..], &Limits::default()).unwrap();
+        assert_eq!(out.packets, n, "len {len}");
+        assert!(out.error.is_some(), "len {len}");
+    }
+}
