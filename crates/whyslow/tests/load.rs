@@ -29,13 +29,46 @@ fn p(report: &Value, metric: &str, which: &str) -> f64 {
         / 1000.0
 }
 
+/// A shared 2-core machine can stall any process for tens of milliseconds,
+/// so a measurement that misses its tolerance is made again, up to this many
+/// times; a wrong measurement misses every time.
+const ATTEMPTS: usize = 3;
+
+thread_local! {
+    static MISSES: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records a miss (for `with_retries`) unless `got` is within tolerance of `want`.
 fn assert_near(what: &str, got_ms: f64, want_ms: f64) {
     let tol = (want_ms * REL_TOLERANCE).max(ABS_TOLERANCE_MS);
     eprintln!("{what}: measured {got_ms:.2} ms, expected {want_ms:.2} ms");
-    assert!(
+    check(
         (got_ms - want_ms).abs() <= tol,
-        "{what}: measured {got_ms:.2} ms, expected {want_ms:.2} ms (± {tol:.2})"
+        format!("{what}: measured {got_ms:.2} ms, expected {want_ms:.2} ms (± {tol:.2})"),
     );
+}
+
+/// A timing-dependent check: a miss is recorded, and `with_retries` decides.
+fn check(ok: bool, why: String) {
+    if !ok {
+        MISSES.with(|m| m.borrow_mut().push(why));
+    }
+}
+
+/// Runs a measurement until its timing checks all hold, at most ATTEMPTS times.
+fn with_retries(measure: impl Fn()) {
+    let mut all = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        MISSES.with(|m| m.borrow_mut().clear());
+        measure();
+        let misses = MISSES.with(|m| m.take());
+        if misses.is_empty() {
+            return;
+        }
+        eprintln!("attempt {attempt} missed: {misses:?}");
+        all.push(format!("attempt {attempt}: {}", misses.join("; ")));
+    }
+    panic!("every attempt missed:\n{}", all.join("\n"));
 }
 
 /// The latency tests run one at a time: on a 2-core machine, concurrent runs
@@ -75,20 +108,26 @@ fn percentiles_match_a_known_distribution_and_slo_names_what_broke() {
     let server = LatencyServer::start(held_plan()).unwrap();
     let url = server.url("/");
     let slo = "p50<20ms,p99<50ms,errors<0.1%";
-    let (code, r) = load(&[
-        "--rate", "1000", "-c", "125", "-n", "3000", "--slo", slo, &url,
-    ]);
-    assert_eq!(r["load"]["responses"], 3000, "{}", r["load"]);
-    for metric in ["corrected", "uncorrected"] {
-        assert_near(&format!("{metric} p50"), p(&r, metric, "p50"), 1.0);
-        assert_near(&format!("{metric} p99"), p(&r, metric, "p99"), 100.0);
-        assert_near(&format!("{metric} p99.9"), p(&r, metric, "p999"), 100.0);
-    }
-    assert!(
-        !kinds(&r).contains(&"generator_saturated".to_string()),
-        "{}",
-        r["findings"]
-    );
+    let run = || {
+        load(&[
+            "--rate", "1000", "-c", "125", "-n", "3000", "--slo", slo, &url,
+        ])
+    };
+    with_retries(|| {
+        let (_, r) = run();
+        assert_eq!(r["load"]["responses"], 3000, "{}", r["load"]);
+        for metric in ["corrected", "uncorrected"] {
+            assert_near(&format!("{metric} p50"), p(&r, metric, "p50"), 1.0);
+            assert_near(&format!("{metric} p99"), p(&r, metric, "p99"), 100.0);
+            assert_near(&format!("{metric} p99.9"), p(&r, metric, "p999"), 100.0);
+        }
+        let saturated = kinds(&r).contains(&"generator_saturated".to_string());
+        check(
+            !saturated,
+            format!("generator_saturated: {}", r["findings"]),
+        );
+    });
+    let (code, r) = run();
     // The SLO: p99 (100 ms) breaks p99<50ms; the others hold; exit 1.
     assert_eq!(code, Some(1));
     let checks = r["checks"].as_array().unwrap();
@@ -128,34 +167,34 @@ fn percentiles_match_a_known_distribution_and_slo_names_what_broke() {
 #[test]
 fn corrected_latency_shows_a_freeze_that_uncorrected_hides() {
     let _serial = serial();
-    let server = LatencyServer::start(LatencyPlan {
-        freeze: Some((Duration::from_millis(1500), Duration::from_millis(500))),
-        ..LatencyPlan::default()
-    })
-    .unwrap();
-    let (code, r) = load(&["--rate", "500", "-c", "10", "-n", "2000", &server.url("/")]);
-    assert_eq!(code, Some(0), "{r}");
-    eprintln!("{}", r["load"]);
-    assert_eq!(r["load"]["responses"], 2000);
-    assert_near("corrected p50", p(&r, "corrected", "p50"), 1.0);
-    assert_near("corrected p99", p(&r, "corrected", "p99"), 461.0);
-    assert_near("corrected p99.9", p(&r, "corrected", "p999"), 497.0);
-    let (hidden, shown) = (p(&r, "uncorrected", "p99"), p(&r, "corrected", "p99"));
-    assert!(
-        hidden < shown / 10.0,
-        "uncorrected p99 {hidden} ms should hide the freeze"
-    );
-    // Requests waited for their busy connection (queue), not for whyslow (lag).
-    assert!(
-        p(&r, "queue", "p99") > 400.0,
-        "{}",
-        r["load"]["latency"]["queue"]
-    );
-    assert!(
-        !kinds(&r).contains(&"generator_saturated".to_string()),
-        "{}",
-        r["findings"]
-    );
+    with_retries(|| {
+        // A new server each time: it freezes once, after its first request.
+        let server = LatencyServer::start(LatencyPlan {
+            freeze: Some((Duration::from_millis(1500), Duration::from_millis(500))),
+            ..LatencyPlan::default()
+        })
+        .unwrap();
+        let (code, r) = load(&["--rate", "500", "-c", "10", "-n", "2000", &server.url("/")]);
+        assert_eq!(code, Some(0), "{r}");
+        eprintln!("{}", r["load"]);
+        assert_eq!(r["load"]["responses"], 2000);
+        assert_near("corrected p50", p(&r, "corrected", "p50"), 1.0);
+        assert_near("corrected p99", p(&r, "corrected", "p99"), 461.0);
+        assert_near("corrected p99.9", p(&r, "corrected", "p999"), 497.0);
+        let (hidden, shown) = (p(&r, "uncorrected", "p99"), p(&r, "corrected", "p99"));
+        check(
+            hidden < shown / 10.0,
+            format!("uncorrected p99 {hidden} ms should hide the freeze"),
+        );
+        // Requests waited for their busy connection (queue), not for whyslow (lag).
+        let queued = p(&r, "queue", "p99");
+        check(queued > 400.0, format!("queue p99 {queued} ms"));
+        let saturated = kinds(&r).contains(&"generator_saturated".to_string());
+        check(
+            !saturated,
+            format!("generator_saturated: {}", r["findings"]),
+        );
+    });
 }
 
 fn result_file(dir: &std::path::Path, name: &str) -> (String, whyslow_load::LoadResult) {
@@ -178,46 +217,49 @@ fn merge_of_two_half_runs_equals_one_run() {
     let dir = tempdir("merge");
     let out = |n: &str| dir.join(n).to_string_lossy().into_owned();
     let (full, a, b) = (out("full.json"), out("a.json"), out("b.json"));
-    let (code, _) = load(&["--rate", "400", "-c", "50", "-n", "1000", "-o", &full, &url]);
-    assert_eq!(code, Some(0));
-    let halves: Vec<_> = [&a, &b]
-        .iter()
-        .map(|o| {
-            let args = [
-                "load", "-q", "--rate", "200", "-c", "25", "-n", "500", "-o", o, &url,
-            ];
-            std::process::Command::new(env!("CARGO_BIN_EXE_whyslow"))
-                .args(args)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for mut h in halves {
-        assert!(h.wait().unwrap().success());
-    }
     let merged_path = out("merged.json");
-    let m = whyslow(&["merge", "--json", "-o", &merged_path, &a, &b]);
-    assert!(m.status.success(), "{}", stderr(&m));
-    let merged = json(&m);
-    let (_, one) = result_file(&dir, "full.json");
+    with_retries(|| {
+        let (code, _) = load(&["--rate", "400", "-c", "50", "-n", "1000", "-o", &full, &url]);
+        assert_eq!(code, Some(0));
+        let halves: Vec<_> = [&a, &b]
+            .iter()
+            .map(|o| {
+                let args = [
+                    "load", "-q", "--rate", "200", "-c", "25", "-n", "500", "-o", o, &url,
+                ];
+                std::process::Command::new(env!("CARGO_BIN_EXE_whyslow"))
+                    .args(args)
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut h in halves {
+            assert!(h.wait().unwrap().success());
+        }
+        let m = whyslow(&["merge", "--json", "-o", &merged_path, &a, &b]);
+        assert!(m.status.success(), "{}", stderr(&m));
+        let merged = json(&m);
+        let (_, one) = result_file(&dir, "full.json");
+        let (_, m_file) = result_file(&dir, "merged.json");
+        assert_eq!(m_file.responses, one.responses);
+        assert_eq!(m_file.statuses, one.statuses);
+        assert_eq!(m_file.runs, 2);
+        // (Not the p99.9: of 1000 requests that is the 2nd-slowest, one sample.)
+        for q in ["p50", "p90", "p99"] {
+            let want = match q {
+                "p50" => one.latency["corrected"].p50,
+                "p90" => one.latency["corrected"].p90,
+                _ => one.latency["corrected"].p99,
+            } as f64
+                / 1000.0;
+            assert_near(
+                &format!("merged {q} vs one run"),
+                p(&merged, "corrected", q),
+                want,
+            );
+        }
+    });
     let (_, m_file) = result_file(&dir, "merged.json");
-    assert_eq!(m_file.responses, one.responses);
-    assert_eq!(m_file.statuses, one.statuses);
-    assert_eq!(m_file.runs, 2);
-    // (Not the p99.9: of 1000 requests that is the 2nd-slowest, one sample.)
-    for q in ["p50", "p90", "p99"] {
-        let want = match q {
-            "p50" => one.latency["corrected"].p50,
-            "p90" => one.latency["corrected"].p90,
-            _ => one.latency["corrected"].p99,
-        } as f64
-            / 1000.0;
-        assert_near(
-            &format!("merged {q} vs one run"),
-            p(&merged, "corrected", q),
-            want,
-        );
-    }
     // Exact: bucket for bucket, the merge is the sum of the two files.
     let (_, ra) = result_file(&dir, "a.json");
     let (_, rb) = result_file(&dir, "b.json");
@@ -377,7 +419,7 @@ fn find_max_brackets_the_capacity() {
         ..LatencyPlan::default()
     })
     .unwrap();
-    let (code, r) = load(&[
+    let args = [
         "--find-max",
         "--slo",
         "p99<50ms",
@@ -387,18 +429,20 @@ fn find_max_brackets_the_capacity() {
         "2",
         "--duration",
         "1s",
-        &server.url("/"),
-    ]);
-    assert_eq!(code, Some(0), "{r}");
-    let k = &r["find_max"];
-    let (ok, bad) = (k["max_rate"].as_f64(), k["first_broken"].as_f64());
-    let (Some(ok), Some(bad)) = (ok, bad) else {
-        panic!("no knee: {k}")
-    };
-    assert!(ok < bad, "{k}");
-    // The capacity is ~390/s on a quiet machine, less on a busy one.
-    assert!((150.0..=400.0).contains(&ok), "max rate {ok}: {k}");
-    assert!(bad <= 800.0, "first broken {bad}: {k}");
+    ];
+    let url = server.url("/");
+    with_retries(|| {
+        let (code, r) = load(&[&args[..], &[url.as_str()]].concat());
+        let k = &r["find_max"];
+        let (ok, bad) = (k["max_rate"].as_f64(), k["first_broken"].as_f64());
+        let (Some(ok), Some(bad), Some(0)) = (ok, bad, code) else {
+            return check(false, format!("no knee (exit {code:?}): {k}"));
+        };
+        assert!(ok < bad, "{k}");
+        // The capacity is ~390/s on a quiet machine, less on a busy one.
+        check((150.0..=400.0).contains(&ok), format!("max rate {ok}: {k}"));
+        check(bad <= 800.0, format!("first broken {bad}: {k}"));
+    });
 }
 
 /// Ramps and steps send exactly the requests their rate integrates to:
