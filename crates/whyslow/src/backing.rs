@@ -65,51 +65,46 @@ fn rows() -> Vec<SocketRow> {
     out
 }
 
-/// Socket inodes held by each process: (pid, inodes).
-fn process_sockets() -> Vec<(u32, BTreeSet<u64>)> {
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return Vec::new();
+fn socket_inodes(pid: u32) -> BTreeSet<u64> {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return BTreeSet::new();
     };
-    let mut out = Vec::new();
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(fds) = fs::read_dir(p.path().join("fd")) else {
-            continue;
-        };
-        let inodes: BTreeSet<u64> = fds
-            .flatten()
-            .filter_map(|fd| fs::read_link(fd.path()).ok())
-            .filter_map(|l| {
-                l.to_str()?
-                    .strip_prefix("socket:[")?
-                    .strip_suffix(']')?
-                    .parse()
-                    .ok()
-            })
-            .collect();
-        if !inodes.is_empty() {
-            out.push((pid, inodes));
-        }
-    }
-    out
+    fds.flatten()
+        .filter_map(|fd| fs::read_link(fd.path()).ok())
+        .filter_map(|l| {
+            l.to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
 }
 
-/// Ports on this host that the process listening on `front` is connected to.
-pub fn backing_ports(front: u16) -> Vec<u16> {
-    let rows = rows();
-    let listening: BTreeSet<u64> = rows
+/// Processes holding the listening socket of `front`: one pass over every
+/// process's descriptors, done once per run.
+pub fn listeners(front: u16) -> Vec<u32> {
+    let listening: BTreeSet<u64> = rows()
         .iter()
         .filter(|r| r.state == TCP_LISTEN && r.local_port == front)
         .map(|r| r.inode)
         .collect();
-    let procs = process_sockets();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| !socket_inodes(*pid).is_disjoint(&listening))
+        .collect()
+}
+
+/// Ports on this host that the processes `pids` (serving `front`) are connected to.
+pub fn ports_of(pids: &[u32], front: u16) -> BTreeSet<u16> {
+    let rows = rows();
     let mut ports = BTreeSet::new();
-    for (_, inodes) in procs
-        .iter()
-        .filter(|(_, inodes)| !inodes.is_disjoint(&listening))
-    {
+    for pid in pids {
+        let inodes = socket_inodes(*pid);
         let mine = || rows.iter().filter(|r| inodes.contains(&r.inode));
         // Connections accepted by any of the process's listeners are inbound, not calls it makes.
         let served: BTreeSet<u16> = mine()
@@ -122,31 +117,33 @@ pub fn backing_ports(front: u16) -> Vec<u16> {
             }
         }
     }
-    ports.into_iter().collect()
+    ports
 }
 
-/// Polls `backing_ports(front)` on a thread until stopped: connections to
+/// Polls the ports of the service on `front` on a thread until stopped: connections to
 /// backing services may live only as long as one inbound connection.
 pub struct Watcher {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<BTreeSet<u16>>,
 }
 
-/// Between two scans of /proc: short enough to see a connection that lives for
-/// one request burst, long enough to cost little (a scan reads every process's fds).
-const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
+/// Between two looks at the service's sockets: short enough to see a
+/// connection that lives for one burst of requests; a look reads one
+/// process's descriptors and /proc/net/tcp, well under a millisecond.
+const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Watcher {
     pub fn start(front: u16) -> Watcher {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
+            let pids = listeners(front);
             let mut seen = BTreeSet::new();
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                seen.extend(backing_ports(front));
+                seen.extend(ports_of(&pids, front));
                 std::thread::sleep(POLL_INTERVAL);
             }
-            seen.extend(backing_ports(front));
+            seen.extend(ports_of(&pids, front));
             seen
         });
         Watcher { stop, thread }
@@ -176,7 +173,8 @@ mod tests {
         let (mut accepted, _) = backing.accept().unwrap();
         accepted.set_nonblocking(true).unwrap();
         let _ = accepted.read(&mut [0; 1]);
-        let found = backing_ports(front.local_addr().unwrap().port());
+        let port = front.local_addr().unwrap().port();
+        let found: Vec<u16> = ports_of(&listeners(port), port).into_iter().collect();
         // The accepted side belongs to a listener of this process: inbound, not a call.
         assert_eq!(found, vec![backing.local_addr().unwrap().port()]);
     }

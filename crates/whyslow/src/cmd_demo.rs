@@ -62,6 +62,7 @@ async fn run_one(
         capture: true,
         keep_capture: None,
         limits: Default::default(),
+        load: None,
     };
     let d: Diagnosis = diagnose(&opts, stop).await;
     let client = if d.mean_total(SPLIT_NO_NODELAY).is_some() {

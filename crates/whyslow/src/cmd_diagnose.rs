@@ -2,11 +2,17 @@
 
 use crate::cmd_analyze::{LimitArgs, OutputArgs};
 use crate::cmd_probe::{usage, RequestArgs};
-use crate::diagnose::{diagnose, typical, DiagnoseOptions, Diagnosis, AS_GIVEN, SPLIT_NO_NODELAY};
+use crate::diagnose::{
+    diagnose, typical, DiagnoseOptions, Diagnosis, LoadPhase, AS_GIVEN, SPLIT_NO_NODELAY,
+};
+use crate::limits::parse_duration;
 use crate::{interrupt_flag, runtime};
 use clap::Args;
+use serde::Serialize;
 use std::path::PathBuf;
 use whyslow_client::ErrorKind;
+use whyslow_load::LoadResult;
+use whyslow_model::Report;
 use whyslow_report::{findings, fmt_ms, timeline, to_json};
 
 #[derive(Args)]
@@ -30,10 +36,28 @@ pub struct DiagnoseArgs {
     /// Client-side timing only
     #[arg(long)]
     pub no_capture: bool,
+    /// Add a load phase under capture: constant rate, requests/s (open model)
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Length of the load phase
+    #[arg(long, default_value = "10s", requires = "rate")]
+    pub duration: String,
+    /// Connections of the load phase
+    #[arg(short = 'c', long, default_value_t = 8, requires = "rate")]
+    pub connections: usize,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `--json`: the report, with the load phase's result when there was one.
+#[derive(Serialize)]
+struct DiagnoseJson<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    load: Option<&'a LoadResult>,
 }
 
 pub fn run(args: DiagnoseArgs) -> u8 {
@@ -51,6 +75,20 @@ pub fn run(args: DiagnoseArgs) -> u8 {
         capture: !args.no_capture,
         keep_capture: args.save.clone(),
         limits: args.limits.limits(),
+        load: match args.rate {
+            Some(rate) if !(rate.is_finite() && rate > 0.0) => {
+                return usage("--rate must be above 0")
+            }
+            Some(rate) => match parse_duration(&args.duration) {
+                Ok(duration) => Some(LoadPhase {
+                    rate,
+                    duration,
+                    connections: args.connections,
+                }),
+                Err(e) => return usage(&format!("--duration: {e}")),
+            },
+            None => None,
+        },
     };
     let mut d = runtime(1).block_on(async { diagnose(&opts, &interrupt_flag()).await });
     let failed = d
@@ -62,7 +100,13 @@ pub fn run(args: DiagnoseArgs) -> u8 {
         if !args.output.timeline {
             d.report.timeline = None;
         }
-        println!("{}", to_json(&d.report));
+        println!(
+            "{}",
+            to_json(&DiagnoseJson {
+                report: &d.report,
+                load: d.load.as_ref()
+            })
+        );
     } else {
         print_text(&d, &opts);
     }
@@ -104,6 +148,10 @@ fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
         }
     }
     print_patterns(d);
+    if let Some(l) = &d.load {
+        println!("\nload phase:");
+        print!("{}", whyslow_load::text::summary(l));
+    }
     if let Some(c) = &d.capture {
         let list = |ports: &[u16]| {
             ports

@@ -3,15 +3,18 @@
 
 use crate::backing::Watcher;
 use crate::capture_session::{CaptureSession, CaptureSummary};
+use crate::cmd_load::run_setup;
 use crate::interrupted;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{
     probe_until, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
 };
 use whyslow_detect::attribution;
-use whyslow_model::{Report, ReportSection, RequestPhases, Skipped};
+use whyslow_load::{LoadPlan, LoadResult, Model, Schedule, Stop};
+use whyslow_model::{Finding, Report, ReportSection, RequestPhases, Skipped};
 use whyslow_wire::Limits;
 
 /// Fresh-connection probes: enough to see handshakes and TLS resumption,
@@ -34,6 +37,16 @@ pub struct DiagnoseOptions {
     /// Keep the capture here (pcapng); otherwise a temporary file is removed.
     pub keep_capture: Option<PathBuf>,
     pub limits: Limits,
+    /// Constant-rate load under capture after the probes (`--rate`).
+    pub load: Option<LoadPhase>,
+}
+
+/// An open-model load phase: `rate` requests/s over `connections` for `duration`.
+#[derive(Debug, Clone)]
+pub struct LoadPhase {
+    pub rate: f64,
+    pub duration: Duration,
+    pub connections: usize,
 }
 
 /// One client write pattern and how it fared.
@@ -46,6 +59,7 @@ pub struct PatternResult {
 #[derive(Debug)]
 pub struct Diagnosis {
     pub report: Report,
+    pub load: Option<LoadResult>,
     pub patterns: Vec<PatternResult>,
     pub capture: Option<CaptureSummary>,
 }
@@ -182,6 +196,13 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         }
     }
 
+    let load = match (
+        &opts.load,
+        results.first().is_some_and(|p| !p.run.requests.is_empty()),
+    ) {
+        (Some(phase), true) if !*stop.borrow() => run_load(opts, phase, stop, &mut report).await,
+        _ => None,
+    };
     let mut capture = None;
     if let Some(s) = session {
         tokio::time::sleep(CAPTURE_DRAIN).await;
@@ -220,8 +241,13 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
                 .into(),
         });
     }
+    if let Some(l) = &load {
+        report.findings.extend(l.findings.iter().cloned());
+        Finding::sort(&mut report.findings);
+    }
     Diagnosis {
         report,
+        load,
         patterns: results,
         capture,
     }
@@ -235,4 +261,42 @@ pub fn typical(run: &ProbeRun) -> Option<&RequestPhases> {
     }
     reused.sort_by_key(|r| r.total_us);
     reused.get(reused.len() / 2).copied()
+}
+
+/// The load phase: the target under constant-rate load while the capture runs.
+async fn run_load(
+    opts: &DiagnoseOptions,
+    phase: &LoadPhase,
+    stop: &watch::Receiver<bool>,
+    report: &mut Report,
+) -> Option<LoadResult> {
+    let plan = LoadPlan {
+        url: opts.url.clone(),
+        spec: opts.spec.clone(),
+        tls: opts.tls.clone(),
+        model: Model::Open(Schedule::constant(phase.rate)),
+        connections: phase.connections.max(1),
+        streams: 1,
+        duration: Some(phase.duration),
+        max_requests: None,
+        interval: Duration::from_secs(1),
+        threads: 1,
+    };
+    let halt = Arc::new(Stop::default());
+    let watcher = {
+        let (halt, stop) = (halt.clone(), stop.clone());
+        tokio::spawn(async move {
+            interrupted(stop).await;
+            halt.trigger();
+        })
+    };
+    let outcome = whyslow_load::run(&plan, halt, &mut |_| {}).await;
+    watcher.abort();
+    match outcome {
+        Ok(o) => Some(LoadResult::from_outcome(run_setup(&plan), o)),
+        Err(e) => {
+            report.errors.push(format!("load: {e}"));
+            None
+        }
+    }
 }

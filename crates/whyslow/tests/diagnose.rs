@@ -207,3 +207,44 @@ fn backing_calls_are_found_and_attributed() {
         "{outbound:?}"
     );
 }
+
+/// `--rate` adds a constant-rate load phase under capture; its result is in the report.
+#[test]
+fn load_phase_runs_under_capture() {
+    let _one_at_a_time = serial();
+    let s = whyslow_lab::find("healthy").unwrap();
+    let running = rt().block_on(s.start(false)).unwrap();
+    let out = whyslow(&[
+        "diagnose",
+        "--json",
+        "--timeline",
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        &running.url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    let load = &report["load"];
+    assert_eq!(load["setup"]["model"], "open");
+    let responses = load["responses"].as_u64().unwrap();
+    assert!(
+        (90..=101).contains(&responses),
+        "{responses} responses at 100/s for 1 s"
+    );
+    assert_eq!(load["errors"], 0);
+    let kinds = kinds(&report);
+    assert!(
+        kinds.iter().all(|k| k == "generator_saturated"),
+        "{kinds:?}"
+    );
+    if capture_allowed("load_phase_runs_under_capture") {
+        // The capture saw the load's requests as exchanges.
+        let exchanges = report["timeline"]["exchanges"].as_array().unwrap().len() as u64;
+        assert!(
+            exchanges >= responses,
+            "{exchanges} exchanges for {responses} responses"
+        );
+    }
+}
