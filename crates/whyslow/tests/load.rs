@@ -229,6 +229,7 @@ fn merge_of_two_half_runs_equals_one_run() {
                 ];
                 std::process::Command::new(env!("CARGO_BIN_EXE_whyslow"))
                     .args(args)
+                    .stdout(std::process::Stdio::null())
                     .spawn()
                     .unwrap()
             })
