@@ -7,17 +7,7 @@ use crate::histograms::Metric;
 use crate::result::{LoadResult, Percentiles};
 use std::fmt::Write;
 
-/// "12.34 ms" with a precision that suits the size (as the probe prints).
-pub fn ms(us: u64) -> String {
-    let ms = us as f64 / 1000.0;
-    if ms >= 100.0 {
-        format!("{ms:.0} ms")
-    } else if ms >= 10.0 {
-        format!("{ms:.1} ms")
-    } else {
-        format!("{ms:.2} ms")
-    }
-}
+pub use whyslow_model::fmt_ms as ms;
 
 /// The coordinated-omission note appears when the corrected p99 is at least
 /// twice the uncorrected one and 10 ms above it: a gap a person would act on.

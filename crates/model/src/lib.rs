@@ -23,3 +23,16 @@ pub use timeline::{
 pub fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
+
+/// "12.34 ms", with a precision that suits the size: the one way every
+/// command shows a time to people.
+pub fn fmt_ms(us: u64) -> String {
+    let ms = ms(us);
+    if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else if ms >= 10.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.2} ms")
+    }
+}
