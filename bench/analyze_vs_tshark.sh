@@ -18,23 +18,14 @@ cd "$(dirname "$0")/.."
 MIN_MB=${MIN_MB:-200}
 PORT=${PORT:-18480}
 
-sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-need=()
-for p in nginx-light wrk tshark time; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
-if [ "${#need[@]}" -gt 0 ]; then
-  sudo_if_needed apt-get update -qq
-  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+. bench/lib.sh
+need_packages nginx-light wrk tshark time
 cargo build --release -q -p whyslow
 bin=$PWD/target/release/whyslow
-# Live capture needs CAP_NET_RAW: as root, or with setcap on the binary.
-run_priv() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 dir=$(mktemp -d /tmp/whyslow-bench.XXXXXX)
-chmod 755 "$dir"
 cleanup() {
-  [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null
-  sleep 0.2
+  stop_nginx "$dir"
   if [ -n "${KEEP:-}" ]; then echo "kept: $dir"; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
@@ -42,32 +33,13 @@ trap cleanup EXIT
 make_capture() {
   # nginx: one worker, a small static body, keep-alive (nginx's default of
   # 1000 requests per connection, so connections also open and close).
-  mkdir -p "$dir/www" "$dir/logs"
-  head -c 120 /dev/zero | tr '\0' 'x' >"$dir/www/index.html"
-  chmod -R a+rX "$dir/www"
-  cat >"$dir/nginx.conf" <<EOF
-worker_processes 1;
-daemon on;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_timeout 60s;
-  server {
-    listen 127.0.0.1:$PORT;
-    location / { root $dir/www; }
-  }
-}
-EOF
-nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/logs/error.log"
-for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
+  start_nginx "$dir" "$PORT" 120
 
 secs=${SECS:-10}
 size_mb=0
 for _attempt in 1 2 3; do
   echo "== capture: wrk -t2 -c32 -d${secs}s under whyslow capture"
-  run_priv "$bin" capture -i lo -p "$PORT" -w "$cap" -- \
+  sudo_if_needed "$bin" capture -i lo -p "$PORT" -w "$cap" -- \
     wrk -t2 -c32 -d"${secs}s" "http://127.0.0.1:$PORT/" 2>&1 | grep -E 'Requests/sec|written to' | sed 's/^/   /'
   size_mb=$(( $(stat -c %s "$cap") / 1000000 ))
   echo "   capture: $size_mb MB"

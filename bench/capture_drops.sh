@@ -10,45 +10,19 @@ cd "$(dirname "$0")/.."
 SECS=${SECS:-10}
 PORT=${PORT:-18481}
 
-sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-need=()
-for p in nginx-light wrk tcpdump; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
-if [ "${#need[@]}" -gt 0 ]; then
-  sudo_if_needed apt-get update -qq
-  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+. bench/lib.sh
+need_packages nginx-light wrk tcpdump
 cargo build --release -q -p whyslow
 bin=$PWD/target/release/whyslow
 
 dir=$(mktemp -d /tmp/whyslow-drops.XXXXXX)
-chmod 755 "$dir"
 cleanup() {
-  [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null
-  sleep 0.2
+  stop_nginx "$dir"
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-mkdir -p "$dir/www" "$dir/logs"
-head -c 120 /dev/zero | tr '\0' 'x' >"$dir/www/index.html"
-chmod -R a+rX "$dir/www"
-cat >"$dir/nginx.conf" <<EOF
-worker_processes 1;
-daemon on;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  keepalive_timeout 60s;
-  server {
-    listen 127.0.0.1:$PORT;
-    location / { root $dir/www; }
-  }
-}
-EOF
-nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/logs/error.log"
-for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
+start_nginx "$dir" "$PORT" 120
 
 load=(wrk -t2 -c64 -d"${SECS}s" "http://127.0.0.1:$PORT/")
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }

@@ -13,13 +13,8 @@ CONNECTIONS=${CONNECTIONS:-32}
 DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-7}
 
-sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-missing=()
-for p in nginx-light wrk hey time python3; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ "${#missing[@]}" -gt 0 ]; then
-  sudo_if_needed apt-get update -qq
-  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+. bench/lib.sh
+need_packages nginx-light wrk hey time python3
 export PATH="$HOME/.cargo/bin:$PATH"
 command -v oha >/dev/null || cargo install oha --locked
 cargo build --release -q -p whyslow

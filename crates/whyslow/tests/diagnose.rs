@@ -38,15 +38,6 @@ fn diagnose(s: &Scenario, fixed: bool) -> serde_json::Value {
     json(&out)
 }
 
-fn kinds(report: &serde_json::Value) -> Vec<String> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn broken_scenarios_show_their_injected_cause_and_cost() {
     let _one_at_a_time = serial();
@@ -62,7 +53,7 @@ fn broken_scenarios_show_their_injected_cause_and_cost() {
             kind.as_str(),
             "{}: {:?}",
             s.name,
-            kinds(&report)
+            finding_kinds(&report)
         );
         let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
         let truth = s.truth.time_lost_us as f64;
@@ -89,7 +80,7 @@ fn fixed_variants_and_the_healthy_service_do_not() {
             s.name,
             report["skipped"]
         );
-        let found = kinds(&report);
+        let found = finding_kinds(&report);
         match s.truth.kind {
             Some(k) => assert!(
                 !found.contains(&k.to_string()),
@@ -100,7 +91,7 @@ fn fixed_variants_and_the_healthy_service_do_not() {
         }
     }
     let healthy = whyslow_lab::find("healthy").unwrap();
-    assert!(kinds(&diagnose(healthy, false)).is_empty());
+    assert!(finding_kinds(&diagnose(healthy, false)).is_empty());
 }
 
 /// Without CAP_NET_RAW, diagnose still reports client phases and says in one
@@ -234,7 +225,7 @@ fn load_phase_runs_under_capture() {
         "{responses} responses at 100/s for 1 s"
     );
     assert_eq!(load["errors"], 0);
-    let kinds = kinds(&report);
+    let kinds = finding_kinds(&report);
     assert!(
         kinds.iter().all(|k| k == "generator_saturated"),
         "{kinds:?}"

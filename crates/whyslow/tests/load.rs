@@ -78,15 +78,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn kinds(report: &Value) -> Vec<String> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// 1 ms per request, 2 requests in 100 held 100 ms. At R req/s over R/8
 /// connections each connection's next request is due 125 ms later, after any
 /// held one has finished: nothing queues, so corrected and uncorrected
@@ -121,7 +112,7 @@ fn percentiles_match_a_known_distribution_and_slo_names_what_broke() {
             assert_near(&format!("{metric} p99"), p(&r, metric, "p99"), 100.0);
             assert_near(&format!("{metric} p99.9"), p(&r, metric, "p999"), 100.0);
         }
-        let saturated = kinds(&r).contains(&"generator_saturated".to_string());
+        let saturated = finding_kinds(&r).contains(&"generator_saturated".to_string());
         check(
             !saturated,
             format!("generator_saturated: {}", r["findings"]),
@@ -189,7 +180,7 @@ fn corrected_latency_shows_a_freeze_that_uncorrected_hides() {
         // Requests waited for their busy connection (queue), not for whyslow (lag).
         let queued = p(&r, "queue", "p99");
         check(queued > 400.0, format!("queue p99 {queued} ms"));
-        let saturated = kinds(&r).contains(&"generator_saturated".to_string());
+        let saturated = finding_kinds(&r).contains(&"generator_saturated".to_string());
         check(
             !saturated,
             format!("generator_saturated: {}", r["findings"]),

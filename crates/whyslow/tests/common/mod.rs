@@ -78,3 +78,13 @@ pub fn capture_allowed(test: &str) -> bool {
     );
     false
 }
+
+/// The `kind` of every finding in a JSON report, in report order.
+pub fn finding_kinds(report: &serde_json::Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
