@@ -105,12 +105,7 @@ pub fn run(args: DemoArgs) -> u8 {
             .flat_map(|s| [(s, false), (s, true)])
             .enumerate()
         {
-            eprintln!(
-                "[{}/{total}] {} ({}) …",
-                i + 1,
-                s.name,
-                if fixed { "fixed" } else { "broken" }
-            );
+            eprintln!("[{}/{total}] {} ({}) …", i + 1, s.name, variant(s, fixed));
             if *stop.borrow() {
                 eprintln!("whyslow: interrupted; the table covers what ran");
                 break;
@@ -142,11 +137,11 @@ fn cause(row: &DemoRow) -> String {
 }
 
 /// Scenarios with nothing injected run "as is" twice, not broken and fixed.
-fn variant(r: &DemoRow) -> &'static str {
-    match whyslow_lab::find(r.scenario).and_then(|s| s.truth.kind) {
-        None => "as is",
-        Some(_) if r.fixed => "fixed",
-        Some(_) => "broken",
+fn variant(s: &Scenario, fixed: bool) -> &'static str {
+    match (s.truth.kind, fixed) {
+        (None, _) => "as is",
+        (Some(_), true) => "fixed",
+        (Some(_), false) => "broken",
     }
 }
 
@@ -159,7 +154,7 @@ fn print_table(rows: &[DemoRow]) {
         println!(
             "{:<11} {:<7} {:<14} {:<30} {:>10}  {}",
             r.scenario,
-            variant(r),
+            whyslow_lab::find(r.scenario).map_or("", |s| variant(s, r.fixed)),
             r.request,
             r.client,
             fmt_ms(r.mean_total_us),
