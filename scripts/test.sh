@@ -28,3 +28,6 @@ if [ -d fuzz ]; then
   echo "== fuzz (short)"
   scripts/fuzz-smoke.sh
 fi
+
+# One closing line over every test binary (cargo prints one per binary).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "whyslow: %d passed, %d failed\n", p, f }' target/test.log
