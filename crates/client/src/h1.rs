@@ -1,7 +1,6 @@
 //! HTTP/1.1 written by hand, so that the bytes and the moment each write
 //! reaches the socket are exactly what the user asked for.
 
-use crate::chunked::ChunkedDecoder;
 use crate::connect::{micros, Io};
 use crate::error::{ErrorKind, ProbeError};
 use crate::request::{RequestSpec, WritePattern};
@@ -9,6 +8,7 @@ use crate::target::Target;
 use bytes::{Bytes, BytesMut};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use whyslow_proto::http1::{BodyKind, Framer, Step};
 
 /// Response headers larger than this are refused (nginx's large buffers are 4×8 KiB).
 const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -93,17 +93,9 @@ pub struct ExchangeTiming {
 struct Head {
     status: u16,
     len: usize,
-    body: BodyLength,
+    body: BodyKind,
     content_encoding: Option<String>,
     close: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum BodyLength {
-    None,
-    Known(u64),
-    Chunked,
-    UntilClose,
 }
 
 /// Sends `req` on `io` and reads the whole response. `buf` carries bytes read
@@ -129,7 +121,7 @@ pub async fn exchange(
         header_bytes: head.len as u64,
         body_bytes,
         content_encoding: head.content_encoding,
-        keep_alive: !head.close && !matches!(head.body, BodyLength::UntilClose),
+        keep_alive: !head.close && !matches!(head.body, BodyKind::UntilClose),
     })
 }
 
@@ -224,7 +216,7 @@ fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
         }
     };
     let status = resp.code.unwrap_or(0);
-    let mut body = BodyLength::UntilClose;
+    let mut body = BodyKind::UntilClose;
     let mut content_encoding = None;
     let mut close = resp.version == Some(0);
     for h in resp.headers.iter() {
@@ -242,13 +234,13 @@ fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
                     format!("bad Content-Length {value:?}"),
                 )
             })?;
-            if !matches!(body, BodyLength::Chunked) {
-                body = BodyLength::Known(n);
+            if !matches!(body, BodyKind::Chunked) {
+                body = BodyKind::Length(n);
             }
         } else if h.name.eq_ignore_ascii_case("transfer-encoding")
             && value.to_ascii_lowercase().ends_with("chunked")
         {
-            body = BodyLength::Chunked;
+            body = BodyKind::Chunked;
         } else if h.name.eq_ignore_ascii_case("content-encoding") {
             content_encoding = Some(value.to_string());
         } else if h.name.eq_ignore_ascii_case("connection") {
@@ -262,7 +254,7 @@ fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
         }
     }
     if is_head || status == 204 || status == 304 || (100..200).contains(&status) {
-        body = BodyLength::None;
+        body = BodyKind::None;
     }
     Ok(Some(Head {
         status,
@@ -273,57 +265,34 @@ fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
     }))
 }
 
+/// Reads the body with the same framer the capture analyzer uses (Content-Length,
+/// chunked, or to the close); returns its length, chunk framing excluded.
 async fn read_body(
     io: &mut dyn Io,
     buf: &mut BytesMut,
-    body: BodyLength,
+    body: BodyKind,
     timeout: Duration,
 ) -> Result<u64, ProbeError> {
-    match body {
-        BodyLength::None => Ok(0),
-        BodyLength::Known(n) => {
-            let mut left = n;
-            loop {
-                let take = left.min(buf.len() as u64) as usize;
-                let _ = buf.split_to(take);
-                left -= take as u64;
-                if left == 0 {
-                    return Ok(n);
-                }
-                if !fill(io, buf, "receive", timeout).await? {
-                    let msg = format!("body ended after {} of {n} bytes", n - left);
-                    return Err(ProbeError::new("receive", ErrorKind::EmptyReply, msg));
-                }
+    let mut framer = Framer::new();
+    if framer.start_body(body) {
+        return Ok(0);
+    }
+    loop {
+        while !buf.is_empty() {
+            let (used, step) = framer
+                .step(buf)
+                .map_err(|e| ProbeError::new("receive", ErrorKind::Protocol, e))?;
+            let _ = buf.split_to(used);
+            if step == Step::MessageDone {
+                return Ok(framer.body_bytes());
             }
         }
-        BodyLength::Chunked => {
-            let mut dec = ChunkedDecoder::default();
-            loop {
-                let used = dec
-                    .feed(buf)
-                    .map_err(|e| ProbeError::new("receive", ErrorKind::Protocol, e))?;
-                let _ = buf.split_to(used);
-                if dec.is_done() {
-                    return Ok(dec.body_bytes);
-                }
-                if !fill(io, buf, "receive", timeout).await? {
-                    return Err(ProbeError::new(
-                        "receive",
-                        ErrorKind::EmptyReply,
-                        "chunked body cut short",
-                    ));
-                }
+        if !fill(io, buf, "receive", timeout).await? {
+            if framer.reading_until_close() {
+                return Ok(framer.body_bytes());
             }
-        }
-        BodyLength::UntilClose => {
-            let mut total = 0u64;
-            loop {
-                total += buf.len() as u64;
-                buf.clear();
-                if !fill(io, buf, "receive", timeout).await? {
-                    return Ok(total);
-                }
-            }
+            let msg = format!("body ended after {} bytes", framer.body_bytes());
+            return Err(ProbeError::new("receive", ErrorKind::EmptyReply, msg));
         }
     }
 }

@@ -79,21 +79,7 @@ impl H2Conn {
             .iter()
             .map(|(n, v)| (n.as_str().len() + v.len() + 4) as u64)
             .sum();
-        let mut body = response.into_body();
-        let mut body_bytes = 0u64;
-        loop {
-            let next = tokio::time::timeout(timeout, body.data())
-                .await
-                .map_err(|_| ProbeError::timeout("receive", timeout))?;
-            match next {
-                None => break,
-                Some(chunk) => {
-                    let chunk = chunk.map_err(|e| h2_err("receive", e))?;
-                    body_bytes += chunk.len() as u64;
-                    let _ = body.flow_control().release_capacity(chunk.len());
-                }
-            }
-        }
+        let body_bytes = read_body(response.into_body(), timeout).await?;
         let t_done = Instant::now();
         Ok(ExchangeTiming {
             send_us: micros(t_sent - t_send),
@@ -106,6 +92,21 @@ impl H2Conn {
             keep_alive: true,
         })
     }
+}
+
+/// Reads a response body to its end, giving the flow-control window back as
+/// it goes; returns its length.
+async fn read_body(mut body: h2::RecvStream, timeout: Duration) -> Result<u64, ProbeError> {
+    let mut body_bytes = 0u64;
+    while let Some(chunk) = tokio::time::timeout(timeout, body.data())
+        .await
+        .map_err(|_| ProbeError::timeout("receive", timeout))?
+    {
+        let chunk = chunk.map_err(|e| h2_err("receive", e))?;
+        body_bytes += chunk.len() as u64;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    Ok(body_bytes)
 }
 
 fn build_request(target: &Target, spec: &RequestSpec) -> Result<http::Request<()>, ProbeError> {

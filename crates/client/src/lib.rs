@@ -3,7 +3,6 @@
 //! way bytes leave the socket is under control (TCP_NODELAY, split or
 //! coalesced writes) so client write patterns can be reproduced exactly.
 
-mod chunked;
 mod connect;
 mod error;
 pub mod h1;

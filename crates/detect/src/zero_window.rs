@@ -1,50 +1,78 @@
 //! `zero_window`: a receiver advertised a zero window (its application stopped
 //! reading) and the sender stalled until a window update reopened it.
 
-use whyslow_model::{AckEvent, Direction, Evidence, Finding, FindingKind, Severity, Timeline};
+use whyslow_model::{
+    AckEvent, Connection, Direction, Evidence, Finding, FindingKind, Severity, Timeline,
+};
 
 const MAX_EVIDENCE: usize = 50;
 
+/// One closed window: the zero-window advert, the update that reopened it
+/// (None: still closed when the capture ended) and how long it stayed shut.
+struct Closure<'a> {
+    start: &'a AckEvent,
+    reopen: Option<&'a AckEvent>,
+    stall_us: u64,
+}
+
+/// Closed windows advertised by the receiver whose ACKs travel in `d`.
+fn closures(conn: &Connection, d: Direction) -> Vec<Closure<'_>> {
+    let mut out = Vec::new();
+    let mut closed: Option<&AckEvent> = None;
+    for a in conn.acks.iter().filter(|a| a.direction == d) {
+        match (closed, a.window) {
+            (None, 0) => closed = Some(a),
+            (Some(start), w) if w > 0 => {
+                out.push(Closure {
+                    start,
+                    reopen: Some(a),
+                    stall_us: a.at_us.saturating_sub(start.at_us),
+                });
+                closed = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(start) = closed {
+        out.push(Closure {
+            start,
+            reopen: None,
+            stall_us: conn.last_at_us.saturating_sub(start.at_us),
+        });
+    }
+    out
+}
+
+fn evidence(conn: &Connection, d: Direction, c: &Closure) -> Evidence {
+    let state = if c.reopen.is_some() {
+        "reopened after"
+    } else {
+        "still closed at the end of the capture,"
+    };
+    Evidence::Packets {
+        connection: conn.id,
+        packets: std::iter::once(c.start.packet)
+            .chain(c.reopen.map(|a| a.packet))
+            .collect(),
+        at_us: c.start.at_us,
+        note: format!(
+            "{} advertised a zero window; {state} {:.1} ms",
+            d.sender(),
+            c.stall_us as f64 / 1000.0
+        ),
+    }
+}
+
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     let mut stalls = Vec::new();
-    let mut evidence = Vec::new();
+    let mut evidence_list = Vec::new();
     for conn in &timeline.connections {
         for d in [Direction::ToServer, Direction::ToClient] {
-            let acks: Vec<&AckEvent> = conn.acks.iter().filter(|a| a.direction == d).collect();
-            let mut i = 0;
-            while i < acks.len() {
-                if acks[i].window != 0 {
-                    i += 1;
-                    continue;
+            for c in closures(conn, d) {
+                stalls.push(c.stall_us);
+                if evidence_list.len() < MAX_EVIDENCE {
+                    evidence_list.push(evidence(conn, d, &c));
                 }
-                let start = acks[i];
-                let reopen = acks[i..].iter().find(|a| a.window > 0);
-                let end = reopen.map(|a| a.at_us).unwrap_or(conn.last_at_us);
-                let stall = end.saturating_sub(start.at_us);
-                stalls.push(stall);
-                if evidence.len() < MAX_EVIDENCE {
-                    let mut packets = vec![start.packet];
-                    packets.extend(reopen.map(|a| a.packet));
-                    evidence.push(Evidence::Packets {
-                        connection: conn.id,
-                        packets,
-                        at_us: start.at_us,
-                        note: format!(
-                            "{} advertised a zero window; {} for {:.1} ms",
-                            d.sender(),
-                            if reopen.is_some() {
-                                "reopened after"
-                            } else {
-                                "still closed at the end of the capture,"
-                            },
-                            stall as f64 / 1000.0
-                        ),
-                    });
-                }
-                i += acks[i..]
-                    .iter()
-                    .position(|a| a.window > 0)
-                    .unwrap_or(acks.len() - i);
             }
         }
     }
@@ -60,7 +88,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         time_lost_us: total,
         time_lost_per_occurrence_us: stalls[stalls.len() / 2],
         occurrences: stalls.len() as u32,
-        evidence,
+        evidence: evidence_list,
         fix: "the receiving application reads too slowly: look at what blocks its read loop (CPU, locks, \
               a slow consumer downstream), or raise its socket receive buffer"
             .into(),

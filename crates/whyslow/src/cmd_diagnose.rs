@@ -1,5 +1,6 @@
 //! `whyslow diagnose URL`: one report of where the time went and why.
 
+use crate::capture_session::CaptureSummary;
 use crate::cmd_analyze::{LimitArgs, OutputArgs};
 use crate::cmd_probe::{usage, RequestArgs};
 use crate::diagnose::{
@@ -121,65 +122,14 @@ pub fn run(args: DiagnoseArgs) -> u8 {
 
 fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
     println!("diagnose {} {}", opts.spec.method, opts.url);
-    if let Some(r) = d.patterns.first().and_then(|p| typical(&p.run)) {
-        println!(
-            "\nwhere the time of a typical request went (median of {} on a reused connection):",
-            opts.requests
-        );
-        println!(
-            "  send {} | wait (server) {} | receive {} | total {}",
-            fmt_ms(r.send_us),
-            fmt_ms(r.wait_us),
-            fmt_ms(r.receive_us),
-            fmt_ms(r.total_us)
-        );
-        if let Some(first) = d.patterns[0].run.requests.iter().find(|r| !r.reused) {
-            let tls = if first.tls.is_some() {
-                format!(" + tls {}", fmt_ms(first.tls_us))
-            } else {
-                String::new()
-            };
-            println!(
-                "  a new connection adds dns {} + connect {}{tls} (first request: {})",
-                fmt_ms(first.dns_us),
-                fmt_ms(first.connect_us),
-                fmt_ms(first.total_us)
-            );
-        }
-    }
+    print_typical(d, opts);
     print_patterns(d);
     if let Some(l) = &d.load {
         println!("\nload phase:");
         print!("{}", whyslow_load::text::summary(l));
     }
     if let Some(c) = &d.capture {
-        let list = |ports: &[u16]| {
-            ports
-                .iter()
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let filter = if c.ports.is_empty() {
-            "all TCP".to_string()
-        } else {
-            format!("ports {}", list(&c.ports))
-        };
-        let saved = c
-            .file
-            .as_ref()
-            .map(|f| format!(", saved to {}", f.display()))
-            .unwrap_or_default();
-        println!(
-            "\ncapture: {} packets on {} ({filter}), {} dropped by the kernel{saved}",
-            c.packets, c.iface, c.kernel_drops
-        );
-        if !c.backing_ports.is_empty() {
-            println!(
-                "  backing services of the target on this host: ports {}",
-                list(&c.backing_ports)
-            );
-        }
+        print_capture(c);
         if let Some(t) = &d.report.timeline {
             print!("{}", timeline::summary(t));
         }
@@ -191,6 +141,70 @@ fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
     }
     for e in &d.report.errors {
         println!("error: {e}");
+    }
+}
+
+/// The phases of the median reused request, and what a new connection adds.
+fn print_typical(d: &Diagnosis, opts: &DiagnoseOptions) {
+    let Some(first_pattern) = d.patterns.first() else {
+        return;
+    };
+    let Some(r) = typical(&first_pattern.run) else {
+        return;
+    };
+    println!(
+        "\nwhere the time of a typical request went (median of {} on a reused connection):",
+        opts.requests
+    );
+    println!(
+        "  send {} | wait (server) {} | receive {} | total {}",
+        fmt_ms(r.send_us),
+        fmt_ms(r.wait_us),
+        fmt_ms(r.receive_us),
+        fmt_ms(r.total_us)
+    );
+    if let Some(first) = first_pattern.run.requests.iter().find(|r| !r.reused) {
+        let tls = first
+            .tls
+            .as_ref()
+            .map(|_| format!(" + tls {}", fmt_ms(first.tls_us)))
+            .unwrap_or_default();
+        println!(
+            "  a new connection adds dns {} + connect {}{tls} (first request: {})",
+            fmt_ms(first.dns_us),
+            fmt_ms(first.connect_us),
+            fmt_ms(first.total_us)
+        );
+    }
+}
+
+fn print_capture(c: &CaptureSummary) {
+    let list = |ports: &[u16]| {
+        ports
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let filter = if c.ports.is_empty() {
+        "all TCP".to_string()
+    } else {
+        format!("ports {}", list(&c.ports))
+    };
+    let saved = c
+        .file
+        .as_ref()
+        .map(|f| format!(", saved to {}", f.display()))
+        .unwrap_or_default();
+    println!(
+        "\ncapture: {} packets on {} ({filter}), {} dropped by the kernel{saved}",
+        c.packets, c.iface, c.kernel_drops
+    );
+    if !c.backing_ports.is_empty() {
+        println!(
+            "  backing services of the target on this host: ports {}",
+            list(&c.backing_ports)
+        );
     }
 }
 

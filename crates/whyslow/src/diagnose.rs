@@ -140,40 +140,91 @@ fn default_iface(target: &Target) -> &'static str {
 /// what was captured so far is still analyzed.
 pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> Diagnosis {
     let mut report = Report::new("diagnose", Some(opts.url.clone()));
-    let target = Target::parse(&opts.url);
-    let mut session = None;
-    if let (true, Ok(t)) = (opts.capture, &target) {
-        let iface = opts
-            .iface
-            .clone()
-            .unwrap_or_else(|| default_iface(t).to_string());
-        // On loopback, take all TCP: the service's backing calls are found
-        // after the run, when its connections to them exist (see `backing`).
-        let ports: Vec<u16> = match iface.as_str() {
-            "lo" => Vec::new(),
-            _ => [t.port]
-                .into_iter()
-                .chain(opts.extra_ports.iter().copied())
-                .collect(),
-        };
-        match CaptureSession::start(&iface, &ports, opts.keep_capture.clone()) {
-            Ok(s) => session = Some(s),
-            Err(why) => report.skipped.push(Skipped {
-                what: "packet capture (wire-level findings)".into(),
-                why,
-            }),
-        }
-    } else if !opts.capture {
-        report.skipped.push(Skipped {
-            what: "packet capture".into(),
-            why: "turned off (--no-capture)".into(),
-        });
-    }
-
+    let target = Target::parse(&opts.url).ok();
+    let session = start_capture(opts, target.as_ref(), &mut report);
     let watcher = match (&session, &target) {
-        (Some(_), Ok(t)) => Some(Watcher::start(t.port)),
+        (Some(_), Some(t)) => Some(Watcher::start(t.port)),
         _ => None,
     };
+    let patterns = run_patterns(opts, stop, &mut report).await;
+    let reachable = patterns.first().is_some_and(|p| !p.run.requests.is_empty());
+    let load = match &opts.load {
+        Some(phase) if reachable && !*stop.borrow() => {
+            run_load(opts, phase, stop, &mut report).await
+        }
+        _ => None,
+    };
+    let mut capture = None;
+    if let Some(s) = session {
+        tokio::time::sleep(CAPTURE_DRAIN).await;
+        let front = target.as_ref().map_or(0, |t| t.port);
+        let backing = watcher.map(Watcher::finish).unwrap_or_default();
+        capture = finish_capture(s, opts, front, backing, &mut report);
+    }
+    if target.as_ref().is_some_and(|t| t.https) {
+        report.skipped.push(Skipped {
+            what: "HTTP exchanges inside TLS".into(),
+            why: "payload is encrypted: TCP-level findings only; client phases cover the rest"
+                .into(),
+        });
+    }
+    if let Some(l) = &load {
+        report.findings.extend(l.findings.iter().cloned());
+        Finding::sort(&mut report.findings);
+    }
+    Diagnosis {
+        report,
+        load,
+        patterns,
+        capture,
+    }
+}
+
+/// Starts the capture, or says in the report why there is none.
+fn start_capture(
+    opts: &DiagnoseOptions,
+    target: Option<&Target>,
+    report: &mut Report,
+) -> Option<CaptureSession> {
+    if !opts.capture {
+        let why = "turned off (--no-capture)".into();
+        report.skipped.push(Skipped {
+            what: "packet capture".into(),
+            why,
+        });
+        return None;
+    }
+    let t = target?;
+    let iface = opts
+        .iface
+        .clone()
+        .unwrap_or_else(|| default_iface(t).to_string());
+    // On loopback, take all TCP: the service's backing calls are found while
+    // and after the run, when its connections to them exist (see `backing`).
+    let ports: Vec<u16> = match iface.as_str() {
+        "lo" => Vec::new(),
+        _ => std::iter::once(t.port)
+            .chain(opts.extra_ports.iter().copied())
+            .collect(),
+    };
+    match CaptureSession::start(&iface, &ports, opts.keep_capture.clone()) {
+        Ok(s) => Some(s),
+        Err(why) => {
+            report.skipped.push(Skipped {
+                what: "packet capture (wire-level findings)".into(),
+                why,
+            });
+            None
+        }
+    }
+}
+
+/// Probes each client pattern in turn; stops early on Ctrl-C or an unreachable target.
+async fn run_patterns(
+    opts: &DiagnoseOptions,
+    stop: &watch::Receiver<bool>,
+    report: &mut Report,
+) -> Vec<PatternResult> {
     let mut results = Vec::new();
     for (label, p) in patterns(opts) {
         if *stop.borrow() {
@@ -195,62 +246,42 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
             break; // the target is unreachable: more patterns would fail the same way
         }
     }
+    results
+}
 
-    let load = match (
-        &opts.load,
-        results.first().is_some_and(|p| !p.run.requests.is_empty()),
-    ) {
-        (Some(phase), true) if !*stop.borrow() => run_load(opts, phase, stop, &mut report).await,
-        _ => None,
-    };
-    let mut capture = None;
-    if let Some(s) = session {
-        tokio::time::sleep(CAPTURE_DRAIN).await;
-        match s.finish(&opts.limits) {
-            Ok((mut summary, mut timeline)) => {
-                let front = target.as_ref().map(|t| t.port).unwrap_or(0);
-                summary.backing_ports = watcher.map(Watcher::finish).unwrap_or_default();
-                summary
-                    .backing_ports
-                    .extend(attribution::nested_servers(&timeline, &[front]));
-                summary
-                    .backing_ports
-                    .extend(opts.extra_ports.iter().copied());
-                summary.backing_ports.sort_unstable();
-                summary.backing_ports.dedup();
-                let keep: Vec<u16> = std::iter::once(front)
-                    .chain(summary.backing_ports.iter().copied())
-                    .collect();
-                timeline.retain_servers(&keep);
-                attribution::attribute(&mut timeline, &[front]);
-                report.findings = whyslow_detect::run_all(&timeline);
-                report.errors.extend(summary.errors.iter().cloned());
-                report.timeline = Some(timeline);
-                capture = Some(summary);
-            }
-            Err(e) => report.skipped.push(Skipped {
+/// Stops the capture, keeps the target and its backing services, attributes
+/// calls to requests and runs every detector.
+fn finish_capture(
+    session: CaptureSession,
+    opts: &DiagnoseOptions,
+    front: u16,
+    mut backing: Vec<u16>,
+    report: &mut Report,
+) -> Option<CaptureSummary> {
+    let (mut summary, mut timeline) = match session.finish(&opts.limits) {
+        Ok(done) => done,
+        Err(why) => {
+            report.skipped.push(Skipped {
                 what: "packet capture".into(),
-                why: e,
-            }),
+                why,
+            });
+            return None;
         }
-    }
-    if target.as_ref().is_ok_and(|t| t.https) {
-        report.skipped.push(Skipped {
-            what: "HTTP exchanges inside TLS".into(),
-            why: "payload is encrypted: TCP-level findings only; client phases cover the rest"
-                .into(),
-        });
-    }
-    if let Some(l) = &load {
-        report.findings.extend(l.findings.iter().cloned());
-        Finding::sort(&mut report.findings);
-    }
-    Diagnosis {
-        report,
-        load,
-        patterns: results,
-        capture,
-    }
+    };
+    backing.extend(attribution::nested_servers(&timeline, &[front]));
+    backing.extend(opts.extra_ports.iter().copied());
+    backing.sort_unstable();
+    backing.dedup();
+    let keep: Vec<u16> = std::iter::once(front)
+        .chain(backing.iter().copied())
+        .collect();
+    timeline.retain_servers(&keep);
+    attribution::attribute(&mut timeline, &[front]);
+    report.findings = whyslow_detect::run_all(&timeline);
+    report.errors.extend(summary.errors.iter().cloned());
+    report.timeline = Some(timeline);
+    summary.backing_ports = backing;
+    Some(summary)
 }
 
 /// The median reused request of a run, as the typical one.

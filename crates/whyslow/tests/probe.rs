@@ -244,3 +244,53 @@ fn split_post_without_nodelay_waits_for_the_delayed_ack() {
         assert!(waits.iter().all(|&t| t < 5_000), "{fixed:?}: {waits:?}");
     }
 }
+
+/// Bodies framed by chunked encoding and by the connection's close are read to
+/// their end and counted as curl's size_download counts them (framing excluded).
+#[test]
+fn chunked_and_read_to_close_bodies() {
+    let chunked = raw_server(|mut s| {
+        let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n5;x=1\r\npedia\r\n0\r\nT: 1\r\n\r\n";
+        for _ in 0..2 {
+            let _ = s.read(&mut [0; 4096]);
+            let _ = s.write_all(resp);
+        }
+    });
+    let out = whyslow(&[
+        "probe",
+        "-n",
+        "2",
+        "-w",
+        "%{size_download} %{num_connects}\n",
+        &format!("http://{chunked}/"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "9 1\n9 0\n", "chunked, kept alive");
+
+    let until_close = raw_server(|mut s| {
+        let _ = s.read(&mut [0; 4096]);
+        let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nhello");
+    });
+    let out = whyslow(&[
+        "probe",
+        "-n",
+        "2",
+        "-w",
+        "%{size_download} %{num_connects}\n",
+        &format!("http://{until_close}/"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "5 1\n5 1\n",
+        "read to close: a new connection each time"
+    );
+
+    let garbage = raw_server(|mut s| {
+        let _ = s.read(&mut [0; 4096]);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
+    });
+    let out = whyslow(&["probe", "-n", "1", &format!("http://{garbage}/")]);
+    assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+    assert!(stderr(&out).contains("chunked"), "{}", stderr(&out));
+}

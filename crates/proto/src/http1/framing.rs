@@ -77,6 +77,8 @@ pub enum Step {
 #[derive(Debug)]
 pub struct Framer {
     state: State,
+    /// Body bytes of the current message (chunk framing excluded).
+    body_bytes: u64,
     head: Vec<u8>,
     /// Where to resume looking for the blank line that ends the head.
     scan_from: usize,
@@ -92,6 +94,7 @@ impl Framer {
     pub fn new() -> Self {
         Framer {
             state: State::Head,
+            body_bytes: 0,
             head: Vec::new(),
             scan_from: 0,
         }
@@ -112,6 +115,11 @@ impl Framer {
         }
     }
 
+    /// Body bytes of the current message so far, chunk framing excluded.
+    pub fn body_bytes(&self) -> u64 {
+        self.body_bytes
+    }
+
     pub fn in_head(&self) -> bool {
         self.state == State::Head
     }
@@ -124,6 +132,7 @@ impl Framer {
     /// message is already complete (no body).
     pub fn start_body(&mut self, body: BodyKind) -> bool {
         self.head.clear();
+        self.body_bytes = 0;
         self.scan_from = 0;
         self.state = match body {
             BodyKind::None | BodyKind::Length(0) => State::Head,
@@ -162,6 +171,7 @@ impl Framer {
             State::Head => self.step_head(data),
             State::Length(rem) => {
                 let take = rem.min(data.len() as u64);
+                self.body_bytes += take;
                 let left = rem - take;
                 if left == 0 {
                     self.state = State::Head;
@@ -172,7 +182,10 @@ impl Framer {
                 }
             }
             State::Chunked(c) => self.step_chunked(c, data),
-            State::UntilClose | State::Opaque => Ok((data.len(), Step::Progress)),
+            State::UntilClose | State::Opaque => {
+                self.body_bytes += data.len() as u64;
+                Ok((data.len(), Step::Progress))
+            }
         }
     }
 
@@ -208,6 +221,7 @@ impl Framer {
     fn step_chunked(&mut self, c: Chunk, data: &[u8]) -> Result<(usize, Step), String> {
         if let Chunk::Data { remaining, last } = c {
             let take = remaining.min(data.len() as u64);
+            self.body_bytes += take;
             let left = remaining - take;
             self.state = State::Chunked(if left == 0 {
                 if last {

@@ -8,12 +8,11 @@ mod head;
 mod tests;
 
 use crate::StreamAnalyzer;
-use framing::{Framer, Step};
 use head::{RequestHead, ResponseHead};
 use std::collections::VecDeque;
 use whyslow_model::{Direction, Exchange, ExchangeRole, Protocol};
 
-pub use framing::MAX_HEAD_BYTES;
+pub use framing::{BodyKind, Framer, Step, MAX_HEAD_BYTES};
 pub use head::request_label;
 
 /// Requests sent and not yet answered. Browsers and proxies that pipeline
