@@ -73,6 +73,17 @@ pub enum Step {
     MessageDone,
 }
 
+/// What a gap in the capture did to the current message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gap {
+    /// Inside a body: only uncounted bytes.
+    Absorbed,
+    /// The gap ran exactly to the end of the body.
+    MessageDone,
+    /// The framing is lost (gap in a head, chunk framing, or past a body).
+    Lost,
+}
+
 /// Incremental framer for one direction.
 #[derive(Debug)]
 pub struct Framer {
@@ -152,16 +163,26 @@ impl Framer {
         self.state = State::Opaque;
     }
 
-    /// Skips `n` bytes missing from the capture inside a body of known length.
-    /// Returns false when the gap cannot be absorbed.
-    pub fn skip_missing(&mut self, n: u64) -> bool {
+    /// Skips `n` bytes missing from the capture inside a body of known length
+    /// (or one read to the close). A snapshot-length cut usually ends exactly
+    /// where a body does, so a gap may also complete the message.
+    pub fn skip_missing(&mut self, n: u64) -> Gap {
         match self.state {
             State::Length(rem) if n < rem => {
                 self.state = State::Length(rem - n);
-                true
+                self.body_bytes += n;
+                Gap::Absorbed
             }
-            State::UntilClose | State::Opaque => true,
-            _ => false,
+            State::Length(rem) if n == rem => {
+                self.state = State::Head;
+                self.body_bytes += n;
+                Gap::MessageDone
+            }
+            State::UntilClose | State::Opaque => {
+                self.body_bytes += n;
+                Gap::Absorbed
+            }
+            _ => Gap::Lost,
         }
     }
 

@@ -208,13 +208,14 @@ fn trim(v: &[u8]) -> &[u8] {
 /// ids and secrets), an absolute-form target keeps only its path.
 pub fn request_label(method: &str, target: &str) -> String {
     let mut path = target;
-    if let Some(rest) = path
-        .strip_prefix("http://")
-        .or_else(|| path.strip_prefix("https://"))
-    {
-        path = rest.find('/').map_or("/", |i| &rest[i..]);
+    // Absolute form (RFC 9112 §3.2.2), any scheme in any case: drop the
+    // scheme and authority, which may carry credentials.
+    if let Some(i) = path.find("://").filter(|&i| !path[..i].contains('/')) {
+        let rest = &path[i + 3..];
+        path = rest.find('/').map_or("/", |j| &rest[j..]);
     }
-    let end = path.find(['?', '#']).unwrap_or(path.len());
+    // Query, fragment and path parameters (";jsessionid=…") can carry secrets.
+    let end = path.find(['?', '#', ';']).unwrap_or(path.len());
     let path = &path[..end];
     let mut label = String::with_capacity((method.len() + 1 + path.len()).min(MAX_REQUEST_LABEL));
     label.push_str(method);

@@ -12,7 +12,7 @@ use head::{RequestHead, ResponseHead};
 use std::collections::VecDeque;
 use whyslow_model::{Direction, Exchange, ExchangeRole, Protocol};
 
-pub use framing::{BodyKind, Framer, Step, MAX_HEAD_BYTES};
+pub use framing::{BodyKind, Framer, Gap, Step, MAX_HEAD_BYTES};
 pub use head::request_label;
 
 /// Requests sent and not yet answered. Browsers and proxies that pipeline
@@ -316,15 +316,24 @@ impl StreamAnalyzer for Http1Analyzer {
         };
         // Inside a body of known length the gap is only uncounted bytes; the
         // next message starts where the length says, so parsing goes on.
-        if !framer.skip_missing(missing) {
-            let side = match direction {
-                Direction::ToServer => "client→server",
-                Direction::ToClient => "server→client",
-            };
-            self.fail(format!(
-                "{missing} bytes missing from the capture ({side}); HTTP parsing stopped"
-            ));
+        match framer.skip_missing(missing) {
+            Gap::Absorbed => return,
+            Gap::MessageDone => {
+                match direction {
+                    Direction::ToServer => self.request_done(),
+                    Direction::ToClient => self.response_done(),
+                }
+                return;
+            }
+            Gap::Lost => {}
         }
+        let side = match direction {
+            Direction::ToServer => "client→server",
+            Direction::ToClient => "server→client",
+        };
+        self.fail(format!(
+            "{missing} bytes missing from the capture ({side}); HTTP parsing stopped"
+        ));
     }
 
     fn take_exchanges(&mut self) -> Vec<Exchange> {

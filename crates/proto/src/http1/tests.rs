@@ -271,6 +271,13 @@ fn request_labels_drop_queries_and_hosts() {
     assert_eq!(request_label("GET", "http://h:8080/p?q#f"), "GET /p");
     assert_eq!(request_label("GET", "http://h"), "GET /");
     assert_eq!(request_label("OPTIONS", "*"), "OPTIONS *");
+    assert_eq!(request_label("GET", "HTTP://user:pw@h/x"), "GET /x");
+    assert_eq!(request_label("GET", "ws://user:pw@h"), "GET /");
+    assert_eq!(request_label("GET", "/a;jsessionid=SECRET/b"), "GET /a");
+    assert_eq!(
+        request_label("GET", "/redirect/http://x"),
+        "GET /redirect/http://x"
+    );
     assert!(request_label("GET", &"/x".repeat(500)).len() <= head::MAX_REQUEST_LABEL);
 }
 
@@ -286,4 +293,33 @@ fn looks_like_request_needs_a_method() {
         Some(false)
     );
     assert_eq!(Http1Analyzer::looks_like_request(b"GETX"), Some(false));
+}
+
+/// A snapshot length that cuts each segment's tail leaves a gap that ends
+/// exactly where a body ends: the message completes and parsing goes on.
+#[test]
+fn gap_to_the_end_of_a_body_completes_the_message() {
+    let mut a = Http1Analyzer::new(0);
+    a.on_data(
+        ToServer,
+        b"GET / HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n",
+        1,
+        1,
+    );
+    a.on_data(
+        ToClient,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab",
+        2,
+        2,
+    );
+    a.on_gap(ToClient, 8);
+    assert_eq!(a.take_exchanges().len(), 1);
+    a.on_data(
+        ToClient,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        3,
+        3,
+    );
+    assert_eq!(a.error(), None);
+    assert_eq!(a.take_exchanges().len(), 1);
 }
