@@ -8,6 +8,8 @@
 //! leaves right after that ACK.
 
 use crate::thresholds::{DELAYED_ACK_MAX_US, DELAYED_ACK_MIN_US};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use whyslow_model::{
     AckEvent, Connection, Direction, Evidence, Finding, FindingKind, Segment, Severity, Timeline,
 };
@@ -31,17 +33,20 @@ pub struct Stall {
     pub time_lost_us: u64,
 }
 
+/// One finding per (server, direction): each says who split and who delayed.
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
-    let stalls: Vec<Stall> = timeline.connections.iter().flat_map(stalls_on).collect();
-    [Direction::ToServer, Direction::ToClient]
+    let mut groups: BTreeMap<(SocketAddr, Direction), Vec<Stall>> = BTreeMap::new();
+    for conn in &timeline.connections {
+        for stall in stalls_on(conn) {
+            groups
+                .entry((conn.server, stall.direction))
+                .or_default()
+                .push(stall);
+        }
+    }
+    groups
         .into_iter()
-        .filter_map(|d| {
-            finding(
-                d,
-                stalls.iter().filter(|s| s.direction == d).collect(),
-                timeline,
-            )
-        })
+        .filter_map(|((server, d), stalls)| finding(server, d, stalls.iter().collect()))
         .collect()
 }
 
@@ -97,13 +102,9 @@ fn median(mut v: Vec<u64>) -> u64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-fn finding(d: Direction, stalls: Vec<&Stall>, timeline: &Timeline) -> Option<Finding> {
-    let first = stalls.first()?;
+fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Finding> {
+    stalls.first()?;
     let per = median(stalls.iter().map(|s| s.time_lost_us).collect());
-    let server = timeline
-        .connection(first.connection)
-        .map(|c| c.server.to_string())
-        .unwrap_or_default();
     let (splitter, delayer) = (d.sender(), d.receiver());
     let fix = match d {
         Direction::ToServer => "client: set TCP_NODELAY, or write headers and body in one call (as curl does); \

@@ -44,7 +44,12 @@ fn finding(server: SocketAddr, conns: Vec<(u32, usize, u64)>) -> Option<Finding>
     {
         return None;
     }
-    let mut handshakes: Vec<u64> = with_requests.iter().map(|c| c.2).collect();
+    // The handshakes a pool would have saved: those of single-request connections.
+    let mut handshakes: Vec<u64> = with_requests
+        .iter()
+        .filter(|c| c.1 == 1)
+        .map(|c| c.2)
+        .collect();
     handshakes.sort_unstable();
     Some(Finding {
         kind: FindingKind::NoKeepalive,

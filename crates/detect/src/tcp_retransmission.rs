@@ -2,27 +2,59 @@
 //! the original transmission and the retransmission; a wait at or above the
 //! minimum RTO means the loss was recovered by timeout, not by fast retransmit.
 
-use whyslow_model::{Evidence, Finding, FindingKind, Segment, Severity, Timeline};
+use std::collections::HashMap;
+use whyslow_model::{Direction, Evidence, Finding, FindingKind, Segment, Severity, Timeline};
 
 /// Linux TCP_RTO_MIN = 200 ms (include/net/tcp.h): a retransmission after at
 /// least this long was driven by the retransmission timer.
 pub const RTO_MIN_US: u64 = 200_000;
 const MAX_EVIDENCE: usize = 50;
 
+/// How far back to look for the previous send of a range that was
+/// repacketized (no send started at the same offset): bounds the work per segment.
+const LOOKBACK: usize = 1_000;
+
+/// Each retransmission's wait, timed from the previous send of those bytes
+/// (so an RTO backoff of 200 then 400 ms counts 600 ms, not 800).
+fn waits(segments: &[Segment]) -> Vec<(usize, u64)> {
+    let mut last_send: HashMap<(Direction, u64), u64> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, s) in segments.iter().enumerate() {
+        if s.flags.retransmission {
+            let previous = last_send
+                .get(&(s.direction, s.stream_offset))
+                .copied()
+                .or_else(|| {
+                    let from = i.saturating_sub(LOOKBACK);
+                    segments[from..i]
+                        .iter()
+                        .rev()
+                        .find(|p| covers(p, s))
+                        .map(|p| p.at_us)
+                });
+            out.push((i, previous.map_or(0, |at| s.at_us.saturating_sub(at))));
+        }
+        if s.len > 0 {
+            last_send.insert((s.direction, s.stream_offset), s.at_us);
+        }
+    }
+    out
+}
+
+/// `p` carried the first byte that `re` carries again, in the same direction.
+fn covers(p: &Segment, re: &Segment) -> bool {
+    p.direction == re.direction
+        && p.stream_offset <= re.stream_offset
+        && re.stream_offset < p.stream_offset + u64::from(p.len.max(1))
+}
+
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     let mut lost = Vec::new();
     let mut evidence = Vec::new();
     let mut timeouts = 0u32;
     for conn in &timeline.connections {
-        for (i, re) in conn
-            .segments
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.flags.retransmission)
-        {
-            let wait = original(&conn.segments[..i], re)
-                .map(|o| re.at_us.saturating_sub(o.at_us))
-                .unwrap_or(0);
+        for (i, wait) in waits(&conn.segments) {
+            let re = &conn.segments[i];
             timeouts += u32::from(wait >= RTO_MIN_US);
             lost.push(wait);
             if evidence.len() < MAX_EVIDENCE {
@@ -31,7 +63,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
                     packets: vec![re.packet],
                     at_us: re.at_us,
                     note: format!(
-                        "{} resent {} bytes after {:.1} ms",
+                        "{} resent {} bytes {:.1} ms after the previous send",
                         re.direction.sender(),
                         re.len,
                         wait as f64 / 1000.0
@@ -49,7 +81,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         kind: FindingKind::TcpRetransmission,
         severity: if timeouts > 0 { Severity::Critical } else { Severity::Warning },
         summary: format!(
-            "{} retransmitted segments, {} of them after a timeout (≥ 200 ms): packets were lost",
+            "{} retransmitted segments (fast, timeout or spurious), {} of them after a timeout (≥ 200 ms)",
             lost.len(),
             timeouts
         ),
@@ -63,20 +95,11 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     }])
 }
 
-/// The first transmission of the bytes `re` carries again.
-fn original<'a>(earlier: &'a [Segment], re: &Segment) -> Option<&'a Segment> {
-    let same_dir = |s: &&Segment| s.direction == re.direction && !s.flags.retransmission;
-    earlier.iter().filter(same_dir).find(|s| {
-        s.stream_offset <= re.stream_offset
-            && re.stream_offset < s.stream_offset + s.len.max(1) as u64
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testkit::ConnBuilder;
-    use whyslow_model::{Direction, SegmentFlags};
+    use whyslow_model::SegmentFlags;
 
     #[test]
     fn measures_the_wait_before_each_retransmission() {
@@ -97,6 +120,24 @@ mod tests {
         assert_eq!(f[0].occurrences, 2);
         assert_eq!(f[0].time_lost_us, 210_000 + 5_000);
         assert!(f[0].summary.contains("1 of them after a timeout"));
+    }
+
+    #[test]
+    fn a_backoff_counts_each_wait_once() {
+        let mut b = ConnBuilder::new(1, 40000);
+        b.data(Direction::ToServer, 1_000_000, 100);
+        let re = SegmentFlags {
+            retransmission: true,
+            ..Default::default()
+        };
+        b.segment(Direction::ToServer, 1_200_000, 0, 100, re);
+        b.segment(Direction::ToServer, 1_600_000, 0, 100, re);
+        let f = detect(&Timeline {
+            connections: vec![b.conn],
+            exchanges: vec![],
+        });
+        assert_eq!(f[0].time_lost_us, 600_000, "200 ms then 400 ms");
+        assert_eq!(f[0].occurrences, 2);
     }
 
     #[test]

@@ -33,7 +33,9 @@ fn closures(conn: &Connection, d: Direction) -> Vec<Closure<'_>> {
             _ => {}
         }
     }
-    if let Some(start) = closed {
+    // Still closed at the end: the reopening update may be among the events
+    // dropped to bound memory, so only a complete record is trusted.
+    if let Some(start) = closed.filter(|_| !conn.events_truncated) {
         out.push(Closure {
             start,
             reopen: None,

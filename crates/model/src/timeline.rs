@@ -30,7 +30,7 @@ impl Timeline {
 
 /// Which way bytes travel on a connection. The client is the side that sent
 /// the SYN (or, when the handshake was not seen, the side with the ephemeral port).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     ToServer,
