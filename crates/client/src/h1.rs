@@ -23,6 +23,29 @@ const HEADERS_READ: [&str; 4] = [
     "connection",
 ];
 
+/// `Authorization: Basic …` for credentials in the URL, unless the user set
+/// an Authorization header of their own (curl's precedence).
+pub(crate) fn basic_auth(target: &Target, spec: &RequestSpec) -> Option<String> {
+    use base64::Engine;
+    let userinfo = target
+        .userinfo
+        .as_ref()
+        .filter(|_| !spec.has_header("authorization"))?;
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(userinfo)
+    ))
+}
+
+/// Longest header value echoed into a report: enough for any real
+/// Content-Encoding or Content-Length, too short to carry a payload.
+const SHOWN_VALUE_MAX: usize = 32;
+
+/// A server-sent value as reports may show it: cut to `SHOWN_VALUE_MAX` characters.
+pub(crate) fn shown(value: &str) -> String {
+    value.chars().take(SHOWN_VALUE_MAX).collect()
+}
+
 /// A request serialized once, ready to be sent many times.
 #[derive(Debug, Clone)]
 pub struct PreparedRequest {
@@ -54,6 +77,9 @@ impl PreparedRequest {
         }
         if !spec.body.is_empty() && !spec.has_header("content-type") {
             h.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        }
+        if let Some(auth) = basic_auth(target, spec) {
+            h.push_str(&format!("Authorization: {auth}\r\n"));
         }
         for (name, value) in &spec.headers {
             h.push_str(&format!("{name}: {value}\r\n"));
@@ -231,7 +257,7 @@ fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
                 ProbeError::new(
                     "receive",
                     ErrorKind::Protocol,
-                    format!("bad Content-Length {value:?}"),
+                    format!("bad Content-Length {:?}", shown(value)),
                 )
             })?;
             if !matches!(body, BodyKind::Chunked) {
@@ -242,7 +268,7 @@ fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
         {
             body = BodyKind::Chunked;
         } else if h.name.eq_ignore_ascii_case("content-encoding") {
-            content_encoding = Some(value.to_string());
+            content_encoding = Some(shown(value));
         } else if h.name.eq_ignore_ascii_case("connection") {
             let has = |token: &str| {
                 value

@@ -73,7 +73,7 @@ impl H2Conn {
             .headers()
             .get("content-encoding")
             .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+            .map(crate::h1::shown);
         let header_bytes = response
             .headers()
             .iter()
@@ -125,6 +125,9 @@ fn build_request(target: &Target, spec: &RequestSpec) -> Result<http::Request<()
             continue;
         }
         b = b.header(name.as_str(), value.as_str());
+    }
+    if let Some(auth) = crate::h1::basic_auth(target, spec) {
+        b = b.header("authorization", auth);
     }
     if !spec.has_header("user-agent") {
         b = b.header("user-agent", concat!("whyslow/", env!("CARGO_PKG_VERSION")));

@@ -17,5 +17,5 @@ pub use error::{ErrorKind, ProbeError};
 pub use h2conn::H2Conn;
 pub use probe::{probe, probe_until, ProbeOptions, ProbeRun};
 pub use request::{HttpVersion, RequestSpec, WritePattern};
-pub use target::Target;
+pub use target::{redact_url, Target};
 pub use tls::{TlsOptions, TlsSetup};

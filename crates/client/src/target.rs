@@ -9,11 +9,15 @@ pub struct Target {
     pub port: u16,
     /// Path and query, never empty ("/" at least).
     pub path_and_query: String,
+    /// `user:password` from the URL, sent as HTTP Basic authorization (as curl does).
+    pub userinfo: Option<String>,
 }
 
 impl Target {
     pub fn parse(url: &str) -> Result<Target, ProbeError> {
-        let bad = |why: &str| ProbeError::new("url", ErrorKind::BadUrl, format!("{url:?}: {why}"));
+        let shown = redact_url(url);
+        let bad =
+            |why: &str| ProbeError::new("url", ErrorKind::BadUrl, format!("{shown:?}: {why}"));
         let uri: http::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
         let https = match uri.scheme_str() {
             Some("http") => false,
@@ -31,6 +35,7 @@ impl Target {
         }
         // http::Uri drops a port that is not a u16 instead of failing: check the text.
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
+        let userinfo = authority.rsplit_once('@').map(|(u, _)| u.to_string());
         let port = match explicit_port(authority) {
             Some(p) => p
                 .parse::<u16>()
@@ -51,6 +56,7 @@ impl Target {
             host,
             port,
             path_and_query,
+            userinfo,
         })
     }
 
@@ -68,6 +74,33 @@ impl Target {
             format!("{host}:{}", self.port)
         }
     }
+}
+
+/// A URL as reports may show it: no `user:password@`, and the query replaced
+/// by `?…` (tokens and personal data travel there). Works on any text, so a
+/// URL that does not parse is redacted too.
+pub fn redact_url(url: &str) -> String {
+    let (head, query) = match url.find(['?', '#']) {
+        Some(i) => (
+            &url[..i],
+            if url[i..].starts_with('?') {
+                "?…"
+            } else {
+                ""
+            },
+        ),
+        None => (url, ""),
+    };
+    let (scheme, rest) = match head.find("://") {
+        Some(i) => head.split_at(i + 3),
+        None => ("", head),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let rest = match rest[..authority_end].rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    };
+    format!("{scheme}{rest}{query}")
 }
 
 /// The port written in an authority ("user@host:port", "[::1]:port"), if any.
@@ -96,6 +129,24 @@ mod tests {
         assert_eq!(
             Target::parse("https://example.com").unwrap().path_and_query,
             "/"
+        );
+    }
+
+    #[test]
+    fn reports_never_show_credentials_or_queries() {
+        assert_eq!(
+            redact_url("https://u:p@h:8443/a?token=1#f"),
+            "https://h:8443/a?…"
+        );
+        assert_eq!(redact_url("http://h/p"), "http://h/p");
+        assert_eq!(redact_url("u:p@h/x?y"), "h/x?…");
+        let t = Target::parse("http://user:secret@h/").unwrap();
+        assert_eq!(t.userinfo.as_deref(), Some("user:secret"));
+        let e = Target::parse("ftp://user:secret@h/?k=v").unwrap_err();
+        assert!(
+            !e.detail.contains("secret") && !e.detail.contains("k=v"),
+            "{}",
+            e.detail
         );
     }
 

@@ -11,7 +11,7 @@ use crate::{interrupt_flag, runtime};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
-use whyslow_client::ErrorKind;
+use whyslow_client::{redact_url, ErrorKind};
 use whyslow_load::LoadResult;
 use whyslow_model::Report;
 use whyslow_report::{findings, fmt_ms, timeline, to_json};
@@ -121,7 +121,7 @@ pub fn run(args: DiagnoseArgs) -> u8 {
 }
 
 fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
-    println!("diagnose {} {}", opts.spec.method, opts.url);
+    println!("diagnose {} {}", opts.spec.method, redact_url(&opts.url));
     print_typical(d, opts);
     print_patterns(d);
     if let Some(l) = &d.load {

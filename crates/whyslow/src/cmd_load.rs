@@ -11,6 +11,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use whyslow_client::redact_url;
 use whyslow_load::findmax::{Knee, Search, Step, RATE_KEPT};
 use whyslow_load::hdrlog::HdrLog;
 use whyslow_load::histograms::{error_class_exit_code, Recorded};
@@ -231,7 +232,7 @@ pub fn run_setup(plan: &LoadPlan) -> RunSetup {
         Model::Closed => ("closed", "as fast as possible".to_string(), None),
     };
     RunSetup {
-        target: plan.url.clone(),
+        target: redact_url(&plan.url),
         method: plan.spec.method.clone(),
         model: model.into(),
         schedule,
@@ -379,7 +380,7 @@ pub fn run(args: LoadArgs) -> u8 {
         },
     };
     if let Some(path) = &args.hdr_log {
-        let about = format!("{} {}", s.plan.spec.method, s.plan.url);
+        let about = format!("{} {}", s.plan.spec.method, redact_url(&s.plan.url));
         match HdrLog::create(path, std::time::SystemTime::now(), &about) {
             Ok(log) => watch.log = Some(log),
             Err(e) => return usage(&format!("--hdr-log {}: {e}", path.display())),
@@ -418,7 +419,7 @@ struct LoadReport {
 }
 
 fn report(url: &str, result: Option<&LoadResult>, checks: Vec<CheckResult>) -> Report {
-    let mut r = Report::new("load", Some(url.to_string()));
+    let mut r = Report::new("load", Some(redact_url(url)));
     if let Some(res) = result {
         r.findings = res.findings.clone();
         r.errors = res

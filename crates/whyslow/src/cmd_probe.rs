@@ -6,7 +6,8 @@ use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use whyslow_client::{
-    probe_until, HttpVersion, ProbeOptions, ProbeRun, RequestSpec, TlsOptions, WritePattern,
+    probe_until, redact_url, HttpVersion, ProbeOptions, ProbeRun, RequestSpec, TlsOptions,
+    WritePattern,
 };
 use whyslow_model::{CheckResult, PhaseName, Report, ReportSection, RequestPhases};
 use whyslow_report::{fmt_ms, probe as table, to_json, writeout};
@@ -225,7 +226,7 @@ fn exit_code(run: &ProbeRun, checks: &[CheckResult]) -> u8 {
 }
 
 fn report(args: &ProbeArgs, run: &ProbeRun, checks: Vec<CheckResult>) -> Report {
-    let mut r = Report::new("probe", Some(args.url.clone()));
+    let mut r = Report::new("probe", Some(redact_url(&args.url)));
     let label = if args.fresh { "fresh" } else { "reused" };
     r.sections.push(ReportSection {
         label: label.into(),
@@ -244,7 +245,7 @@ fn print_text(args: &ProbeArgs, opts: &ProbeOptions, run: &ProbeRun, checks: &[C
     println!(
         "{} {}  {} request(s), {} connection(s) opened, TCP_NODELAY {}, {} writes",
         spec.method,
-        args.url,
+        redact_url(&args.url),
         run.requests.len(),
         run.connections_opened,
         if spec.nodelay { "on" } else { "off" },
@@ -275,7 +276,7 @@ fn print_text(args: &ProbeArgs, opts: &ProbeOptions, run: &ProbeRun, checks: &[C
             "hint: reused requests wait {} longer than the first: the signature of Nagle × delayed ACK \
              (Linux delays ACKs 40 ms at least, other stacks 200 ms). `whyslow diagnose {}` shows it on the wire.",
             fmt_ms(sig.extra_wait_us),
-            args.url
+            redact_url(&args.url)
         );
     }
     for c in checks {

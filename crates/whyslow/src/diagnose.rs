@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{
-    probe_until, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
+    probe_until, redact_url, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
 };
 use whyslow_detect::attribution;
 use whyslow_load::{LoadPlan, LoadResult, Model, Schedule, Stop};
@@ -139,7 +139,7 @@ fn default_iface(target: &Target) -> &'static str {
 /// Runs the diagnosis; when `stop` turns true (Ctrl-C) the probes stop and
 /// what was captured so far is still analyzed.
 pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> Diagnosis {
-    let mut report = Report::new("diagnose", Some(opts.url.clone()));
+    let mut report = Report::new("diagnose", Some(redact_url(&opts.url)));
     let target = Target::parse(&opts.url).ok();
     let session = start_capture(opts, target.as_ref(), &mut report);
     let watcher = match (&session, &target) {

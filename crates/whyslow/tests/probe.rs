@@ -294,3 +294,32 @@ fn chunked_and_read_to_close_bodies() {
     assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
     assert!(stderr(&out).contains("chunked"), "{}", stderr(&out));
 }
+
+/// Credentials in the URL go out as Basic authorization (as curl sends them)
+/// and never into the report; neither does the query string.
+#[test]
+fn url_credentials_are_sent_but_never_reported() {
+    let a = raw_server(|mut s| {
+        let mut buf = [0; 4096];
+        let n = s.read(&mut buf).unwrap_or(0);
+        let req = String::from_utf8_lossy(&buf[..n]).to_string();
+        // base64("user:s3cret") = dXNlcjpzM2NyZXQ=
+        let ok = req.contains("\r\nAuthorization: Basic dXNlcjpzM2NyZXQ=\r\n");
+        let status = if ok { "200 OK" } else { "401 Unauthorized" };
+        let _ = s.write_all(
+            format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+    });
+    let url = format!("http://user:s3cret@{a}/p?token=t0ps3cret");
+    let out = whyslow(&["probe", "--json", "-n", "1", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(requests(&json(&out))[0]["status"], 200, "{text}");
+    assert!(
+        !text.contains("s3cret") && !text.contains("t0ps3cret"),
+        "{text}"
+    );
+    let out = whyslow(&["probe", "-n", "1", &url]);
+    assert!(!stdout(&out).contains("s3cret") && !stdout(&out).contains("t0ps3cret"));
+}
