@@ -27,12 +27,23 @@ pub struct CaptureSession {
     keep: bool,
 }
 
-fn temp_path() -> PathBuf {
+/// A new temporary capture file only this user can read: a capture of `lo`
+/// holds every local service's payloads. Created exclusively (no symlink
+/// games in /tmp); the capture then writes into it, keeping the mode.
+fn private_file() -> Result<PathBuf, String> {
+    use std::os::unix::fs::OpenOptionsExt;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    std::env::temp_dir().join(format!("whyslow-{}-{nanos}.pcapng", std::process::id()))
+    let path = std::env::temp_dir().join(format!("whyslow-{}-{nanos}.pcapng", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("temporary capture file {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 fn why(e: WireError) -> String {
@@ -52,8 +63,16 @@ impl CaptureSession {
         ports: &[u16],
         keep: Option<PathBuf>,
     ) -> Result<CaptureSession, String> {
-        let path = keep.clone().unwrap_or_else(temp_path);
-        let handle = LiveCapture::spawn(iface, ports, &path).map_err(why)?;
+        let path = match &keep {
+            Some(p) => p.clone(),
+            None => private_file()?,
+        };
+        let handle = LiveCapture::spawn(iface, ports, &path).map_err(|e| {
+            if keep.is_none() {
+                let _ = std::fs::remove_file(&path);
+            }
+            why(e)
+        })?;
         Ok(CaptureSession {
             handle,
             iface: iface.to_string(),

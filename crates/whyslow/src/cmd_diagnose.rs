@@ -11,7 +11,7 @@ use crate::{interrupt_flag, runtime};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
-use whyslow_client::{redact_url, ErrorKind};
+use whyslow_client::{redact_url, ErrorKind, RequestSpec, WritePattern};
 use whyslow_load::LoadResult;
 use whyslow_model::Report;
 use whyslow_report::{findings, fmt_ms, timeline, to_json};
@@ -123,7 +123,7 @@ pub fn run(args: DiagnoseArgs) -> u8 {
 fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
     println!("diagnose {} {}", opts.spec.method, redact_url(&opts.url));
     print_typical(d, opts);
-    print_patterns(d);
+    print_patterns(d, &opts.spec);
     if let Some(l) = &d.load {
         println!("\nload phase:");
         print!("{}", whyslow_load::text::summary(l));
@@ -208,7 +208,7 @@ fn print_capture(c: &CaptureSummary) {
     }
 }
 
-fn print_patterns(d: &Diagnosis) {
+fn print_patterns(d: &Diagnosis, spec: &RequestSpec) {
     let (Some(base), Some(split)) = (
         d.median_reused_total(AS_GIVEN),
         d.median_reused_total(SPLIT_NO_NODELAY),
@@ -216,11 +216,16 @@ fn print_patterns(d: &Diagnosis) {
         return;
     };
     println!("\nclient write patterns (median total on a reused connection):");
-    println!(
-        "  {:<42} {}",
-        "as given (one write, TCP_NODELAY on, like curl)",
-        fmt_ms(base)
+    let given = format!(
+        "as given ({}, TCP_NODELAY {})",
+        if spec.write == WritePattern::Split {
+            "headers then body"
+        } else {
+            "one write"
+        },
+        if spec.nodelay { "on" } else { "off" }
     );
+    println!("  {given:<42} {}", fmt_ms(base));
     println!(
         "  {:<42} {}",
         "headers then body, TCP_NODELAY off (Ruby)",

@@ -17,8 +17,9 @@ use whyslow_load::{LoadPlan, LoadResult, Model, Schedule, Stop};
 use whyslow_model::{Finding, Report, ReportSection, RequestPhases, Skipped};
 use whyslow_wire::Limits;
 
-/// Fresh-connection probes: enough to see handshakes and TLS resumption,
-/// fewer than no_keepalive's threshold so our own probing is not reported.
+/// Fresh-connection probes: enough to see handshakes and TLS resumption.
+/// With the other patterns' connections they stay under no_keepalive's share
+/// of single-request connections, so our own probing is not reported.
 const FRESH_PROBES: u32 = 3;
 /// Time for the last packets of the run to reach the capture ring.
 const CAPTURE_DRAIN: Duration = Duration::from_millis(150);

@@ -72,6 +72,7 @@ fn capture_finishes_its_file() {
     assert!(analyzed.status.success(), "{}", stderr(&analyzed));
     let report = json(&analyzed);
     assert_eq!(report["timeline"]["exchanges"].as_array().unwrap().len(), 3);
+    let _ = std::fs::remove_file(&file);
 }
 
 #[test]
