@@ -68,7 +68,7 @@ fn timeline_from<R: Read + Send>(
             let mut batch = Batch::default();
             let outcome = read_packets_buffered(reader, buffer, |p| {
                 batch.push(p);
-                if batch.metas.len() >= BATCH_PACKETS {
+                if batch.metas.len() >= BATCH_PACKETS || batch.bytes.len() >= BATCH_BYTES {
                     let next = free_rx.try_recv().unwrap_or_default();
                     // A closed channel means the other side is gone: stop feeding it.
                     let _ = full_tx.send(std::mem::replace(&mut batch, next));
@@ -125,6 +125,10 @@ fn timeline_from<R: Read + Send>(
 /// HTTP packets with their headers): hand-overs, which may wake a thread,
 /// stay rare.
 const BATCH_PACKETS: usize = 2048;
+/// Payload bytes per batch: big segments (TSO/GRO captures carry up to 64 KiB
+/// per packet) close a batch before its packet count does, so the memory in
+/// flight stays near BATCHES_IN_FLIGHT × 1 MiB.
+const BATCH_BYTES: usize = 1 << 20;
 /// Batches queued between the threads: bounds the memory in flight.
 const BATCHES_IN_FLIGHT: usize = 4;
 

@@ -27,6 +27,10 @@ const MIN_NG_BLOCK: u32 = 12;
 /// Section header block type: a palindrome, read the same in both byte orders.
 const SHB_TYPE: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
+/// Interfaces per pcapng section. Real captures have a handful (one per
+/// NIC, "any" included); the bound stops a file from growing the table.
+const MAX_INTERFACES: usize = 1024;
+
 /// Per-interface facts of a pcapng section (or the one "interface" of a pcap file).
 #[derive(Debug, Clone, Copy)]
 struct Interface {
@@ -303,6 +307,11 @@ fn handle_ng(
         // Interface ids are per section.
         Block::SectionHeader(_) => ifaces.clear(),
         Block::InterfaceDescription(idb) => {
+            if ifaces.len() >= MAX_INTERFACES {
+                return Err(format!(
+                    "more than {MAX_INTERFACES} interfaces in one section"
+                ));
+            }
             let units = units_per_sec(idb.if_tsresol)
                 .ok_or_else(|| format!("unsupported if_tsresol {}", idb.if_tsresol))?;
             ifaces.push(Interface {

@@ -5,6 +5,10 @@
 
 use std::collections::BTreeMap;
 
+/// Bookkeeping per held out-of-order segment (B-tree slot, Vec header, times),
+/// charged with its bytes so that one-byte segments cannot outgrow the budget.
+const HELD_ENTRY_COST: usize = 96;
+
 /// What the reassembler hands on, in stream order.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Chunk<'a> {
@@ -74,8 +78,8 @@ impl Reassembler {
             return; // Already delivered: a retransmission.
         }
         if offset > next {
-            let fits = self.held_bytes + data.len() <= max_held
-                && budget.held + data.len() <= budget.max_total;
+            let cost = data.len() + HELD_ENTRY_COST;
+            let fits = self.held_bytes + cost <= max_held && budget.held + cost <= budget.max_total;
             if fits {
                 if !data.is_empty() {
                     self.hold(offset, data, at_us, packet, budget);
@@ -98,7 +102,13 @@ impl Reassembler {
     }
 
     fn hold(&mut self, offset: u64, data: &[u8], at_us: u64, packet: u64, budget: &mut Budget) {
-        let e = self.held.entry(offset).or_insert(Held {
+        let entry = self.held.entry(offset);
+        if matches!(entry, std::collections::btree_map::Entry::Vacant(_)) {
+            // Tiny out-of-order segments cost their bookkeeping, not just their bytes.
+            self.held_bytes += HELD_ENTRY_COST;
+            budget.held += HELD_ENTRY_COST;
+        }
+        let e = entry.or_insert(Held {
             data: Vec::new(),
             at_us,
             packet,
@@ -136,7 +146,7 @@ impl Reassembler {
             }
             let offset = *entry.key();
             let h = entry.remove();
-            self.release(h.data.len(), budget);
+            self.release(h.data.len() + HELD_ENTRY_COST, budget);
             self.deliver(offset, &h.data, h.at_us, h.packet, out);
         }
     }

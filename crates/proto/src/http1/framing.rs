@@ -12,6 +12,9 @@ pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// rare and short in practice; the bound turns garbage into an error early.
 pub const MAX_CHUNK_LINE: u32 = 4096;
 
+/// Head buffer capacity a flow keeps between messages: typical heads fit.
+const KEPT_HEAD_CAPACITY: usize = 4096;
+
 /// A u64 holds at most 16 hex digits; more would overflow.
 const MAX_CHUNK_SIZE_DIGITS: u8 = 16;
 
@@ -142,7 +145,7 @@ impl Framer {
     /// After `HeadDone`: how the body is framed. Returns true when the
     /// message is already complete (no body).
     pub fn start_body(&mut self, body: BodyKind) -> bool {
-        self.head.clear();
+        self.release_head();
         self.body_bytes = 0;
         self.scan_from = 0;
         self.state = match body {
@@ -157,9 +160,19 @@ impl Framer {
         self.state == State::Head
     }
 
+    /// Empties the head buffer; one grown by a large head is given back, so
+    /// thousands of idle flows do not each keep up to MAX_HEAD_BYTES.
+    fn release_head(&mut self) {
+        if self.head.capacity() > KEPT_HEAD_CAPACITY {
+            self.head = Vec::new();
+        } else {
+            self.head.clear();
+        }
+    }
+
     /// From now on bytes are counted only (protocol switched).
     pub fn make_opaque(&mut self) {
-        self.head.clear();
+        self.release_head();
         self.state = State::Opaque;
     }
 

@@ -15,10 +15,10 @@ use whyslow_model::{Direction, Exchange, ExchangeRole, Protocol};
 pub use framing::{BodyKind, Framer, Gap, Step, MAX_HEAD_BYTES};
 pub use head::request_label;
 
-/// Requests sent and not yet answered. Browsers and proxies that pipeline
-/// at all keep a handful outstanding; the bound only stops hostile input
-/// from growing the queue without limit.
-pub const MAX_OUTSTANDING: usize = 1024;
+/// Requests sent and not yet answered. Clients that pipeline at all keep a
+/// handful outstanding (Redis-style deep pipelines are not HTTP's); with
+/// thousands of flows tracked, the bound keeps each flow's queue small.
+pub const MAX_OUTSTANDING: usize = 64;
 
 /// While a head is shorter than this, each arrival re-validates it so that
 /// non-HTTP bytes fail fast; past it, only the complete head is parsed (keeps

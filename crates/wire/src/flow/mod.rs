@@ -24,8 +24,10 @@ pub const DEFAULT_MAX_EVENTS_PER_CONNECTION: usize = 100_000;
 /// many connections grow with its packets up to connections × the per-
 /// connection bound. Connections past it keep their counters, not events.
 pub const DEFAULT_MAX_EVENTS_TOTAL: usize = 1_000_000;
-/// Connections tracked at once. Each costs a few hundred bytes plus at most
-/// two HTTP head buffers; past the bound the idlest flow is closed early.
+/// Connections tracked at once. Each costs a few hundred bytes, its HTTP
+/// head buffers (4 KiB kept between messages, up to 64 KiB while a head is
+/// incomplete) and at most 64 pending request labels of up to 200 bytes;
+/// past the bound the idlest flow is closed early.
 pub const DEFAULT_MAX_FLOWS: usize = 10_000;
 /// Out-of-order bytes held per direction while waiting for a hole to fill.
 /// 1 MiB covers several round trips of a fast link's window.
