@@ -9,6 +9,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// Request headers larger than this are refused (matches the client's limit).
 const MAX_HEAD: usize = 64 * 1024;
+/// Request bodies the lab reads whole: the scenarios send small JSON; the
+/// bound keeps a hostile Content-Length from growing the buffer.
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct AppConfig {
@@ -60,6 +63,9 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<RequestHead>, String> {
         let v = String::from_utf8_lossy(h.value).trim().to_ascii_lowercase();
         if h.name.eq_ignore_ascii_case("content-length") {
             content_length = v.parse().map_err(|_| "bad content-length".to_string())?;
+            if content_length > MAX_BODY {
+                return Err(format!("body over {MAX_BODY} bytes"));
+            }
         } else if h.name.eq_ignore_ascii_case("connection") {
             close = v.contains("close");
         }

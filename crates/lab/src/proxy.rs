@@ -1,7 +1,7 @@
 //! A reverse proxy in front of a lab app, one upstream keep-alive connection
 //! per client connection (as HAProxy 1.4 did in `http-server-close` off mode).
 
-use crate::http1::read_request;
+use crate::http1::{read_request, MAX_BODY};
 use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +34,11 @@ fn response_len(buf: &[u8]) -> std::io::Result<Option<usize>> {
                 .ok()
         })
         .unwrap_or(0);
+    if body > MAX_BODY {
+        return Err(std::io::Error::other(
+            "response body too large for the lab proxy",
+        ));
+    }
     Ok(Some(head + body))
 }
 
