@@ -77,22 +77,27 @@ async fn probe_into(opts: &ProbeOptions, run: &mut ProbeRun) -> Result<(), Probe
     for index in 0..opts.requests {
         let t0 = Instant::now();
         let mut fresh_phases = (0, 0, 0);
+        let mut session_us = 0;
         let reused = open.is_some() && !opts.fresh;
         if !reused {
             let c = connect(&target, &opts.spec, tls.as_ref()).await?;
             fresh_phases = (c.dns_us, c.connect_us, c.tls_us);
+            let t = Instant::now();
             open = Some(start_session(c, &opts.spec, run.connections_opened).await?);
+            // The HTTP/2 preface and SETTINGS are bytes this client sends: `send`.
+            session_us = micros(t.elapsed());
             run.connections_opened += 1;
         }
         let Some(conn) = open.as_mut() else {
             unreachable!("opened above")
         };
-        let timing = match &mut conn.session {
+        let mut timing = match &mut conn.session {
             Session::H1 { io, buf } => {
                 h1::exchange(io.as_mut(), buf, &prepared, opts.spec.timeout).await?
             }
             Session::H2(h2) => h2.exchange(&target, &opts.spec).await?,
         };
+        timing.send_us += session_us;
         let total_us = micros(t0.elapsed());
         run.requests.push(phases(
             index,
