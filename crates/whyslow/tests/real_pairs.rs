@@ -17,6 +17,13 @@ use std::time::Duration;
 /// Requests per run; all but the first on a reused connection.
 const REQUESTS: usize = 5;
 
+/// One pair at a time: they measure kernel timers and pick free ports.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -172,6 +179,7 @@ http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/prox
 
 #[test]
 fn python_client_split_post_to_nginx_stalls_client_to_server() {
+    let _one_at_a_time = serial();
     if !capture_allowed("python_client_split_post_to_nginx") || !have("nginx") || !have("python3") {
         assert!(
             std::env::var("WHYSLOW_REQUIRE_CAPTURE").is_err() || (have("nginx") && have("python3"))
@@ -213,6 +221,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 
 #[test]
 fn python_http_server_split_response_to_curl_stalls_server_to_client() {
+    let _one_at_a_time = serial();
     if !capture_allowed("python_http_server_to_curl") || !have("curl") || !have("python3") {
         assert!(
             std::env::var("WHYSLOW_REQUIRE_CAPTURE").is_err() || (have("curl") && have("python3"))
@@ -231,8 +240,11 @@ fn python_http_server_split_response_to_curl_stalls_server_to_client() {
         let _server = Server(child);
         wait_listening(port);
         let url = format!("http://127.0.0.1:{port}/data.json");
-        let mut client = vec!["curl", "-s", "-o", "/dev/null"];
-        client.extend(std::iter::repeat_n(url.as_str(), REQUESTS));
+        // curl reuses one connection for the URLs; each gets its own -o.
+        let mut client = vec!["curl", "-s"];
+        for _ in 0..REQUESTS {
+            client.extend(["-o", "/dev/null", url.as_str()]);
+        }
         let report = capture_and_analyze(&dir, port, &client);
         let dirs = stall_directions(&report);
         if expect_stall {
