@@ -5,24 +5,6 @@ use common::*;
 use std::io::{Read, Write};
 use whyslow_lab::http1::AppConfig;
 
-/// The phases are measured back to back, so their sum may fall short of the
-/// total only by the bookkeeping between them.
-const SUM_TOLERANCE_US: u64 = 1_000;
-
-fn phase_sum(r: &serde_json::Value) -> u64 {
-    [
-        "dns_us",
-        "connect_us",
-        "tls_us",
-        "send_us",
-        "wait_us",
-        "receive_us",
-    ]
-    .iter()
-    .map(|f| us(r, f))
-    .sum()
-}
-
 #[test]
 fn phases_add_up_to_total() {
     let a = app(AppConfig {

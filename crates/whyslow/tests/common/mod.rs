@@ -88,3 +88,22 @@ pub fn finding_kinds(report: &serde_json::Value) -> Vec<String> {
         .map(|f| f["kind"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// The phases are measured back to back, so their sum may fall short of the
+/// total only by the bookkeeping between them.
+pub const SUM_TOLERANCE_US: u64 = 1_000;
+
+/// dns + connect + tls + send + wait + receive of one request in a JSON report.
+pub fn phase_sum(r: &serde_json::Value) -> u64 {
+    [
+        "dns_us",
+        "connect_us",
+        "tls_us",
+        "send_us",
+        "wait_us",
+        "receive_us",
+    ]
+    .iter()
+    .map(|f| us(r, f))
+    .sum()
+}
