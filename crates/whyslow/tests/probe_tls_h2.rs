@@ -142,20 +142,9 @@ fn h2c_with_prior_knowledge_multiplexes_on_one_connection() {
     assert!(reqs.iter().all(|r| us(r, "response_body_bytes") == body));
     // The phases add up over HTTP/2 too (the preface counts as send).
     for r in &reqs {
-        let sum: u64 = [
-            "dns_us",
-            "connect_us",
-            "tls_us",
-            "send_us",
-            "wait_us",
-            "receive_us",
-        ]
-        .iter()
-        .map(|f| us(r, f))
-        .sum();
-        let total = us(r, "total_us");
+        let (sum, total) = (phase_sum(r), us(r, "total_us"));
         assert!(
-            sum <= total && total - sum <= 1_000,
+            sum <= total && total - sum <= SUM_TOLERANCE_US,
             "sum {sum} total {total}: {r}"
         );
     }
