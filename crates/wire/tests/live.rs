@@ -4,27 +4,13 @@
 
 mod common;
 
-use common::{exchange, required};
-use std::net::TcpListener;
-use std::time::Duration;
 use whyslow_wire::{timeline_from_file, Limits, LiveCapture, WireError};
 
 #[test]
 fn captures_a_loopback_exchange() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let path = common::temp_file("live.pcapng", b"");
-    let handle = match LiveCapture::spawn("lo", &[port], &path) {
-        Ok(h) => h,
-        Err(WireError::PermissionDenied) if !required() => {
-            eprintln!("skipped: live capture needs CAP_NET_RAW");
-            return;
-        }
-        Err(e) => panic!("live capture failed: {e}"),
+    let Some((port, path, stats)) = common::capture_loopback_exchange("live.pcapng") else {
+        return;
     };
-    exchange(port, listener);
-    std::thread::sleep(Duration::from_millis(100));
-    let stats = handle.stop().unwrap();
     assert_eq!(stats.kernel_drops, 0);
     // Handshake (3) + 3 × (request, response) + close (≥ 3): at least 12,
     // each seen once despite loopback's double view.

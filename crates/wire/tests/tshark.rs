@@ -171,23 +171,11 @@ fn agrees_with_tshark_on_synthetic_captures() {
 #[cfg(target_os = "linux")]
 #[test]
 fn agrees_with_tshark_on_a_live_capture() {
-    use whyslow_wire::{LiveCapture, WireError};
     if !tshark_available() {
         return;
     }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let path = temp_file("live-tshark.pcapng", b"");
-    let handle = match LiveCapture::spawn("lo", &[port], &path) {
-        Ok(h) => h,
-        Err(WireError::PermissionDenied) if !required() => {
-            eprintln!("skipped: live capture needs CAP_NET_RAW");
-            return;
-        }
-        Err(e) => panic!("live capture failed: {e}"),
+    let Some((_, path, _)) = capture_loopback_exchange("live-tshark.pcapng") else {
+        return;
     };
-    exchange(port, listener);
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    handle.stop().unwrap();
     assert_eq!(ours(&path), tshark_counts(&path));
 }

@@ -255,3 +255,28 @@ pub fn exchange(port: u16, listener: TcpListener) {
     drop(c);
     server.join().unwrap();
 }
+
+/// A live capture of `exchange` on `lo`: (port, file, stats), or None when
+/// capture is not permitted here (a failure instead under WHYSLOW_REQUIRE_CAPTURE=1).
+#[allow(dead_code)]
+pub fn capture_loopback_exchange(
+    name: &str,
+) -> Option<(u16, std::path::PathBuf, whyslow_wire::CaptureStats)> {
+    use whyslow_wire::{LiveCapture, WireError};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let path = temp_file(name, b"");
+    let handle = match LiveCapture::spawn("lo", &[port], &path) {
+        Ok(h) => h,
+        Err(WireError::PermissionDenied) if !required() => {
+            eprintln!("skipped: live capture needs CAP_NET_RAW");
+            return None;
+        }
+        Err(e) => panic!("live capture failed: {e}"),
+    };
+    exchange(port, listener);
+    // Let the last packets reach the ring before stopping.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let stats = handle.stop().unwrap();
+    Some((port, path, stats))
+}
