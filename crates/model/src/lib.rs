@@ -16,7 +16,7 @@ pub use phases::{PhaseName, RequestPhases, TlsInfo};
 pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
-    Segment, SegmentFlags, Timeline,
+    Segment, SegmentFlags, Status, Timeline, TxState,
 };
 
 /// Milliseconds for people, from microseconds kept internally.

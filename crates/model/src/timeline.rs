@@ -142,6 +142,13 @@ pub struct Connection {
     pub events_truncated: bool,
     /// TLS was seen on this connection (payload not decoded).
     pub tls: bool,
+    /// What the stream carries, as sniffed from its first bytes.
+    #[serde(default = "unknown_protocol")]
+    pub protocol: Protocol,
+}
+
+fn unknown_protocol() -> Protocol {
+    Protocol::Unknown
 }
 
 impl Connection {
@@ -162,6 +169,7 @@ impl Connection {
             acks: Vec::new(),
             events_truncated: false,
             tls: false,
+            protocol: Protocol::Unknown,
         }
     }
 
@@ -207,16 +215,58 @@ pub enum ExchangeRole {
     Outbound,
 }
 
+/// How a request was answered, in its protocol's own terms.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// HTTP status code (HTTP/1 and HTTP/2).
+    Http(u16),
+    /// PostgreSQL SQLSTATE of an ErrorResponse ("23505"); success has no status.
+    Sqlstate(String),
+    /// RESP error reply: its first word ("ERR", "WRONGTYPE", "MOVED").
+    RedisError(String),
+    /// memcached reply word ("HIT", "NOT_FOUND", "STORED", "EN", "SERVER_ERROR").
+    Memcached(String),
+}
+
+impl Status {
+    /// The HTTP status code, when this is one.
+    pub fn http(&self) -> Option<u16> {
+        match self {
+            Status::Http(code) => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The server refused or failed the request (not a cache miss or a 4xx/5xx only).
+    pub fn is_error(&self) -> bool {
+        match self {
+            Status::Http(code) => *code >= 500,
+            Status::Sqlstate(_) | Status::RedisError(_) => true,
+            Status::Memcached(word) => word.contains("ERROR"),
+        }
+    }
+}
+
+/// PostgreSQL transaction state after an exchange (ReadyForQuery).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TxState {
+    Idle,
+    InTransaction,
+    Failed,
+}
+
 /// One request and its response on a connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Exchange {
     pub id: u32,
     pub connection: u32,
     pub protocol: Protocol,
-    /// Normalized request: "POST /search" (query string dropped), "GET key",
+    /// Normalized request: "POST /search" (query string dropped), "GET user:?",
     /// "SELECT * FROM t WHERE id = ?". Never carries literals, bodies or credentials.
     pub request: String,
-    pub status: Option<u16>,
+    pub status: Option<Status>,
     pub request_first_at_us: u64,
     pub request_last_at_us: u64,
     pub response_first_at_us: Option<u64>,
@@ -231,9 +281,73 @@ pub struct Exchange {
     pub role: ExchangeRole,
     /// For outbound exchanges: the inbound exchange they were made for.
     pub parent: Option<u32>,
+    /// HTTP/2 stream the exchange ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u32>,
+    /// Rows (SQL CommandComplete), items (memcached values, RESP array length)
+    /// where the protocol says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+    /// Hash of the request's parameter values (literals, bind values, keys'
+    /// variable parts): equal digests with equal `request` mean the same call
+    /// repeated. Never the values themselves.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "digest_hex"
+    )]
+    pub params_digest: Option<u64>,
+    /// PostgreSQL: transaction state when the server was ready again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<TxState>,
+}
+
+/// Digests travel as 16 hex digits: JSON numbers lose precision past 2^53.
+mod digest_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(d) => s.serialize_str(&format!("{d:016x}")),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| u64::from_str_radix(&t, 16).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 impl Exchange {
+    /// A request on `connection` with nothing measured yet: analyzers fill in
+    /// what their protocol says.
+    pub fn new(connection: u32, protocol: Protocol, request: String) -> Self {
+        Exchange {
+            id: 0,
+            connection,
+            protocol,
+            request,
+            status: None,
+            request_first_at_us: 0,
+            request_last_at_us: 0,
+            response_first_at_us: None,
+            response_last_at_us: None,
+            request_bytes: 0,
+            response_bytes: 0,
+            request_packets: (0, 0),
+            response_packets: None,
+            response_encoded: false,
+            role: ExchangeRole::Inbound,
+            parent: None,
+            stream: None,
+            rows: None,
+            params_digest: None,
+            transaction: None,
+        }
+    }
+
     /// Request first byte → response last byte (or → request end when no response).
     pub fn duration_us(&self) -> u64 {
         self.response_last_at_us

@@ -1,9 +1,22 @@
 //! Protocol analyzers: reassembled TCP byte streams → `Exchange`s.
-//! One analyzer per protocol, each fed incrementally so memory does not grow
-//! with the size of bodies or the length of a connection.
+//! One analyzer per protocol behind one interface (`StreamAnalyzer`), each
+//! fed incrementally so memory does not grow with the size of values or the
+//! length of a connection; `sniff` picks the analyzer from a stream's first
+//! bytes. Callers (the flow table) name no protocol.
 
+pub mod digest;
 pub mod fuzz;
 pub mod http1;
+pub mod http2;
+pub mod memcached;
+pub mod normalize;
+pub mod postgres;
+pub mod redis;
+pub mod sniff;
+mod span;
+
+
+pub use span::Span;
 
 use whyslow_model::{Direction, Exchange};
 
@@ -13,12 +26,37 @@ use whyslow_model::{Direction, Exchange};
 pub trait StreamAnalyzer {
     /// `at_us`/`packet`: capture time and number of the segment that carried `data`.
     fn on_data(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64);
-    /// Bytes missing from the capture in this direction; the analyzer resynchronises or gives up.
+    /// Bytes missing from the capture in this direction; the analyzer
+    /// resynchronizes on a later message boundary, or gives up on the stream.
     fn on_gap(&mut self, direction: Direction, missing: u64);
     /// Exchanges completed so far are moved out (ids not yet assigned: 0).
     fn take_exchanges(&mut self) -> Vec<Exchange>;
+    /// As `take_exchanges`, appending to `out` (no allocation per call).
+    fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
+        out.append(&mut self.take_exchanges());
+    }
     /// End of the connection: flush a partial exchange, if any.
     fn finish(&mut self) -> Vec<Exchange>;
-    /// First parse error met, if any (the analyzer stops after it).
+    /// First problem met on this stream (parse error, resynchronization),
+    /// if any: a note for the report. Exchanges before it are kept.
     fn error(&self) -> Option<&str>;
+}
+
+/// Where in a connection an analyzer starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// At the first byte of the connection (its handshake was captured).
+    Beginning,
+    /// Somewhere in the middle (the capture began after the handshake): the
+    /// analyzer skips bytes until a message boundary it can trust.
+    MidStream,
+}
+
+/// An analyzer's answer to "are these the first client bytes of your protocol?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sniff {
+    Yes,
+    No,
+    /// Too few bytes to tell.
+    NeedMore,
 }

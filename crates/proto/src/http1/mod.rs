@@ -7,10 +7,10 @@ mod head;
 #[cfg(test)]
 mod tests;
 
-use crate::StreamAnalyzer;
+use crate::{Span, StreamAnalyzer};
 use head::{RequestHead, ResponseHead};
 use std::collections::VecDeque;
-use whyslow_model::{Direction, Exchange, ExchangeRole, Protocol};
+use whyslow_model::{Direction, Exchange, Protocol, Status};
 
 pub use framing::{BodyKind, Framer, Gap, Step, MAX_HEAD_BYTES};
 pub use head::request_label;
@@ -24,28 +24,6 @@ pub const MAX_OUTSTANDING: usize = 64;
 /// non-HTTP bytes fail fast; past it, only the complete head is parsed (keeps
 /// the work linear in the input).
 const EAGER_CHECK_BYTES: usize = 1024;
-
-/// Times, packets and size of the bytes of one message seen so far.
-#[derive(Debug, Clone, Copy, Default)]
-struct Span {
-    first_at: u64,
-    last_at: u64,
-    first_pkt: u64,
-    last_pkt: u64,
-    bytes: u64,
-}
-
-impl Span {
-    fn add(&mut self, n: usize, at_us: u64, packet: u64) {
-        if self.bytes == 0 {
-            self.first_at = at_us;
-            self.first_pkt = packet;
-        }
-        self.last_at = at_us;
-        self.last_pkt = packet;
-        self.bytes = self.bytes.saturating_add(n as u64);
-    }
-}
 
 /// A request whose exchange is not complete yet.
 #[derive(Debug)]
@@ -271,24 +249,18 @@ impl Http1Analyzer {
             None => (None, None, false),
         };
         let resp_bytes = resp.map_or(0, |s| s.bytes).saturating_add(p.interim_bytes);
-        Exchange {
-            id: 0,
-            connection: self.connection,
-            protocol: Protocol::Http1,
-            request: p.head.label,
-            status,
-            request_first_at_us: p.request.first_at,
-            request_last_at_us: p.request.last_at,
-            response_first_at_us: resp.map(|s| s.first_at),
-            response_last_at_us: resp.map(|s| s.last_at),
-            request_bytes: p.request.bytes,
-            response_bytes: resp_bytes,
-            request_packets: (p.request.first_pkt, p.request.last_pkt),
-            response_packets: resp.map(|s| (s.first_pkt, s.last_pkt)),
-            response_encoded: encoded,
-            role: ExchangeRole::Inbound,
-            parent: None,
-        }
+        let mut e = Exchange::new(self.connection, Protocol::Http1, p.head.label);
+        e.status = status.map(Status::Http);
+        e.request_first_at_us = p.request.first_at;
+        e.request_last_at_us = p.request.last_at;
+        e.response_first_at_us = resp.map(|s| s.first_at);
+        e.response_last_at_us = resp.map(|s| s.last_at);
+        e.request_bytes = p.request.bytes;
+        e.response_bytes = resp_bytes;
+        e.request_packets = p.request.packets();
+        e.response_packets = resp.map(|s| s.packets());
+        e.response_encoded = encoded;
+        e
     }
 }
 

@@ -1,0 +1,1 @@
+//! Choosing a protocol analyzer for a stream (placeholder).
