@@ -1,4 +1,5 @@
 use super::*;
+use whyslow_model::Status;
 use whyslow_model::Direction::{ToClient, ToServer};
 
 /// Feeds chunks in order (packet number = index + 1, time = 1000 × packet).
@@ -25,7 +26,7 @@ fn one_exchange_fields() {
     assert_eq!(ex.len(), 1);
     let e = &ex[0];
     assert_eq!(e.request, "POST /api/items");
-    assert_eq!(e.status, Some(200));
+    assert_eq!(e.status, Some(Status::Http(200)));
     assert_eq!(e.connection, 7);
     assert_eq!(e.protocol, Protocol::Http1);
     assert_eq!(e.request_bytes, REQ.len() as u64);
@@ -52,7 +53,7 @@ fn split_at_every_byte() {
             assert_eq!(ex[0].request, whole[0].request);
             assert_eq!(ex[0].request_bytes, whole[0].request_bytes);
             assert_eq!(ex[0].response_bytes, whole[0].response_bytes);
-            assert_eq!(ex[0].status, Some(200));
+            assert_eq!(ex[0].status, Some(Status::Http(200)));
         }
     }
     for j in 0..=RESP.len() {
@@ -89,7 +90,7 @@ fn keep_alive_and_pipelining_pair_fifo() {
     let resps = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
     let (ex, err) = run(&[(ToServer, reqs), (ToClient, resps)]);
     assert_eq!(err, None);
-    let got: Vec<_> = ex.iter().map(|e| (e.request.as_str(), e.status)).collect();
+    let got: Vec<_> = ex.iter().map(|e| (e.request.as_str(), e.status.as_ref().and_then(Status::http))).collect();
     assert_eq!(
         got,
         [
@@ -109,7 +110,7 @@ fn chunked_request_and_no_body_statuses() {
     assert_eq!(err, None);
     assert_eq!(ex.len(), 3);
     assert_eq!(ex[0].request_bytes, 62, "head 47 + chunked body 15");
-    assert_eq!(ex[1].status, Some(304));
+    assert_eq!(ex[1].status, Some(Status::Http(304)));
     assert_eq!(
         ex[2].response_bytes,
         19 + 11,
@@ -130,7 +131,7 @@ fn interim_100_continue_does_not_complete() {
     ]);
     assert_eq!(err, None);
     assert_eq!(ex.len(), 1);
-    assert_eq!(ex[0].status, Some(201));
+    assert_eq!(ex[0].status, Some(Status::Http(201)));
     assert_eq!(ex[0].request_packets, (1, 3));
     assert_eq!(
         ex[0].response_packets,
@@ -151,7 +152,7 @@ fn upgrade_stops_parsing() {
     ]);
     assert_eq!(err, None);
     assert_eq!(ex.len(), 1);
-    assert_eq!(ex[0].status, Some(101));
+    assert_eq!(ex[0].status, Some(Status::Http(101)));
     let (ex, err) = run(&[
         (
             ToServer,
@@ -213,7 +214,7 @@ fn absurd_lengths_are_refused_without_overflow() {
     assert_eq!(err, None);
     assert_eq!(
         ex[0].status,
-        Some(200),
+        Some(Status::Http(200)),
         "partial response flushed at finish"
     );
 }
