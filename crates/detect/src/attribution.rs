@@ -3,48 +3,91 @@
 //! the inbound exchange that was waiting for its server when the call ran.
 
 use std::collections::HashMap;
-use whyslow_model::{ExchangeRole, Timeline};
+use whyslow_model::{Exchange, ExchangeRole, Timeline};
+
+/// Inbound requests as waiting windows (first request byte → first response
+/// byte), sorted by start, with the latest answer among each prefix: "is
+/// this call inside some window?" is one binary search, and "which window?"
+/// walks back only over windows that could still contain it.
+struct Windows {
+    /// (start, answer, inbound exchange id), by start.
+    spans: Vec<(u64, u64, u32)>,
+    /// Latest answer among spans[..=i].
+    reach: Vec<u64>,
+}
+
+impl Windows {
+    fn new(mut spans: Vec<(u64, u64, u32)>) -> Self {
+        spans.sort_unstable();
+        let mut reach = Vec::with_capacity(spans.len());
+        let mut max = 0;
+        for &(_, answer, _) in &spans {
+            max = max.max(answer);
+            reach.push(max);
+        }
+        Windows { spans, reach }
+    }
+
+    /// The latest-starting window that encloses [start, end].
+    fn owner(&self, start: u64, end: u64) -> Option<u32> {
+        let mut i = self.spans.partition_point(|w| w.0 <= start);
+        while i > 0 {
+            i -= 1;
+            if self.reach[i] < end {
+                return None; // no window at or before i lasts long enough
+            }
+            if self.spans[i].1 >= end {
+                return Some(self.spans[i].2);
+            }
+        }
+        None
+    }
+}
+
+fn call_span(e: &Exchange) -> (u64, u64) {
+    (
+        e.request_first_at_us,
+        e.response_last_at_us.unwrap_or(e.request_last_at_us),
+    )
+}
+
+fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
+    t.connections
+        .iter()
+        .map(|c| (c.id, c.server.port()))
+        .collect()
+}
+
+/// Windows of the exchanges to servers on `ports`.
+fn windows_of(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows {
+    Windows::new(
+        t.exchanges
+            .iter()
+            .filter(|e| port.get(&e.connection).is_some_and(|p| ports.contains(p)))
+            .map(|e| {
+                let answer = e.response_first_at_us.unwrap_or(u64::MAX);
+                (e.request_first_at_us, answer, e.id)
+            })
+            .collect(),
+    )
+}
 
 /// Marks roles and parents in place. `front_ports`: the service's own ports.
 /// With concurrent inbound requests the call goes to the latest one that
 /// started before it and had not begun answering: a best guess, since the
 /// wire does not say which thread made a call.
 pub fn attribute(timeline: &mut Timeline, front_ports: &[u16]) {
-    let server_port: HashMap<u32, u16> = timeline
-        .connections
-        .iter()
-        .map(|c| (c.id, c.server.port()))
-        .collect();
-    let is_front = |conn: u32| {
-        server_port
-            .get(&conn)
-            .is_some_and(|p| front_ports.contains(p))
-    };
-    let inbound: Vec<(u32, u64, u64)> = timeline
-        .exchanges
-        .iter()
-        .filter(|e| is_front(e.connection))
-        .map(|e| {
-            (
-                e.id,
-                e.request_first_at_us,
-                e.response_first_at_us.unwrap_or(u64::MAX),
-            )
-        })
-        .collect();
+    let port = server_ports(timeline);
+    let windows = windows_of(timeline, &port, front_ports);
     for e in timeline.exchanges.iter_mut() {
-        if is_front(e.connection) {
+        if port.get(&e.connection).is_some_and(|p| front_ports.contains(p)) {
             e.role = ExchangeRole::Inbound;
             e.parent = None;
             continue;
         }
         e.role = ExchangeRole::Outbound;
-        let end = e.response_last_at_us.unwrap_or(e.request_last_at_us);
-        e.parent = inbound
-            .iter()
-            .filter(|(_, start, answer)| *start <= e.request_first_at_us && end <= *answer)
-            .max_by_key(|(_, start, _)| *start)
-            .map(|(id, _, _)| *id);
+        let (start, end) = call_span(e);
+        e.parent = windows.owner(start, end);
     }
 }
 
@@ -56,40 +99,60 @@ const NESTED_SHARE: f64 = 0.9;
 /// Servers (ports) whose exchanges happen while the service's own requests
 /// wait for an answer: its backing services, seen from the wire alone.
 pub fn nested_servers(t: &Timeline, front_ports: &[u16]) -> Vec<u16> {
-    let port: HashMap<u32, u16> = t
-        .connections
-        .iter()
-        .map(|c| (c.id, c.server.port()))
-        .collect();
-    let windows: Vec<(u64, u64)> = t
-        .exchanges
-        .iter()
-        .filter(|e| {
-            port.get(&e.connection)
-                .is_some_and(|p| front_ports.contains(p))
-        })
-        .filter_map(|e| Some((e.request_first_at_us, e.response_first_at_us?)))
-        .collect();
+    nesting(t, front_ports).0
+}
+
+/// Backing servers of `front_ports` and how many of their exchanges nest.
+fn nesting(t: &Timeline, front_ports: &[u16]) -> (Vec<u16>, usize) {
+    let port = server_ports(t);
+    let windows = windows_of(t, &port, front_ports);
     let mut counts: HashMap<u16, (usize, usize)> = HashMap::new();
     for e in &t.exchanges {
         let Some(&p) = port.get(&e.connection).filter(|p| !front_ports.contains(p)) else {
             continue;
         };
-        let end = e.response_last_at_us.unwrap_or(e.request_last_at_us);
-        let inside = windows
-            .iter()
-            .any(|&(s, a)| s <= e.request_first_at_us && end <= a);
+        let (start, end) = call_span(e);
         let c = counts.entry(p).or_default();
-        c.0 += usize::from(inside);
+        c.0 += usize::from(windows.owner(start, end).is_some());
         c.1 += 1;
     }
-    let mut out: Vec<u16> = counts
-        .into_iter()
-        .filter(|(_, (inside, all))| *inside as f64 >= NESTED_SHARE * *all as f64)
-        .map(|(p, _)| p)
-        .collect();
+    let mut out = Vec::new();
+    let mut nested = 0;
+    for (p, (inside, all)) in counts {
+        if inside > 0 && inside as f64 >= NESTED_SHARE * all as f64 {
+            out.push(p);
+            nested += inside;
+        }
+    }
     out.sort_unstable();
-    out
+    (out, nested)
+}
+
+/// Server ports tried as the service under investigation, busiest first:
+/// a capture of a host's loopback holds few servers; a bound keeps a capture
+/// with thousands of them from costing thousands of passes.
+const SERVICE_CANDIDATES: usize = 16;
+
+/// The service under investigation, found from the wire: the server whose
+/// requests enclose the most exchanges of other servers (its backing
+/// calls). None when no server's requests enclose any.
+pub fn find_service(t: &Timeline) -> Option<u16> {
+    let port = server_ports(t);
+    let mut busy: HashMap<u16, usize> = HashMap::new();
+    for e in &t.exchanges {
+        if let Some(&p) = port.get(&e.connection) {
+            *busy.entry(p).or_default() += 1;
+        }
+    }
+    let mut ports: Vec<(usize, u16)> = busy.into_iter().map(|(p, n)| (n, p)).collect();
+    ports.sort_unstable_by(|a, b| b.cmp(a));
+    ports
+        .iter()
+        .take(SERVICE_CANDIDATES)
+        .map(|&(_, p)| (nesting(t, &[p]).1, p))
+        .filter(|&(nested, _)| nested > 0)
+        .max_by_key(|&(nested, p)| (nested, std::cmp::Reverse(p)))
+        .map(|(_, p)| p)
 }
 
 #[cfg(test)]
@@ -126,10 +189,27 @@ mod tests {
         );
         t.exchanges.pop();
         assert_eq!(nested_servers(&t, &[8080]), vec![6379]);
+        assert_eq!(find_service(&t), Some(8080), "the server enclosing the calls");
         attribute(&mut t, &[8080]);
         let parents: Vec<Option<u32>> = t.exchanges.iter().map(|e| e.parent).collect();
         assert_eq!(parents, vec![None, Some(0), None, Some(2)]);
         assert_eq!(t.exchanges[1].role, ExchangeRole::Outbound);
         assert_eq!(t.exchanges[2].role, ExchangeRole::Inbound);
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_windows_pick_the_latest_enclosing_one() {
+        // A long request, a short one inside it, and one after both.
+        let w = Windows::new(vec![(0, 1000, 1), (100, 200, 2), (1500, 1600, 3)]);
+        assert_eq!(w.owner(120, 150), Some(2));
+        assert_eq!(w.owner(300, 400), Some(1), "after 2 answered, 1 still waits");
+        assert_eq!(w.owner(900, 1100), None, "ends after every window answered");
+        assert_eq!(w.owner(1550, 1560), Some(3));
+        assert_eq!(Windows::new(vec![]).owner(1, 2), None);
     }
 }

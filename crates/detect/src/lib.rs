@@ -4,6 +4,7 @@
 pub mod attribution;
 pub mod nagle_delayed_ack;
 pub mod no_keepalive;
+pub mod pipeline;
 pub mod probe_pattern;
 pub mod tcp_retransmission;
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Hand-built timelines for detector tests.
 
 use whyslow_model::{
-    AckEvent, Connection, Direction, Exchange, ExchangeRole, Protocol, Segment, SegmentFlags,
+    AckEvent, Connection, Direction, Exchange, Protocol, Segment, SegmentFlags, Status,
 };
 
 pub struct ConnBuilder {
@@ -85,22 +85,12 @@ pub fn exchange(
     (first, last): (u64, u64),
     (resp_first, resp_last): (u64, u64),
 ) -> Exchange {
-    Exchange {
-        id,
-        connection,
-        protocol: Protocol::Http1,
-        request: "GET /".into(),
-        status: Some(200),
-        request_first_at_us: first,
-        request_last_at_us: last,
-        response_first_at_us: Some(resp_first),
-        response_last_at_us: Some(resp_last),
-        request_bytes: 0,
-        response_bytes: 0,
-        request_packets: (0, 0),
-        response_packets: None,
-        response_encoded: false,
-        role: ExchangeRole::Inbound,
-        parent: None,
-    }
+    let mut e = Exchange::new(connection, Protocol::Http1, "GET /".into());
+    e.id = id;
+    e.status = Some(Status::Http(200));
+    e.request_first_at_us = first;
+    e.request_last_at_us = last;
+    e.response_first_at_us = Some(resp_first);
+    e.response_last_at_us = Some(resp_last);
+    e
 }

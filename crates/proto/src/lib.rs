@@ -15,6 +15,7 @@ pub mod redis;
 pub mod sniff;
 mod span;
 
+pub use sniff::Sniffer;
 
 pub use span::Span;
 

@@ -1,1 +1,373 @@
-//! Choosing a protocol analyzer for a stream (placeholder).
+//! Choosing the analyzer for a TCP stream from its first client bytes. Ports
+//! are only a hint: they decide which protocol is asked first, never which
+//! one is chosen. Bytes seen while undecided are kept (bounded) and replayed
+//! into the chosen analyzer, so no exchange is lost to sniffing.
+
+use crate::http1::Http1Analyzer;
+use crate::http2::Http2Analyzer;
+use crate::memcached::MemcachedAnalyzer;
+use crate::postgres::PgAnalyzer;
+use crate::redis::RespAnalyzer;
+use crate::{Sniff, Start, StreamAnalyzer};
+use whyslow_model::{Direction, Exchange, Protocol};
+
+/// Client bytes looked at before giving up: an HTTP/1 request line, a RESP
+/// array head or a PostgreSQL startup message fit many times over, and a
+/// mid-stream capture gets a few messages to find a boundary in.
+pub const SNIFF_BYTES: usize = 4096;
+/// Bytes (both directions) held for replay while undecided: a mid-stream
+/// capture may show the server's bytes first.
+const HELD_BYTES: usize = 2 * SNIFF_BYTES;
+
+/// TLS record content types (RFC 8446 §5.1): change_cipher_spec 20 to
+/// application_data 23; handshake 22 starts a connection.
+const TLS_HANDSHAKE: u8 = 22;
+const TLS_TYPES: std::ops::RangeInclusive<u8> = 20..=23;
+/// TLS record versions 3.1–3.4 (TLS 1.0–1.3 record layer; 1.3 writes 3.3).
+const TLS_MAJOR: u8 = 3;
+const TLS_MINORS: std::ops::RangeInclusive<u8> = 1..=4;
+
+/// Well-known server ports, asked first (IANA and each server's default).
+const PORT_HINTS: &[(u16, Protocol)] = &[
+    (5432, Protocol::Postgres),
+    (6379, Protocol::Redis),
+    (6380, Protocol::Redis),
+    (11211, Protocol::Memcached),
+];
+
+/// The protocols asked, in this order unless a port hint says otherwise:
+/// the most distinctive first openings come first.
+const ORDER: [Protocol; 5] = [
+    Protocol::Http2,
+    Protocol::Http1,
+    Protocol::Postgres,
+    Protocol::Redis,
+    Protocol::Memcached,
+];
+
+/// One chunk held while undecided.
+struct Held {
+    direction: Direction,
+    data: Vec<u8>,
+    at_us: u64,
+    packet: u64,
+}
+
+enum State {
+    Undecided { held: Vec<Held>, bytes: usize },
+    Http1(Box<Http1Analyzer>),
+    Other(Box<dyn StreamAnalyzer + Send>),
+    /// Nothing to parse (TLS, an unknown protocol, or sniffing gave up).
+    Opaque,
+}
+
+/// The protocol layer of one connection: sniffs, then feeds the analyzer.
+pub struct Sniffer {
+    connection: u32,
+    server_port: u16,
+    start: Start,
+    protocol: Protocol,
+    state: State,
+    /// Notes of analyzers replaced on the way (HTTP/1 before an h2c upgrade).
+    earlier_note: Option<String>,
+    done: Vec<Exchange>,
+}
+
+impl Sniffer {
+    pub fn new(connection: u32, server_port: u16, start: Start) -> Self {
+        Sniffer {
+            connection,
+            server_port,
+            start,
+            protocol: Protocol::Unknown,
+            state: State::Undecided {
+                held: Vec::new(),
+                bytes: 0,
+            },
+            earlier_note: None,
+            done: Vec::new(),
+        }
+    }
+
+    /// What the stream was found to carry (`Unknown` while undecided).
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    fn hold(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64) {
+        let State::Undecided { held, bytes } = &mut self.state else {
+            return;
+        };
+        // Whole chunks are held (one packet at most past the bound), so the
+        // analyzer chosen sees every byte.
+        *bytes += data.len();
+        held.push(Held {
+            direction,
+            data: data.to_vec(),
+            at_us,
+            packet,
+        });
+        let client: Vec<u8> = held
+            .iter()
+            .filter(|h| h.direction == Direction::ToServer)
+            .flat_map(|h| h.data.iter().copied())
+            .take(SNIFF_BYTES)
+            .collect();
+        let full = client.len() >= SNIFF_BYTES || *bytes >= HELD_BYTES;
+        if self.start == Start::Beginning && client.is_empty() {
+            // The server spoke first: none of the analyzed protocols does.
+            self.become_opaque(Protocol::Unknown);
+            return;
+        }
+        if client.is_empty() {
+            return;
+        }
+        match decide(&client, self.start, self.server_port, full) {
+            Some(p) => self.choose(p),
+            None if full => self.become_opaque(Protocol::Unknown),
+            None => {}
+        }
+    }
+
+    fn become_opaque(&mut self, protocol: Protocol) {
+        self.protocol = protocol;
+        self.state = State::Opaque;
+    }
+
+    /// Starts the analyzer for `p` and replays the held bytes into it.
+    fn choose(&mut self, p: Protocol) {
+        let (c, start) = (self.connection, self.start);
+        let next = match p {
+            Protocol::Http1 => State::Http1(Box::new(Http1Analyzer::with_start(c, start))),
+            Protocol::Http2 => State::Other(Box::new(Http2Analyzer::new(c, start))),
+            Protocol::Postgres => State::Other(Box::new(PgAnalyzer::new(c, start))),
+            Protocol::Redis => State::Other(Box::new(RespAnalyzer::new(c, start))),
+            Protocol::Memcached => State::Other(Box::new(MemcachedAnalyzer::new(c, start))),
+            Protocol::Tls | Protocol::Unknown => State::Opaque,
+        };
+        self.protocol = p;
+        let State::Undecided { held, .. } = std::mem::replace(&mut self.state, next) else {
+            return;
+        };
+        for h in held {
+            self.feed(h.direction, &h.data, h.at_us, h.packet);
+        }
+    }
+
+    fn feed(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64) {
+        match &mut self.state {
+            State::Http1(a) => {
+                a.on_data(direction, data, at_us, packet);
+                if let Some(up) = a.take_h2c_upgrade() {
+                    self.upgrade_to_h2c(up);
+                }
+            }
+            State::Other(a) => a.on_data(direction, data, at_us, packet),
+            State::Undecided { .. } | State::Opaque => {}
+        }
+    }
+
+    /// HTTP/1.1 `Upgrade: h2c` answered 101: the rest of the stream is HTTP/2.
+    fn upgrade_to_h2c(&mut self, up: crate::http1::H2cUpgrade) {
+        let State::Http1(mut old) = std::mem::replace(&mut self.state, State::Opaque) else {
+            return;
+        };
+        self.done.append(&mut old.finish());
+        self.earlier_note = old.error().map(str::to_string);
+        let h2 = Http2Analyzer::after_h2c_upgrade(self.connection, up.label, up.request);
+        self.state = State::Other(Box::new(h2));
+        self.protocol = Protocol::Http2;
+        for (direction, data, at_us, packet) in up.leftover {
+            self.feed(direction, &data, at_us, packet);
+        }
+    }
+
+    fn analyzer(&mut self) -> Option<&mut dyn StreamAnalyzer> {
+        match &mut self.state {
+            State::Http1(a) => Some(a.as_mut()),
+            State::Other(a) => Some(a.as_mut()),
+            State::Undecided { .. } | State::Opaque => None,
+        }
+    }
+}
+
+/// The protocol of a stream whose first client bytes are `client`, or `None`
+/// while some analyzer needs more bytes to tell. `last`: no more bytes will
+/// come, so "need more" means no.
+fn decide(client: &[u8], start: Start, server_port: u16, last: bool) -> Option<Protocol> {
+    match tls(client, start) {
+        Some(Some(_)) => return Some(Protocol::Tls),
+        Some(None) if !last => return None,
+        _ => {}
+    }
+    let hinted = PORT_HINTS
+        .iter()
+        .find(|(port, _)| *port == server_port)
+        .map(|(_, p)| *p);
+    let mut undecided = false;
+    for p in hinted.into_iter().chain(ORDER.into_iter().filter(|p| Some(*p) != hinted)) {
+        match sniff(p, client, start) {
+            Sniff::Yes => return Some(p),
+            Sniff::NeedMore => undecided = !last,
+            Sniff::No => {}
+        }
+        // A hinted protocol that needs more bytes is waited for before others answer.
+        if undecided && Some(p) == hinted {
+            return None;
+        }
+    }
+    (!undecided).then_some(Protocol::Unknown)
+}
+
+/// Some(true) for a TLS record at the start, None while one byte short.
+fn tls(client: &[u8], start: Start) -> Option<Option<bool>> {
+    let first_ok = match start {
+        Start::Beginning => client[0] == TLS_HANDSHAKE,
+        Start::MidStream => TLS_TYPES.contains(&client[0]),
+    };
+    if !first_ok {
+        return None;
+    }
+    match client {
+        [_] | [_, TLS_MAJOR] => Some(None),
+        [_, TLS_MAJOR, minor, ..] if TLS_MINORS.contains(minor) => Some(Some(true)),
+        _ => None,
+    }
+}
+
+fn sniff(p: Protocol, client: &[u8], start: Start) -> Sniff {
+    match p {
+        Protocol::Http1 => Http1Analyzer::sniff(client, start),
+        Protocol::Http2 => Http2Analyzer::sniff(client, start),
+        Protocol::Postgres => PgAnalyzer::sniff(client, start),
+        Protocol::Redis => RespAnalyzer::sniff(client, start),
+        Protocol::Memcached => MemcachedAnalyzer::sniff(client, start),
+        Protocol::Tls | Protocol::Unknown => Sniff::No,
+    }
+}
+
+impl StreamAnalyzer for Sniffer {
+    fn on_data(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64) {
+        if matches!(self.state, State::Undecided { .. }) {
+            self.hold(direction, data, at_us, packet);
+        } else {
+            self.feed(direction, data, at_us, packet);
+        }
+    }
+
+    fn on_gap(&mut self, direction: Direction, missing: u64) {
+        match &mut self.state {
+            // Bytes before the gap were too few to tell; what follows is mid-stream.
+            State::Undecided { held, bytes } => {
+                held.clear();
+                *bytes = 0;
+                self.start = Start::MidStream;
+            }
+            State::Http1(a) => a.on_gap(direction, missing),
+            State::Other(a) => a.on_gap(direction, missing),
+            State::Opaque => {}
+        }
+    }
+
+    fn take_exchanges(&mut self) -> Vec<Exchange> {
+        let mut out = std::mem::take(&mut self.done);
+        if let Some(a) = self.analyzer() {
+            a.drain_exchanges(&mut out);
+        }
+        out
+    }
+
+    fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
+        out.append(&mut self.done);
+        if let Some(a) = self.analyzer() {
+            a.drain_exchanges(out);
+        }
+    }
+
+    fn finish(&mut self) -> Vec<Exchange> {
+        if let State::Undecided { held, .. } = &self.state {
+            // The stream ended before sniffing could tell: decide on what is there.
+            let client: Vec<u8> = held
+                .iter()
+                .filter(|h| h.direction == Direction::ToServer)
+                .flat_map(|h| h.data.iter().copied())
+                .collect();
+            match (!client.is_empty())
+                .then(|| decide(&client, self.start, self.server_port, true))
+                .flatten()
+            {
+                Some(p) => self.choose(p),
+                None => self.become_opaque(Protocol::Unknown),
+            }
+        }
+        let mut out = std::mem::take(&mut self.done);
+        if let Some(a) = self.analyzer() {
+            a.drain_exchanges(&mut out);
+            out.extend(a.finish());
+        }
+        out
+    }
+
+    fn error(&self) -> Option<&str> {
+        match &self.state {
+            State::Http1(a) => a.error(),
+            State::Other(a) => a.error(),
+            _ => None,
+        }
+        .or(self.earlier_note.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first(bytes: &[u8], port: u16) -> Option<Protocol> {
+        decide(bytes, Start::Beginning, port, false)
+    }
+
+    #[test]
+    fn http1_and_tls_from_their_first_bytes() {
+        assert_eq!(first(b"GET / HTTP/1.1\r\n", 9999), Some(Protocol::Http1));
+        assert_eq!(first(b"\x16\x03\x01\x02\x00", 443), Some(Protocol::Tls));
+        assert_eq!(first(b"\x16", 443), None);
+        assert_eq!(first(b"GE", 80), None);
+    }
+
+    #[test]
+    fn replayed_bytes_become_exchanges() {
+        let mut s = Sniffer::new(3, 8080, Start::Beginning);
+        s.on_data(Direction::ToServer, b"GE", 10, 1);
+        s.on_data(Direction::ToServer, b"T /a HTTP/1.1\r\n\r\n", 20, 2);
+        s.on_data(
+            Direction::ToClient,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+            30,
+            3,
+        );
+        let ex = s.finish();
+        assert_eq!(s.protocol(), Protocol::Http1);
+        assert_eq!(ex.len(), 1);
+        assert_eq!(ex[0].request, "GET /a");
+        assert_eq!(ex[0].request_first_at_us, 10);
+    }
+
+    #[test]
+    fn server_first_is_not_analyzed() {
+        let mut s = Sniffer::new(1, 3306, Start::Beginning);
+        s.on_data(Direction::ToClient, b"\x4a\x00\x00\x00\x0a8.0", 1, 1);
+        s.on_data(Direction::ToServer, b"GET / HTTP/1.1\r\n\r\n", 2, 2);
+        assert_eq!(s.protocol(), Protocol::Unknown);
+        assert!(s.finish().is_empty());
+    }
+
+    #[test]
+    fn garbage_gives_up_within_the_bound() {
+        let mut s = Sniffer::new(1, 1234, Start::MidStream);
+        for i in 0..100 {
+            s.on_data(Direction::ToServer, &[0xAB; 1000], i, i);
+        }
+        assert_eq!(s.protocol(), Protocol::Unknown);
+        assert!(matches!(s.state, State::Opaque));
+    }
+}

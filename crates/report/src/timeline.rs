@@ -3,19 +3,20 @@
 use crate::{fmt_ms, Summary};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-use whyslow_model::{ExchangeRole, Timeline};
+use whyslow_model::{ExchangeRole, Protocol, Timeline};
 
 /// Request groups shown in text; JSON has every exchange.
 const GROUPS_SHOWN: usize = 15;
 
 pub fn summary(t: &Timeline) -> String {
     let mut out = counts(t);
-    let mut servers: BTreeMap<String, usize> = BTreeMap::new();
+    let mut servers: BTreeMap<(String, &str), usize> = BTreeMap::new();
     for c in &t.connections {
-        *servers.entry(c.server.to_string()).or_default() += 1;
+        let key = (c.server.to_string(), protocol_name(c.protocol));
+        *servers.entry(key).or_default() += 1;
     }
-    for (server, n) in servers.iter().take(GROUPS_SHOWN) {
-        let _ = writeln!(out, "    server {server}: {n} connection(s)");
+    for ((server, proto), n) in servers.iter().take(GROUPS_SHOWN) {
+        let _ = writeln!(out, "    server {server} ({proto}): {n} connection(s)");
     }
     out.push_str(&request_groups(t));
     out
@@ -39,50 +40,135 @@ fn counts(t: &Timeline) -> String {
     )
 }
 
-/// Exchanges grouped by request, inbound first, each with min/median/max.
+/// One line of the request table: a request kind, or a call made for one.
+struct Row {
+    label: String,
+    durations: Vec<u64>,
+    /// Calls: how many inbound requests of the kind they were made for.
+    per: Option<usize>,
+}
+
+/// Exchanges grouped by request kind. Inbound kinds come first, each followed
+/// by the calls made for its requests, grouped by backing server and
+/// normalized request; calls attributed to no request come last.
 fn request_groups(t: &Timeline) -> String {
-    let port: HashMap<u32, u16> = t
+    let server: HashMap<u32, (u16, Protocol)> = t
         .connections
         .iter()
-        .map(|c| (c.id, c.server.port()))
+        .map(|c| (c.id, (c.server.port(), c.protocol)))
         .collect();
-    let mut groups: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let on = |conn: u32| {
+        server
+            .get(&conn)
+            .copied()
+            .unwrap_or((0, Protocol::Unknown))
+    };
+    let kind_of: HashMap<u32, String> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound)
+        .map(|e| (e.id, kind_label(&e.request, on(e.connection))))
+        .collect();
+    let mut kinds: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut calls: BTreeMap<(&str, String), Vec<u64>> = BTreeMap::new();
     for e in &t.exchanges {
-        let label = match e.role {
-            ExchangeRole::Inbound => e.request.clone(),
-            ExchangeRole::Outbound => format!(
-                "  → :{} {}",
-                port.get(&e.connection).unwrap_or(&0),
-                e.request
-            ),
-        };
-        groups.entry(label).or_default().push(e.duration_us());
+        let duration = e.duration_us();
+        match e.role {
+            ExchangeRole::Inbound => {
+                let kind = kind_of.get(&e.id).map_or("", String::as_str);
+                kinds.entry(kind).or_default().push(duration);
+            }
+            ExchangeRole::Outbound => {
+                let parent = e.parent.and_then(|p| kind_of.get(&p)).map_or("", String::as_str);
+                let (port, proto) = on(e.connection);
+                let label = format!("→ {} :{port} {}", protocol_name(proto), e.request);
+                calls.entry((parent, label)).or_default().push(duration);
+            }
+        }
     }
+    let mut kind_list: Vec<_> = kinds.into_iter().collect();
+    kind_list.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    let mut rows = Vec::new();
+    for (kind, durations) in kind_list.into_iter().take(GROUPS_SHOWN) {
+        let n = durations.len();
+        rows.push(Row {
+            label: kind.to_string(),
+            durations,
+            per: None,
+        });
+        rows.extend(call_rows(&calls, kind, Some(n)));
+    }
+    rows.extend(call_rows(&calls, "", None).map(|mut r| {
+        r.label = format!("{} (no request)", r.label);
+        r
+    }));
+    render_rows(&rows)
+}
+
+/// An inbound request kind: HTTP requests as they are, other protocols with
+/// their name and server port ("redis :6379 GET user:?").
+fn kind_label(request: &str, (port, proto): (u16, Protocol)) -> String {
+    match proto {
+        Protocol::Http1 | Protocol::Http2 => request.to_string(),
+        _ => format!("{} :{port} {request}", protocol_name(proto)),
+    }
+}
+
+/// The call groups made for requests of `kind`, most frequent first.
+fn call_rows<'a>(
+    calls: &'a BTreeMap<(&str, String), Vec<u64>>,
+    kind: &'a str,
+    per: Option<usize>,
+) -> impl Iterator<Item = Row> + 'a {
+    let mut mine: Vec<_> = calls.iter().filter(|((k, _), _)| *k == kind).collect();
+    mine.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    mine.into_iter().take(GROUPS_SHOWN).map(move |((_, label), v)| Row {
+        label: format!("  {label}"),
+        durations: v.clone(),
+        per,
+    })
+}
+
+fn render_rows(rows: &[Row]) -> String {
     let mut out = String::new();
-    if groups.is_empty() {
+    if rows.is_empty() {
         return out;
     }
     let _ = writeln!(
         out,
-        "  {:<40} {:>6} {:>9} {:>9} {:>9}",
-        "request", "count", "min", "median", "max"
+        "  {:<48} {:>6} {:>7} {:>9} {:>9} {:>9}",
+        "request", "count", "per req", "min", "median", "max"
     );
-    let mut rows: Vec<_> = groups.into_iter().collect();
-    // Inbound requests first, each followed by the calls made to serve it.
-    rows.sort_by_key(|(label, v)| (label.starts_with("  →"), std::cmp::Reverse(v.len())));
-    for (request, durations) in rows.iter().take(GROUPS_SHOWN) {
-        let Some(s) = Summary::of(durations.iter().copied()) else {
+    for row in rows {
+        let Some(s) = Summary::of(row.durations.iter().copied()) else {
             continue;
         };
+        let per = row
+            .per
+            .filter(|&n| n > 0)
+            .map_or(String::new(), |n| format!("{:.1}", s.count as f64 / n as f64));
         let (min, median, max) = (fmt_ms(s.min), fmt_ms(s.median), fmt_ms(s.max));
         let _ = writeln!(
             out,
-            "  {:<40} {:>6} {min:>9} {median:>9} {max:>9}",
-            truncate(request, 40),
+            "  {:<48} {:>6} {per:>7} {min:>9} {median:>9} {max:>9}",
+            truncate(&row.label, 48),
             s.count
         );
     }
     out
+}
+
+/// The name people know a protocol by.
+pub fn protocol_name(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Http1 => "http",
+        Protocol::Http2 => "h2",
+        Protocol::Redis => "redis",
+        Protocol::Postgres => "postgres",
+        Protocol::Memcached => "memcached",
+        Protocol::Tls => "tls",
+        Protocol::Unknown => "tcp",
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use std::path::PathBuf;
+use whyslow_detect::pipeline::{self, Analysis, Service};
 use whyslow_model::Report;
 use whyslow_report::{findings, timeline, to_json};
 use whyslow_wire::{timeline_from_file, AnalyzeOutcome, Limits};
@@ -47,6 +48,11 @@ impl LimitArgs {
 pub struct AnalyzeArgs {
     /// pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture)
     pub file: PathBuf,
+    /// Port(s) of the service under investigation: its exchanges are the
+    /// inbound requests, the others its backing calls (default: found from
+    /// the wire, as the server whose requests enclose other servers' exchanges)
+    #[arg(long, value_name = "PORT", value_delimiter = ',')]
+    pub service: Vec<u16>,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
@@ -72,9 +78,11 @@ pub fn run(args: AnalyzeArgs) -> u8 {
             return EXIT_UNREADABLE;
         }
     };
-    let found = whyslow_detect::run_all(&outcome.timeline);
+    let mut outcome = outcome;
+    let given = (!args.service.is_empty()).then_some(args.service.as_slice());
+    let analysis = pipeline::analyze(&mut outcome.timeline, given);
     let mut report = Report::new("analyze", Some(args.file.display().to_string()));
-    report.findings = found;
+    report.findings = analysis.findings.clone();
     let dropped = dropped_notes(&outcome);
     report.errors.extend(dropped.iter().cloned());
     report.errors.extend(outcome.error.iter().cloned());
@@ -97,6 +105,7 @@ pub fn run(args: AnalyzeArgs) -> u8 {
         for note in &dropped {
             println!("{note}");
         }
+        println!("{}", service_line(&analysis));
         print!("{}", timeline::summary(&outcome.timeline));
         println!("\nfindings, most time lost first:");
         print!("{}", findings::text(&report.findings));
@@ -106,6 +115,29 @@ pub fn run(args: AnalyzeArgs) -> u8 {
         return EXIT_PARTIAL;
     }
     0
+}
+
+/// Which service the inbound requests are, and how that was decided.
+fn service_line(a: &Analysis) -> String {
+    let ports = |p: &[u16]| {
+        p.iter()
+            .map(|p| format!(":{p}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let backing = match a.backing.as_slice() {
+        [] => "no backing calls seen".to_string(),
+        b => format!("backing services {}", ports(b)),
+    };
+    match &a.service {
+        Service::Given(p) => format!("service {} (--service); {backing}", ports(p)),
+        Service::Found(p) => format!(
+            "service :{p} (found: its requests enclose the calls to its backing services); {backing}"
+        ),
+        Service::None => "no service found (no server's requests enclose another's); \
+                          every exchange is listed as a request (--service PORT to say which)"
+            .to_string(),
+    }
 }
 
 /// One line per limit that left part of the capture out of the timeline.

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use whyslow_client::{
     probe_until, redact_url, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
 };
-use whyslow_detect::attribution;
+use whyslow_detect::{attribution, pipeline};
 use whyslow_load::{LoadPlan, LoadResult, Model, Schedule, Stop};
 use whyslow_model::{Finding, Report, ReportSection, RequestPhases, Skipped};
 use whyslow_wire::Limits;
@@ -277,8 +277,7 @@ fn finish_capture(
         .chain(backing.iter().copied())
         .collect();
     timeline.retain_servers(&keep);
-    attribution::attribute(&mut timeline, &[front]);
-    report.findings = whyslow_detect::run_all(&timeline);
+    report.findings = pipeline::analyze(&mut timeline, Some(&[front])).findings;
     report.errors.extend(summary.errors.iter().cloned());
     report.timeline = Some(timeline);
     summary.backing_ports = backing;

@@ -38,6 +38,8 @@ pub struct RequestHead {
     pub is_head: bool,
     pub is_connect: bool,
     pub body: BodyKind,
+    /// `Upgrade: h2c` asked (RFC 7540 §3.2): a 101 answer switches to HTTP/2.
+    pub upgrade_h2c: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -94,6 +96,17 @@ pub fn parse_request(head: &[u8]) -> Result<RequestHead, String> {
         is_head: method == "HEAD",
         is_connect: method == "CONNECT",
         body,
+        upgrade_h2c: asks_h2c(req.headers),
+    })
+}
+
+fn asks_h2c(headers: &[httparse::Header]) -> bool {
+    headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("upgrade")
+            && h
+                .value
+                .split(|&b| b == b',')
+                .any(|t| trim(t).eq_ignore_ascii_case(b"h2c"))
     })
 }
 

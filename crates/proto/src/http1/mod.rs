@@ -4,10 +4,12 @@
 
 mod framing;
 mod head;
+mod resync;
 #[cfg(test)]
 mod tests;
 
-use crate::{Span, StreamAnalyzer};
+use crate::{Sniff, Span, Start, StreamAnalyzer};
+use resync::Hunt;
 use head::{RequestHead, ResponseHead};
 use std::collections::VecDeque;
 use whyslow_model::{Direction, Exchange, Protocol, Status};
@@ -52,10 +54,36 @@ pub struct Http1Analyzer {
     error: Option<String>,
     /// Protocol switched (101, CONNECT): later bytes are not HTTP/1.
     switched: bool,
+    /// Per direction (request, response): skipping to the next message
+    /// start after a capture gap or a mid-stream start.
+    hunt: [Hunt; 2],
+    /// First gap resynchronized over, for the report.
+    note: Option<String>,
+    h2c: Option<H2cUpgrade>,
+}
+
+/// An HTTP/1.1 request upgraded to h2c: the HTTP/2 analyzer takes over the
+/// stream, with this request as stream 1.
+#[derive(Debug)]
+pub struct H2cUpgrade {
+    pub label: String,
+    pub request: Span,
+    /// Bytes after the 101 response in the chunk that carried it.
+    pub leftover: Vec<(Direction, Vec<u8>, u64, u64)>,
 }
 
 impl Http1Analyzer {
     pub fn new(connection_id: u32) -> Self {
+        Self::with_start(connection_id, Start::Beginning)
+    }
+
+    /// An analyzer that starts at `start`: mid-stream, both directions first
+    /// skip to a message start.
+    pub fn with_start(connection_id: u32, start: Start) -> Self {
+        let hunt = match start {
+            Start::Beginning => Hunt::Off,
+            Start::MidStream => Hunt::AtLineStart,
+        };
         Http1Analyzer {
             connection: connection_id,
             req: Framer::new(),
@@ -66,7 +94,28 @@ impl Http1Analyzer {
             done: Vec::new(),
             error: None,
             switched: false,
+            hunt: [hunt; 2],
+            note: None,
+            h2c: None,
         }
+    }
+
+    /// First client bytes: a request line at the start, or (mid-stream) at
+    /// the start of any line of them.
+    pub fn sniff(client: &[u8], start: Start) -> Sniff {
+        match start {
+            Start::Beginning => match Self::looks_like_request(client) {
+                Some(true) => Sniff::Yes,
+                Some(false) => Sniff::No,
+                None => Sniff::NeedMore,
+            },
+            Start::MidStream => resync::sniff_mid_stream(client),
+        }
+    }
+
+    /// The h2c upgrade that just happened, if any (taken once).
+    pub fn take_h2c_upgrade(&mut self) -> Option<H2cUpgrade> {
+        self.h2c.take()
     }
 
     /// True when the first bytes of a client stream look like an HTTP/1
@@ -176,6 +225,10 @@ impl Http1Analyzer {
                 Step::MessageDone => self.response_done(),
             }
             if self.switched {
+                if let Some(up) = &mut self.h2c {
+                    up.leftover
+                        .push((Direction::ToClient, data.to_vec(), at, pkt));
+                }
                 break;
             }
         }
@@ -195,6 +248,20 @@ impl Http1Analyzer {
         let switching = head.status == 101 || (is_connect && (200..300).contains(&head.status));
         if !head.is_interim() {
             p.response = Some((head, Span::default()));
+        }
+        let h2c = switching && head.status == 101 && p.head.upgrade_h2c;
+        if h2c {
+            // Stream 1 of the HTTP/2 connection answers this request: the
+            // HTTP/2 analyzer reports it, not this one.
+            if let Some(p) = self.pending.pop_front() {
+                self.h2c = Some(H2cUpgrade {
+                    label: p.head.label,
+                    request: p.request,
+                    leftover: Vec::new(),
+                });
+            }
+            self.switched = true;
+            return Ok(());
         }
         if switching {
             self.response_done();
@@ -269,6 +336,9 @@ impl StreamAnalyzer for Http1Analyzer {
         if self.error.is_some() || self.switched {
             return;
         }
+        let Some(data) = self.skip_to_message(direction, data) else {
+            return;
+        };
         let r = match direction {
             Direction::ToServer => self.feed_request(data, at_us, packet),
             Direction::ToClient => self.feed_response(data, at_us, packet),
@@ -303,9 +373,12 @@ impl StreamAnalyzer for Http1Analyzer {
             Direction::ToServer => "client→server",
             Direction::ToClient => "server→client",
         };
-        self.fail(format!(
-            "{missing} bytes missing from the capture ({side}); HTTP parsing stopped"
-        ));
+        self.note.get_or_insert_with(|| {
+            format!("{missing} bytes missing from the capture ({side}); resumed at the next message")
+        });
+        self.resync();
+        let i = usize::from(direction == Direction::ToClient);
+        self.hunt[i] = Hunt::InLine;
     }
 
     fn take_exchanges(&mut self) -> Vec<Exchange> {
@@ -317,6 +390,18 @@ impl StreamAnalyzer for Http1Analyzer {
         if self.resp.reading_until_close() && self.error.is_none() {
             self.response_done();
         }
+        self.flush_pending();
+        std::mem::take(&mut self.done)
+    }
+
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref().or(self.note.as_deref())
+    }
+}
+
+impl Http1Analyzer {
+    /// Every pending request becomes an exchange with what was seen of it.
+    fn flush_pending(&mut self) {
         let req_span = std::mem::take(&mut self.req_span);
         let resp_span = std::mem::take(&mut self.resp_span);
         if let Some(p) = self.pending.iter_mut().rev().find(|p| !p.request_done) {
@@ -331,10 +416,48 @@ impl StreamAnalyzer for Http1Analyzer {
             let e = self.exchange(p);
             self.done.push(e);
         }
-        std::mem::take(&mut self.done)
     }
 
-    fn error(&self) -> Option<&str> {
-        self.error.as_deref()
+    /// After bytes were lost: what is pending is reported as seen, and both
+    /// directions skip to their next message start, so later responses are
+    /// not paired with requests whose answers were lost.
+    fn resync(&mut self) {
+        // A direction between two messages resumes at its next byte.
+        let between = |f: &Framer| {
+            if f.in_head() && f.head().is_empty() {
+                Hunt::AtLineStart
+            } else {
+                Hunt::InLine
+            }
+        };
+        self.hunt = [between(&self.req), between(&self.resp)];
+        self.flush_pending();
+        self.req = Framer::new();
+        self.resp = Framer::new();
+    }
+
+    /// While hunting in `direction`: the part of `data` from the next message
+    /// start on, or None when it holds none.
+    fn skip_to_message<'d>(&mut self, direction: Direction, data: &'d [u8]) -> Option<&'d [u8]> {
+        let i = match direction {
+            Direction::ToServer => 0,
+            Direction::ToClient => 1,
+        };
+        let mut data = data;
+        while self.hunt[i] != Hunt::Off {
+            let (found, next) = resync::find_start(self.hunt[i], data, i == 0);
+            let Some(at) = found else {
+                self.hunt[i] = next;
+                return None;
+            };
+            // A response counts only once a request after the resync waits for it.
+            if i == 0 || self.pending.iter().any(|p| !p.response_done) {
+                self.hunt[i] = Hunt::Off;
+                return Some(&data[at..]);
+            }
+            data = &data[at + 1..];
+            self.hunt[i] = Hunt::InLine;
+        }
+        Some(data)
     }
 }

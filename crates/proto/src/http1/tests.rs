@@ -1,4 +1,5 @@
 use super::*;
+use crate::{Sniff, Start};
 use whyslow_model::Status;
 use whyslow_model::Direction::{ToClient, ToServer};
 
@@ -240,7 +241,7 @@ fn truncated_exchanges_are_flushed() {
 }
 
 #[test]
-fn gaps_in_bodies_are_absorbed_elsewhere_fatal() {
+fn gaps_in_bodies_are_absorbed_elsewhere_resynchronized() {
     let mut a = Http1Analyzer::new(0);
     a.on_data(
         ToServer,
@@ -323,4 +324,64 @@ fn gap_to_the_end_of_a_body_completes_the_message() {
     );
     assert_eq!(a.error(), None);
     assert_eq!(a.take_exchanges().len(), 1);
+}
+
+#[test]
+fn a_lost_gap_resumes_at_the_next_message() {
+    let mut a = Http1Analyzer::new(0);
+    a.on_data(ToServer, b"GET /a HTTP/1.1\r\n\r\n", 1, 1);
+    a.on_data(ToClient, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", 2, 2);
+    a.on_gap(ToClient, 100);
+    // The rest of the lost response, then the next exchange in step.
+    a.on_data(ToClient, b"zz\r\n0\r\n\r\n", 3, 3);
+    a.on_data(ToServer, b"GET /b HTTP/1.1\r\n\r\n", 4, 4);
+    a.on_data(ToClient, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", 5, 5);
+    let ex = a.finish();
+    let got: Vec<_> = ex
+        .iter()
+        .map(|e| (e.request.as_str(), e.status.as_ref().and_then(Status::http)))
+        .collect();
+    assert_eq!(got, [("GET /a", Some(200)), ("GET /b", Some(404))]);
+    assert_eq!(ex[1].request_first_at_us, 4);
+    assert_eq!(ex[1].response_first_at_us, Some(5));
+    assert!(a.error().unwrap().contains("resumed"));
+}
+
+#[test]
+fn mid_stream_start_skips_to_a_request_line() {
+    let client: &[u8] = b"dy bytes\r\nGET /x?token=s3cret HTTP/1.1\r\nHost: a\r\n\r\n";
+    assert_eq!(Http1Analyzer::sniff(client, Start::MidStream), Sniff::Yes);
+    assert_eq!(Http1Analyzer::sniff(b"random\r\nbytes", Start::MidStream), Sniff::NeedMore);
+    let mut a = Http1Analyzer::with_start(0, Start::MidStream);
+    // The tail of an earlier response, which no request here waits for.
+    a.on_data(ToClient, b"K\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 1, 1);
+    a.on_data(ToServer, client, 2, 2);
+    a.on_data(ToClient, b"HTTP/1.1 204 No Content\r\n\r\n", 3, 3);
+    let ex = a.finish();
+    assert_eq!(ex.len(), 1);
+    assert_eq!(ex[0].request, "GET /x");
+    assert_eq!(ex[0].status, Some(Status::Http(204)));
+}
+
+#[test]
+fn h2c_upgrade_hands_over_with_the_bytes_after_101() {
+    let mut a = Http1Analyzer::new(0);
+    a.on_data(
+        ToServer,
+        b"GET /up HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+        1,
+        1,
+    );
+    a.on_data(
+        ToClient,
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00",
+        2,
+        2,
+    );
+    let up = a.take_h2c_upgrade().expect("upgrade");
+    assert_eq!(up.label, "GET /up");
+    assert_eq!(up.request.first_at, 1);
+    assert_eq!(up.leftover.len(), 1);
+    assert_eq!(up.leftover[0].1.len(), 9, "the server's SETTINGS frame");
+    assert!(a.finish().is_empty(), "stream 1 is the HTTP/2 analyzer's");
 }

@@ -14,6 +14,10 @@ impl Http2Analyzer {
         Http2Analyzer { connection }
     }
 
+    pub fn after_h2c_upgrade(connection: u32, _label: String, _request: crate::Span) -> Self {
+        Http2Analyzer { connection }
+    }
+
     /// Do these first client bytes (from `start`) look like HTTP/2 (h2c)?
     pub fn sniff(_client: &[u8], _start: Start) -> Sniff {
         Sniff::No

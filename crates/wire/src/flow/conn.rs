@@ -1,11 +1,13 @@
 //! One TCP connection being rebuilt from its packets.
 
 use super::analysis::{analyze, Seg, SeqState, Verdict};
-use super::proto::Proto;
 use super::Limits;
 use crate::decode::TcpPacket;
 use crate::reassembly::{Budget, Chunk, Reassembler};
-use whyslow_model::{AckEvent, CloseKind, Connection, Direction, Exchange, Segment, SegmentFlags};
+use whyslow_model::{
+    AckEvent, CloseKind, Connection, Direction, Exchange, Protocol, Segment, SegmentFlags,
+};
+use whyslow_proto::{Sniffer, Start, StreamAnalyzer};
 
 /// Largest window shift allowed (RFC 7323 §2.3).
 const MAX_WINDOW_SCALE: u8 = 14;
@@ -36,7 +38,7 @@ pub struct Flow {
     seq: [SeqState; 2],
     wscale: [Option<u8>; 2],
     reasm: [Reassembler; 2],
-    proto: Proto,
+    proto: Sniffer,
     fin: [bool; 2],
     rst: bool,
 }
@@ -65,7 +67,16 @@ impl Flow {
             seq: Default::default(),
             wscale: [None; 2],
             reasm: Default::default(),
-            proto: Proto::new(),
+            // A flow first seen without its SYN began before the capture did.
+            proto: Sniffer::new(
+                id,
+                server.port(),
+                if p.syn {
+                    Start::Beginning
+                } else {
+                    Start::MidStream
+                },
+            ),
             fin: [false; 2],
             rst: false,
         }
@@ -307,14 +318,13 @@ impl Flow {
         budget: &mut Budget,
         out: &mut Vec<Exchange>,
     ) {
-        let id = self.conn.id;
         let Flow { reasm, proto, .. } = self;
         let mut emit = |c: Chunk| match c {
             Chunk::Data {
                 data,
                 at_us,
                 packet,
-            } => proto.on_data(id, d, data, at_us, packet),
+            } => proto.on_data(d, data, at_us, packet),
             Chunk::Gap(n) => proto.on_gap(d, n),
         };
         let wire = u64::from(p.seg_len);
@@ -328,13 +338,12 @@ impl Flow {
             budget,
             &mut emit,
         );
-        self.conn.tls |= self.proto.is_tls();
+        self.note_protocol();
         self.proto.drain_exchanges(out);
     }
 
     /// Ends the connection: holes become gaps, the analyzer flushes.
     pub fn finish(mut self, budget: &mut Budget) -> (Connection, Vec<Exchange>, Option<String>) {
-        let id = self.conn.id;
         for d in [Direction::ToServer, Direction::ToClient] {
             let Flow { reasm, proto, .. } = &mut self;
             reasm[idx(d)].flush(budget, &mut |c| match c {
@@ -342,14 +351,19 @@ impl Flow {
                     data,
                     at_us,
                     packet,
-                } => proto.on_data(id, d, data, at_us, packet),
+                } => proto.on_data(d, data, at_us, packet),
                 Chunk::Gap(n) => proto.on_gap(d, n),
             });
         }
         let mut ex = self.proto.take_exchanges();
-        let (last, err) = self.proto.finish();
-        ex.extend(last);
-        self.conn.tls |= self.proto.is_tls();
+        ex.extend(self.proto.finish());
+        self.note_protocol();
+        let err = self.proto.error().map(str::to_string);
         (self.conn, ex, err)
+    }
+
+    fn note_protocol(&mut self) {
+        self.conn.protocol = self.proto.protocol();
+        self.conn.tls |= self.conn.protocol == Protocol::Tls;
     }
 }

@@ -3,7 +3,6 @@
 
 mod analysis;
 mod conn;
-mod proto;
 
 use crate::decode::{decode_tcp, Skip, TcpPacket};
 use crate::packet::{LinkType, Packet};
