@@ -160,7 +160,7 @@ fn mid_stream_capture_guesses_client_by_port() {
     // capture: it is not paired with the request that follows it.
     let ex = &out.timeline.exchanges;
     assert_eq!(ex.len(), 1, "{ex:?}");
-    assert_eq!(ex[0].request, "GET /");
+    assert_eq!(ex[0].request, "GET /items");
     assert_eq!(ex[0].response_first_at_us, None);
 }
 
