@@ -8,20 +8,11 @@ use crate::target::Target;
 use bytes::{Bytes, BytesMut};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use whyslow_proto::http1::{BodyKind, Framer, Step};
+use whyslow_proto::http1::{parse_response_prefix, BodyKind, Framer, Step};
 
 /// Response headers larger than this are refused (nginx's large buffers are 4×8 KiB).
 const MAX_HEADER_BYTES: usize = 64 * 1024;
-/// Header fields parsed per response.
-const MAX_HEADERS: usize = 128;
 const READ_CHUNK: usize = 16 * 1024;
-/// The response headers the client acts on.
-const HEADERS_READ: [&str; 4] = [
-    "content-length",
-    "transfer-encoding",
-    "content-encoding",
-    "connection",
-];
 
 /// `Authorization: Basic …` for credentials in the URL, unless the user set
 /// an Authorization header of their own (curl's precedence).
@@ -227,67 +218,17 @@ async fn read_head(
     }
 }
 
+/// The response head at the start of `buf`, framed by the same rules the
+/// capture analyzer uses (proto's `parse_response_prefix`).
 fn parse_head(buf: &[u8], is_head: bool) -> Result<Option<Head>, ProbeError> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut headers);
-    let len = match resp.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => {
-            return Err(ProbeError::new(
-                "receive",
-                ErrorKind::Protocol,
-                format!("not an HTTP response: {e}"),
-            ))
-        }
-    };
-    let status = resp.code.unwrap_or(0);
-    let mut body = BodyKind::UntilClose;
-    let mut content_encoding = None;
-    let mut close = resp.version == Some(0);
-    for h in resp.headers.iter() {
-        // Only four headers matter here: skip decoding the others (hot in load runs).
-        if !HEADERS_READ.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
-            continue;
-        }
-        let value = String::from_utf8_lossy(h.value);
-        let value = value.trim();
-        if h.name.eq_ignore_ascii_case("content-length") {
-            let n = value.parse::<u64>().map_err(|_| {
-                ProbeError::new(
-                    "receive",
-                    ErrorKind::Protocol,
-                    format!("bad Content-Length {:?}", shown(value)),
-                )
-            })?;
-            if !matches!(body, BodyKind::Chunked) {
-                body = BodyKind::Length(n);
-            }
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding")
-            && value.to_ascii_lowercase().ends_with("chunked")
-        {
-            body = BodyKind::Chunked;
-        } else if h.name.eq_ignore_ascii_case("content-encoding") {
-            content_encoding = Some(shown(value));
-        } else if h.name.eq_ignore_ascii_case("connection") {
-            let has = |token: &str| {
-                value
-                    .as_bytes()
-                    .windows(token.len())
-                    .any(|w| w.eq_ignore_ascii_case(token.as_bytes()))
-            };
-            close = has("close") || (close && !has("keep-alive"));
-        }
-    }
-    if is_head || status == 204 || status == 304 || (100..200).contains(&status) {
-        body = BodyKind::None;
-    }
-    Ok(Some(Head {
-        status,
+    let parsed = parse_response_prefix(buf)
+        .map_err(|e| ProbeError::new("receive", ErrorKind::Protocol, e))?;
+    Ok(parsed.map(|(len, h)| Head {
+        status: h.status,
         len,
-        body,
-        content_encoding,
-        close,
+        body: h.body(is_head),
+        content_encoding: h.content_encoding.as_deref().map(shown),
+        close: h.close,
     }))
 }
 

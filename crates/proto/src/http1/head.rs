@@ -22,14 +22,23 @@ fn slots<'b>() -> HeaderSlots<'b> {
 pub const MAX_REQUEST_LABEL: usize = 200;
 
 /// What the body framing of a message depends on, from its header fields.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Framing {
     content_length: Option<u64>,
     chunked: bool,
     /// Transfer-Encoding present but not ending in chunked.
     other_te: bool,
     encoded: bool,
+    /// Connection: close / keep-alive tokens.
+    close: bool,
+    keep_alive: bool,
+    /// Content-Encoding value, cut short (only for whoever shows it).
+    encoding: Option<Box<str>>,
 }
+
+/// Longest Content-Encoding value kept: any real coding list fits, a
+/// payload smuggled into the header does not.
+const ENCODING_SHOWN: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct RequestHead {
@@ -42,10 +51,15 @@ pub struct RequestHead {
     pub upgrade_h2c: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ResponseHead {
     pub status: u16,
     pub encoded: bool,
+    /// The server will close the connection after this response (Connection:
+    /// close, or HTTP/1.0 without keep-alive).
+    pub close: bool,
+    /// The Content-Encoding value, cut to 32 characters.
+    pub content_encoding: Option<Box<str>>,
     framing_chunked: bool,
     framing_other_te: bool,
     content_length: Option<u64>,
@@ -137,25 +151,41 @@ pub fn check_partial_response(head: &[u8]) -> Result<(), String> {
 }
 
 pub fn parse_response(head: &[u8]) -> Result<ResponseHead, String> {
+    match parse_response_prefix(head)? {
+        Some((_, h)) => Ok(h),
+        None => Err("incomplete HTTP response head".into()),
+    }
+}
+
+/// A response head at the start of `buf` and its length in bytes, or None
+/// while it is incomplete: the one reading of response framing that the
+/// capture analyzer and the client share.
+pub fn parse_response_prefix(buf: &[u8]) -> Result<Option<(usize, ResponseHead)>, String> {
     let mut headers = slots();
     let mut resp = httparse::Response::new(&mut []);
-    match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
         &mut resp,
-        head,
+        buf,
         &mut headers,
     ) {
-        Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return Err("incomplete HTTP response head".into()),
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(format!("not an HTTP/1 response ({e})")),
-    }
+    };
     let f = framing(resp.headers)?;
-    Ok(ResponseHead {
-        status: resp.code.unwrap_or(0),
-        encoded: f.encoded,
-        framing_chunked: f.chunked,
-        framing_other_te: f.other_te,
-        content_length: f.content_length,
-    })
+    let http10 = resp.version == Some(0);
+    Ok(Some((
+        len,
+        ResponseHead {
+            status: resp.code.unwrap_or(0),
+            encoded: f.encoded,
+            close: f.close || (http10 && !f.keep_alive),
+            content_encoding: f.encoding,
+            framing_chunked: f.chunked,
+            framing_other_te: f.other_te,
+            content_length: f.content_length,
+        },
+    )))
 }
 
 /// Reads the framing-relevant fields. Conflicting Content-Length values are
@@ -175,7 +205,15 @@ fn framing(headers: &[httparse::Header]) -> Result<Framing, String> {
             f.chunked = chunked;
             f.other_te = !chunked;
         } else if h.name.eq_ignore_ascii_case("content-encoding") {
-            f.encoded |= !trim(h.value).eq_ignore_ascii_case(b"identity");
+            let v = trim(h.value);
+            f.encoded |= !v.eq_ignore_ascii_case(b"identity");
+            let shown = String::from_utf8_lossy(&v[..v.len().min(ENCODING_SHOWN)]);
+            f.encoding = Some(shown.into());
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',').map(trim) {
+                f.close |= token.eq_ignore_ascii_case(b"close");
+                f.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
         }
     }
     Ok(f)

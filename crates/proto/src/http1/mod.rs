@@ -10,12 +10,12 @@ mod tests;
 
 use crate::{Sniff, Span, Start, StreamAnalyzer};
 use resync::Hunt;
-use head::{RequestHead, ResponseHead};
+use head::RequestHead;
 use std::collections::VecDeque;
 use whyslow_model::{Direction, Exchange, Protocol, Status};
 
 pub use framing::{BodyKind, Framer, Gap, Step, MAX_HEAD_BYTES};
-pub use head::request_label;
+pub use head::{parse_response_prefix, request_label, ResponseHead};
 
 /// Requests sent and not yet answered. Clients that pipeline at all keep a
 /// handful outstanding (Redis-style deep pipelines are not HTTP's); with
@@ -246,10 +246,11 @@ impl Http1Analyzer {
         let is_head = p.head.is_head;
         let is_connect = p.head.is_connect;
         let switching = head.status == 101 || (is_connect && (200..300).contains(&head.status));
+        let h2c = switching && head.status == 101 && p.head.upgrade_h2c;
+        let body = head.body(is_head);
         if !head.is_interim() {
             p.response = Some((head, Span::default()));
         }
-        let h2c = switching && head.status == 101 && p.head.upgrade_h2c;
         if h2c {
             // Stream 1 of the HTTP/2 connection answers this request: the
             // HTTP/2 analyzer reports it, not this one.
@@ -270,7 +271,7 @@ impl Http1Analyzer {
             self.resp.make_opaque();
             return Ok(());
         }
-        if self.resp.start_body(head.body(is_head)) {
+        if self.resp.start_body(body) {
             self.response_done();
         }
         Ok(())
