@@ -108,6 +108,40 @@ def http1_chunks():
     return {"keep_alive": keep_alive, "post_chunked": split}
 
 
+def chunks(to_client, b):
+    """b as fuzz chunks of at most 63 bytes."""
+    out = b""
+    for i in range(0, len(b), 63):
+        part = b[i:i + 63]
+        out += bytes([(0x80 if to_client else 0) | len(part)]) + part
+    return out
+
+
+def pg_msg(t, body):
+    return t + struct.pack("!I", 4 + len(body)) + body
+
+
+def backing_conversations():
+    """One short conversation per backing protocol, as (client, server) byte pairs."""
+    startup = struct.pack("!II", 8, 80877103)
+    params = b"user\0postgres\0database\0postgres\0\0"
+    startup += struct.pack("!II", 8 + len(params), 196608) + params
+    pg_server = b"N" + pg_msg(b"R", struct.pack("!I", 0)) + pg_msg(b"Z", b"I")
+    pg_client = pg_msg(b"Q", b"SELECT 'x' AS a\0")
+    pg_reply = (pg_msg(b"T", struct.pack("!H", 1) + b"a\0" + bytes(18)) + pg_msg(b"D", struct.pack("!HI", 1, 1) + b"x")
+                + pg_msg(b"C", b"SELECT 1\0") + pg_msg(b"Z", b"I"))
+    frame = lambda t, f, sid, payload: struct.pack("!I", len(payload))[1:] + bytes([t, f]) + struct.pack("!I", sid) + payload
+    h2_client = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"")
+                 + frame(1, 0x5, 1, b"\x82\x86\x84\x41\x01a"))
+    h2_server = frame(4, 0, 0, b"") + frame(1, 0x4, 1, b"\x88") + frame(0, 0x1, 1, b"hi")
+    return {
+        "redis": [(b"*3\r\n$3\r\nSET\r\n$5\r\nuser:\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$5\r\nuser:\r\n", b"+OK\r\n$1\r\nv\r\n")],
+        "memcached": [(b"set k:1 0 0 2\r\nhi\r\nget k:1 k:2\r\n", b"STORED\r\nVALUE k:1 0 2\r\nhi\r\nEND\r\n")],
+        "postgres": [(startup, pg_server), (pg_client, pg_reply)],
+        "http2": [(h2_client, h2_server)],
+    }
+
+
 def write(target, name, data):
     d = os.path.join(HERE, target)
     os.makedirs(d, exist_ok=True)
@@ -122,3 +156,8 @@ if __name__ == "__main__":
     write("flow_table", "http", flow_records())
     for name, data in http1_chunks().items():
         write("http1", name, data)
+    ports = {"redis": 6379, "memcached": 11211, "postgres": 5432, "http2": 8080}
+    for proto, turns in backing_conversations().items():
+        data = b"".join(chunks(False, c) + chunks(True, s) for c, s in turns)
+        write(proto, "conversation", data)
+        write("sniff", proto, struct.pack("!H", ports[proto]) + b"\0" + data)

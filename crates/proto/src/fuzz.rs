@@ -2,16 +2,37 @@
 //! run them on pseudo-random input.
 
 use crate::http1::Http1Analyzer;
-use crate::StreamAnalyzer;
+use crate::{Sniffer, Start, StreamAnalyzer};
 use whyslow_model::Direction;
 
 /// Splits `data` into chunks for both directions and feeds an HTTP/1
 /// analyzer. Each chunk starts with one control byte: bit 7 = direction,
 /// bit 6 = report a gap instead of data, bits 0..5 = chunk length.
 pub fn http1(data: &[u8]) {
-    let mut a = Http1Analyzer::new(0);
+    feed_chunks(&mut Http1Analyzer::new(0), data);
+}
+
+/// The protocol layer as the flow table drives it: the first two bytes are
+/// the server port (a hint), the third picks the start (even: beginning),
+/// the rest are chunks as for `http1`.
+pub fn sniffed(data: &[u8]) {
+    let [hi, lo, start, rest @ ..] = data else {
+        return;
+    };
+    let start = if start % 2 == 0 {
+        Start::Beginning
+    } else {
+        Start::MidStream
+    };
+    let mut s = Sniffer::new(0, u16::from_be_bytes([*hi, *lo]), start);
+    feed_chunks(&mut s, rest);
+}
+
+/// Feeds `data` as chunks (see `http1`) to `a`, draining as it goes.
+pub fn feed_chunks(a: &mut dyn StreamAnalyzer, data: &[u8]) {
     let mut rest = data;
     let mut packet = 0u64;
+    let mut out = Vec::new();
     while let Some((&ctl, tail)) = rest.split_first() {
         let dir = if ctl & 0x80 == 0 {
             Direction::ToServer
@@ -26,7 +47,8 @@ pub fn http1(data: &[u8]) {
             a.on_data(dir, &tail[..len], packet * 10, packet);
         }
         rest = &tail[len..];
-        let _ = a.take_exchanges();
+        a.drain_exchanges(&mut out);
+        out.clear();
     }
     let _ = a.finish();
     let _ = a.error();

@@ -107,3 +107,5 @@ pub fn phase_sum(r: &serde_json::Value) -> u64 {
     .map(|f| us(r, f))
     .sum()
 }
+#[allow(dead_code)]
+pub mod real;

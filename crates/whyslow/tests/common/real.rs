@@ -1,0 +1,189 @@
+//! Real servers from Debian packages on loopback, for the tests that hold
+//! whyslow to real software: redis-server, memcached, PostgreSQL, nghttpd.
+//! Each starts on a free port and stops (SIGTERM) when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn have(bin: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+pub fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("whyslow-real-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn wait_listening(port: u16) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listening on {port}");
+}
+
+/// A running server; SIGTERM and wait on drop.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(cmd: &mut Command, port: u16) -> Server {
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+    let s = Server { child, port };
+    wait_listening(port);
+    s
+}
+
+pub fn redis() -> Server {
+    let port = free_port();
+    let p = port.to_string();
+    spawn(
+        Command::new("redis-server").args([
+            "--port", &p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        ]),
+        port,
+    )
+}
+
+pub fn memcached() -> Server {
+    let port = free_port();
+    let p = port.to_string();
+    // -u: memcached refuses to run as root without a user to become.
+    spawn(
+        Command::new("memcached").args(["-l", "127.0.0.1", "-p", &p, "-U", "0", "-u", "nobody"]),
+        port,
+    )
+}
+
+/// nghttpd serving `dir` over cleartext HTTP/2 (prior knowledge and h2c upgrade).
+pub fn nghttpd(dir: &Path) -> Server {
+    let port = free_port();
+    let p = port.to_string();
+    spawn(
+        Command::new("nghttpd").args(["--no-tls", "-d", dir.to_str().unwrap(), &p]),
+        port,
+    )
+}
+
+/// PostgreSQL's server programs (Debian keeps them out of PATH).
+fn pg_bin(name: &str) -> PathBuf {
+    for v in ["17", "16", "15"] {
+        let p = PathBuf::from(format!("/usr/lib/postgresql/{v}/bin/{name}"));
+        if p.exists() {
+            return p;
+        }
+    }
+    PathBuf::from(name)
+}
+
+pub fn have_postgres() -> bool {
+    pg_bin("initdb").exists() && have("psql")
+}
+
+/// Runs `cmd` as the `postgres` user when we are root (the server refuses root).
+fn as_pg_user(program: &Path) -> Command {
+    // SAFETY: getuid(2) has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+/// A throwaway cluster (trust auth, no fsync) on a free loopback port.
+pub fn postgres() -> (Server, PathBuf) {
+    let dir = tmpdir("pg");
+    // SAFETY: getuid(2) has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        let ok = Command::new("chown")
+            .args(["-R", "postgres:postgres", dir.to_str().unwrap()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "chown the cluster directory to postgres");
+    }
+    let data = dir.join("data");
+    let out = as_pg_user(&pg_bin("initdb"))
+        .args(["-D", data.to_str().unwrap(), "--auth=trust", "-U", "postgres", "--no-sync"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+    let port = free_port();
+    let server = spawn(
+        as_pg_user(&pg_bin("postgres")).args([
+            "-D",
+            data.to_str().unwrap(),
+            "-p",
+            &port.to_string(),
+            "-k",
+            dir.to_str().unwrap(),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=off",
+        ]),
+        port,
+    );
+    // Accepting TCP is not accepting queries yet: wait for a query to pass.
+    for _ in 0..100 {
+        if psql(port, &["-c", "SELECT 1"]).status.success() {
+            return (server, dir);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("postgres on {port} never answered");
+}
+
+pub fn psql(port: u16, args: &[&str]) -> std::process::Output {
+    Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", "-X", "-q"])
+        .args(args)
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .unwrap()
+}
+
+/// Values of tshark `-T fields` output, one per field occurrence (tshark
+/// joins several occurrences in one frame with commas).
+pub fn tshark_fields(file: &Path, decode_as: &str, filter: &str, field: &str) -> Vec<String> {
+    let out = Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-d", decode_as, "-Y", filter])
+        .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-e", field])
+        .output()
+        .expect("run tshark");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .flat_map(|l| l.split('|').map(str::to_string).collect::<Vec<_>>())
+        .filter(|v| !v.is_empty())
+        .collect()
+}
