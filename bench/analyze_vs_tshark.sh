@@ -104,3 +104,10 @@ if [ "$w_conns" = "$t_conns" ]; then
 else
   echo "connections: whyslow $w_conns, tshark conv,tcp $t_conns: DIFFER"
 fi
+
+# The second run: backing-service traffic with every protocol analyzer on.
+if [ -z "${SKIP_BACKING:-}" ] && [ -z "${CAPTURE:-}" ]; then
+  echo
+  echo "== second run: Redis and PostgreSQL traffic (bench/analyze_backing_vs_tshark.sh)"
+  bash bench/analyze_backing_vs_tshark.sh
+fi

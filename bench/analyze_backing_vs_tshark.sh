@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# whyslow analyze vs tshark on a capture of backing-service traffic, one run:
+# Redis (redis-benchmark, pipelined and not) and PostgreSQL (pgbench,
+# simple and prepared) on 127.0.0.1, captured by `whyslow capture` until the
+# file holds at least MIN_MB (default 100) MB. Then times
+#   whyslow analyze FILE                       (every analyzer on)
+#   tshark -r FILE -d tcp.port==R,resp -d tcp.port==P,pgsql -q -z conv,tcp -z expert
+# (median wall seconds of RUNS=3, max RSS), RSS on half the packets vs all,
+# and the exchange counts: whyslow's per protocol vs tshark's RESP arrays
+# sent and PostgreSQL CommandComplete/Error messages.
+#
+#   MIN_MB=300 bench/analyze_backing_vs_tshark.sh
+#   KEEP=1 bench/analyze_backing_vs_tshark.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MIN_MB=${MIN_MB:-100}
+RUNS=${RUNS:-3}
+
+. bench/lib.sh
+need_packages redis-server postgresql postgresql-client tshark time
+cargo build --release -q -p whyslow
+bin=$PWD/target/release/whyslow
+
+dir=$(mktemp -d /tmp/whyslow-bench-backing.XXXXXX)
+chmod 755 "$dir"
+rport=$(( 20000 + RANDOM % 10000 )); pport=$(( rport + 1 ))
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+cleanup() {
+  [ -n "${redis_pid:-}" ] && kill "$redis_pid" 2>/dev/null
+  [ -d "$dir/pg" ] && as_pg "$pgbin/pg_ctl" -D "$dir/pg" -m immediate stop >/dev/null 2>&1
+  if [ -n "${KEEP:-}" ]; then echo "kept: $dir"; else rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+redis_pid=$!
+[ "$(id -u)" -eq 0 ] && chown postgres "$dir"
+as_pg "$pgbin/initdb" -D "$dir/pg" --auth=trust -U postgres --no-sync >/dev/null
+as_pg "$pgbin/pg_ctl" -D "$dir/pg" -w -l "$dir/pg.log" \
+  -o "-p $pport -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+pg=(-h 127.0.0.1 -p "$pport" -U postgres)
+pgbench "${pg[@]}" -i -s 1 -q postgres >/dev/null 2>&1
+
+cap=$dir/backing.pcapng
+secs=${SECS:-8}
+for _attempt in 1 2 3; do
+  echo "== capture: redis-benchmark and pgbench for ${secs}s under whyslow capture"
+  sudo_if_needed "$bin" capture -i lo -p "$rport" -p "$pport" -w "$cap" -- sh -c "
+    timeout $secs redis-benchmark -p $rport -q -c 8 -n 100000000 -t get,set -P 8 >/dev/null &
+    timeout $secs redis-benchmark -p $rport -q -c 4 -n 100000000 -t get,incr >/dev/null &
+    pgbench ${pg[*]} -S -M prepared -c 4 -T $secs postgres >/dev/null 2>&1 &
+    pgbench ${pg[*]} -N -M simple -c 2 -T $secs postgres >/dev/null 2>&1 &
+    wait" 2>&1 | grep -E 'written to' | sed 's/^/   /' || true
+  size_mb=$(( $(stat -c %s "$cap") / 1000000 ))
+  echo "   capture: $size_mb MB"
+  [ "$size_mb" -ge "$MIN_MB" ] && break
+  secs=$(( secs * MIN_MB * 5 / (4 * (size_mb > 0 ? size_mb : 1)) + 1 ))
+done
+
+timed() {
+  local out=$1; shift
+  : >"$out.times"
+  for _ in $(seq "$RUNS"); do
+    /usr/bin/time -f '%e %M' -o "$out.time" "$@" >"$out.out" 2>"$out.err" || true
+    cat "$out.time" >>"$out.times"
+  done
+  sort -n "$out.times" | awk '{w[NR] = $1; if ($2 > m) m = $2} END {print w[int((NR + 1) / 2)], m}'
+}
+cat "$cap" >/dev/null
+decode=(-d "tcp.port==$rport,resp" -d "tcp.port==$pport,pgsql")
+
+echo "== whyslow analyze"
+read -r w_s w_kb < <(timed "$dir/w" "$bin" analyze "$cap")
+packets=$(awk 'NR == 1 {print $2}' "$dir/w.out")
+echo "== tshark ${decode[*]} -q -z conv,tcp -z expert"
+read -r t_s t_kb < <(timed "$dir/t" tshark -r "$cap" "${decode[@]}" -q -z conv,tcp -z expert)
+half=$dir/half.pcapng
+editcap -r "$cap" "$half" "1-$((packets / 2))"
+read -r h_s h_kb < <(timed "$dir/h" "$bin" analyze "$half")
+
+echo "== exchange counts (whyslow --json vs tshark fields)"
+"$bin" analyze --json --timeline "$cap" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+proto = {c["id"]: c["protocol"] for c in r["timeline"]["connections"]}
+n = {}
+for e in r["timeline"]["exchanges"]:
+    n[e["protocol"]] = n.get(e["protocol"], 0) + 1
+print(n.get("redis", 0), n.get("postgres", 0))' >"$dir/w.counts"
+read -r w_redis w_pg <"$dir/w.counts"
+t_redis=$(tshark -r "$cap" "${decode[@]}" -Y "tcp.dstport==$rport" -T fields -E occurrence=a -E aggregator='|' \
+  -e resp.array.length | tr '|' '\n' | grep -c . || true)
+t_pg=$(tshark -r "$cap" "${decode[@]}" -Y "tcp.srcport==$pport" -T fields -E occurrence=a -E aggregator='|' \
+  -e pgsql.type | tr '|' '\n' | grep -cE '^(Command completion|Error)$' || true)
+
+echo
+echo "capture: $(( $(stat -c %s "$cap") / 1000000 )) MB, $packets packets (Redis :$rport, PostgreSQL :$pport)"
+grep -E '^kept the first' "$dir/w.out" | sed 's/^/whyslow: /' || true
+printf '%-44s %10s %12s\n' "" "wall (s)" "max RSS (MB)"
+printf '%-44s %10s %12d\n' "tshark -d resp,pgsql -z conv,tcp -z expert" "$t_s" $((t_kb / 1024))
+printf '%-44s %10s %12d\n' "whyslow analyze (every analyzer on)" "$w_s" $((w_kb / 1024))
+awk -v t="$t_s" -v w="$w_s" -v tk="$t_kb" -v wk="$w_kb" 'BEGIN {
+  printf "whyslow is %.1fx faster (goal >= 20x) and uses %.1fx less memory\n", t / (w > 0 ? w : 0.01), tk / wk }'
+awk -v h="$h_kb" -v f="$w_kb" -v hs="$h_s" -v fs="$w_s" 'BEGIN {
+  printf "memory flatness: RSS %d MB on half the packets (%.2f s), %d MB on all (%.2f s): x%.2f\n", h / 1024, hs, f / 1024, fs, f / h }'
+echo "exchanges: redis whyslow $w_redis / tshark $t_redis; postgres whyslow $w_pg / tshark $t_pg"
