@@ -1,41 +1,494 @@
-//! HTTP/2 (h2c) exchanges from a byte stream (placeholder: filled in by its analyzer).
+//! HTTP/2 (h2c, RFC 9113) exchanges from a byte stream: one exchange per
+//! client-initiated stream, completed in the order streams end.
+//!
+//! Hand-written rather than built on an endpoint library (h2): a capture
+//! may start mid-connection or lose bytes, so the parser must accept frames
+//! without the handshake, answer HPACK references to entries it never saw
+//! with placeholders (see `hpack`), and skip DATA payloads by their length
+//! without buffering them. Only header blocks are buffered, bounded.
 
-use crate::{Sniff, Start, StreamAnalyzer};
+mod frame;
+mod hpack;
+#[cfg(test)]
+mod hpack_tests;
+mod huffman;
+mod stream;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_hostile;
+
+use crate::digest::ParamDigest;
+use crate::{Sniff, Span, Start, StreamAnalyzer};
+use frame::{FrameHeader, Framer, Gap, Step};
+use hpack::{Decoder, Fields};
+use std::collections::BTreeMap;
+use stream::Stream;
 use whyslow_model::{Direction, Exchange};
+
+pub use frame::{MAX_KEPT_PAYLOAD, PREFACE};
+pub use hpack::MAX_TABLE_BYTES;
+
+/// Streams tracked at once. SETTINGS_MAX_CONCURRENT_STREAMS is commonly
+/// 100 (nginx, Go) to 1000 (Envoy's default is 2^31-1 but deployments cap
+/// it); past this, new streams are not tracked until others end.
+pub const MAX_OPEN_STREAMS: usize = 1000;
+/// Longest header block (HEADERS + CONTINUATIONs) decoded; see
+/// `MAX_KEPT_PAYLOAD` for why 64 KiB is far above real header blocks.
+pub const MAX_HEADER_BLOCK: usize = 64 * 1024;
+/// Client bytes `sniff` is given at most (the flow table's sniff window).
+const SNIFF_WINDOW: usize = 4096;
+/// Frame headers in a row a mid-stream sniff insists on.
+const SNIFF_FRAMES: usize = 2;
+
+/// A header block being assembled from HEADERS/PUSH_PROMISE + CONTINUATION.
+#[derive(Debug)]
+struct Block {
+    stream: u32,
+    kind: u8,
+    end_stream: bool,
+    bytes: Vec<u8>,
+    /// Part of it was not kept (too long): it cannot be decoded.
+    lost: bool,
+}
+
+impl Block {
+    fn lost(stream: u32) -> Self {
+        Block {
+            stream,
+            kind: frame::HEADERS,
+            end_stream: false,
+            bytes: Vec::new(),
+            lost: true,
+        }
+    }
+}
+
+/// Parsing state of one direction.
+#[derive(Debug)]
+struct Side {
+    framer: Framer,
+    hpack: Decoder,
+    block: Option<Block>,
+    /// Bytes of the frame header being read, before its stream is known.
+    header_span: Span,
+    /// Stream whose message the current frame's bytes belong to.
+    target: Option<u32>,
+    /// No frame seen yet (mid-stream starts check the first one).
+    first_frame: bool,
+    stopped: bool,
+}
+
+impl Side {
+    fn new(preface: bool, mid_stream: bool) -> Self {
+        Side {
+            framer: Framer::new(preface, mid_stream),
+            hpack: Decoder::new(mid_stream),
+            block: None,
+            header_span: Span::default(),
+            target: None,
+            first_frame: true,
+            stopped: false,
+        }
+    }
+}
 
 /// Incremental HTTP/2 (h2c) analyzer for one TCP connection.
 #[derive(Debug)]
 pub struct Http2Analyzer {
     connection: u32,
+    mid_stream: bool,
+    client: Side,
+    server: Side,
+    streams: BTreeMap<u32, Stream>,
+    /// Highest client stream id opened so far.
+    last_stream: u32,
+    done: Vec<Exchange>,
+    error: Option<String>,
 }
 
 impl Http2Analyzer {
-    pub fn new(connection: u32, _start: Start) -> Self {
-        Http2Analyzer { connection }
+    pub fn new(connection: u32, start: Start) -> Self {
+        let mid_stream = start == Start::MidStream;
+        Http2Analyzer {
+            connection,
+            mid_stream,
+            client: Side::new(true, mid_stream),
+            server: Side::new(false, mid_stream),
+            streams: BTreeMap::new(),
+            last_stream: 0,
+            done: Vec::new(),
+            error: None,
+        }
     }
 
-    pub fn after_h2c_upgrade(connection: u32, _label: String, _request: crate::Span) -> Self {
-        Http2Analyzer { connection }
+    /// After an HTTP/1.1 `Upgrade: h2c` request answered by 101: the client
+    /// sends the preface, and stream 1 carries the response to the request
+    /// already sent (RFC 7540 §3.2; half-closed on the client side).
+    pub fn after_h2c_upgrade(
+        connection: u32,
+        upgrade_request_label: String,
+        upgrade_request: Span,
+    ) -> Self {
+        let mut a = Http2Analyzer::new(connection, Start::Beginning);
+        let mut s = Stream::new(upgrade_request_label.into());
+        s.request = upgrade_request;
+        s.request_done = true;
+        a.streams.insert(1, s);
+        a.last_stream = 1;
+        a
     }
 
     /// Do these first client bytes (from `start`) look like HTTP/2 (h2c)?
-    pub fn sniff(_client: &[u8], _start: Start) -> Sniff {
-        Sniff::No
+    /// Beginning: the preface. Mid-stream: the preface, or frame headers in
+    /// a row from offset 0, each as a client sends them.
+    pub fn sniff(client: &[u8], start: Start) -> Sniff {
+        if start == Start::Beginning || client.first() == Some(&PREFACE[0]) {
+            let n = client.len().min(PREFACE.len());
+            return match client[..n] == PREFACE[..n] {
+                false => Sniff::No,
+                true if n < PREFACE.len() => Sniff::NeedMore,
+                true => Sniff::Yes,
+            };
+        }
+        let mut at = 0usize;
+        for _ in 0..SNIFF_FRAMES {
+            let end = at.saturating_add(frame::HEADER_LEN);
+            if end > SNIFF_WINDOW {
+                return Sniff::No;
+            }
+            let Some(bytes) = client.get(at..end).and_then(|b| b.try_into().ok()) else {
+                return Sniff::NeedMore;
+            };
+            let h = FrameHeader::parse(bytes);
+            if !h.plausible(true) {
+                return Sniff::No;
+            }
+            at = end.saturating_add(h.len as usize);
+        }
+        Sniff::Yes
+    }
+
+    fn fail(&mut self, msg: String) {
+        if self.error.is_none() {
+            self.error = Some(msg);
+        }
+    }
+
+    fn side(&mut self, dir: Direction) -> &mut Side {
+        match dir {
+            Direction::ToServer => &mut self.client,
+            Direction::ToClient => &mut self.server,
+        }
+    }
+
+    fn feed(&mut self, dir: Direction, mut data: &[u8], at: u64, pkt: u64) -> Result<(), String> {
+        loop {
+            let side = self.side(dir);
+            let (preface, header) = (side.framer.in_preface(), side.framer.in_header());
+            let (n, step) = side.framer.step(data)?;
+            if n > 0 && !preface {
+                if header {
+                    side.header_span.add(n, at, pkt);
+                } else if let Some(id) = side.target {
+                    if let Some(s) = self.streams.get_mut(&id) {
+                        s.span(dir).add(n, at, pkt);
+                    }
+                }
+            }
+            data = &data[n..];
+            match step {
+                Step::Need => return Ok(()),
+                Step::Preface => {}
+                Step::Header(h) => self.frame_start(dir, h)?,
+                Step::Done(h) => self.frame_done(dir, h)?,
+            }
+        }
+    }
+
+    /// A frame header is read: which stream's message its bytes belong to.
+    fn frame_start(&mut self, dir: Direction, h: FrameHeader) -> Result<(), String> {
+        let client = dir == Direction::ToServer;
+        let mid_stream = self.mid_stream;
+        let side = self.side(dir);
+        if std::mem::take(&mut side.first_frame) && mid_stream {
+            if !h.plausible(client) {
+                return Err(format!(
+                    "{}→{} bytes do not start at an HTTP/2 frame",
+                    dir.sender(),
+                    dir.receiver()
+                ));
+            }
+            if h.kind == frame::CONTINUATION {
+                // The block began before the capture: its rest is skipped.
+                side.block = Some(Block::lost(h.stream));
+            }
+        }
+        let in_block = side.block.as_ref().map(|b| b.stream);
+        if in_block.is_some() != (h.kind == frame::CONTINUATION)
+            || in_block.is_some_and(|s| s != h.stream)
+        {
+            return Err(format!(
+                "HTTP/2 frame type {} on stream {} breaks a header block",
+                h.kind, h.stream
+            ));
+        }
+        if client && h.kind == frame::HEADERS && h.stream % 2 == 1 && h.stream > self.last_stream {
+            self.last_stream = h.stream;
+            self.open_stream(h.stream);
+        }
+        let counted = matches!(
+            h.kind,
+            frame::DATA | frame::HEADERS | frame::CONTINUATION | frame::RST_STREAM
+        );
+        let header_span = std::mem::take(&mut self.side(dir).header_span);
+        let target = match self.streams.get_mut(&h.stream) {
+            Some(s) if counted && h.stream != 0 && !s.done(dir) => {
+                stream::absorb(s.span(dir), &header_span);
+                Some(h.stream)
+            }
+            _ => None,
+        };
+        self.side(dir).target = target;
+        Ok(())
+    }
+
+    fn open_stream(&mut self, id: u32) {
+        if self.streams.len() >= MAX_OPEN_STREAMS {
+            self.fail(format!(
+                "more than {MAX_OPEN_STREAMS} open HTTP/2 streams; new ones not tracked"
+            ));
+            return;
+        }
+        self.streams.insert(id, Stream::new(None));
+    }
+
+    fn frame_done(&mut self, dir: Direction, h: FrameHeader) -> Result<(), String> {
+        self.side(dir).target = None;
+        match h.kind {
+            frame::HEADERS | frame::PUSH_PROMISE | frame::CONTINUATION => {
+                self.add_fragment(dir, h)?
+            }
+            frame::DATA if h.has(frame::END_STREAM) => self.end_message(dir, h.stream),
+            frame::RST_STREAM => {
+                if let Some(s) = self.streams.remove(&h.stream) {
+                    self.emit(h.stream, s);
+                }
+            }
+            frame::SETTINGS if !h.has(frame::ACK) => self.settings(dir),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE bounds the other side's encoder.
+    fn settings(&mut self, dir: Direction) {
+        let Some(payload) = self.side(dir).framer.payload() else {
+            return;
+        };
+        let size = frame::settings(payload)
+            .filter(|&(id, _)| id == frame::SETTINGS_HEADER_TABLE_SIZE)
+            .last()
+            .map(|(_, v)| v);
+        if let Some(size) = size {
+            self.side(dir.reverse()).hpack.set_allowed(size);
+        }
+    }
+
+    fn add_fragment(&mut self, dir: Direction, h: FrameHeader) -> Result<(), String> {
+        let side = self.side(dir);
+        if h.kind != frame::CONTINUATION {
+            side.block = Some(Block {
+                stream: h.stream,
+                kind: h.kind,
+                end_stream: h.kind == frame::HEADERS && h.has(frame::END_STREAM),
+                bytes: Vec::new(),
+                lost: false,
+            });
+        }
+        let Side { framer, block, .. } = side;
+        let Some(block) = block.as_mut() else {
+            return Ok(());
+        };
+        let mut note = None;
+        match framer.payload() {
+            None => note = Some(format!("HTTP/2 header frame of {} bytes skipped", h.len)),
+            Some(payload) => {
+                let fragment = frame::fragment(&h, payload)?;
+                if block.bytes.len().saturating_add(fragment.len()) > MAX_HEADER_BLOCK {
+                    note = Some(format!(
+                        "HTTP/2 header block over {MAX_HEADER_BLOCK} bytes skipped"
+                    ));
+                } else if !block.lost {
+                    block.bytes.extend_from_slice(fragment);
+                }
+            }
+        }
+        if note.is_some() {
+            block.lost = true;
+            block.bytes = Vec::new();
+        }
+        if let Some(note) = note {
+            self.fail(note);
+        }
+        if h.has(frame::END_HEADERS) {
+            if let Some(block) = self.side(dir).block.take() {
+                self.block_done(dir, block);
+            }
+        }
+        Ok(())
+    }
+
+    fn block_done(&mut self, dir: Direction, block: Block) {
+        let mut fields = Fields::default();
+        let hpack = &mut self.side(dir).hpack;
+        let decoded = if block.lost {
+            hpack.lose_sync();
+            Ok(())
+        } else {
+            hpack.decode(&block.bytes, &mut fields)
+        };
+        if let Err(e) = decoded {
+            self.fail(e);
+        }
+        if fields.placeholder {
+            self.fail("HPACK: a header refers to a table entry from before the capture".into());
+        }
+        if block.kind != frame::HEADERS {
+            return; // pushed streams are not tracked
+        }
+        let Some(s) = self.streams.get_mut(&block.stream) else {
+            return;
+        };
+        match dir {
+            Direction::ToServer => s.request_headers(fields),
+            Direction::ToClient => s.response_headers(&fields),
+        }
+        if block.end_stream {
+            self.end_message(dir, block.stream);
+        }
+    }
+
+    fn end_message(&mut self, dir: Direction, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        *s.done_mut(dir) = true;
+        if s.request_done && s.response_done {
+            if let Some(s) = self.streams.remove(&id) {
+                self.emit(id, s);
+            }
+        }
+    }
+
+    fn emit(&mut self, id: u32, s: Stream) {
+        let e = s.exchange(self.connection, id);
+        self.done.push(e);
     }
 }
 
+/// "METHOD /path" of a request's pseudo-headers and the digest of its query
+/// string: `:path` lives only as long as this call.
+fn label(fields: Fields) -> (String, Option<u64>) {
+    let method = fields.method.filter(|m| {
+        !m.is_empty()
+            && m.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    });
+    let method = method.as_deref().unwrap_or(hpack::PLACEHOLDER);
+    let Some(path) = fields.path.filter(|p| p != hpack::PLACEHOLDER) else {
+        return (format!("{method} {}", hpack::PLACEHOLDER), None);
+    };
+    let digest = path.split_once('?').map(|(_, query)| {
+        let mut d = ParamDigest::new();
+        d.add(query.as_bytes());
+        d.finish()
+    });
+    (crate::http1::request_label(method, &path), digest)
+}
+
 impl StreamAnalyzer for Http2Analyzer {
-    fn on_data(&mut self, _direction: Direction, _data: &[u8], _at_us: u64, _packet: u64) {
-        let _ = self.connection;
+    fn on_data(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64) {
+        if self.side(direction).stopped {
+            return;
+        }
+        if let Err(e) = self.feed(direction, data, at_us, packet) {
+            self.fail(e);
+            self.side(direction).stopped = true;
+        }
     }
-    fn on_gap(&mut self, _direction: Direction, _missing: u64) {}
+
+    fn on_gap(&mut self, direction: Direction, missing: u64) {
+        let side = self.side(direction);
+        if side.stopped || missing == 0 {
+            return;
+        }
+        if side.framer.skip_missing(missing) == Gap::Absorbed {
+            // Inside a DATA payload of known length: the bytes only go uncounted.
+            let target = side.target;
+            if let Some(s) = target.and_then(|id| self.streams.get_mut(&id)) {
+                let span = s.span(direction);
+                span.bytes = span.bytes.saturating_add(missing);
+            }
+            // The payload may have ended with the gap.
+            self.on_data(direction, &[], 0, 0);
+            return;
+        }
+        self.side(direction).stopped = true;
+        self.fail(format!(
+            "{missing} bytes missing from the capture ({}→{}); HTTP/2 frame boundaries lost, that direction not parsed further",
+            direction.sender(),
+            direction.receiver()
+        ));
+    }
+
     fn take_exchanges(&mut self) -> Vec<Exchange> {
-        Vec::new()
+        std::mem::take(&mut self.done)
     }
+
+    fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
+        out.append(&mut self.done);
+    }
+
     fn finish(&mut self) -> Vec<Exchange> {
-        Vec::new()
+        for (id, s) in std::mem::take(&mut self.streams) {
+            self.emit(id, s);
+        }
+        std::mem::take(&mut self.done)
     }
+
     fn error(&self) -> Option<&str> {
-        None
+        self.error.as_deref()
     }
+}
+
+/// Fuzz entry point: chunks as `crate::fuzz::http1` makes them (control
+/// byte: bit 7 direction, bit 6 gap, bits 0..5 length); an odd first byte
+/// starts mid-stream.
+pub fn fuzz(data: &[u8]) {
+    let start = match data.first() {
+        Some(b) if b % 2 == 1 => Start::MidStream,
+        _ => Start::Beginning,
+    };
+    let mut a = Http2Analyzer::new(0, start);
+    let mut rest = data;
+    let mut packet = 0u64;
+    while let Some((&ctl, tail)) = rest.split_first() {
+        let dir = if ctl & 0x80 == 0 {
+            Direction::ToServer
+        } else {
+            Direction::ToClient
+        };
+        let len = usize::from(ctl & 0x3f).min(tail.len());
+        packet += 1;
+        if ctl & 0x40 != 0 {
+            a.on_gap(dir, len as u64);
+        } else {
+            a.on_data(dir, &tail[..len], packet * 10, packet);
+        }
+        rest = &tail[len..];
+        let _ = a.take_exchanges();
+    }
+    let _ = a.finish();
+    let _ = a.error();
 }

@@ -1,0 +1,111 @@
+//! One HTTP/2 stream as an exchange in progress: what its request and
+//! response frames carried, counted, with only the label kept of its headers.
+
+use super::hpack::Fields;
+use crate::Span;
+use whyslow_model::{Direction, Exchange, Protocol, Status};
+
+/// Label of a stream whose request headers could not be read.
+const UNKNOWN_LABEL: &str = "? ?";
+
+#[derive(Debug, Default)]
+pub struct Stream {
+    /// "METHOD /path", once the request headers are decoded.
+    pub label: Option<String>,
+    /// Digest of the query string.
+    pub digest: Option<u64>,
+    /// Client frames (HEADERS, CONTINUATION, DATA) until END_STREAM.
+    pub request: Span,
+    pub request_done: bool,
+    /// Server frames until END_STREAM or RST_STREAM, interim 1xx included.
+    pub response: Span,
+    pub response_done: bool,
+    /// Final (non-1xx) status.
+    pub status: Option<u16>,
+    pub encoded: bool,
+}
+
+impl Stream {
+    pub fn new(label: Option<String>) -> Self {
+        Stream {
+            label,
+            ..Stream::default()
+        }
+    }
+
+    /// The message the sender of `dir` sends on this stream.
+    pub fn span(&mut self, dir: Direction) -> &mut Span {
+        match dir {
+            Direction::ToServer => &mut self.request,
+            Direction::ToClient => &mut self.response,
+        }
+    }
+
+    pub fn done(&self, dir: Direction) -> bool {
+        match dir {
+            Direction::ToServer => self.request_done,
+            Direction::ToClient => self.response_done,
+        }
+    }
+
+    pub fn done_mut(&mut self, dir: Direction) -> &mut bool {
+        match dir {
+            Direction::ToServer => &mut self.request_done,
+            Direction::ToClient => &mut self.response_done,
+        }
+    }
+
+    /// The request's header block (the first one; later ones are trailers).
+    pub fn request_headers(&mut self, fields: Fields) {
+        if self.label.is_none() {
+            let (label, digest) = super::label(fields);
+            self.label = Some(label);
+            self.digest = digest;
+        }
+    }
+
+    /// A response header block: interim (1xx), final, or trailers.
+    pub fn response_headers(&mut self, fields: &Fields) {
+        match fields.status {
+            Some(code) if code >= 200 && self.status.is_none() => {
+                self.status = Some(code);
+                self.encoded = fields.encoded;
+            }
+            _ => {}
+        }
+    }
+
+    pub fn exchange(self, connection: u32, id: u32) -> Exchange {
+        let label = self.label.unwrap_or_else(|| UNKNOWN_LABEL.into());
+        let mut e = Exchange::new(connection, Protocol::Http2, label);
+        let resp = (!self.response.is_empty()).then_some(self.response);
+        e.stream = Some(id);
+        e.status = self.status.map(Status::Http);
+        e.request_first_at_us = self.request.first_at;
+        e.request_last_at_us = self.request.last_at;
+        e.request_packets = self.request.packets();
+        e.request_bytes = self.request.bytes;
+        e.response_first_at_us = resp.map(|s| s.first_at);
+        e.response_last_at_us = resp.map(|s| s.last_at);
+        e.response_packets = resp.map(|s| s.packets());
+        e.response_bytes = self.response.bytes;
+        e.response_encoded = self.encoded;
+        e.params_digest = self.digest;
+        e
+    }
+}
+
+/// Adds the bytes of `src` (seen before, or as the start of, what `dst`
+/// gets next) to `dst`.
+pub fn absorb(dst: &mut Span, src: &Span) {
+    if src.is_empty() {
+        return;
+    }
+    if dst.is_empty() {
+        dst.first_at = src.first_at;
+        dst.first_pkt = src.first_pkt;
+    }
+    dst.last_at = src.last_at;
+    dst.last_pkt = src.last_pkt;
+    dst.bytes = dst.bytes.saturating_add(src.bytes);
+}
