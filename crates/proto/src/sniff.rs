@@ -114,12 +114,12 @@ impl Sniffer {
             .take(SNIFF_BYTES)
             .collect();
         let full = client.len() >= SNIFF_BYTES || *bytes >= HELD_BYTES;
-        if self.start == Start::Beginning && client.is_empty() {
-            // The server spoke first: none of the analyzed protocols does.
-            self.become_opaque(Protocol::Unknown);
-            return;
-        }
         if client.is_empty() {
+            // The server may speak first (an HTTP/2 server sends its SETTINGS
+            // on accept); server-first protocols fill the bound and stay opaque.
+            if full {
+                self.become_opaque(Protocol::Unknown);
+            }
             return;
         }
         match decide(&client, self.start, self.server_port, full) {
@@ -353,11 +353,18 @@ mod tests {
     }
 
     #[test]
-    fn server_first_is_not_analyzed() {
+    fn a_server_that_speaks_first_waits_for_the_client() {
+        let settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+        let mut s = Sniffer::new(1, 8080, Start::Beginning);
+        s.on_data(Direction::ToClient, settings, 1, 1);
+        s.on_data(Direction::ToServer, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 2, 2);
+        assert_eq!(s.protocol(), Protocol::Http2);
+        // A server-first protocol that never hears from the client stays opaque.
         let mut s = Sniffer::new(1, 3306, Start::Beginning);
-        s.on_data(Direction::ToClient, b"\x4a\x00\x00\x00\x0a8.0", 1, 1);
-        s.on_data(Direction::ToServer, b"GET / HTTP/1.1\r\n\r\n", 2, 2);
-        assert_eq!(s.protocol(), Protocol::Unknown);
+        for i in 0..10 {
+            s.on_data(Direction::ToClient, &[0x4a; 1000], i, i);
+        }
+        assert!(matches!(s.state, State::Opaque));
         assert!(s.finish().is_empty());
     }
 
