@@ -61,3 +61,34 @@ pub enum Sniff {
     /// Too few bytes to tell.
     NeedMore,
 }
+
+/// The memory bounds of the protocol analyzers, per connection, for
+/// `analyze --help`. In total they are bounded by the flows tracked at once.
+pub fn bounds_help() -> String {
+    use crate::{http1 as h1, http2 as h2, memcached as mc};
+    let kib = |n: usize| n / 1024;
+    let lines = [
+        "Protocol analyzers (per connection; at most --max-flows connections at once):".to_string(),
+        format!(
+            "  sniffing       first {} KiB of each stream held until its protocol is known",
+            kib(sniff::SNIFF_BYTES)
+        ),
+        format!(
+            "  HTTP/1         head {} KiB, {} unanswered requests; bodies counted, never kept",
+            kib(h1::MAX_HEAD_BYTES),
+            h1::MAX_OUTSTANDING
+        ),
+        format!(
+            "  HTTP/2         header block {} KiB, HPACK table {} KiB, {} open streams",
+            kib(h2::MAX_HEADER_BLOCK),
+            kib(h2::MAX_TABLE_BYTES),
+            h2::MAX_OPEN_STREAMS
+        ),
+        format!(
+            "  memcached      line {} KiB, {} unanswered requests; values skipped by length",
+            kib(mc::MAX_LINE),
+            mc::MAX_PENDING
+        ),
+    ];
+    lines.join("\n")
+}

@@ -40,6 +40,7 @@ enum Command {
     /// Live capture to pcapng: for a duration, while a command runs, or until Ctrl-C.
     Capture(cmd_capture::CaptureArgs),
     /// Rebuild connections and exchanges from a pcap/pcapng file and name what went wrong.
+    #[command(after_help = whyslow_proto::bounds_help())]
     Analyze(cmd_analyze::AnalyzeArgs),
     /// Every lab scenario, broken and fixed, diagnosed: the before/after table.
     Demo(cmd_demo::DemoArgs),
