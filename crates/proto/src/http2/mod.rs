@@ -27,6 +27,7 @@ use stream::Stream;
 use whyslow_model::{Direction, Exchange};
 
 pub use frame::{MAX_KEPT_PAYLOAD, PREFACE};
+pub use hpack::MAX_TABLE_BYTES;
 
 /// Streams tracked at once. SETTINGS_MAX_CONCURRENT_STREAMS is commonly
 /// 100 (nginx, Go) to 1000 (Envoy's default is 2^31-1 but deployments cap
