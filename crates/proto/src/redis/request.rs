@@ -1,0 +1,309 @@
+//! Client side: commands as arrays of bulk strings ("*2\r\n$3\r\nGET\r\n…")
+//! or inline lines ("PING\r\n"). Only the first arguments are kept, each
+//! bounded; every argument after the name is hashed into the digest as it
+//! streams by, so a 16 MB value costs what a 16-byte one does.
+
+use super::command;
+use super::frame::{parse_int, Line, Outcome, MAX_BULK_LEN, MAX_HEADER_LINE};
+use crate::digest::ParamDigest;
+use std::hash::{DefaultHasher, Hasher};
+
+/// Arguments kept for the label: name, then subcommand or key, then the key
+/// after a subcommand ("OBJECT ENCODING key").
+pub const MAX_KEPT_ARGS: usize = 3;
+/// Bytes kept of each kept argument: keys are short; a longer one is labelled
+/// from its first KiB and hashed whole.
+pub const MAX_ARG_BYTES: usize = 1024;
+/// Redis refuses a multibulk count above INT_MAX ("invalid multibulk length").
+pub const MAX_ARGS: u64 = i32::MAX as u64;
+/// Redis's PROTO_INLINE_MAX_SIZE: longer inline commands are refused.
+pub const MAX_INLINE: usize = 64 * 1024;
+
+/// A complete command.
+#[derive(Debug, Default)]
+pub struct Command {
+    pub argc: u64,
+    /// The first `MAX_KEPT_ARGS` arguments, each cut at `MAX_ARG_BYTES`.
+    pub args: Vec<Vec<u8>>,
+    /// Digest of the arguments after the name; None for commands carrying
+    /// credentials (AUTH, HELLO, ...) or when bytes were missing.
+    pub digest: Option<u64>,
+}
+
+impl Command {
+    pub fn arg(&self, i: usize) -> Option<&[u8]> {
+        self.args.get(i).map(Vec::as_slice)
+    }
+}
+
+/// Receives argument bytes: keeps the first ones, hashes the others.
+#[derive(Default)]
+struct ArgSink {
+    index: u64,
+    args: Vec<Vec<u8>>,
+    len: u64,
+    hasher: DefaultHasher,
+    digest: ParamDigest,
+    secret: bool,
+    lost: bool,
+}
+
+impl std::fmt::Debug for ArgSink {
+    // Kept arguments may be keys: only their count is shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArgSink")
+            .field("index", &self.index)
+            .field("kept", &self.args.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ArgSink {
+    fn bytes(&mut self, b: &[u8]) {
+        if let Some(kept) = self.kept_mut() {
+            let room = MAX_ARG_BYTES.saturating_sub(kept.len()).min(b.len());
+            kept.extend_from_slice(&b[..room]);
+        }
+        if self.index >= 1 && !self.secret {
+            self.hasher.write(b);
+        }
+        self.len = self.len.saturating_add(b.len() as u64);
+    }
+
+    fn kept_mut(&mut self) -> Option<&mut Vec<u8>> {
+        // AUTH's arguments are the credentials themselves: not even kept.
+        if self.index >= 1
+            && self
+                .args
+                .first()
+                .is_some_and(|n| n.eq_ignore_ascii_case(b"AUTH"))
+        {
+            return None;
+        }
+        let i = usize::try_from(self.index)
+            .ok()
+            .filter(|&i| i < MAX_KEPT_ARGS)?;
+        while self.args.len() <= i {
+            self.args.push(Vec::new());
+        }
+        self.args.get_mut(i)
+    }
+
+    fn end_arg(&mut self) {
+        let _ = self.kept_mut();
+        if self.index == 0 {
+            self.secret = self.args.first().is_some_and(|n| command::is_secret(n));
+        } else if !self.secret {
+            self.hasher.write_u64(self.len);
+            self.digest.add(&self.hasher.finish().to_le_bytes());
+        }
+        self.hasher = DefaultHasher::new();
+        self.len = 0;
+        self.index += 1;
+    }
+
+    /// The current argument is not kept for the label (a gap may hit it).
+    fn only_hashed(&self) -> bool {
+        self.index >= MAX_KEPT_ARGS as u64 || (self.index >= 1 && self.len >= MAX_ARG_BYTES as u64)
+    }
+
+    fn finish(&mut self) -> Command {
+        let sink = std::mem::take(self);
+        Command {
+            argc: sink.index,
+            args: sink.args,
+            digest: (!sink.secret && !sink.lost).then(|| sink.digest.finish()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Start,
+    Count,
+    ArgType,
+    ArgLen,
+    ArgBody(u64),
+    ArgCr,
+    ArgLf,
+    Inline { in_token: bool, len: usize },
+}
+
+/// Incremental reader of commands.
+#[derive(Debug)]
+pub struct RequestReader {
+    state: State,
+    line: Line,
+    argc: u64,
+    sink: ArgSink,
+}
+
+impl RequestReader {
+    pub fn new() -> Self {
+        RequestReader {
+            state: State::Start,
+            line: Line::default(),
+            argc: 0,
+            sink: ArgSink::default(),
+        }
+    }
+
+    /// Reads up to the end of one command; returns the bytes used.
+    pub fn feed(&mut self, data: &[u8]) -> (usize, Outcome<Command>) {
+        let mut i = 0;
+        while let Some(rest) = data.get(i..).filter(|r| !r.is_empty()) {
+            let (used, step) = match self.state {
+                State::Inline { in_token, len } => self.inline(rest, in_token, len),
+                _ => self.step(rest),
+            };
+            i += used;
+            match step {
+                Outcome::More => {}
+                done => return (i, done),
+            }
+        }
+        (i, Outcome::More)
+    }
+
+    fn step(&mut self, rest: &[u8]) -> (usize, Outcome<Command>) {
+        let b = rest[0];
+        match self.state {
+            State::Start if b == b'*' => self.next(State::Count),
+            State::Start => {
+                self.state = State::Inline {
+                    in_token: false,
+                    len: 0,
+                };
+                (0, Outcome::More)
+            }
+            State::Count | State::ArgLen => self.length_line(rest),
+            State::ArgType if b == b'$' => self.next(State::ArgLen),
+            State::ArgType => (1, Outcome::Error(format!("expected '$', got 0x{b:02x}"))),
+            State::ArgBody(remaining) => {
+                let n = usize::try_from(remaining)
+                    .unwrap_or(usize::MAX)
+                    .min(rest.len());
+                self.sink.bytes(&rest[..n]);
+                let remaining = remaining - n as u64;
+                self.state = if remaining == 0 {
+                    State::ArgCr
+                } else {
+                    State::ArgBody(remaining)
+                };
+                (n, Outcome::More)
+            }
+            State::ArgCr if b == b'\r' => self.next(State::ArgLf),
+            State::ArgLf if b == b'\n' => {
+                self.sink.end_arg();
+                if self.sink.index < self.argc {
+                    return self.next(State::ArgType);
+                }
+                self.state = State::Start;
+                (1, Outcome::Done(self.sink.finish()))
+            }
+            State::ArgCr | State::ArgLf => {
+                (1, Outcome::Error("argument not followed by CRLF".into()))
+            }
+            State::Inline { .. } => (0, Outcome::More),
+        }
+    }
+
+    fn next(&mut self, state: State) -> (usize, Outcome<Command>) {
+        self.line.clear();
+        self.state = state;
+        (1, Outcome::More)
+    }
+
+    /// "*<count>" or "$<len>" line.
+    fn length_line(&mut self, rest: &[u8]) -> (usize, Outcome<Command>) {
+        let (used, done) = self.line.feed(rest, MAX_HEADER_LINE);
+        if self.line.len() > MAX_HEADER_LINE {
+            return (used, Outcome::Error("RESP length line too long".into()));
+        }
+        if !done {
+            return (used, Outcome::More);
+        }
+        let Some(n) = parse_int(self.line.text()) else {
+            return (used, Outcome::Error("bad RESP length in a command".into()));
+        };
+        let counting = self.state == State::Count;
+        let limit = if counting { MAX_ARGS } else { MAX_BULK_LEN };
+        match u64::try_from(n) {
+            // Redis answers nothing to an empty multibulk.
+            Ok(0) | Err(_) if counting => {
+                self.state = State::Start;
+                (used, Outcome::Skipped)
+            }
+            Ok(n) if n <= limit && counting => {
+                self.argc = n;
+                self.state = State::ArgType;
+                (used, Outcome::More)
+            }
+            Ok(0) => {
+                self.state = State::ArgCr;
+                (used, Outcome::More)
+            }
+            Ok(n) if n <= limit => {
+                self.state = State::ArgBody(n);
+                (used, Outcome::More)
+            }
+            _ => (
+                used,
+                Outcome::Error(format!("invalid RESP length {n} in a command")),
+            ),
+        }
+    }
+
+    /// Inline command: words separated by blanks, up to '\n'.
+    fn inline(&mut self, rest: &[u8], mut in_token: bool, len: usize) -> (usize, Outcome<Command>) {
+        let blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+        let b = rest[0];
+        let used = if blank(&b) {
+            if in_token {
+                self.sink.end_arg();
+                in_token = false;
+            }
+            1
+        } else {
+            let run = rest.iter().position(blank).unwrap_or(rest.len());
+            self.sink.bytes(&rest[..run]);
+            in_token = true;
+            run
+        };
+        let len = len.saturating_add(used);
+        if len > MAX_INLINE {
+            return (
+                used,
+                Outcome::Error("inline command longer than 64 KiB".into()),
+            );
+        }
+        if b != b'\n' {
+            self.state = State::Inline { in_token, len };
+            return (used, Outcome::More);
+        }
+        self.state = State::Start;
+        if self.sink.index == 0 {
+            return (used, Outcome::Skipped);
+        }
+        (used, Outcome::Done(self.sink.finish()))
+    }
+
+    /// Bytes missing inside an argument that is only hashed: counted, the
+    /// digest dropped, parsing goes on. False when the gap is elsewhere.
+    pub fn skip_missing(&mut self, missing: u64) -> bool {
+        match self.state {
+            State::ArgBody(remaining) if missing <= remaining && self.sink.only_hashed() => {
+                let remaining = remaining - missing;
+                self.sink.lost = true;
+                self.sink.len = self.sink.len.saturating_add(missing);
+                self.state = if remaining == 0 {
+                    State::ArgCr
+                } else {
+                    State::ArgBody(remaining)
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+}
