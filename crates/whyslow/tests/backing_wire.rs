@@ -130,7 +130,7 @@ fn four_real_servers_every_request_an_exchange_agreeing_with_tshark() {
     let (r, m, p, h) = (redis.port, mc.port, pg.port, h2.port);
     let pg_conn = format!("-h 127.0.0.1 -p {p} -U postgres");
     let script = format!(
-        "python3 {apps}/clients.py {r} {m} >{dir}/sent.json
+        "{python} {apps}/clients.py {r} {m} >{dir}/sent.json
          psql {pg_conn} -X -q -c \"SELECT 'pg-secret-4111' AS a; SELECT 2 AS b\"
          psql {pg_conn} -X -q -c \"CREATE TABLE people (id int, name text)\"
          psql {pg_conn} -X -q -c \"INSERT INTO people VALUES (1, 'n4me-secret'), (2, 'n4me-secret-2')\"
@@ -139,6 +139,7 @@ fn four_real_servers_every_request_an_exchange_agreeing_with_tshark() {
          pgbench {pg_conn} -M prepared -S -t {PGBENCH_SELECTS} -c 1 postgres >/dev/null 2>&1
          nghttp -n 'http://127.0.0.1:{h}/a.txt?t=h2-secret-token' http://127.0.0.1:{h}/b.txt
          h2load -n {H2LOAD_REQUESTS} -c 1 http://127.0.0.1:{h}/a.txt >/dev/null",
+        python = python(),
         apps = apps_dir().display(),
         dir = dir.display(),
     );
@@ -261,7 +262,7 @@ fn an_apps_backing_calls_belong_to_the_requests_they_served() {
     let redis = redis();
     let (pg, _pg_dir) = postgres();
     let http = free_port();
-    let mut app = Command::new("python3")
+    let mut app = Command::new(python())
         .arg(apps_dir().join("backing_app.py"))
         .args([http, redis.port, pg.port].map(|p| p.to_string()))
         .spawn()

@@ -21,6 +21,17 @@ pub fn have(bin: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Debian's Python, where scripts/test.sh installs the client libraries the
+/// test apps use (python3-redis, python3-psycopg2, python3-pymemcache); a
+/// python3 earlier on PATH (pyenv, a venv) may not have them.
+pub fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
 pub fn tmpdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("whyslow-real-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
