@@ -1,37 +1,440 @@
-//! PostgreSQL (frontend/backend protocol 3.0) exchanges from a byte stream (placeholder: filled in by its analyzer).
+//! PostgreSQL frontend/backend protocol 3.0 exchanges from a byte stream:
+//! startup (SSLRequest/GSSENCRequest answers), simple queries (one exchange
+//! per statement), the extended protocol (one exchange per Execute, named and
+//! unnamed statements remembered), pipelines, COPY and function calls.
+//!
+//! The parser is hand-written rather than taken from a client library: it
+//! must start in the middle of a connection and resynchronize after capture
+//! gaps, skip DataRow/CopyData/Bind values by their length without holding
+//! them, and never keep passwords, literals or server error texts.
+//!
+//! Timing: a simple-query statement's request span is the whole Query
+//! message (shared by its statements, bytes included); its response runs
+//! from its first answer to its CommandComplete/ErrorResponse. An extended-protocol
+//! exchange's request span covers its Parse/Bind/Describe/Execute messages
+//! (not the Sync: the server may start at a Flush too) and, for COPY FROM
+//! STDIN, the CopyData up to CopyDone; its response runs from the first
+//! answer to those messages (ParseComplete...) to CommandComplete.
+//! ReadyForQuery sets `transaction` on the last exchange before it.
+//! After an error the server skips messages up to Sync: Executes it skipped
+//! were never run and are dropped, as are the statements of a Query after
+//! the failing one.
+//!
+//! Resync: after a gap or a framing error (and from `Start::MidStream`) the
+//! client side restarts at a well-formed message followed by another one (or
+//! by the end of the data); the server side at the next ReadyForQuery
+//! (`Z\0\0\0\x05` + I/T/E). Requests sent before that ReadyForQuery are
+//! flushed unanswered and only later ones are paired, so nothing is
+//! mispaired. Statement names seen before a gap stay known.
 
-use crate::{Sniff, Start, StreamAnalyzer};
-use whyslow_model::{Direction, Exchange};
+mod bind;
+mod client;
+mod frame;
+mod queue;
+mod server;
+#[cfg(test)]
+mod test_wire;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_hostile;
+
+use crate::{Sniff, Span, Start, StreamAnalyzer};
+use bind::{BindParser, Names};
+use frame::{Framer, Side, Step};
+use queue::{Pending, Queue};
+use whyslow_model::{Direction, Exchange, Protocol};
+
+/// Query text kept from one Query/Parse message; past it the text is cut (the
+/// normalized label keeps only MAX_NORMALIZED = 300 chars anyway, and the
+/// rest of a multi-statement script is rarely worth the memory).
+pub const MAX_QUERY_TEXT: usize = 1 << 20;
+/// Statements remembered per connection (name → normalized text). JDBC's
+/// default statement cache is 256 per connection; 1000 leaves room for
+/// clients with bigger caches. The oldest is forgotten on overflow.
+pub const MAX_STATEMENTS: usize = 1000;
+/// Portals remembered (for an Execute resumed after PortalSuspended).
+/// Portals live only until their transaction ends, so few are open at once.
+pub const MAX_PORTALS: usize = 64;
+/// Exchanges made from one Query string; answers past the last go to it.
+pub const MAX_QUERY_STATEMENTS: usize = 256;
+/// Message buffers bigger than this are released after their message.
+const KEEP_BUFFER: usize = 4096;
+
+/// Label of a Bind/Execute whose statement was parsed before the capture began.
+pub const UNKNOWN_STATEMENT: &str = "? (statement parsed before the capture)";
+/// Label of a Query/Parse whose text a capture gap took.
+pub const LOST_TEXT: &str = "? (query text lost in a capture gap)";
+pub const FUNCTION_CALL: &str = "function call";
+
+/// The message currently read in one direction.
+#[derive(Default)]
+struct Message {
+    kind: u8,
+    /// Startup packet code.
+    code: u32,
+    span: Span,
+    buf: Vec<u8>,
+    cap: usize,
+    /// Longer than `cap`: the tail was not kept.
+    cut: bool,
+    /// A gap took bytes of it.
+    damaged: bool,
+    bind: Option<BindParser>,
+}
+
+impl Message {
+    fn start(&mut self, kind: u8, code: u32, body: u32, cap: usize) {
+        if self.buf.capacity() > KEEP_BUFFER {
+            self.buf = Vec::new();
+        }
+        self.buf.clear();
+        self.kind = kind;
+        self.code = code;
+        self.cap = cap;
+        self.cut = false;
+        self.damaged = false;
+        self.bind = None;
+        self.buf
+            .reserve_exact(cap.min(body as usize).min(KEEP_BUFFER));
+    }
+
+    /// Keeps at most `cap` bytes, growing the buffer no further than that.
+    fn keep(&mut self, data: &[u8]) {
+        let room = self.cap.saturating_sub(self.buf.len());
+        if data.len() > room {
+            self.cut = true;
+        }
+        let n = data.len().min(room);
+        if self.buf.len() + n > self.buf.capacity() {
+            let want = (self.buf.len() + n)
+                .max(self.buf.capacity() * 2)
+                .min(self.cap);
+            self.buf.reserve_exact(want - self.buf.len());
+        }
+        self.buf.extend_from_slice(&data[..n]);
+    }
+}
 
 /// Incremental PostgreSQL (frontend/backend protocol 3.0) analyzer for one TCP connection.
-#[derive(Debug)]
 pub struct PgAnalyzer {
     connection: u32,
+    client: Framer,
+    server: Framer,
+    cmsg: Message,
+    smsg: Message,
+    queue: Queue,
+    statements: Names,
+    portals: Names,
+    /// Extended-protocol exchange still collecting Parse/Bind/Describe.
+    building: Option<u64>,
+    /// Last Execute since the last Sync (ReadyForQuery's state goes to it).
+    last_exec: Option<u64>,
+    /// Exchange whose COPY FROM STDIN data the client is sending.
+    copy_in: Option<u64>,
+    /// Startup code awaiting its one-byte answer (SSLRequest/GSSENCRequest).
+    negotiating: u32,
+    /// Backend messages are not paired until the next ReadyForQuery: what
+    /// was asked before it is flushed unanswered (after a gap, mid-stream).
+    server_discard: bool,
+    done: Vec<Exchange>,
+    error: Option<String>,
+}
+
+impl std::fmt::Debug for PgAnalyzer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgAnalyzer")
+            .field("connection", &self.connection)
+            .field("client", &self.client)
+            .field("server", &self.server)
+            .field("waits", &self.queue.waits.len())
+            .field("statements", &self.statements.len())
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PgAnalyzer {
-    pub fn new(connection: u32, _start: Start) -> Self {
-        PgAnalyzer { connection }
+    pub fn new(connection: u32, start: Start) -> Self {
+        let beginning = start == Start::Beginning;
+        PgAnalyzer {
+            connection,
+            client: Framer::new(Side::Client, beginning),
+            server: Framer::new(Side::Server, beginning),
+            cmsg: Message::default(),
+            smsg: Message::default(),
+            queue: Queue::default(),
+            statements: Names::new(MAX_STATEMENTS),
+            portals: Names::new(MAX_PORTALS),
+            building: None,
+            last_exec: None,
+            copy_in: None,
+            negotiating: 0,
+            server_discard: !beginning,
+            done: Vec::new(),
+            error: None,
+        }
     }
 
     /// Do these first client bytes (from `start`) look like PostgreSQL (frontend/backend protocol 3.0)?
-    pub fn sniff(_client: &[u8], _start: Start) -> Sniff {
-        Sniff::No
+    /// From the beginning: a startup packet (length + known code). Mid-stream:
+    /// two well-formed frontend messages in a row somewhere in the bytes.
+    pub fn sniff(client: &[u8], start: Start) -> Sniff {
+        match start {
+            Start::Beginning => {
+                if client.len() < 8 {
+                    return Sniff::NeedMore;
+                }
+                let ok = frame::startup_ok(frame::be32(client), frame::be32(&client[4..]));
+                if ok {
+                    Sniff::Yes
+                } else {
+                    Sniff::No
+                }
+            }
+            Start::MidStream => {
+                let mut more = false;
+                for i in 0..client.len() {
+                    match frame::check_at(client, i, true) {
+                        frame::Check::Yes => return Sniff::Yes,
+                        frame::Check::More => more = true,
+                        frame::Check::No => {}
+                    }
+                }
+                if more && client.len() < frame::RESYNC_WINDOW {
+                    Sniff::NeedMore
+                } else {
+                    Sniff::No
+                }
+            }
+        }
+    }
+
+    /// Bytes held in buffers (the bounded-memory tests read it).
+    pub fn buffered(&self) -> usize {
+        self.cmsg.buf.capacity()
+            + self.smsg.buf.capacity()
+            + self.client.buffered()
+            + self.server.buffered()
+    }
+
+    fn note(&mut self, msg: impl Into<String>) {
+        if self.error.is_none() {
+            self.error = Some(msg.into());
+        }
+    }
+
+    /// Runs the client framer over `src` until it is used up or a resync
+    /// hands back bytes to read again (returned through `replay`).
+    fn client_run(&mut self, src: &[u8], at: u64, pkt: u64, replay: &mut Vec<u8>) -> usize {
+        let mut used = 0;
+        loop {
+            let scanning = self.client.scanning();
+            let (n, step) = self.client.step(&src[used..]);
+            used += n;
+            if !scanning && n > 0 {
+                self.cmsg.span.add(n, at, pkt);
+            }
+            match step {
+                Step::Idle => return used,
+                Step::Skipped | Step::Byte(_) | Step::Ready(_) => {}
+                Step::Start { kind, body, code } => self.client_start(kind, body, code),
+                Step::Body(b) => self.client_body(b),
+                Step::End => self.client_end(),
+                Step::Synced(r) => {
+                    *replay = r;
+                    self.cmsg.span = Span::default();
+                    return used;
+                }
+                Step::Bad(why) => {
+                    self.note(format!("client: {why}; resynchronizing"));
+                    self.client_lost();
+                }
+            }
+        }
+    }
+
+    fn on_client(&mut self, data: &[u8], at: u64, pkt: u64) {
+        let mut replay = Vec::new();
+        let mut rest = data;
+        loop {
+            if !replay.is_empty() {
+                let src = std::mem::take(&mut replay);
+                let used = self.client_run(&src, at, pkt, &mut replay);
+                replay.extend_from_slice(&src[used..]);
+            } else if !rest.is_empty() {
+                let used = self.client_run(rest, at, pkt, &mut replay);
+                rest = &rest[used..];
+            } else {
+                // A message with an empty body ends without more input.
+                self.client_run(&[], at, pkt, &mut replay);
+                return;
+            }
+        }
+    }
+
+    fn on_server(&mut self, data: &[u8], at: u64, pkt: u64) {
+        let mut used = 0;
+        loop {
+            let scanning = self.server.scanning();
+            let (n, step) = self.server.step(&data[used..]);
+            used += n;
+            if !scanning && n > 0 {
+                self.smsg.span.add(n, at, pkt);
+            }
+            match step {
+                Step::Idle => return,
+                Step::Skipped | Step::Synced(_) => {}
+                Step::Start { kind, body, .. } => self.server_start(kind, body),
+                Step::Body(b) => self.smsg.keep(b),
+                Step::End => self.server_end(),
+                Step::Byte(b) => self.negotiated(b),
+                Step::Ready(status) => {
+                    self.smsg.span = Span::default();
+                    self.ready(status);
+                }
+                Step::Bad(why) => {
+                    self.note(format!("server: {why}; resynchronizing"));
+                    self.smsg.span = Span::default();
+                    self.server_discard = true;
+                }
+            }
+        }
+    }
+
+    /// Client framing lost: what was asked so far cannot be paired safely.
+    fn client_lost(&mut self) {
+        self.cmsg.span = Span::default();
+        self.cmsg.bind = None;
+        self.close_building();
+        self.last_exec = None;
+        self.copy_in = None;
+        self.server_discard = true;
+    }
+
+    /// Moves finished exchanges to `done` (all of them with `all`).
+    fn emit(&mut self, all: bool) {
+        while let Some(p) = self.queue.pop_done(all) {
+            if let Some(e) = self.exchange(p) {
+                self.done.push(e);
+            }
+        }
+    }
+
+    fn exchange(&self, p: Pending) -> Option<Exchange> {
+        // Never run, or only prepared (Parse/Describe without Execute) and fine.
+        if p.skipped || (!p.executed && p.status.is_none()) {
+            return None;
+        }
+        let label = p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.to_string());
+        let mut e = Exchange::new(self.connection, Protocol::Postgres, label);
+        let resp = (!p.resp.is_empty()).then_some(p.resp);
+        e.status = p.status;
+        e.rows = p.rows;
+        e.transaction = p.tx;
+        e.params_digest = p.digest.filter(|d| !d.is_empty()).map(|d| d.finish());
+        e.request_first_at_us = p.req.first_at;
+        e.request_last_at_us = p.req.last_at;
+        e.request_bytes = p.req.bytes;
+        e.request_packets = p.req.packets();
+        e.response_first_at_us = resp.map(|s| s.first_at);
+        e.response_last_at_us = resp.map(|s| s.last_at);
+        e.response_bytes = p.resp.bytes;
+        e.response_packets = resp.map(|s| s.packets());
+        Some(e)
     }
 }
 
+/// `b` extended by `a`'s bytes (a message's span merged into an exchange's).
+fn merge(into: &mut Span, s: &Span) {
+    if s.is_empty() {
+        return;
+    }
+    if into.is_empty() {
+        *into = *s;
+        return;
+    }
+    into.last_at = s.last_at;
+    into.last_pkt = s.last_pkt;
+    into.bytes = into.bytes.saturating_add(s.bytes);
+}
+
 impl StreamAnalyzer for PgAnalyzer {
-    fn on_data(&mut self, _direction: Direction, _data: &[u8], _at_us: u64, _packet: u64) {
-        let _ = self.connection;
+    fn on_data(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64) {
+        match direction {
+            Direction::ToServer => self.on_client(data, at_us, packet),
+            Direction::ToClient => self.on_server(data, at_us, packet),
+        }
+        self.emit(false);
     }
-    fn on_gap(&mut self, _direction: Direction, _missing: u64) {}
+
+    fn on_gap(&mut self, direction: Direction, missing: u64) {
+        let (framer, msg) = match direction {
+            Direction::ToServer => (&mut self.client, &mut self.cmsg),
+            Direction::ToClient => (&mut self.server, &mut self.smsg),
+        };
+        if framer.stopped() {
+            return;
+        }
+        // Inside a message of known length: only its content is incomplete.
+        if framer.skip_missing(missing) {
+            msg.damaged = true;
+            return;
+        }
+        let side = direction.sender();
+        self.note(format!(
+            "{missing} bytes missing from the capture ({side}); resynchronized"
+        ));
+        match direction {
+            Direction::ToServer => self.client_lost(),
+            Direction::ToClient => {
+                self.smsg.span = Span::default();
+                self.server_discard = true;
+            }
+        }
+    }
+
     fn take_exchanges(&mut self) -> Vec<Exchange> {
-        Vec::new()
+        std::mem::take(&mut self.done)
     }
+
     fn finish(&mut self) -> Vec<Exchange> {
-        Vec::new()
+        self.queue.forget_waits();
+        self.emit(true);
+        std::mem::take(&mut self.done)
     }
+
     fn error(&self) -> Option<&str> {
-        None
+        self.error.as_deref()
     }
+}
+
+/// Fuzz entry: chunks `data` like `crate::fuzz::http1` (control byte: bit 7
+/// direction, bit 6 gap, bits 0..5 length); an odd first byte starts mid-stream.
+pub fn fuzz(data: &[u8]) {
+    let start = match data.first() {
+        Some(b) if b & 1 == 1 => Start::MidStream,
+        _ => Start::Beginning,
+    };
+    let mut a = PgAnalyzer::new(0, start);
+    let mut rest = data;
+    let mut packet = 0u64;
+    while let Some((&ctl, tail)) = rest.split_first() {
+        let dir = if ctl & 0x80 == 0 {
+            Direction::ToServer
+        } else {
+            Direction::ToClient
+        };
+        let len = usize::from(ctl & 0x3f).min(tail.len());
+        packet += 1;
+        if ctl & 0x40 != 0 {
+            a.on_gap(dir, len as u64);
+        } else {
+            a.on_data(dir, &tail[..len], packet * 10, packet);
+        }
+        rest = &tail[len..];
+        let _ = a.take_exchanges();
+    }
+    let _ = a.finish();
+    let _ = a.error();
 }

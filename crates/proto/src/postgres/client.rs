@@ -1,0 +1,298 @@
+//! Frontend messages: startup, Query, the extended protocol, COPY data,
+//! function calls. Each one that the server answers becomes a `Wait`.
+
+use super::bind::{BindParser, Prepared, MAX_NAME};
+use super::frame::{CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST};
+use super::queue::{Pending, Wait};
+use super::UNKNOWN_STATEMENT;
+use super::{merge, PgAnalyzer, FUNCTION_CALL, LOST_TEXT, MAX_QUERY_STATEMENTS, MAX_QUERY_TEXT};
+use crate::digest::ParamDigest;
+use crate::normalize;
+use crate::Span;
+
+/// Cut the buffer at its first NUL: (C string, rest after the NUL).
+fn cstr(b: &[u8]) -> (&[u8], &[u8]) {
+    match b.iter().position(|&c| c == 0) {
+        Some(i) => (&b[..i], &b[i + 1..]),
+        None => (b, &[]),
+    }
+}
+
+fn normalized(text: &[u8]) -> (String, ParamDigest) {
+    let mut d = ParamDigest::new();
+    let label = normalize::sql(&String::from_utf8_lossy(text), &mut d);
+    (label, d)
+}
+
+impl PgAnalyzer {
+    pub(super) fn client_start(&mut self, kind: u8, body: u32, code: u32) {
+        let cap = match kind {
+            b'Q' => MAX_QUERY_TEXT,
+            b'P' => MAX_QUERY_TEXT + MAX_NAME + 1,
+            b'D' | b'C' => MAX_NAME + 2,
+            b'E' => MAX_NAME + 5,
+            _ => 0,
+        };
+        self.cmsg.start(kind, code, body, cap);
+        if kind == b'B' {
+            self.cmsg.bind = Some(BindParser::new());
+        }
+    }
+
+    pub(super) fn client_body(&mut self, b: &[u8]) {
+        match self.cmsg.bind.as_mut() {
+            Some(p) if !self.cmsg.damaged => p.feed(b, &self.statements),
+            Some(_) => {}
+            None => self.cmsg.keep(b),
+        }
+    }
+
+    pub(super) fn client_end(&mut self) {
+        let span = std::mem::take(&mut self.cmsg.span);
+        let kind = self.cmsg.kind;
+        // Messages that add a wait (and, the first five, an exchange).
+        let more = match kind {
+            b'Q' | b'P' | b'B' | b'E' | b'F' => Some(1),
+            b'D' | b'C' | b'S' => Some(0),
+            _ => None,
+        };
+        if more.is_some_and(|m| self.queue.full(m)) {
+            self.overflow();
+        }
+        match kind {
+            0 => self.startup(),
+            b'Q' => self.query(span),
+            b'P' => self.parse(span),
+            b'B' => self.bind(span),
+            b'D' => {
+                let ex = self.building;
+                self.add_request(ex, &span);
+                self.queue.wait(Wait::Describe(ex));
+            }
+            b'E' => self.execute(span),
+            b'C' => self.close(),
+            b'S' => {
+                self.close_building();
+                let ex = self.last_exec.take();
+                self.queue.wait(Wait::Sync(ex));
+            }
+            b'F' => {
+                self.close_building();
+                let ex = self.new_exchange(FUNCTION_CALL.into(), None, span);
+                self.queue.wait(Wait::Function(ex));
+            }
+            b'd' | b'c' | b'f' => {
+                let ex = self.copy_in;
+                self.add_request(ex, &span);
+                if kind != b'd' {
+                    self.copy_in = None;
+                }
+            }
+            // Flush, Terminate, password/SASL (never kept).
+            _ => {}
+        }
+    }
+
+    /// Too many requests without answers: pair nothing more until the
+    /// server is ready again, and let the unanswered ones go.
+    fn overflow(&mut self) {
+        self.note("too many requests without a response; resynchronizing");
+        self.close_building();
+        self.last_exec = None;
+        self.copy_in = None;
+        self.queue.forget_waits();
+        self.server_discard = true;
+        self.emit(true);
+    }
+
+    fn startup(&mut self) {
+        match self.cmsg.code {
+            SSL_REQUEST | GSSENC_REQUEST => {
+                self.negotiating = self.cmsg.code;
+                self.server.expect_byte();
+                self.client.expect_startup();
+            }
+            CANCEL_REQUEST => {
+                // The connection carries nothing else.
+                self.client.stop();
+                self.server.stop();
+            }
+            _ => self.queue.wait(Wait::Startup),
+        }
+    }
+
+    fn add_request(&mut self, ex: Option<u64>, span: &Span) {
+        if let Some(p) = ex.and_then(|id| self.queue.get(id)) {
+            merge(&mut p.req, span);
+        }
+    }
+
+    fn new_exchange(&mut self, label: String, digest: Option<ParamDigest>, span: Span) -> u64 {
+        self.queue.push(Pending {
+            label: Some(label),
+            digest,
+            req: span,
+            executed: true,
+            ..Pending::default()
+        })
+    }
+
+    /// The extended-protocol exchange the next Parse/Bind joins: a new one
+    /// when the current one already has that message.
+    fn building_for(&mut self, bind: bool) -> u64 {
+        if let Some(id) = self.building {
+            if let Some(p) = self.queue.get(id) {
+                if !p.has_bind && (bind || !p.has_parse) {
+                    return id;
+                }
+            }
+        }
+        self.close_building();
+        let id = self.queue.push(Pending {
+            open: true,
+            ..Pending::default()
+        });
+        self.building = Some(id);
+        id
+    }
+
+    pub(super) fn close_building(&mut self) {
+        if let Some(p) = self.building.take().and_then(|id| self.queue.get(id)) {
+            p.open = false;
+        }
+    }
+
+    fn query(&mut self, span: Span) {
+        self.close_building();
+        let text = String::from_utf8_lossy(cstr(&self.cmsg.buf).0).into_owned();
+        if self.cmsg.cut {
+            self.note(format!(
+                "query text longer than {MAX_QUERY_TEXT} bytes: cut"
+            ));
+        }
+        let mut labels: Vec<(String, Option<ParamDigest>)> = Vec::new();
+        if self.cmsg.damaged {
+            labels.push((LOST_TEXT.into(), None));
+        } else {
+            for stmt in normalize::split_sql(&text)
+                .into_iter()
+                .take(MAX_QUERY_STATEMENTS)
+            {
+                let mut d = ParamDigest::new();
+                let label = normalize::sql(stmt, &mut d);
+                labels.push((label, Some(d)));
+            }
+        }
+        if self.queue.full(labels.len()) {
+            self.overflow();
+        }
+        let count = labels.len() as u32;
+        let mut first = None;
+        for (label, digest) in labels {
+            let id = self.queue.push(Pending {
+                label: Some(label),
+                digest,
+                req: span,
+                executed: true,
+                holds: 1,
+                ..Pending::default()
+            });
+            first.get_or_insert(id);
+        }
+        // An empty query string makes no exchange (`count` 0).
+        let first = first.unwrap_or(0);
+        self.queue.wait(Wait::Query {
+            first,
+            count,
+            at: 0,
+            failed: false,
+        });
+    }
+
+    fn parse(&mut self, span: Span) {
+        let (name, rest) = cstr(&self.cmsg.buf);
+        let name = name.to_vec();
+        let (label, digest) = if self.cmsg.damaged {
+            (LOST_TEXT.to_string(), ParamDigest::new())
+        } else {
+            normalized(cstr(rest).0)
+        };
+        if self.cmsg.cut {
+            self.note(format!(
+                "query text longer than {MAX_QUERY_TEXT} bytes: cut"
+            ));
+        }
+        let prepared = Prepared {
+            label: label.clone(),
+            digest: digest.clone(),
+        };
+        self.statements.insert(&name, prepared);
+        let id = self.building_for(false);
+        if let Some(p) = self.queue.get(id) {
+            p.has_parse = true;
+            p.label = Some(label);
+            p.digest = Some(digest);
+            merge(&mut p.req, &span);
+        }
+        self.queue.wait(Wait::Parse(Some(id)));
+    }
+
+    fn bind(&mut self, span: Span) {
+        let parser = self.cmsg.bind.take().unwrap_or_else(BindParser::new);
+        let damaged = self.cmsg.damaged || !parser.complete;
+        let label = match self.statements.get(&parser.statement) {
+            Some(s) => s.label.clone(),
+            None => UNKNOWN_STATEMENT.to_string(),
+        };
+        let digest = parser.digest.filter(|_| !damaged);
+        if let Some(d) = &digest {
+            let portal = Prepared {
+                label: label.clone(),
+                digest: d.clone(),
+            };
+            self.portals.insert(&parser.portal, portal);
+        }
+        let id = self.building_for(true);
+        if let Some(p) = self.queue.get(id) {
+            p.has_bind = true;
+            p.label = Some(label);
+            p.digest = digest;
+            merge(&mut p.req, &span);
+        }
+        self.queue.wait(Wait::Bind(Some(id)));
+    }
+
+    fn execute(&mut self, span: Span) {
+        let portal = cstr(&self.cmsg.buf).0.to_vec();
+        let id = match self.building.take() {
+            Some(id) => id,
+            None => self.queue.push(Pending::default()),
+        };
+        let known = self.portals.get(&portal).cloned();
+        if let Some(p) = self.queue.get(id) {
+            if p.label.is_none() || !p.has_bind {
+                // Execute again of an open portal (after PortalSuspended).
+                if let Some(k) = known {
+                    p.label = Some(k.label);
+                    p.digest = Some(k.digest);
+                }
+            }
+            merge(&mut p.req, &span);
+            p.open = false;
+            p.executed = true;
+        }
+        self.last_exec = Some(id);
+        self.queue.wait(Wait::Execute(id));
+    }
+
+    fn close(&mut self) {
+        let (what, name) = self.cmsg.buf.split_first().unwrap_or((&0, &[]));
+        let name = cstr(name).0;
+        match what {
+            b'S' => self.statements.remove(name),
+            b'P' => self.portals.remove(name),
+            _ => {}
+        }
+        self.queue.wait(Wait::Close);
+    }
+}
