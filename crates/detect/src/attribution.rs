@@ -80,7 +80,10 @@ pub fn attribute(timeline: &mut Timeline, front_ports: &[u16]) {
     let port = server_ports(timeline);
     let windows = windows_of(timeline, &port, front_ports);
     for e in timeline.exchanges.iter_mut() {
-        if port.get(&e.connection).is_some_and(|p| front_ports.contains(p)) {
+        if port
+            .get(&e.connection)
+            .is_some_and(|p| front_ports.contains(p))
+        {
             e.role = ExchangeRole::Inbound;
             e.parent = None;
             continue;
@@ -189,7 +192,11 @@ mod tests {
         );
         t.exchanges.pop();
         assert_eq!(nested_servers(&t, &[8080]), vec![6379]);
-        assert_eq!(find_service(&t), Some(8080), "the server enclosing the calls");
+        assert_eq!(
+            find_service(&t),
+            Some(8080),
+            "the server enclosing the calls"
+        );
         attribute(&mut t, &[8080]);
         let parents: Vec<Option<u32>> = t.exchanges.iter().map(|e| e.parent).collect();
         assert_eq!(parents, vec![None, Some(0), None, Some(2)]);
@@ -207,7 +214,11 @@ mod window_tests {
         // A long request, a short one inside it, and one after both.
         let w = Windows::new(vec![(0, 1000, 1), (100, 200, 2), (1500, 1600, 3)]);
         assert_eq!(w.owner(120, 150), Some(2));
-        assert_eq!(w.owner(300, 400), Some(1), "after 2 answered, 1 still waits");
+        assert_eq!(
+            w.owner(300, 400),
+            Some(1),
+            "after 2 answered, 1 still waits"
+        );
         assert_eq!(w.owner(900, 1100), None, "ends after every window answered");
         assert_eq!(w.owner(1550, 1560), Some(3));
         assert_eq!(Windows::new(vec![]).owner(1, 2), None);

@@ -291,11 +291,7 @@ pub struct Exchange {
     /// Hash of the request's parameter values (literals, bind values, keys'
     /// variable parts): equal digests with equal `request` mean the same call
     /// repeated. Never the values themselves.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "digest_hex"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "digest_hex")]
     pub params_digest: Option<u64>,
     /// PostgreSQL: transaction state when the server was ready again.
     #[serde(default, skip_serializing_if = "Option::is_none")]

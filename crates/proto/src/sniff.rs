@@ -54,7 +54,10 @@ struct Held {
 }
 
 enum State {
-    Undecided { held: Vec<Held>, bytes: usize },
+    Undecided {
+        held: Vec<Held>,
+        bytes: usize,
+    },
     Http1(Box<Http1Analyzer>),
     Other(Box<dyn StreamAnalyzer + Send>),
     /// Nothing to parse (TLS, an unknown protocol, or sniffing gave up).
@@ -205,7 +208,10 @@ fn decide(client: &[u8], start: Start, server_port: u16, last: bool) -> Option<P
         .find(|(port, _)| *port == server_port)
         .map(|(_, p)| *p);
     let mut undecided = false;
-    for p in hinted.into_iter().chain(ORDER.into_iter().filter(|p| Some(*p) != hinted)) {
+    for p in hinted
+        .into_iter()
+        .chain(ORDER.into_iter().filter(|p| Some(*p) != hinted))
+    {
         match sniff(p, client, start) {
             Sniff::Yes => return Some(p),
             Sniff::NeedMore => undecided = !last,
@@ -357,7 +363,12 @@ mod tests {
         let settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00";
         let mut s = Sniffer::new(1, 8080, Start::Beginning);
         s.on_data(Direction::ToClient, settings, 1, 1);
-        s.on_data(Direction::ToServer, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 2, 2);
+        s.on_data(
+            Direction::ToServer,
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            2,
+            2,
+        );
         assert_eq!(s.protocol(), Protocol::Http2);
         // A server-first protocol that never hears from the client stays opaque.
         let mut s = Sniffer::new(1, 3306, Start::Beginning);

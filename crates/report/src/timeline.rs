@@ -57,12 +57,7 @@ fn request_groups(t: &Timeline) -> String {
         .iter()
         .map(|c| (c.id, (c.server.port(), c.protocol)))
         .collect();
-    let on = |conn: u32| {
-        server
-            .get(&conn)
-            .copied()
-            .unwrap_or((0, Protocol::Unknown))
-    };
+    let on = |conn: u32| server.get(&conn).copied().unwrap_or((0, Protocol::Unknown));
     let kind_of: HashMap<u32, String> = t
         .exchanges
         .iter()
@@ -79,7 +74,10 @@ fn request_groups(t: &Timeline) -> String {
                 kinds.entry(kind).or_default().push(duration);
             }
             ExchangeRole::Outbound => {
-                let parent = e.parent.and_then(|p| kind_of.get(&p)).map_or("", String::as_str);
+                let parent = e
+                    .parent
+                    .and_then(|p| kind_of.get(&p))
+                    .map_or("", String::as_str);
                 let (port, proto) = on(e.connection);
                 let label = format!("→ {} :{port} {}", protocol_name(proto), e.request);
                 calls.entry((parent, label)).or_default().push(duration);
@@ -122,11 +120,13 @@ fn call_rows<'a>(
 ) -> impl Iterator<Item = Row> + 'a {
     let mut mine: Vec<_> = calls.iter().filter(|((k, _), _)| *k == kind).collect();
     mine.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
-    mine.into_iter().take(GROUPS_SHOWN).map(move |((_, label), v)| Row {
-        label: format!("  {label}"),
-        durations: v.clone(),
-        per,
-    })
+    mine.into_iter()
+        .take(GROUPS_SHOWN)
+        .map(move |((_, label), v)| Row {
+            label: format!("  {label}"),
+            durations: v.clone(),
+            per,
+        })
 }
 
 fn render_rows(rows: &[Row]) -> String {
@@ -143,10 +143,9 @@ fn render_rows(rows: &[Row]) -> String {
         let Some(s) = Summary::of(row.durations.iter().copied()) else {
             continue;
         };
-        let per = row
-            .per
-            .filter(|&n| n > 0)
-            .map_or(String::new(), |n| format!("{:.1}", s.count as f64 / n as f64));
+        let per = row.per.filter(|&n| n > 0).map_or(String::new(), |n| {
+            format!("{:.1}", s.count as f64 / n as f64)
+        });
         let (min, median, max) = (fmt_ms(s.min), fmt_ms(s.median), fmt_ms(s.max));
         let _ = writeln!(
             out,

@@ -44,7 +44,15 @@ const SECRETS: &[&str] = &[
 ];
 
 fn requirements_met(test: &str) -> bool {
-    let tools = ["redis-server", "memcached", "nghttpd", "nghttp", "h2load", "pgbench", "python3"];
+    let tools = [
+        "redis-server",
+        "memcached",
+        "nghttpd",
+        "nghttp",
+        "h2load",
+        "pgbench",
+        "python3",
+    ];
     if let Some(missing) = tools.iter().find(|t| !have(t)) {
         eprintln!("skipping {test}: {missing} is not installed (scripts/test.sh installs it)");
         return false;
@@ -84,7 +92,7 @@ fn analyze(file: &Path, extra: &[&str]) -> (Value, String) {
 }
 
 /// Exchanges on connections to `port`.
-fn exchanges_to<'a>(report: &'a Value, port: u16) -> Vec<&'a Value> {
+fn exchanges_to(report: &Value, port: u16) -> Vec<&Value> {
     let t = &report["timeline"];
     let conns: Vec<u64> = t["connections"]
         .as_array()
@@ -149,7 +157,12 @@ fn four_real_servers_every_request_an_exchange_agreeing_with_tshark() {
     let (report, text) = analyze(&file, &[]);
 
     check_redis(&report, &file, r, sent["redis"].as_u64().unwrap() as usize);
-    check_memcached(&report, &file, m, sent["memcached"].as_u64().unwrap() as usize);
+    check_memcached(
+        &report,
+        &file,
+        m,
+        sent["memcached"].as_u64().unwrap() as usize,
+    );
     check_postgres(&report, &file, p);
     check_http2(&report, &file, h);
     for secret in SECRETS {
@@ -182,7 +195,12 @@ fn check_memcached(report: &Value, file: &Path, port: u16, sent: usize) {
     assert_eq!(ex.iter().filter(|e| !answered(e)).count(), 1, "{ex:?}");
     let multi = ex
         .iter()
-        .find(|e| e["request"].as_str().unwrap().starts_with("get sess:?:cart (+"))
+        .find(|e| {
+            e["request"]
+                .as_str()
+                .unwrap()
+                .starts_with("get sess:?:cart (+")
+        })
         .expect("multi-key get");
     assert_eq!(multi["rows"], 2, "two of three keys found");
     let tshark = tshark_fields(
@@ -191,7 +209,11 @@ fn check_memcached(report: &Value, file: &Path, port: u16, sent: usize) {
         &format!("tcp.dstport=={port}"),
         "memcache.command",
     );
-    assert_eq!(ex.len(), tshark.len(), "whyslow vs tshark memcache commands");
+    assert_eq!(
+        ex.len(),
+        tshark.len(),
+        "whyslow vs tshark memcache commands"
+    );
 }
 
 fn check_postgres(report: &Value, file: &Path, port: u16) {
@@ -207,7 +229,12 @@ fn check_postgres(report: &Value, file: &Path, port: u16) {
     assert_eq!(error["request"], "SELECT * FROM no_such_table");
     let copy = ex
         .iter()
-        .find(|e| e["request"].as_str().unwrap().starts_with("COPY pgbench_accounts"))
+        .find(|e| {
+            e["request"]
+                .as_str()
+                .unwrap()
+                .starts_with("COPY pgbench_accounts")
+        })
         .expect("pgbench's COPY");
     assert_eq!(copy["rows"], PGBENCH_ACCOUNTS);
     let selects: Vec<_> = ex
@@ -233,7 +260,12 @@ fn check_postgres(report: &Value, file: &Path, port: u16) {
 fn check_http2(report: &Value, file: &Path, port: u16) {
     let ex = exchanges_to(report, port);
     assert!(ex.iter().all(|e| e["protocol"] == "http2"), "{ex:?}");
-    assert_eq!(count(&ex, "GET /a.txt"), 1 + H2LOAD_REQUESTS, "{:?}", requests(&ex));
+    assert_eq!(
+        count(&ex, "GET /a.txt"),
+        1 + H2LOAD_REQUESTS,
+        "{:?}",
+        requests(&ex)
+    );
     assert_eq!(count(&ex, "GET /b.txt"), 1, "{:?}", requests(&ex));
     assert!(ex.iter().all(|e| e["status"]["http"] == 200), "{ex:?}");
     assert!(ex.iter().all(|e| e["stream"].is_u64()));
@@ -285,7 +317,11 @@ fn an_apps_backing_calls_belong_to_the_requests_they_served() {
     assert!(inbound.iter().all(|e| e["role"] == "inbound"));
     for backing in [redis.port, pg.port] {
         let calls = exchanges_to(&report, backing);
-        assert_eq!(calls.len(), APP_REQUESTS, "one call per request to :{backing}");
+        assert_eq!(
+            calls.len(),
+            APP_REQUESTS,
+            "one call per request to :{backing}"
+        );
         let mut parents: Vec<u64> = calls
             .iter()
             .map(|c| {
@@ -299,14 +335,22 @@ fn an_apps_backing_calls_belong_to_the_requests_they_served() {
         assert_eq!(parents, ids, "each request's own call to :{backing}");
         for c in &calls {
             let parent = inbound.iter().find(|e| e["id"] == c["parent"]).unwrap();
-            let (start, answer) = (us(parent, "request_first_at_us"), us(parent, "response_first_at_us"));
-            assert!(us(c, "request_first_at_us") >= start && us(c, "response_last_at_us") <= answer);
+            let (start, answer) = (
+                us(parent, "request_first_at_us"),
+                us(parent, "response_first_at_us"),
+            );
+            assert!(
+                us(c, "request_first_at_us") >= start && us(c, "response_last_at_us") <= answer
+            );
         }
     }
     // The text report lists the calls under the request kind they served.
     let out = whyslow(&["analyze", file.to_str().unwrap()]);
     let text = stdout(&out);
     assert!(text.contains(&format!("service :{http} (found")), "{text}");
-    assert!(text.contains(&format!("→ redis :{} GET item:?:name", redis.port)), "{text}");
+    assert!(
+        text.contains(&format!("→ redis :{} GET item:?:name", redis.port)),
+        "{text}"
+    );
     assert!(text.contains(&format!("→ postgres :{}", pg.port)), "{text}");
 }

@@ -95,7 +95,10 @@ fn zero_window_is_flagged() {
     let c = only_conn(&out.timeline);
     assert_eq!(c.to_server.zero_windows, 1);
     assert!(c.acks.iter().any(|a| a.window == 0));
-    assert_eq!(out.timeline.exchanges[0].status, Some(whyslow_model::Status::Http(200)));
+    assert_eq!(
+        out.timeline.exchanges[0].status,
+        Some(whyslow_model::Status::Http(200))
+    );
 }
 
 #[test]

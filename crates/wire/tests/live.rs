@@ -29,7 +29,10 @@ fn captures_a_loopback_exchange() {
     );
     let labels: Vec<_> = t.exchanges.iter().map(|e| e.request.as_str()).collect();
     assert_eq!(labels, ["GET /m/0", "GET /m/1", "GET /m/2"]);
-    assert!(t.exchanges.iter().all(|e| e.status == Some(whyslow_model::Status::Http(200))));
+    assert!(t
+        .exchanges
+        .iter()
+        .all(|e| e.status == Some(whyslow_model::Status::Http(200))));
     eprintln!("live capture: {stats:?}, file {}", path.display());
 }
 

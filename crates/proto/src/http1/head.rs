@@ -117,8 +117,7 @@ pub fn parse_request(head: &[u8]) -> Result<RequestHead, String> {
 fn asks_h2c(headers: &[httparse::Header]) -> bool {
     headers.iter().any(|h| {
         h.name.eq_ignore_ascii_case("upgrade")
-            && h
-                .value
+            && h.value
                 .split(|&b| b == b',')
                 .any(|t| trim(t).eq_ignore_ascii_case(b"h2c"))
     })

@@ -9,8 +9,8 @@ mod resync;
 mod tests;
 
 use crate::{Sniff, Span, Start, StreamAnalyzer};
-use resync::Hunt;
 use head::RequestHead;
+use resync::Hunt;
 use std::collections::VecDeque;
 use whyslow_model::{Direction, Exchange, Protocol, Status};
 
@@ -375,7 +375,9 @@ impl StreamAnalyzer for Http1Analyzer {
             Direction::ToClient => "server→client",
         };
         self.note.get_or_insert_with(|| {
-            format!("{missing} bytes missing from the capture ({side}); resumed at the next message")
+            format!(
+                "{missing} bytes missing from the capture ({side}); resumed at the next message"
+            )
         });
         self.resync();
         let i = usize::from(direction == Direction::ToClient);

@@ -1,7 +1,7 @@
 use super::*;
 use crate::{Sniff, Start};
-use whyslow_model::Status;
 use whyslow_model::Direction::{ToClient, ToServer};
+use whyslow_model::Status;
 
 /// Feeds chunks in order (packet number = index + 1, time = 1000 × packet).
 fn run(chunks: &[(Direction, &[u8])]) -> (Vec<Exchange>, Option<String>) {
@@ -91,7 +91,10 @@ fn keep_alive_and_pipelining_pair_fifo() {
     let resps = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
     let (ex, err) = run(&[(ToServer, reqs), (ToClient, resps)]);
     assert_eq!(err, None);
-    let got: Vec<_> = ex.iter().map(|e| (e.request.as_str(), e.status.as_ref().and_then(Status::http))).collect();
+    let got: Vec<_> = ex
+        .iter()
+        .map(|e| (e.request.as_str(), e.status.as_ref().and_then(Status::http)))
+        .collect();
     assert_eq!(
         got,
         [
@@ -330,12 +333,22 @@ fn gap_to_the_end_of_a_body_completes_the_message() {
 fn a_lost_gap_resumes_at_the_next_message() {
     let mut a = Http1Analyzer::new(0);
     a.on_data(ToServer, b"GET /a HTTP/1.1\r\n\r\n", 1, 1);
-    a.on_data(ToClient, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", 2, 2);
+    a.on_data(
+        ToClient,
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+        2,
+        2,
+    );
     a.on_gap(ToClient, 100);
     // The rest of the lost response, then the next exchange in step.
     a.on_data(ToClient, b"zz\r\n0\r\n\r\n", 3, 3);
     a.on_data(ToServer, b"GET /b HTTP/1.1\r\n\r\n", 4, 4);
-    a.on_data(ToClient, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", 5, 5);
+    a.on_data(
+        ToClient,
+        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+        5,
+        5,
+    );
     let ex = a.finish();
     let got: Vec<_> = ex
         .iter()
@@ -351,10 +364,18 @@ fn a_lost_gap_resumes_at_the_next_message() {
 fn mid_stream_start_skips_to_a_request_line() {
     let client: &[u8] = b"dy bytes\r\nGET /x?token=s3cret HTTP/1.1\r\nHost: a\r\n\r\n";
     assert_eq!(Http1Analyzer::sniff(client, Start::MidStream), Sniff::Yes);
-    assert_eq!(Http1Analyzer::sniff(b"random\r\nbytes", Start::MidStream), Sniff::NeedMore);
+    assert_eq!(
+        Http1Analyzer::sniff(b"random\r\nbytes", Start::MidStream),
+        Sniff::NeedMore
+    );
     let mut a = Http1Analyzer::with_start(0, Start::MidStream);
     // The tail of an earlier response, which no request here waits for.
-    a.on_data(ToClient, b"K\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 1, 1);
+    a.on_data(
+        ToClient,
+        b"K\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        1,
+        1,
+    );
     a.on_data(ToServer, client, 2, 2);
     a.on_data(ToClient, b"HTTP/1.1 204 No Content\r\n\r\n", 3, 3);
     let ex = a.finish();

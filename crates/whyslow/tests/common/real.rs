@@ -79,7 +79,14 @@ pub fn redis() -> Server {
     let p = port.to_string();
     spawn(
         Command::new("redis-server").args([
-            "--port", &p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--port",
+            &p,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
         ]),
         port,
     )
@@ -145,10 +152,21 @@ pub fn postgres() -> (Server, PathBuf) {
     }
     let data = dir.join("data");
     let out = as_pg_user(&pg_bin("initdb"))
-        .args(["-D", data.to_str().unwrap(), "--auth=trust", "-U", "postgres", "--no-sync"])
+        .args([
+            "-D",
+            data.to_str().unwrap(),
+            "--auth=trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "initdb: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let port = free_port();
     let server = spawn(
         as_pg_user(&pg_bin("postgres")).args([
@@ -177,7 +195,16 @@ pub fn postgres() -> (Server, PathBuf) {
 
 pub fn psql(port: u16, args: &[&str]) -> std::process::Output {
     Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", "-X", "-q"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "postgres",
+            "-X",
+            "-q",
+        ])
         .args(args)
         .env("PGCONNECT_TIMEOUT", "5")
         .output()
@@ -189,7 +216,16 @@ pub fn psql(port: u16, args: &[&str]) -> std::process::Output {
 pub fn tshark_fields(file: &Path, decode_as: &str, filter: &str, field: &str) -> Vec<String> {
     let out = Command::new("tshark")
         .args(["-r", file.to_str().unwrap(), "-d", decode_as, "-Y", filter])
-        .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-e", field])
+        .args([
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=|",
+            "-e",
+            field,
+        ])
         .output()
         .expect("run tshark");
     String::from_utf8_lossy(&out.stdout)
