@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MIN_MB=${MIN_MB:-100}
-RUNS=${RUNS:-3}
+
 
 . bench/lib.sh
 need_packages redis-server postgresql postgresql-client tshark time
@@ -58,15 +58,6 @@ for _attempt in 1 2 3; do
   secs=$(( secs * MIN_MB * 5 / (4 * (size_mb > 0 ? size_mb : 1)) + 1 ))
 done
 
-timed() {
-  local out=$1; shift
-  : >"$out.times"
-  for _ in $(seq "$RUNS"); do
-    /usr/bin/time -f '%e %M' -o "$out.time" "$@" >"$out.out" 2>"$out.err" || true
-    cat "$out.time" >>"$out.times"
-  done
-  sort -n "$out.times" | awk '{w[NR] = $1; if ($2 > m) m = $2} END {print w[int((NR + 1) / 2)], m}'
-}
 cat "$cap" >/dev/null
 decode=(-d "tcp.port==$rport,resp" -d "tcp.port==$pport,pgsql")
 
@@ -97,11 +88,5 @@ t_pg=$(tshark -r "$cap" "${decode[@]}" -Y "tcp.srcport==$pport" -T fields -E occ
 echo
 echo "capture: $(( $(stat -c %s "$cap") / 1000000 )) MB, $packets packets (Redis :$rport, PostgreSQL :$pport)"
 grep -E '^kept the first' "$dir/w.out" | sed 's/^/whyslow: /' || true
-printf '%-44s %10s %12s\n' "" "wall (s)" "max RSS (MB)"
-printf '%-44s %10s %12d\n' "tshark -d resp,pgsql -z conv,tcp -z expert" "$t_s" $((t_kb / 1024))
-printf '%-44s %10s %12d\n' "whyslow analyze (every analyzer on)" "$w_s" $((w_kb / 1024))
-awk -v t="$t_s" -v w="$w_s" -v tk="$t_kb" -v wk="$w_kb" 'BEGIN {
-  printf "whyslow is %.1fx faster (goal >= 20x) and uses %.1fx less memory\n", t / (w > 0 ? w : 0.01), tk / wk }'
-awk -v h="$h_kb" -v f="$w_kb" -v hs="$h_s" -v fs="$w_s" 'BEGIN {
-  printf "memory flatness: RSS %d MB on half the packets (%.2f s), %d MB on all (%.2f s): x%.2f\n", h / 1024, hs, f / 1024, fs, f / h }'
+print_vs "tshark -d resp,pgsql -z conv,tcp -z expert" "$t_s" "$t_kb" "$w_s" "$w_kb" "$h_s" "$h_kb"
 echo "exchanges: redis whyslow $w_redis / tshark $t_redis; postgres whyslow $w_pg / tshark $t_pg"

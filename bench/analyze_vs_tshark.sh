@@ -60,18 +60,6 @@ else
   make_capture
 fi
 
-RUNS=${RUNS:-3}
-# timed OUT_PREFIX CMD...: runs CMD $RUNS times (stdout → OUT_PREFIX.out) and
-# prints the median wall time and the largest max RSS (KB): "wall rss_kb".
-timed() {
-  local out=$1; shift
-  : >"$out.times"
-  for _ in $(seq "$RUNS"); do
-    /usr/bin/time -f '%e %M' -o "$out.time" "$@" >"$out.out" 2>"$out.err" || true
-    cat "$out.time" >>"$out.times"
-  done
-  sort -n "$out.times" | awk '{w[NR] = $1; if ($2 > m) m = $2} END {print w[int((NR + 1) / 2)], m}'
-}
 cat "$cap" >/dev/null # both read it from the page cache
 
 echo "== whyslow analyze"
@@ -92,13 +80,7 @@ t_conns=$(awk '/TCP Conversations/ {on = 1} on && /<->/ {n++} on && /^=+$/ && n 
 echo
 echo "capture: $(( $(stat -c %s "$cap") / 1000000 )) MB, $packets packets, $w_conns TCP connections"
 grep -E '^kept the first' "$dir/w.out" | sed 's/^/whyslow: /' || true
-printf '%-34s %10s %12s\n' "" "wall (s)" "max RSS (MB)"
-printf '%-34s %10s %12d\n' "tshark -q -z conv,tcp -z expert" "$t_s" $((t_kb / 1024))
-printf '%-34s %10s %12d\n' "whyslow analyze" "$w_s" $((w_kb / 1024))
-awk -v t="$t_s" -v w="$w_s" -v tk="$t_kb" -v wk="$w_kb" 'BEGIN {
-  printf "whyslow is %.1fx faster (goal >= 20x) and uses %.1fx less memory\n", t / (w > 0 ? w : 0.01), tk / wk }'
-awk -v h="$h_kb" -v f="$w_kb" -v hs="$h_s" -v fs="$w_s" 'BEGIN {
-  printf "memory flatness: RSS %d MB on half the packets (%.2f s), %d MB on all (%.2f s): x%.2f\n", h / 1024, hs, f / 1024, fs, f / h }'
+print_vs "tshark -q -z conv,tcp -z expert" "$t_s" "$t_kb" "$w_s" "$w_kb" "$h_s" "$h_kb"
 if [ "$w_conns" = "$t_conns" ]; then
   echo "connections: whyslow $w_conns, tshark conv,tcp $t_conns: agree"
 else

@@ -46,3 +46,28 @@ stop_nginx() {
   [ -f "$1/nginx.pid" ] && kill "$(cat "$1/nginx.pid")" 2>/dev/null
   sleep 0.2
 }
+
+# timed OUT_PREFIX CMD...: runs CMD $RUNS times (stdout → OUT_PREFIX.out) and
+# prints the median wall time and the largest max RSS (KB): "wall rss_kb".
+timed() {
+  local out=$1; shift
+  : >"$out.times"
+  for _ in $(seq "${RUNS:-3}"); do
+    /usr/bin/time -f '%e %M' -o "$out.time" "$@" >"$out.out" 2>"$out.err" || true
+    cat "$out.time" >>"$out.times"
+  done
+  sort -n "$out.times" | awk '{w[NR] = $1; if ($2 > m) m = $2} END {print w[int((NR + 1) / 2)], m}'
+}
+
+# print_vs PEER_LABEL PEER_S PEER_KB WHYSLOW_S WHYSLOW_KB HALF_S HALF_KB:
+# the wall/RSS table, the speed and memory ratios, and memory flatness.
+print_vs() {
+  local peer=$1 t_s=$2 t_kb=$3 w_s=$4 w_kb=$5 h_s=$6 h_kb=$7
+  printf '%-44s %10s %12s\n' "" "wall (s)" "max RSS (MB)"
+  printf '%-44s %10s %12d\n' "$peer" "$t_s" $((t_kb / 1024))
+  printf '%-44s %10s %12d\n' "whyslow analyze" "$w_s" $((w_kb / 1024))
+  awk -v t="$t_s" -v w="$w_s" -v tk="$t_kb" -v wk="$w_kb" 'BEGIN {
+    printf "whyslow is %.1fx faster (goal >= 20x) and uses %.1fx less memory\n", t / (w > 0 ? w : 0.01), tk / wk }'
+  awk -v h="$h_kb" -v f="$w_kb" -v hs="$h_s" -v fs="$w_s" 'BEGIN {
+    printf "memory flatness: RSS %d MB on half the packets (%.2f s), %d MB on all (%.2f s): x%.2f\n", h / 1024, hs, f / 1024, fs, f / h }'
+}

@@ -53,3 +53,18 @@ pub fn feed_chunks(a: &mut dyn StreamAnalyzer, data: &[u8]) {
     let _ = a.finish();
     let _ = a.error();
 }
+
+/// One analyzer on `data`: its sniffer on the raw bytes, then the chunks
+/// (see `http1`); an odd first byte starts it mid-stream.
+pub fn analyzer<A: StreamAnalyzer>(
+    data: &[u8],
+    sniff: fn(&[u8], Start) -> crate::Sniff,
+    new: fn(u32, Start) -> A,
+) {
+    let start = match data.first() {
+        Some(b) if b & 1 == 1 => Start::MidStream,
+        _ => Start::Beginning,
+    };
+    let _ = sniff(data, start);
+    feed_chunks(&mut new(0, start), data);
+}

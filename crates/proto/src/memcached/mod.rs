@@ -515,34 +515,7 @@ impl StreamAnalyzer for MemcachedAnalyzer {
     }
 }
 
-/// Fuzz entry: `data` split into chunks like `crate::fuzz::http1` (control
-/// byte: bit 7 direction, bit 6 gap, bits 0..5 length); an odd first byte
-/// starts the analyzer mid-stream.
+/// Fuzz entry: see `crate::fuzz::analyzer` (an odd first byte starts mid-stream).
 pub fn fuzz(data: &[u8]) {
-    let start = match data.first() {
-        Some(b) if b & 1 == 1 => Start::MidStream,
-        _ => Start::Beginning,
-    };
-    let _ = MemcachedAnalyzer::sniff(data, start);
-    let mut a = MemcachedAnalyzer::new(0, start);
-    let mut rest = data;
-    let mut packet = 0u64;
-    while let Some((&ctl, tail)) = rest.split_first() {
-        let dir = if ctl & 0x80 == 0 {
-            Direction::ToServer
-        } else {
-            Direction::ToClient
-        };
-        let len = usize::from(ctl & 0x3f).min(tail.len());
-        packet += 1;
-        if ctl & 0x40 != 0 {
-            a.on_gap(dir, len as u64);
-        } else {
-            a.on_data(dir, &tail[..len], packet * 10, packet);
-        }
-        rest = &tail[len..];
-        let _ = a.take_exchanges();
-    }
-    let _ = a.finish();
-    let _ = a.error();
+    crate::fuzz::analyzer(data, MemcachedAnalyzer::sniff, MemcachedAnalyzer::new);
 }

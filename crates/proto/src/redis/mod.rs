@@ -455,35 +455,7 @@ impl StreamAnalyzer for RespAnalyzer {
     }
 }
 
-/// Fuzz entry: splits `data` into chunks for both directions (control byte:
-/// bit 7 = direction, bit 6 = gap instead of data, bits 0..5 = length) and
-/// feeds an analyzer, from the stream's start or, when the first byte is
-/// odd, from mid-stream.
+/// Fuzz entry: see `crate::fuzz::analyzer` (an odd first byte starts mid-stream).
 pub fn fuzz(data: &[u8]) {
-    let start = match data.first() {
-        Some(b) if b & 1 == 1 => Start::MidStream,
-        _ => Start::Beginning,
-    };
-    let _ = RespAnalyzer::sniff(data, start);
-    let mut a = RespAnalyzer::new(0, start);
-    let mut rest = data;
-    let mut packet = 0u64;
-    while let Some((&ctl, tail)) = rest.split_first() {
-        let dir = if ctl & 0x80 == 0 {
-            Direction::ToServer
-        } else {
-            Direction::ToClient
-        };
-        let len = usize::from(ctl & 0x3f).min(tail.len());
-        packet += 1;
-        if ctl & 0x40 != 0 {
-            a.on_gap(dir, len as u64);
-        } else {
-            a.on_data(dir, &tail[..len], packet * 10, packet);
-        }
-        rest = &tail[len..];
-        let _ = a.take_exchanges();
-    }
-    let _ = a.finish();
-    let _ = a.error();
+    crate::fuzz::analyzer(data, RespAnalyzer::sniff, RespAnalyzer::new);
 }
