@@ -14,6 +14,8 @@ pub mod postgres;
 pub mod redis;
 pub mod sniff;
 mod span;
+#[cfg(test)]
+mod testkit;
 
 pub use sniff::Sniffer;
 

@@ -5,15 +5,7 @@ use whyslow_model::Status;
 
 /// Feeds chunks in order (packet number = index + 1, time = 1000 × packet).
 fn run(chunks: &[(Direction, &[u8])]) -> (Vec<Exchange>, Option<String>) {
-    let mut a = Http1Analyzer::new(7);
-    let mut out = Vec::new();
-    for (i, (d, data)) in chunks.iter().enumerate() {
-        let pkt = i as u64 + 1;
-        a.on_data(*d, data, pkt * 1000, pkt);
-        out.extend(a.take_exchanges());
-    }
-    out.extend(a.finish());
-    (out, a.error().map(str::to_string))
+    crate::testkit::feed(&mut Http1Analyzer::new(7), chunks.iter().copied())
 }
 
 const REQ: &[u8] =

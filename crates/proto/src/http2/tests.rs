@@ -103,14 +103,7 @@ pub(super) fn run_with(
     mut a: Http2Analyzer,
     chunks: &[(Direction, &[u8])],
 ) -> (Vec<Exchange>, Option<String>) {
-    let mut out = Vec::new();
-    for (i, (d, data)) in chunks.iter().enumerate() {
-        let pkt = i as u64 + 1;
-        a.on_data(*d, data, pkt * 1000, pkt);
-        out.extend(a.take_exchanges());
-    }
-    out.extend(a.finish());
-    (out, a.error().map(str::to_string))
+    crate::testkit::feed(&mut a, chunks.iter().copied())
 }
 
 pub(super) fn run(chunks: &[(Direction, &[u8])]) -> (Vec<Exchange>, Option<String>) {

@@ -128,15 +128,9 @@ pub(super) type Chunks = Vec<(Direction, Vec<u8>)>;
 /// Feeds chunks in order (packet = index + 1, time = 1000 × packet).
 pub(super) fn run_from(start: Start, chunks: &Chunks) -> (Vec<Exchange>, Option<String>) {
     let mut a = PgAnalyzer::new(3, start);
-    let mut out = Vec::new();
-    for (i, (d, data)) in chunks.iter().enumerate() {
-        let pkt = i as u64 + 1;
-        a.on_data(*d, data, pkt * 1000, pkt);
-        out.extend(a.take_exchanges());
-    }
-    out.extend(a.finish());
+    let (out, note) = crate::testkit::feed(&mut a, chunks.iter().map(|(d, b)| (*d, b.as_slice())));
     assert_no_secrets(&out);
-    (out, a.error().map(str::to_string))
+    (out, note)
 }
 
 pub(super) fn run(chunks: &Chunks) -> (Vec<Exchange>, Option<String>) {
