@@ -348,6 +348,14 @@ fn an_apps_backing_calls_belong_to_the_requests_they_served() {
     let out = whyslow(&["analyze", file.to_str().unwrap()]);
     let text = stdout(&out);
     assert!(text.contains(&format!("service :{http} (found")), "{text}");
+    let kind = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("GET /item/?"))
+        .expect(&text);
+    assert!(
+        kind.contains(&format!(" {APP_REQUESTS} ")),
+        "one kind for every id: {kind}"
+    );
     assert!(
         text.contains(&format!("→ redis :{} GET item:?:name", redis.port)),
         "{text}"

@@ -2,6 +2,8 @@
 //! Header values are inspected for framing only and never stored.
 
 use super::framing::BodyKind;
+use crate::digest::ParamDigest;
+use crate::normalize;
 use std::mem::MaybeUninit;
 
 /// Header fields parsed per head. Apache's LimitRequestFields defaults to
@@ -49,6 +51,8 @@ pub struct RequestHead {
     pub body: BodyKind,
     /// `Upgrade: h2c` asked (RFC 7540 §3.2): a 101 answer switches to HTTP/2.
     pub upgrade_h2c: bool,
+    /// Digest of the path's variable segments and the query.
+    pub digest: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +100,7 @@ pub fn parse_request(head: &[u8]) -> Result<RequestHead, String> {
         Err(e) => return Err(format!("not an HTTP/1 request ({e})")),
     }
     let method = req.method.unwrap_or("");
+    let mut digest = ParamDigest::new();
     let framing = framing(req.headers)?;
     let body = if framing.chunked {
         BodyKind::Chunked
@@ -106,7 +111,8 @@ pub fn parse_request(head: &[u8]) -> Result<RequestHead, String> {
         BodyKind::Length(framing.content_length.unwrap_or(0))
     };
     Ok(RequestHead {
-        label: request_label(method, req.path.unwrap_or("")),
+        label: request_label_digest(method, req.path.unwrap_or(""), &mut digest),
+        digest: (!digest.is_empty()).then(|| digest.finish()),
         is_head: method == "HEAD",
         is_connect: method == "CONNECT",
         body,
@@ -257,6 +263,13 @@ fn trim(v: &[u8]) -> &[u8] {
 /// "METHOD /path": the query string and fragment are dropped (they carry
 /// ids and secrets), an absolute-form target keeps only its path.
 pub fn request_label(method: &str, target: &str) -> String {
+    request_label_digest(method, target, &mut ParamDigest::new())
+}
+
+/// As `request_label`, with the path's variable segments normalized like
+/// cache keys ("/item/k42" → "/item/?") and, with the query string, added to
+/// `digest`: one request kind per route, repeats told apart by the digest.
+pub fn request_label_digest(method: &str, target: &str, digest: &mut ParamDigest) -> String {
     let mut path = target;
     // Absolute form (RFC 9112 §3.2.2), any scheme in any case: drop the
     // scheme and authority, which may carry credentials.
@@ -266,11 +279,19 @@ pub fn request_label(method: &str, target: &str) -> String {
     }
     // Query, fragment and path parameters (";jsessionid=…") can carry secrets.
     let end = path.find(['?', '#', ';']).unwrap_or(path.len());
-    let path = &path[..end];
+    let (path, tail) = path.split_at(end);
+    let path = if path == "*" {
+        path.to_string()
+    } else {
+        normalize::key(path.as_bytes(), digest)
+    };
+    if !tail.is_empty() {
+        digest.add(tail.as_bytes());
+    }
     let mut label = String::with_capacity((method.len() + 1 + path.len()).min(MAX_REQUEST_LABEL));
     label.push_str(method);
     label.push(' ');
-    label.push_str(path);
+    label.push_str(&path);
     if label.len() > MAX_REQUEST_LABEL {
         let mut cut = MAX_REQUEST_LABEL;
         while !label.is_char_boundary(cut) {

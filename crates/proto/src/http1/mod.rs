@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use whyslow_model::{Direction, Exchange, Protocol, Status};
 
 pub use framing::{BodyKind, Framer, Gap, Step, MAX_HEAD_BYTES};
-pub use head::{parse_response_prefix, request_label, ResponseHead};
+pub use head::{parse_response_prefix, request_label, request_label_digest, ResponseHead};
 
 /// Requests sent and not yet answered. Clients that pipeline at all keep a
 /// handful outstanding (Redis-style deep pipelines are not HTTP's); with
@@ -328,6 +328,7 @@ impl Http1Analyzer {
         e.request_packets = p.request.packets();
         e.response_packets = resp.map(|s| s.packets());
         e.response_encoded = encoded;
+        e.params_digest = p.head.digest;
         e
     }
 }

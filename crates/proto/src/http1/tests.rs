@@ -157,7 +157,7 @@ fn upgrade_stops_parsing() {
         (ToClient, b"HTTP/1.1 200 OK\r\n\r\n\x16\x03\x03"),
     ]);
     assert_eq!(err, None);
-    assert_eq!(ex[0].request, "CONNECT example.com:443");
+    assert_eq!(ex[0].request, "CONNECT example.com:?");
 }
 
 #[test]
@@ -271,6 +271,15 @@ fn request_labels_drop_queries_and_hosts() {
     assert_eq!(request_label("GET", "HTTP://user:pw@h/x"), "GET /x");
     assert_eq!(request_label("GET", "ws://user:pw@h"), "GET /");
     assert_eq!(request_label("GET", "/a;jsessionid=SECRET/b"), "GET /a");
+    // Ids in the path are variable parts, as in cache keys.
+    assert_eq!(
+        request_label("GET", "/item/k42z/reviews"),
+        "GET /item/?/reviews"
+    );
+    assert_eq!(
+        request_label("GET", "/api/v2/users/1234"),
+        "GET /api/v2/users/?"
+    );
     assert_eq!(
         request_label("GET", "/redirect/http://x"),
         "GET /redirect/http://x"

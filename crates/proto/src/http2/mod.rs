@@ -399,12 +399,9 @@ fn label(fields: Fields) -> (String, Option<u64>) {
     let Some(path) = fields.path.filter(|p| p != hpack::PLACEHOLDER) else {
         return (format!("{method} {}", hpack::PLACEHOLDER), None);
     };
-    let digest = path.split_once('?').map(|(_, query)| {
-        let mut d = ParamDigest::new();
-        d.add(query.as_bytes());
-        d.finish()
-    });
-    (crate::http1::request_label(method, &path), digest)
+    let mut d = ParamDigest::new();
+    let label = crate::http1::request_label_digest(method, &path, &mut d);
+    (label, (!d.is_empty()).then(|| d.finish()))
 }
 
 impl StreamAnalyzer for Http2Analyzer {

@@ -151,9 +151,14 @@ fn one_exchange_fields() {
     assert_eq!(e.response_packets, Some((2, 2)));
     assert_eq!(e.response_first_at_us, Some(2000));
     assert!(e.response_encoded);
+    // The query string goes into the digest, as HTTP/1's does.
     let mut d = ParamDigest::new();
-    d.add(b"id=42&token=s3cr3t");
+    let path = e.request.split_once(' ').unwrap().1;
+    crate::http1::request_label_digest("GET", &format!("{path}?id=42&token=s3cr3t"), &mut d);
     assert_eq!(e.params_digest, Some(d.finish()));
+    let mut other = ParamDigest::new();
+    crate::http1::request_label_digest("GET", &format!("{path}?id=43&token=s3cr3t"), &mut other);
+    assert_ne!(e.params_digest, Some(other.finish()));
 }
 
 #[test]
