@@ -72,8 +72,9 @@ pub fn bounds_help() -> String {
     let lines = [
         "Protocol analyzers (per connection; at most --max-flows connections at once):".to_string(),
         format!(
-            "  sniffing       first {} KiB of each stream held until its protocol is known",
-            kib(sniff::SNIFF_BYTES)
+            "  sniffing       first {} KiB of client bytes looked at, at most {} KiB held",
+            kib(sniff::SNIFF_BYTES),
+            kib(sniff::HELD_BYTES)
         ),
         format!(
             "  HTTP/1         head {} KiB, {} unanswered requests; bodies counted, never kept",

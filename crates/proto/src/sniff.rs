@@ -17,7 +17,7 @@ use whyslow_model::{Direction, Exchange, Protocol};
 pub const SNIFF_BYTES: usize = 4096;
 /// Bytes (both directions) held for replay while undecided: a mid-stream
 /// capture may show the server's bytes first.
-const HELD_BYTES: usize = 2 * SNIFF_BYTES;
+pub const HELD_BYTES: usize = 2 * SNIFF_BYTES;
 
 /// TLS record content types (RFC 8446 §5.1): change_cipher_spec 20 to
 /// application_data 23; handshake 22 starts a connection.
@@ -110,12 +110,7 @@ impl Sniffer {
             at_us,
             packet,
         });
-        let client: Vec<u8> = held
-            .iter()
-            .filter(|h| h.direction == Direction::ToServer)
-            .flat_map(|h| h.data.iter().copied())
-            .take(SNIFF_BYTES)
-            .collect();
+        let client = client_bytes(held);
         let full = client.len() >= SNIFF_BYTES || *bytes >= HELD_BYTES;
         if client.is_empty() {
             // The server may speak first (an HTTP/2 server sends its SETTINGS
@@ -192,6 +187,15 @@ impl Sniffer {
             State::Undecided { .. } | State::Opaque => None,
         }
     }
+}
+
+/// The first `SNIFF_BYTES` client bytes among the held chunks.
+fn client_bytes(held: &[Held]) -> Vec<u8> {
+    held.iter()
+        .filter(|h| h.direction == Direction::ToServer)
+        .flat_map(|h| h.data.iter().copied())
+        .take(SNIFF_BYTES)
+        .collect()
 }
 
 /// The protocol of a stream whose first client bytes are `client`, or `None`
@@ -293,11 +297,7 @@ impl StreamAnalyzer for Sniffer {
     fn finish(&mut self) -> Vec<Exchange> {
         if let State::Undecided { held, .. } = &self.state {
             // The stream ended before sniffing could tell: decide on what is there.
-            let client: Vec<u8> = held
-                .iter()
-                .filter(|h| h.direction == Direction::ToServer)
-                .flat_map(|h| h.data.iter().copied())
-                .collect();
+            let client = client_bytes(held);
             match (!client.is_empty())
                 .then(|| decide(&client, self.start, self.server_port, true))
                 .flatten()

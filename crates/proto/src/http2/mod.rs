@@ -36,8 +36,8 @@ pub const MAX_OPEN_STREAMS: usize = 1000;
 /// Longest header block (HEADERS + CONTINUATIONs) decoded; see
 /// `MAX_KEPT_PAYLOAD` for why 64 KiB is far above real header blocks.
 pub const MAX_HEADER_BLOCK: usize = 64 * 1024;
-/// Client bytes `sniff` is given at most (the flow table's sniff window).
-const SNIFF_WINDOW: usize = 4096;
+/// Most client bytes `sniff` is given (the sniffer's window).
+use crate::sniff::SNIFF_BYTES as SNIFF_WINDOW;
 /// Frame headers in a row a mid-stream sniff insists on.
 const SNIFF_FRAMES: usize = 2;
 

@@ -5,9 +5,8 @@
 use super::command::{self, WORDS};
 use crate::{Sniff, Start};
 
-/// Most client bytes `sniff` is given; a first line still incomplete at
-/// this size is taken as a long multiget.
-const SNIFF_WINDOW: usize = 4096;
+/// Most client bytes `sniff` is given (the sniffer's window).
+use crate::sniff::SNIFF_BYTES as SNIFF_WINDOW;
 
 /// First byte of a binary-protocol request (out of scope).
 const BINARY_MAGIC: u8 = 0x80;

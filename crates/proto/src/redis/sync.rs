@@ -6,8 +6,8 @@ use crate::Sniff;
 
 /// Digits of a "*<count>" worth trusting: Redis caps counts at INT_MAX (10 digits).
 const MAX_COUNT_DIGITS: usize = 10;
-/// Bytes `sniff` is given at most (the flow table's sniff window).
-pub const SNIFF_WINDOW: usize = 4096;
+/// Most client bytes `sniff` is given (the sniffer's window).
+pub use crate::sniff::SNIFF_BYTES as SNIFF_WINDOW;
 
 /// Inline commands accepted as a stream's first bytes. Only Redis commands
 /// memcached's text protocol lacks (no GET/SET/DELETE/INCR/STATS/VERSION/
