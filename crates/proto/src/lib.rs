@@ -67,7 +67,7 @@ pub enum Sniff {
 /// The memory bounds of the protocol analyzers, per connection, for
 /// `analyze --help`. In total they are bounded by the flows tracked at once.
 pub fn bounds_help() -> String {
-    use crate::{http1 as h1, http2 as h2, memcached as mc};
+    use crate::{http1 as h1, http2 as h2, memcached as mc, postgres as pg, redis as rs};
     let kib = |n: usize| n / 1024;
     let lines = [
         "Protocol analyzers (per connection; at most --max-flows connections at once):".to_string(),
@@ -86,6 +86,19 @@ pub fn bounds_help() -> String {
             kib(h2::MAX_HEADER_BLOCK),
             kib(h2::MAX_TABLE_BYTES),
             h2::MAX_OPEN_STREAMS
+        ),
+        format!(
+            "  Redis          {} args of {} KiB kept, nesting {}, {} unanswered; values skipped by length",
+            rs::MAX_KEPT_ARGS,
+            kib(rs::MAX_ARG_BYTES),
+            rs::MAX_DEPTH,
+            rs::MAX_PENDING
+        ),
+        format!(
+            "  PostgreSQL     query text {} KiB, {} named statements, {} unanswered; rows skipped by length",
+            kib(pg::MAX_QUERY_TEXT),
+            pg::MAX_STATEMENTS,
+            pg::MAX_PENDING
         ),
         format!(
             "  memcached      line {} KiB, {} unanswered requests; values skipped by length",

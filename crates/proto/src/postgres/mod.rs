@@ -32,6 +32,7 @@ mod client;
 mod frame;
 mod queue;
 mod server;
+pub use queue::MAX_PENDING;
 #[cfg(test)]
 mod test_wire;
 #[cfg(test)]

@@ -10,6 +10,8 @@ mod command;
 mod frame;
 mod request;
 mod sync;
+pub use frame::MAX_DEPTH;
+pub use request::{MAX_ARG_BYTES, MAX_KEPT_ARGS};
 #[cfg(test)]
 mod tests;
 
