@@ -2,10 +2,18 @@
 //! Each names a cause from DESIGN's vocabulary with the time it cost and evidence.
 
 pub mod attribution;
+pub mod background;
+pub mod breakdown;
+pub mod calls;
+pub mod large_response;
 pub mod nagle_delayed_ack;
 pub mod no_keepalive;
 pub mod pipeline;
+pub mod pool_queueing;
 pub mod probe_pattern;
+pub mod sequential_calls;
+pub mod server_time;
+pub mod slow_dependency;
 pub mod tcp_retransmission;
 #[cfg(test)]
 mod testkit;
@@ -30,4 +38,9 @@ pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
     tcp_retransmission::detect,
     zero_window::detect,
     no_keepalive::detect,
+    pool_queueing::detect,
+    sequential_calls::detect,
+    slow_dependency::detect,
+    server_time::detect,
+    large_response::detect,
 ];

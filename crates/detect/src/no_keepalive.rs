@@ -71,6 +71,7 @@ fn finding(server: SocketAddr, conns: Vec<(u32, usize, u64)>) -> Option<Finding>
         fix: "reuse connections: enable keep-alive in the client (a connection pool) and on the server; \
               with TLS this also saves the TLS handshake"
             .into(),
+        background: false,
     })
 }
 

@@ -3,7 +3,8 @@
 //! inbound request each backing call served, then every detector.
 
 use crate::attribution;
-use whyslow_model::{Finding, Timeline};
+use crate::{background, breakdown};
+use whyslow_model::{Finding, TimeBreakdown, Timeline};
 
 /// How the service under investigation was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,10 +34,12 @@ pub struct Analysis {
     /// Servers whose exchanges nest inside the service's requests.
     pub backing: Vec<u16>,
     pub findings: Vec<Finding>,
+    /// Where each kind of inbound request spent its time (empty without a service).
+    pub time_breakdown: Vec<TimeBreakdown>,
 }
 
-/// Attributes calls to requests (setting roles and parents) and runs every
-/// detector. `service`: the service's ports, or None to find it from the wire.
+/// Attributes calls to requests (setting roles and parents), runs every
+/// detector, marks background findings and breaks requests' time down. `service`: the service's ports, or None to find it from the wire.
 pub fn analyze(timeline: &mut Timeline, service: Option<&[u16]>) -> Analysis {
     let service = match service {
         Some(ports) => Service::Given(ports.to_vec()),
@@ -49,10 +52,17 @@ pub fn analyze(timeline: &mut Timeline, service: Option<&[u16]>) -> Analysis {
         attribution::attribute(timeline, &front);
         attribution::nested_servers(timeline, &front)
     };
-    let findings = crate::run_all(timeline);
+    let mut findings = crate::run_all(timeline);
+    let mut time_breakdown = Vec::new();
+    if !front.is_empty() {
+        background::mark(&mut findings, timeline, &front);
+        Finding::sort(&mut findings);
+        time_breakdown = breakdown::summarize(timeline);
+    }
     Analysis {
         service,
         backing,
         findings,
+        time_breakdown,
     }
 }

@@ -92,6 +92,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         fix: "find where packets are dropped (interface errors, full queues, policers: `ip -s link`, `nstat`); \
               retransmission timeouts cost at least 200 ms each"
             .into(),
+        background: false,
     }])
 }
 

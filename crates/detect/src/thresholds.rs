@@ -7,3 +7,16 @@ pub const DELAYED_ACK_MIN_US: u64 = 30_000;
 /// Linux TCP_DELACK_MAX = HZ/5 = 200 ms; Windows delays ~200 ms (KB214397).
 /// Allow scheduling slack above it.
 pub const DELAYED_ACK_MAX_US: u64 = 250_000;
+
+/// Share of an inbound request's time below which a cost is not worth a
+/// finding: Sentry's consecutive-DB detector asks for ≥ 10 % of the transaction.
+pub const WORTH_SHARE: f64 = 0.10;
+
+/// Share of an inbound request's time above which one part "dominates" it
+/// (slow_dependency, server_time, large_response): more than half.
+pub const DOMINANT_SHARE: f64 = 0.5;
+
+/// A part of a request is slow from 100 ms: the limit under which people
+/// feel a response as instant (Nielsen), and Sentry's minimum saving for its
+/// consecutive-DB and -HTTP detectors.
+pub const SLOW_PART_US: u64 = 100_000;

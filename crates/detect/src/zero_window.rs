@@ -94,6 +94,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         fix: "the receiving application reads too slowly: look at what blocks its read loop (CPU, locks, \
               a slow consumer downstream), or raise its socket receive buffer"
             .into(),
+        background: false,
     }]
 }
 

@@ -64,6 +64,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
         fix: "Lower --rate or --connections, give whyslow more CPU (--threads, a quieter \
               machine), or run from several machines and combine with `whyslow merge`."
             .into(),
+        background: false,
     }]
 }
 

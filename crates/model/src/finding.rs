@@ -81,6 +81,19 @@ pub enum Evidence {
     Measurement {
         note: String,
     },
+    /// Backing calls one inbound request made to one server, on the
+    /// connections (lanes) they ran on.
+    Calls {
+        /// The inbound exchange the calls were made for.
+        inbound: u32,
+        server: String,
+        calls: u32,
+        /// Most calls in flight at once: the pool size seen on the wire.
+        in_flight_max: u32,
+        /// Exchange ids per connection, in start order.
+        lanes: Vec<Vec<u32>>,
+        note: String,
+    },
 }
 
 /// A named cause, with the time it cost and the evidence for it.
@@ -98,14 +111,18 @@ pub struct Finding {
     pub evidence: Vec<Evidence>,
     /// What to change, in one or two sentences.
     pub fix: String,
+    /// No inbound request waited for it: reported, never ranked as the cause.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 impl Finding {
-    /// Ranks findings: most time lost first.
+    /// Ranks findings: what inbound requests waited for first, then most time lost.
     pub fn sort(findings: &mut [Finding]) {
         findings.sort_by(|a, b| {
-            b.time_lost_us
-                .cmp(&a.time_lost_us)
+            a.background
+                .cmp(&b.background)
+                .then(b.time_lost_us.cmp(&a.time_lost_us))
                 .then(b.severity.cmp(&a.severity))
         });
     }

@@ -6,11 +6,13 @@
 //! Unix epoch (packet timestamps come from the kernel in that base); durations
 //! end in `_us`.
 
+mod breakdown;
 mod finding;
 mod phases;
 mod report;
 mod timeline;
 
+pub use breakdown::{BackingTime, TimeBreakdown};
 pub use finding::{Evidence, Finding, FindingKind, Severity};
 pub use phases::{PhaseName, RequestPhases, TlsInfo};
 pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};

@@ -1,4 +1,4 @@
-use crate::{Finding, RequestPhases, Timeline};
+use crate::{Finding, RequestPhases, TimeBreakdown, Timeline};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to the JSON report (see docs/report-schema.md).
@@ -42,6 +42,9 @@ pub struct Report {
     pub sections: Vec<ReportSection>,
     pub timeline: Option<Timeline>,
     pub findings: Vec<Finding>,
+    /// Where each kind of inbound request spent its time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_breakdown: Vec<TimeBreakdown>,
     pub skipped: Vec<Skipped>,
     #[serde(default)]
     pub checks: Vec<CheckResult>,
@@ -58,6 +61,7 @@ impl Report {
             sections: Vec::new(),
             timeline: None,
             findings: Vec::new(),
+            time_breakdown: Vec::new(),
             skipped: Vec::new(),
             checks: Vec::new(),
             errors: Vec::new(),
@@ -82,6 +86,7 @@ mod tests {
             occurrences: 1,
             evidence: vec![Evidence::Measurement { note: "n".into() }],
             fix: "f".into(),
+            background: false,
         });
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"kind\":\"nagle_delayed_ack\""));

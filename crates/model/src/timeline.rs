@@ -205,6 +205,21 @@ pub enum Protocol {
     Unknown,
 }
 
+impl Protocol {
+    /// The name people know the protocol by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http",
+            Protocol::Http2 => "h2",
+            Protocol::Redis => "redis",
+            Protocol::Postgres => "postgres",
+            Protocol::Memcached => "memcached",
+            Protocol::Tls => "tls",
+            Protocol::Unknown => "tcp",
+        }
+    }
+}
+
 /// Whether an exchange is a request to the service under investigation or a
 /// call the service made to something it depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

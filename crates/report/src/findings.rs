@@ -26,6 +26,21 @@ fn evidence_line(e: &Evidence) -> String {
         }
         Evidence::Exchange { id, request, note } => format!("exchange #{id} {request}: {note}"),
         Evidence::Measurement { note } => note.clone(),
+        Evidence::Calls {
+            inbound,
+            lanes,
+            note,
+            ..
+        } => {
+            let lanes: Vec<String> = lanes
+                .iter()
+                .map(|l| {
+                    let ids: Vec<String> = l.iter().map(|id| format!("#{id}")).collect();
+                    format!("[{}]", ids.join(" "))
+                })
+                .collect();
+            format!("request #{inbound}: {note}; lanes {}", lanes.join(" "))
+        }
     }
 }
 
@@ -45,6 +60,9 @@ pub fn text(findings: &[Finding]) -> String {
             fmt_ms(f.time_lost_per_occurrence_us),
             f.occurrences
         );
+        if f.background {
+            let _ = writeln!(out, "     (background: no inbound request waited for it)");
+        }
         let _ = writeln!(out, "     {}", f.summary);
         for e in f.evidence.iter().take(EVIDENCE_SHOWN) {
             let _ = writeln!(out, "     evidence: {}", evidence_line(e));

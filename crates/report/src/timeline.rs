@@ -12,7 +12,7 @@ pub fn summary(t: &Timeline) -> String {
     let mut out = counts(t);
     let mut servers: BTreeMap<(String, &str), usize> = BTreeMap::new();
     for c in &t.connections {
-        let key = (c.server.to_string(), protocol_name(c.protocol));
+        let key = (c.server.to_string(), c.protocol.name());
         *servers.entry(key).or_default() += 1;
     }
     for ((server, proto), n) in servers.iter().take(GROUPS_SHOWN) {
@@ -79,7 +79,7 @@ fn request_groups(t: &Timeline) -> String {
                     .and_then(|p| kind_of.get(&p))
                     .map_or("", String::as_str);
                 let (port, proto) = on(e.connection);
-                let label = format!("→ {} :{port} {}", protocol_name(proto), e.request);
+                let label = format!("→ {} :{port} {}", proto.name(), e.request);
                 calls.entry((parent, label)).or_default().push(duration);
             }
         }
@@ -108,7 +108,7 @@ fn request_groups(t: &Timeline) -> String {
 fn kind_label(request: &str, (port, proto): (u16, Protocol)) -> String {
     match proto {
         Protocol::Http1 | Protocol::Http2 => request.to_string(),
-        _ => format!("{} :{port} {request}", protocol_name(proto)),
+        _ => format!("{} :{port} {request}", proto.name()),
     }
 }
 
@@ -155,19 +155,6 @@ fn render_rows(rows: &[Row]) -> String {
         );
     }
     out
-}
-
-/// The name people know a protocol by.
-pub fn protocol_name(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Http1 => "http",
-        Protocol::Http2 => "h2",
-        Protocol::Redis => "redis",
-        Protocol::Postgres => "postgres",
-        Protocol::Memcached => "memcached",
-        Protocol::Tls => "tls",
-        Protocol::Unknown => "tcp",
-    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use whyslow_client::{redact_url, ErrorKind, RequestSpec, WritePattern};
 use whyslow_load::LoadResult;
 use whyslow_model::Report;
-use whyslow_report::{findings, fmt_ms, timeline, to_json};
+use whyslow_report::{breakdown, findings, fmt_ms, timeline, to_json};
 
 #[derive(Args)]
 pub struct DiagnoseArgs {
@@ -133,6 +133,7 @@ fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
         if let Some(t) = &d.report.timeline {
             print!("{}", timeline::summary(t));
         }
+        print!("{}", breakdown::text(&d.report.time_breakdown));
         println!("\nfindings, most time lost first:");
         print!("{}", findings::text(&d.report.findings));
     }

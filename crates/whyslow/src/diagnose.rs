@@ -277,7 +277,9 @@ fn finish_capture(
         .chain(backing.iter().copied())
         .collect();
     timeline.retain_servers(&keep);
-    report.findings = pipeline::analyze(&mut timeline, Some(&[front])).findings;
+    let analysis = pipeline::analyze(&mut timeline, Some(&[front]));
+    report.findings = analysis.findings;
+    report.time_breakdown = analysis.time_breakdown;
     report.errors.extend(summary.errors.iter().cloned());
     report.timeline = Some(timeline);
     summary.backing_ports = backing;

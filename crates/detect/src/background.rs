@@ -1,0 +1,90 @@
+//! Findings that no inbound request waited for are background: a stall on a
+//! backing connection between requests (a cache refresh, a health check) is
+//! reported, but never ranked as the cause of the requests' time.
+
+use std::collections::HashSet;
+use whyslow_model::{Evidence, ExchangeRole, Finding, Timeline};
+
+/// Marks `background` on findings whose evidence lies wholly on connections
+/// to other servers than `front`, outside every inbound request.
+pub fn mark(findings: &mut [Finding], t: &Timeline, front: &[u16]) {
+    let front_conns: HashSet<u32> = t
+        .connections
+        .iter()
+        .filter(|c| front.contains(&c.server.port()))
+        .map(|c| c.id)
+        .collect();
+    let mut spans: Vec<(u64, u64)> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound && front_conns.contains(&e.connection))
+        .map(|e| {
+            (
+                e.request_first_at_us,
+                e.response_last_at_us.unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    spans.sort_unstable();
+    // Latest end among spans[..=i]: "is `at` inside any span" in one search.
+    let reach: Vec<u64> = spans
+        .iter()
+        .scan(0, |max, s| {
+            *max = s.1.max(*max);
+            Some(*max)
+        })
+        .collect();
+    let inside = |at: u64| {
+        let i = spans.partition_point(|s| s.0 <= at);
+        i > 0 && reach[i - 1] >= at
+    };
+    for f in findings.iter_mut() {
+        let waited_for = f.evidence.iter().any(|e| match e {
+            Evidence::Packets {
+                connection, at_us, ..
+            } => front_conns.contains(connection) || inside(*at_us),
+            Evidence::Connection { id, .. } => front_conns.contains(id),
+            _ => true,
+        });
+        f.background = !f.evidence.is_empty() && !waited_for;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calls::tests::conn;
+    use crate::testkit::exchange;
+    use whyslow_model::{FindingKind, Severity};
+
+    fn stall_at(connection: u32, at_us: u64) -> Finding {
+        Finding {
+            kind: FindingKind::NagleDelayedAck,
+            severity: Severity::Critical,
+            summary: String::new(),
+            time_lost_us: 40_000,
+            time_lost_per_occurrence_us: 40_000,
+            occurrences: 1,
+            evidence: vec![Evidence::Packets {
+                connection,
+                packets: vec![1, 2, 3],
+                at_us,
+                note: String::new(),
+            }],
+            fix: String::new(),
+            background: false,
+        }
+    }
+
+    #[test]
+    fn stalls_outside_every_request_on_backing_connections_are_background() {
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379)],
+            exchanges: vec![exchange(0, 0, (1_000, 1_100), (5_000, 5_100))],
+        };
+        let mut f = vec![stall_at(1, 2_000), stall_at(1, 9_000), stall_at(0, 9_000)];
+        mark(&mut f, &t, &[8080]);
+        let bg: Vec<bool> = f.iter().map(|f| f.background).collect();
+        assert_eq!(bg, vec![false, true, false]);
+    }
+}

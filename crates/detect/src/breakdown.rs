@@ -1,0 +1,178 @@
+//! Where an inbound request's time went: the service's own time, each
+//! backing service on the critical path, time queued for a pool's
+//! connection, and the network. Computed per request, then as a mean per
+//! request kind so that the parts add up to the total.
+
+use crate::calls::{by_request, Call, RequestCalls};
+use crate::pool_queueing::pool_wait;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use whyslow_model::{BackingTime, Protocol, TimeBreakdown, Timeline};
+
+/// One request's parts; they add up to `total_us`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parts {
+    pub total_us: u64,
+    pub server_us: u64,
+    pub queued_us: u64,
+    /// Per backing server: (protocol, calls, critical time).
+    pub backing: BTreeMap<SocketAddr, (Protocol, usize, u64)>,
+    pub network_us: u64,
+}
+
+/// Splits one request's time. While the service waits, each instant goes
+/// to the servers whose calls are in flight (shared evenly), or to the
+/// service itself when none is; a server's pool queue moves from its
+/// share to `queued_us`.
+pub fn parts(r: &RequestCalls) -> Parts {
+    let total = r.total_us();
+    let (from, to) = r.waiting();
+    let mut backing = critical_shares(&r.calls, (from, to));
+    let mut queued = 0;
+    for (server, calls) in r.per_server() {
+        let entry = backing.entry(server).or_insert((calls[0].protocol(), 0, 0));
+        entry.1 = calls.len();
+        if let Some(w) = pool_wait(&calls, total) {
+            let q = w.time_lost_us.min(entry.2);
+            entry.2 -= q;
+            queued += q;
+        }
+    }
+    let on_calls: u64 = backing.values().map(|b| b.2).sum::<u64>() + queued;
+    let waiting = to - from;
+    Parts {
+        total_us: total,
+        server_us: waiting.saturating_sub(on_calls),
+        queued_us: queued,
+        backing,
+        network_us: total.saturating_sub(waiting),
+    }
+}
+
+/// Critical time per server inside `window`: elementary intervals between
+/// call edges, each shared by the servers with a call in flight.
+fn critical_shares(
+    calls: &[Call],
+    window: (u64, u64),
+) -> BTreeMap<SocketAddr, (Protocol, usize, u64)> {
+    let mut out: BTreeMap<SocketAddr, (Protocol, usize, u64)> = BTreeMap::new();
+    let mut edges: Vec<u64> = calls
+        .iter()
+        .flat_map(|c| [c.start, c.end])
+        .map(|t| t.clamp(window.0, window.1))
+        .collect();
+    edges.sort_unstable();
+    edges.dedup();
+    let mut share: Vec<(SocketAddr, Protocol)> = Vec::new();
+    for w in edges.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        share.clear();
+        for c in calls.iter().filter(|c| c.start <= a && c.end >= b) {
+            if !share.iter().any(|s| s.0 == c.server) {
+                share.push((c.server, c.protocol()));
+            }
+        }
+        let n = share.len() as u64;
+        for &(server, protocol) in &share {
+            out.entry(server).or_insert((protocol, 0, 0)).2 += (b - a) / n;
+        }
+    }
+    out
+}
+
+/// Running sums of one request kind's parts.
+#[derive(Default)]
+struct Sums {
+    requests: u64,
+    total: u64,
+    server: u64,
+    queued: u64,
+    network: u64,
+    backing: BTreeMap<SocketAddr, (Protocol, u64, u64)>,
+}
+
+/// Mean parts per (service, request kind), busiest kind first.
+pub fn summarize(t: &Timeline) -> Vec<TimeBreakdown> {
+    let mut kinds: BTreeMap<(SocketAddr, String), Sums> = BTreeMap::new();
+    for r in by_request(t) {
+        let p = parts(&r);
+        let s = kinds
+            .entry((r.server, r.inbound.request.clone()))
+            .or_default();
+        s.requests += 1;
+        s.total += p.total_us;
+        s.server += p.server_us;
+        s.queued += p.queued_us;
+        s.network += p.network_us;
+        for (server, (protocol, calls, us)) in p.backing {
+            let b = s.backing.entry(server).or_insert((protocol, 0, 0));
+            b.1 += calls as u64;
+            b.2 += us;
+        }
+    }
+    let mut out: Vec<TimeBreakdown> = kinds
+        .into_iter()
+        .map(|((server, request), s)| mean(server, request, s))
+        .collect();
+    out.sort_by(|a, b| b.requests.cmp(&a.requests));
+    out
+}
+
+fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
+    let n = s.requests.max(1);
+    let mut backing: Vec<BackingTime> = s
+        .backing
+        .into_iter()
+        .map(|(server, (protocol, calls, us))| BackingTime {
+            server: server.to_string(),
+            protocol,
+            calls_per_request: calls as f64 / n as f64,
+            critical_us: us / n,
+        })
+        .collect();
+    backing.sort_by(|a, b| b.critical_us.cmp(&a.critical_us));
+    TimeBreakdown {
+        server: server.to_string(),
+        request,
+        requests: s.requests as u32,
+        total_us: s.total / n,
+        server_us: s.server / n,
+        queued_us: s.queued / n,
+        backing,
+        network_us: s.network / n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calls::tests::{call, conn};
+    use crate::testkit::exchange;
+
+    #[test]
+    fn parts_add_up_and_overlaps_are_shared() {
+        // Waiting 100..900: redis 100..300, pg 200..400 (overlap 200..300), then server alone.
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 5432)],
+            exchanges: vec![
+                exchange(0, 0, (0, 100), (900, 1000)),
+                call(1, 1, 0, (100, 300)),
+                call(2, 2, 0, (200, 400)),
+            ],
+        };
+        let r = by_request(&t);
+        let p = parts(&r[0]);
+        let redis: SocketAddr = "127.0.0.1:6379".parse().unwrap();
+        let pg: SocketAddr = "127.0.0.1:5432".parse().unwrap();
+        assert_eq!(p.backing[&redis].2, 150);
+        assert_eq!(p.backing[&pg].2, 150);
+        assert_eq!(p.server_us, 500);
+        assert_eq!(p.network_us, 200);
+        let sum = p.server_us + p.queued_us + p.network_us + 300;
+        assert_eq!(sum, p.total_us);
+        let b = summarize(&t);
+        assert_eq!(b.len(), 1);
+        assert_eq!((b[0].requests, b[0].total_us), (1, 1000));
+        assert_eq!(b[0].backing.len(), 2);
+    }
+}

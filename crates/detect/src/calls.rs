@@ -1,0 +1,186 @@
+//! Backing calls grouped by the inbound request they were made for (after
+//! attribution set roles and parents): what the request-level detectors and
+//! the time breakdown read.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use whyslow_model::{Exchange, ExchangeRole, Protocol, Timeline};
+
+/// One backing call: an outbound exchange and the server it went to.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub exchange: &'a Exchange,
+    pub server: SocketAddr,
+    /// First request byte.
+    pub start: u64,
+    /// Last response byte (last request byte when unanswered).
+    pub end: u64,
+}
+
+impl Call<'_> {
+    pub fn duration_us(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        self.exchange.protocol
+    }
+}
+
+/// An answered inbound request and the calls made for it, by start time.
+#[derive(Debug, Clone)]
+pub struct RequestCalls<'a> {
+    pub inbound: &'a Exchange,
+    /// The service that answered it.
+    pub server: SocketAddr,
+    pub calls: Vec<Call<'a>>,
+}
+
+impl<'a> RequestCalls<'a> {
+    /// First request byte → last response byte.
+    pub fn total_us(&self) -> u64 {
+        self.inbound.duration_us()
+    }
+
+    /// Last request byte → first response byte: while the service worked.
+    pub fn waiting(&self) -> (u64, u64) {
+        let from = self.inbound.request_last_at_us;
+        let to = self.inbound.response_first_at_us.unwrap_or(from).max(from);
+        (from, to)
+    }
+
+    /// The calls to each backing server, by server.
+    pub fn per_server(&self) -> BTreeMap<SocketAddr, Vec<Call<'a>>> {
+        let mut out: BTreeMap<SocketAddr, Vec<Call<'a>>> = BTreeMap::new();
+        for c in &self.calls {
+            out.entry(c.server).or_default().push(*c);
+        }
+        out
+    }
+}
+
+/// Every answered inbound request with its calls, in capture order.
+pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
+    let server: HashMap<u32, SocketAddr> = t.connections.iter().map(|c| (c.id, c.server)).collect();
+    let mut out = Vec::new();
+    let mut index: HashMap<u32, usize> = HashMap::new();
+    for e in &t.exchanges {
+        let answered = e.response_last_at_us.is_some();
+        if e.role == ExchangeRole::Inbound && answered {
+            if let Some(&s) = server.get(&e.connection) {
+                index.insert(e.id, out.len());
+                out.push(RequestCalls {
+                    inbound: e,
+                    server: s,
+                    calls: Vec::new(),
+                });
+            }
+        }
+    }
+    for e in &t.exchanges {
+        let (Some(parent), Some(&s)) = (e.parent, server.get(&e.connection)) else {
+            continue;
+        };
+        if let Some(&i) = index.get(&parent) {
+            out[i].calls.push(Call {
+                exchange: e,
+                server: s,
+                start: e.request_first_at_us,
+                end: e.response_last_at_us.unwrap_or(e.request_last_at_us),
+            });
+        }
+    }
+    for r in &mut out {
+        r.calls.sort_by_key(|c| (c.start, c.end));
+    }
+    out
+}
+
+/// Most calls in flight at one instant. A call ending when another starts
+/// does not overlap it: the connection was handed on.
+pub fn in_flight_max(calls: &[Call]) -> usize {
+    let mut edges: Vec<(u64, i32)> = Vec::with_capacity(calls.len() * 2);
+    for c in calls {
+        edges.push((c.start, 1));
+        edges.push((c.end, -1));
+    }
+    edges.sort_unstable(); // at equal times, ends (-1) come first
+    let (mut now, mut max) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        max = max.max(now);
+    }
+    max as usize
+}
+
+/// Time covered by at least one of the spans, each clipped to `window`.
+pub fn covered_us(spans: impl Iterator<Item = (u64, u64)>, window: (u64, u64)) -> u64 {
+    let mut v: Vec<(u64, u64)> = spans
+        .map(|(a, b)| (a.max(window.0), b.min(window.1)))
+        .filter(|(a, b)| a < b)
+        .collect();
+    v.sort_unstable();
+    let (mut total, mut reach) = (0, 0);
+    for (a, b) in v {
+        let a = a.max(reach);
+        if b > a {
+            total += b - a;
+            reach = b;
+        }
+    }
+    total
+}
+
+/// The median of `v` (0 when empty): what a typical occurrence cost.
+pub fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use crate::testkit::exchange;
+    use whyslow_model::Connection;
+
+    pub fn conn(id: u32, server_port: u16) -> Connection {
+        let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
+        let server = format!("127.0.0.1:{server_port}").parse().unwrap();
+        Connection::new(id, client, server, 0)
+    }
+
+    /// An outbound call on `connection` from `start` to `end`, made for `parent`.
+    pub fn call(id: u32, connection: u32, parent: u32, (start, end): (u64, u64)) -> Exchange {
+        let mut e = exchange(id, connection, (start, start + 10), (end - 10, end));
+        e.role = ExchangeRole::Outbound;
+        e.parent = Some(parent);
+        e
+    }
+
+    #[test]
+    fn groups_calls_under_their_request_and_counts_overlap() {
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 9090), conn(2, 9090)],
+            exchanges: vec![
+                exchange(0, 0, (0, 10), (1000, 1010)),
+                call(1, 1, 0, (100, 300)),
+                call(2, 2, 0, (150, 400)),
+                call(3, 1, 0, (300, 500)),
+                call(4, 1, 99, (600, 700)), // parent not in the capture
+            ],
+        };
+        let r = by_request(&t);
+        assert_eq!(r.len(), 1);
+        let ids: Vec<u32> = r[0].calls.iter().map(|c| c.exchange.id).collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+        assert_eq!(
+            in_flight_max(&r[0].calls),
+            2,
+            "call 3 starts as call 1 ends"
+        );
+        assert_eq!(r[0].per_server().len(), 1);
+        let spans = r[0].calls.iter().map(|c| (c.start, c.end));
+        assert_eq!(covered_us(spans, (0, 450)), 350);
+        assert_eq!(median(vec![]), 0);
+    }
+}

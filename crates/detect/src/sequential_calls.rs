@@ -1,0 +1,114 @@
+//! `sequential_calls`: independent HTTP calls made one after another — none
+//! overlaps, at least 3, and running them at once would save at least 100 ms
+//! and 10 % of the request (Sentry's consecutive-HTTP and -DB rules). Only
+//! HTTP calls: statements on one database connection run one at a time by
+//! nature and may depend on each other.
+
+use crate::calls::{by_request, in_flight_max, median, Call};
+use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use whyslow_model::{Evidence, Finding, FindingKind, Protocol, Severity, Timeline};
+
+/// Sentry's consecutive-HTTP detector starts at 3 calls.
+const MIN_CALLS: usize = 3;
+/// Requests kept as evidence.
+const MAX_EVIDENCE: usize = 20;
+
+fn is_http(c: &Call) -> bool {
+    matches!(c.protocol(), Protocol::Http1 | Protocol::Http2)
+}
+
+/// What running one request's HTTP calls at once would save, if they ran one at a time.
+pub fn saving_us(calls: &[Call], request_us: u64) -> Option<u64> {
+    let http: Vec<Call> = calls.iter().copied().filter(is_http).collect();
+    if http.len() < MIN_CALLS || in_flight_max(&http) > 1 {
+        return None;
+    }
+    let sum: u64 = http.iter().map(Call::duration_us).sum();
+    let longest = http.iter().map(Call::duration_us).max()?;
+    let saving = sum - longest;
+    let worth = saving as f64 >= WORTH_SHARE * request_us as f64;
+    (saving >= SLOW_PART_US && worth).then_some(saving)
+}
+
+/// One finding per service whose requests made sequential calls.
+pub fn detect(t: &Timeline) -> Vec<Finding> {
+    let mut hits: BTreeMap<SocketAddr, Vec<(u64, Evidence)>> = BTreeMap::new();
+    for r in by_request(t) {
+        let Some(saving) = saving_us(&r.calls, r.total_us()) else {
+            continue;
+        };
+        let n = r.calls.iter().filter(|c| is_http(c)).count();
+        let note = format!(
+            "{n} HTTP calls one after another; at once they would take {} less",
+            whyslow_model::fmt_ms(saving)
+        );
+        hits.entry(r.server).or_default().push((
+            saving,
+            Evidence::Exchange {
+                id: r.inbound.id,
+                request: r.inbound.request.clone(),
+                note,
+            },
+        ));
+    }
+    hits.into_iter()
+        .map(|(server, hits)| {
+            let per = median(hits.iter().map(|h| h.0).collect());
+            Finding {
+                kind: FindingKind::SequentialCalls,
+                severity: Severity::Warning,
+                summary: format!(
+                    "requests to {server} made their HTTP calls one at a time: {} per request could be \
+                     saved by making them at once (median of {} requests)",
+                    whyslow_model::fmt_ms(per),
+                    hits.len()
+                ),
+                time_lost_us: hits.iter().map(|h| h.0).sum(),
+                time_lost_per_occurrence_us: per,
+                occurrences: hits.len() as u32,
+                evidence: hits.into_iter().take(MAX_EVIDENCE).map(|h| h.1).collect(),
+                fix: "make independent calls concurrently (async, a thread pool) with a pool that allows \
+                      as many connections, or over HTTP/2; if a pool of one connection serializes them, \
+                      raise it"
+                    .into(),
+                background: false,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calls::tests::{call, conn};
+    use crate::testkit::exchange;
+
+    fn chain(n: u32, each: u64, overlap: u64) -> Timeline {
+        let mut exchanges = vec![exchange(0, 0, (0, 100), (2_000_000, 2_000_100))];
+        let mut at = 1_000;
+        for i in 0..n {
+            exchanges.push(call(i + 1, 1, 0, (at, at + each)));
+            at += each - overlap;
+        }
+        Timeline {
+            connections: vec![conn(0, 8080), conn(1, 9090)],
+            exchanges,
+        }
+    }
+
+    #[test]
+    fn calls_one_after_another_are_named_with_the_saving() {
+        let f = detect(&chain(4, 100_000, 0));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].time_lost_per_occurrence_us, 300_000);
+    }
+
+    #[test]
+    fn overlapping_few_or_quick_calls_are_not() {
+        assert!(detect(&chain(4, 100_000, 50_000)).is_empty(), "overlap");
+        assert!(detect(&chain(2, 300_000, 0)).is_empty(), "two calls");
+        assert!(detect(&chain(5, 10_000, 0)).is_empty(), "40 ms to save");
+    }
+}

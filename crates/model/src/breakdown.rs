@@ -1,0 +1,35 @@
+use crate::Protocol;
+use serde::{Deserialize, Serialize};
+
+/// Where the time of one kind of inbound request went, as a mean per
+/// request so that the parts add up: `total_us` = `server_us` + `queued_us`
+/// + every backing service's `critical_us` + `network_us`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeBreakdown {
+    /// The service, "127.0.0.1:8080".
+    pub server: String,
+    /// The request kind, as exchanges name it ("GET /dashboard").
+    pub request: String,
+    pub requests: u32,
+    /// First request byte → last response byte, at the capture point.
+    pub total_us: u64,
+    /// In the service itself: waiting for no backing call.
+    pub server_us: u64,
+    /// Backing calls waiting for a free connection of a pool.
+    pub queued_us: u64,
+    /// Backing services on the critical path, most time first.
+    pub backing: Vec<BackingTime>,
+    /// Moving the request and the response between client and service.
+    pub network_us: u64,
+}
+
+/// One backing service's part of an inbound request's time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackingTime {
+    pub server: String,
+    pub protocol: Protocol,
+    pub calls_per_request: f64,
+    /// Time the request waited on this service and on nothing else;
+    /// waits on several services at once are shared between them.
+    pub critical_us: u64,
+}

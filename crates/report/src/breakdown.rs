@@ -1,0 +1,76 @@
+//! Where the time went, per inbound request kind, as text: each part with
+//! its share of the mean request, so that every millisecond has a place.
+
+use crate::fmt_ms;
+use std::fmt::Write;
+use whyslow_model::TimeBreakdown;
+
+/// Request kinds shown in text; JSON has them all.
+const KINDS_SHOWN: usize = 5;
+
+fn line(out: &mut String, what: &str, us: u64, total: u64, note: &str) {
+    let share = if total == 0 {
+        0.0
+    } else {
+        100.0 * us as f64 / total as f64
+    };
+    let _ = writeln!(
+        out,
+        "    {what:<34} {:>10} {share:>4.0} %{note}",
+        fmt_ms(us)
+    );
+}
+
+pub fn text(kinds: &[TimeBreakdown]) -> String {
+    let mut out = String::new();
+    if kinds.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "\nwhere the time went (mean per request):");
+    for k in kinds.iter().take(KINDS_SHOWN) {
+        let _ = writeln!(
+            out,
+            "  {} to {} ({} requests, {} each)",
+            k.request,
+            k.server,
+            k.requests,
+            fmt_ms(k.total_us)
+        );
+        line(
+            &mut out,
+            "in the service itself",
+            k.server_us,
+            k.total_us,
+            "",
+        );
+        if k.queued_us > 0 {
+            line(
+                &mut out,
+                "calls queued for a connection",
+                k.queued_us,
+                k.total_us,
+                "",
+            );
+        }
+        for b in &k.backing {
+            let what = format!("→ {} {}", b.protocol.name(), b.server);
+            let note = format!("   {:.1} calls per request", b.calls_per_request);
+            line(&mut out, &what, b.critical_us, k.total_us, &note);
+        }
+        line(
+            &mut out,
+            "network (request and response transfer)",
+            k.network_us,
+            k.total_us,
+            "",
+        );
+    }
+    if kinds.len() > KINDS_SHOWN {
+        let _ = writeln!(
+            out,
+            "  … {} more kinds in --json",
+            kinds.len() - KINDS_SHOWN
+        );
+    }
+    out
+}
