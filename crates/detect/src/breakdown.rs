@@ -114,7 +114,7 @@ pub fn summarize(t: &Timeline) -> Vec<TimeBreakdown> {
         .into_iter()
         .map(|((server, request), s)| mean(server, request, s))
         .collect();
-    out.sort_by(|a, b| b.requests.cmp(&a.requests));
+    out.sort_by_key(|b| std::cmp::Reverse(b.requests));
     out
 }
 
@@ -130,7 +130,7 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
             critical_us: us / n,
         })
         .collect();
-    backing.sort_by(|a, b| b.critical_us.cmp(&a.critical_us));
+    backing.sort_by_key(|b| std::cmp::Reverse(b.critical_us));
     TimeBreakdown {
         server: server.to_string(),
         request,
