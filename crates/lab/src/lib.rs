@@ -4,9 +4,10 @@
 
 pub mod http1;
 pub mod latency;
+pub mod pool;
 pub mod proxy;
 pub mod scenario;
 pub mod scenarios;
 pub mod tls_h2;
 
-pub use scenario::{find, Running, Scenario, Truth, SCENARIOS};
+pub use scenario::{find, Fact, Running, Scenario, Truth, SCENARIOS};

@@ -15,7 +15,8 @@ pub struct ProxyConfig {
     pub quickack_on_partial: bool,
 }
 
-fn response_len(buf: &[u8]) -> std::io::Result<Option<usize>> {
+/// Length of the response at the start of `buf` (head and Content-Length body), once its head is in.
+pub(crate) fn response_len(buf: &[u8]) -> std::io::Result<Option<usize>> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut resp = httparse::Response::new(&mut headers);
     let head = match resp.parse(buf).map_err(std::io::Error::other)? {

@@ -16,6 +16,22 @@ pub struct Truth {
     pub kind: Option<FindingKind>,
     /// Time lost per affected request.
     pub time_lost_us: u64,
+    /// What else the scenario sets and a diagnosis can be held to
+    /// ("calls": 11, "pool": 5).
+    pub facts: &'static [Fact],
+}
+
+/// One number a scenario injects.
+#[derive(Debug, Clone, Copy)]
+pub struct Fact {
+    pub name: &'static str,
+    pub value: u64,
+}
+
+impl Truth {
+    pub fn fact(&self, name: &str) -> Option<u64> {
+        self.facts.iter().find(|f| f.name == name).map(|f| f.value)
+    }
 }
 
 /// The future of a starting scenario.
@@ -50,6 +66,7 @@ impl std::fmt::Debug for Scenario {
 
 pub const SCENARIOS: &[Scenario] = &[
     scenarios::post_stall::SCENARIO,
+    scenarios::fanout_pool::SCENARIO,
     scenarios::healthy::SCENARIO,
 ];
 

@@ -82,6 +82,8 @@ pub async fn serve_h2c(listener: TcpListener, cfg: AppConfig) {
         let Ok((tcp, _)) = listener.accept().await else {
             continue;
         };
+        // HTTP/2 servers (nginx, nghttpd) write frames without Nagle's delay.
+        let _ = tcp.set_nodelay(true);
         tokio::spawn(serve_h2(tcp, cfg.clone()));
     }
 }

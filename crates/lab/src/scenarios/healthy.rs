@@ -18,6 +18,7 @@ pub const SCENARIO: Scenario = Scenario {
     truth: Truth {
         kind: None,
         time_lost_us: 0,
+        facts: &[],
     },
     start: boxed,
 };

@@ -1,5 +1,6 @@
 //! One file per scenario. A new case study is a new file here plus one line in
 //! `scenario::SCENARIOS`.
 
+pub mod fanout_pool;
 pub mod healthy;
 pub mod post_stall;

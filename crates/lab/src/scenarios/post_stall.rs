@@ -22,7 +22,7 @@ pub const SCENARIO: Scenario = Scenario {
     method: "POST",
     path: PATH,
     body: "{\"query\":{\"match\":{\"name\":\"whyslow\"}}}",
-    truth: Truth { kind: Some(FindingKind::NagleDelayedAck), time_lost_us: LINUX_DELACK_MIN_US },
+    truth: Truth { kind: Some(FindingKind::NagleDelayedAck), time_lost_us: LINUX_DELACK_MIN_US, facts: &[] },
     start: boxed,
 };
 

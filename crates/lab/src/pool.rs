@@ -1,0 +1,124 @@
+//! The front's clients to a backing API: an HTTP/1.1 keep-alive pool that
+//! allows at most P connections (as runtimes limit connections per host),
+//! or one HTTP/2 connection that multiplexes every call.
+
+use crate::proxy::response_len;
+use bytes::{Bytes, BytesMut};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{OnceCell, Semaphore};
+
+/// How the front reaches its backing API.
+pub enum Upstream {
+    Http1(Http1Pool),
+    Http2(H2Connection),
+}
+
+impl Upstream {
+    /// One GET to the backing API, read to the end of the response.
+    pub async fn call(&self, path: &str) -> io::Result<()> {
+        match self {
+            Upstream::Http1(p) => p.call(path).await,
+            Upstream::Http2(h) => h.call(path).await,
+        }
+    }
+}
+
+/// At most `size` keep-alive connections; a call waits for a free one.
+pub struct Http1Pool {
+    addr: SocketAddr,
+    permits: Semaphore,
+    idle: Mutex<Vec<(TcpStream, BytesMut)>>,
+}
+
+impl Http1Pool {
+    pub fn new(addr: SocketAddr, size: usize) -> Self {
+        Http1Pool {
+            addr,
+            permits: Semaphore::new(size),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    async fn call(&self, path: &str) -> io::Result<()> {
+        let permit = self.permits.acquire().await.map_err(io::Error::other)?;
+        let idle = self
+            .idle
+            .lock()
+            .map_err(|_| io::Error::other("pool"))?
+            .pop();
+        let (mut stream, mut buf) = match idle {
+            Some(c) => c,
+            None => {
+                let s = TcpStream::connect(self.addr).await?;
+                s.set_nodelay(true)?;
+                (s, BytesMut::with_capacity(8192))
+            }
+        };
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.addr);
+        stream.write_all(request.as_bytes()).await?;
+        let len = loop {
+            if let Some(n) = response_len(&buf)? {
+                if buf.len() >= n {
+                    break n;
+                }
+            }
+            if stream.read_buf(&mut buf).await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        };
+        let _ = buf.split_to(len);
+        // Back to the pool before the permit: the next waiter finds it idle.
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push((stream, buf));
+        }
+        drop(permit);
+        Ok(())
+    }
+}
+
+/// One HTTP/2 connection (prior knowledge), opened on the first call so that
+/// a capture started before it sees the connection preface.
+pub struct H2Connection {
+    addr: SocketAddr,
+    sender: OnceCell<h2::client::SendRequest<Bytes>>,
+}
+
+impl H2Connection {
+    pub fn new(addr: SocketAddr) -> Self {
+        H2Connection {
+            addr,
+            sender: OnceCell::new(),
+        }
+    }
+
+    async fn connect(&self) -> io::Result<h2::client::SendRequest<Bytes>> {
+        let tcp = TcpStream::connect(self.addr).await?;
+        tcp.set_nodelay(true)?;
+        let (sender, conn) = h2::client::handshake(tcp).await.map_err(io::Error::other)?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    async fn call(&self, path: &str) -> io::Result<()> {
+        let sender = self.sender.get_or_try_init(|| self.connect()).await?;
+        let mut sender = sender.clone().ready().await.map_err(io::Error::other)?;
+        let request = http::Request::get(format!("http://{}{path}", self.addr))
+            .body(())
+            .map_err(io::Error::other)?;
+        let (response, _) = sender
+            .send_request(request, true)
+            .map_err(io::Error::other)?;
+        let mut body = response.await.map_err(io::Error::other)?.into_body();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.map_err(io::Error::other)?;
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+        Ok(())
+    }
+}

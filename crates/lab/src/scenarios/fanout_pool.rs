@@ -1,0 +1,141 @@
+//! Case 002 (GOV.UK Performance Platform): a dashboard took 1.5 s because
+//! rendering it made 11 HTTP calls to a backing API through a runtime that
+//! allowed 5 connections per host: the calls ran in rounds, each waiting for
+//! a free connection. Multiplexing them over one connection (SPDY, now
+//! HTTP/2) fixed it.
+
+use crate::http1::{self, read_request, AppConfig};
+use crate::pool::{H2Connection, Http1Pool, Upstream};
+use crate::scenario::{listen, BoxedStart, Fact, Running, Scenario, Truth};
+use crate::tls_h2;
+use bytes::BytesMut;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use whyslow_model::FindingKind;
+
+/// Calls the page makes to the backing API (the case's 11).
+pub const CALLS: u64 = 11;
+/// Connections the front's client allows per host (the case's runtime: 5).
+pub const POOL: u64 = 5;
+/// Each backing call's latency: the case's request lost 61 of its 96 ms.
+pub const CALL_LATENCY_US: u64 = 30_000;
+/// The front's own work after the calls (rendering the page).
+pub const RENDER_US: u64 = 5_000;
+/// Rounds of calls through the pool, minus the one enough connections would need.
+const ROUNDS: u64 = CALLS.div_ceil(POOL);
+
+const PATH: &str = "/dashboard";
+
+pub const SCENARIO: Scenario = Scenario {
+    name: "fanout-pool",
+    case: "002",
+    summary: "a page makes 11 backing calls through a client pool of 5 connections",
+    broken: "HTTP/1.1 pool of 5 connections to the backing API: the calls run in 3 rounds",
+    fixed: "the same calls multiplexed over one HTTP/2 connection (the case moved to SPDY)",
+    method: "GET",
+    path: PATH,
+    body: "",
+    truth: Truth {
+        kind: Some(FindingKind::PoolQueueing),
+        time_lost_us: (ROUNDS - 1) * CALL_LATENCY_US,
+        facts: &[
+            Fact {
+                name: "calls",
+                value: CALLS,
+            },
+            Fact {
+                name: "pool",
+                value: POOL,
+            },
+            Fact {
+                name: "call_latency_us",
+                value: CALL_LATENCY_US,
+            },
+            Fact {
+                name: "render_us",
+                value: RENDER_US,
+            },
+        ],
+    },
+    start: boxed,
+};
+
+/// A page of the size a dashboard's HTML might have, kept small for loopback.
+fn page() -> Vec<u8> {
+    let mut body = b"<html><body>".to_vec();
+    body.resize(16 * 1024, b'.');
+    body.extend_from_slice(b"</body></html>\n");
+    body
+}
+
+/// Serves the page: every call at once through `upstream`, then rendering.
+async fn front(mut stream: TcpStream, upstream: Arc<Upstream>, page: Arc<Vec<u8>>) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = BytesMut::with_capacity(8192);
+    while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
+        let _ = buf.split_to(head.head_len + head.content_length);
+        let close = head.close;
+        let mut calls = JoinSet::new();
+        for i in 0..CALLS {
+            let up = upstream.clone();
+            calls.spawn(async move { up.call(&format!("/data/{i}")).await });
+        }
+        let mut failed = false;
+        while let Some(done) = calls.join_next().await {
+            failed |= !matches!(done, Ok(Ok(())));
+        }
+        tokio::time::sleep(Duration::from_micros(RENDER_US)).await;
+        let status = if failed { "502 Bad Gateway" } else { "200 OK" };
+        let mut out = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n",
+            page.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(&page);
+        if stream.write_all(&out).await.is_err() || close {
+            return;
+        }
+    }
+}
+
+async fn serve_front(listener: TcpListener, upstream: Upstream) {
+    let upstream = Arc::new(upstream);
+    let page = Arc::new(page());
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(front(stream, upstream.clone(), page.clone()));
+    }
+}
+
+/// client → front → backing API (HTTP/1.1 pool of 5, or one HTTP/2 connection).
+async fn start(fixed: bool) -> std::io::Result<Running> {
+    let (api_l, api) = listen().await?;
+    let (front_l, addr) = listen().await?;
+    let cfg = AppConfig {
+        work: Duration::from_micros(CALL_LATENCY_US),
+        body: b"{\"points\":[1,2,3]}\n".to_vec(),
+        ..AppConfig::default()
+    };
+    let (api_task, upstream) = if fixed {
+        let task = tokio::spawn(tls_h2::serve_h2c(api_l, cfg));
+        (task, Upstream::Http2(H2Connection::new(api)))
+    } else {
+        let task = tokio::spawn(http1::serve(api_l, cfg));
+        (task, Upstream::Http1(Http1Pool::new(api, POOL as usize)))
+    };
+    let front_task = tokio::spawn(serve_front(front_l, upstream));
+    Ok(Running::new(
+        format!("http://{addr}{PATH}"),
+        vec![addr.port(), api.port()],
+        vec![front_task, api_task],
+    ))
+}
+
+fn boxed(fixed: bool) -> BoxedStart {
+    Box::pin(start(fixed))
+}
