@@ -9,7 +9,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
 use whyslow_lab::{Scenario, SCENARIOS};
-use whyslow_model::Finding;
+use whyslow_model::{Finding, SCHEMA_VERSION};
 use whyslow_report::{fmt_ms, to_json};
 
 /// Requests per client pattern in each diagnosis: enough for a median, quick enough for a demo.
@@ -23,6 +23,14 @@ pub struct DemoArgs {
     /// Only these scenarios (repeatable)
     #[arg(long = "only")]
     pub only: Vec<String>,
+}
+
+/// `demo --json`: the rows, under the report schema's version.
+#[derive(Serialize)]
+pub struct DemoReport<'a> {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub rows: &'a [DemoRow],
 }
 
 #[derive(Serialize)]
@@ -118,7 +126,12 @@ pub fn run(args: DemoArgs) -> u8 {
         rows
     });
     if args.json {
-        println!("{}", to_json(&rows));
+        let report = DemoReport {
+            schema_version: SCHEMA_VERSION,
+            command: "demo",
+            rows: &rows,
+        };
+        println!("{}", to_json(&report));
     } else {
         print_table(&rows);
     }

@@ -62,6 +62,20 @@ fn broken_scenarios_show_their_injected_cause_and_cost() {
             "{}: {lost} µs lost per occurrence, injected {truth} µs",
             s.name
         );
+        check_facts(s, top);
+    }
+}
+
+/// The counts a scenario declares show in its finding's evidence.
+fn check_facts(s: &Scenario, finding: &serde_json::Value) {
+    let (Some(calls), Some(pool)) = (s.truth.fact("calls"), s.truth.fact("pool")) else {
+        return;
+    };
+    let evidence = finding["evidence"].as_array().unwrap();
+    assert!(!evidence.is_empty(), "{}: {finding}", s.name);
+    for e in evidence {
+        assert_eq!(e["calls"], calls, "{}: {e}", s.name);
+        assert_eq!(e["in_flight_max"], pool, "{}: {e}", s.name);
     }
 }
 
@@ -143,7 +157,9 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     }
     let out = whyslow(&["demo", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let report = json(&out);
+    assert_eq!(report["schema_version"], whyslow_model::SCHEMA_VERSION);
+    let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), SCENARIOS.len() * 2);
     let post = rows
         .iter()
@@ -156,6 +172,41 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     assert_eq!(post["findings"][0]["kind"], "nagle_delayed_ack");
     // Before/after: the fix must remove most of the stall from the average.
     assert!(post["mean_total_us"].as_u64().unwrap() > 5 * fixed["mean_total_us"].as_u64().unwrap());
+    fanout_pool_before_and_after(rows);
+}
+
+/// fanout-pool: broken names pool_queueing first with the injected cost;
+/// fixed names no pool_queueing and is faster by about that cost.
+fn fanout_pool_before_and_after(rows: &[serde_json::Value]) {
+    let s = whyslow_lab::find("fanout-pool").unwrap();
+    let row = |fixed: bool| {
+        rows.iter()
+            .find(|r| r["scenario"] == s.name && r["fixed"] == fixed)
+            .unwrap()
+    };
+    let (broken, fixed) = (row(false), row(true));
+    let truth = s.truth.time_lost_us as f64;
+    let top = &broken["findings"][0];
+    assert_eq!(top["kind"], "pool_queueing", "{}", broken["findings"]);
+    let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
+    assert!(
+        (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
+        "{lost} vs {truth}"
+    );
+    check_facts(s, top);
+    let kinds: Vec<&str> = fixed["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert!(!kinds.contains(&"pool_queueing"), "{kinds:?}");
+    let gain = broken["mean_total_us"].as_f64().unwrap() - fixed["mean_total_us"].as_f64().unwrap();
+    // The fixed variant's first request also opens the HTTP/2 connection.
+    assert!(
+        (gain - truth).abs() <= 2.0 * TIME_LOST_TOLERANCE * truth,
+        "faster by {gain} µs, injected {truth} µs"
+    );
 }
 
 /// diagnose finds the service's backing services on this host by itself and

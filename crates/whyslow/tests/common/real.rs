@@ -74,6 +74,57 @@ fn spawn(cmd: &mut Command, port: u16) -> Server {
     s
 }
 
+/// A test app in tests/apps run by Debian's Python, serving on `port`.
+pub fn python_app(script: &str, port: u16, args: &[String]) -> Server {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/apps")
+        .join(script);
+    spawn(Command::new(python()).arg(path).args(args), port)
+}
+
+/// Whether Debian's Python has `module`; under WHYSLOW_REQUIRE_CAPTURE=1
+/// (CI, where scripts/test.sh installs it) a missing module is a failure.
+pub fn python_has(test: &str, module: &str) -> bool {
+    let ok = Command::new(python())
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok && std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1") {
+        panic!("{test}: python module {module} is missing (scripts/test.sh installs it)");
+    }
+    if !ok {
+        eprintln!(
+            "skipping {test}: python module {module} is missing (scripts/test.sh installs it)"
+        );
+    }
+    ok
+}
+
+/// tcpdump writing `file` from lo for `ports` while `run` runs; stopped after it.
+pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) {
+    use std::io::BufRead;
+    let filter: Vec<String> = ports.iter().map(|p| format!("tcp port {p}")).collect();
+    let mut child = Command::new("tcpdump")
+        .args(["-i", "lo", "-U", "--immediate-mode", "-n", "-w"])
+        .arg(file)
+        .arg(filter.join(" or "))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tcpdump");
+    // tcpdump says "listening on lo" once its socket is bound; immediate
+    // mode hands each packet over at once instead of in timed blocks.
+    let mut line = String::new();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let _ = err.read_line(&mut line);
+    assert!(line.contains("listening"), "tcpdump: {line}");
+    run();
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
+}
+
 pub fn redis() -> Server {
     let port = free_port();
     let p = port.to_string();

@@ -1,0 +1,168 @@
+//! Case 002 on a real client library: a Python front whose page makes 11
+//! concurrent calls through requests/urllib3 with `pool_maxsize` connections
+//! per host (`pool_block=True`). whyslow must name pool_queueing with the
+//! pool size the library was given, from `diagnose URL` and from `analyze`
+//! on a tcpdump capture with no flags; with a pool as large as the fan-out
+//! it must not.
+
+mod common;
+use common::real::*;
+use common::*;
+use serde_json::Value;
+
+/// The case's numbers: 11 calls, 5 connections per host.
+const CALLS: u64 = 11;
+const SMALL_POOL: u64 = 5;
+/// Each call's latency at the backing API.
+const DELAY_MS: u64 = 30;
+/// Page requests in the tcpdump capture.
+const PAGES: usize = 5;
+
+/// One front at a time: each listens on lo and times its calls.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn requirements_met(test: &str) -> bool {
+    for tool in ["tcpdump", "curl"] {
+        if !have(tool) {
+            eprintln!("skipping {test}: {tool} is not installed (scripts/test.sh installs it)");
+            return false;
+        }
+    }
+    python_has(test, "requests") && capture_allowed(test)
+}
+
+/// The backing API and a front with a pool of `pool` connections.
+fn start(pool: u64) -> (Server, Server) {
+    let api_port = free_port();
+    let api = python_app(
+        "fanout_app.py",
+        api_port,
+        &["api".into(), api_port.to_string(), DELAY_MS.to_string()],
+    );
+    let port = free_port();
+    let args = [
+        "front",
+        &port.to_string(),
+        &api_port.to_string(),
+        &CALLS.to_string(),
+        &pool.to_string(),
+    ];
+    let front = python_app("fanout_app.py", port, &args.map(String::from));
+    (api, front)
+}
+
+/// The pool_queueing finding's evidence, checked against the library's pool.
+fn pool_queueing(report: &Value) -> Option<&Value> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "pool_queueing")
+}
+
+fn assert_pool_seen(report: &Value, api: u16) {
+    let kinds = finding_kinds(report);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("pool_queueing"),
+        "{kinds:?}"
+    );
+    let f = pool_queueing(report).unwrap();
+    let evidence = f["evidence"].as_array().unwrap();
+    assert!(!evidence.is_empty());
+    for e in evidence {
+        assert_eq!(e["type"], "calls");
+        assert!(e["server"].as_str().unwrap().ends_with(&format!(":{api}")));
+        assert_eq!(e["calls"], CALLS, "{e}");
+        assert_eq!(e["in_flight_max"], SMALL_POOL, "{e}");
+        assert_eq!(
+            e["lanes"].as_array().unwrap().len() as u64,
+            SMALL_POOL,
+            "{e}"
+        );
+    }
+    // Rounds of DELAY_MS: ceil(11/5) = 3 where 1 would do.
+    let lost = f["time_lost_per_occurrence_us"].as_u64().unwrap();
+    let truth = (CALLS.div_ceil(SMALL_POOL) - 1) * DELAY_MS * 1000;
+    assert!(
+        lost as f64 >= 0.75 * truth as f64 && lost as f64 <= 1.5 * truth as f64,
+        "{lost} vs {truth}"
+    );
+}
+
+#[test]
+fn diagnose_names_the_pool_size_the_library_was_given() {
+    let _one = serial();
+    if !requirements_met("diagnose_names_the_pool_size") {
+        return;
+    }
+    for pool in [SMALL_POOL, CALLS] {
+        let (api, front) = start(pool);
+        let url = format!("http://127.0.0.1:{}/dashboard", front.port);
+        let out = whyslow(&["diagnose", "--json", "-n", "6", &url]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        assert!(
+            report["skipped"].as_array().unwrap().is_empty(),
+            "{}",
+            report["skipped"]
+        );
+        if pool == SMALL_POOL {
+            assert_pool_seen(&report, api.port);
+        } else {
+            assert!(
+                pool_queueing(&report).is_none(),
+                "pool {pool}: {:?}",
+                finding_kinds(&report)
+            );
+        }
+    }
+}
+
+#[test]
+fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
+    let _one = serial();
+    if !requirements_met("analyze_tcpdump_pool") {
+        return;
+    }
+    let dir = tmpdir("fanout");
+    for pool in [SMALL_POOL, CALLS] {
+        let (api, front) = start(pool);
+        let file = dir.join(format!("pool{pool}.pcap"));
+        let url = format!("http://127.0.0.1:{}/dashboard", front.port);
+        tcpdump_while(&file, &[front.port, api.port], || {
+            for _ in 0..PAGES {
+                let ok = std::process::Command::new("curl")
+                    .args(["-sf", "-o", "/dev/null", &url])
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(ok, "curl {url}");
+            }
+        });
+        let out = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        let breakdown = &report["time_breakdown"][0];
+        assert_eq!(breakdown["requests"], PAGES, "{breakdown}");
+        assert_eq!(
+            breakdown["backing"][0]["calls_per_request"], CALLS as f64,
+            "{breakdown}"
+        );
+        if pool == SMALL_POOL {
+            assert_pool_seen(&report, api.port);
+            assert_eq!(pool_queueing(&report).unwrap()["occurrences"], PAGES);
+            assert!(breakdown["queued_us"].as_u64().unwrap() > 0);
+        } else {
+            assert!(
+                pool_queueing(&report).is_none(),
+                "pool {pool}: {:?}",
+                finding_kinds(&report)
+            );
+            assert_eq!(breakdown["queued_us"], 0);
+        }
+    }
+}
