@@ -59,7 +59,7 @@ pub fn text(kinds: &[TimeBreakdown]) -> String {
         }
         line(
             &mut out,
-            "network (request and response transfer)",
+            "network (request and response)",
             k.network_us,
             k.total_us,
             "",
