@@ -5,7 +5,9 @@ pub mod attribution;
 pub mod background;
 pub mod breakdown;
 pub mod calls;
+pub mod duplicate_calls;
 pub mod large_response;
+pub mod n_plus_one;
 pub mod nagle_delayed_ack;
 pub mod no_keepalive;
 pub mod pipeline;
@@ -43,4 +45,6 @@ pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
     slow_dependency::detect,
     server_time::detect,
     large_response::detect,
+    n_plus_one::detect,
+    duplicate_calls::detect,
 ];

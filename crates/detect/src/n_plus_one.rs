@@ -1,0 +1,188 @@
+//! `n_plus_one`: one statement shape run again and again with different
+//! parameters inside one inbound request — an ORM loading rows one at a
+//! time (case 003: 137 selects in one payment request).
+//!
+//! Starts from Sentry's N+1 DB rule (≥ 5 sibling spans of one normalized
+//! form, one after another) and departs from it in three ways: calls of the
+//! shape need not be consecutive (lazy loads of two relations interleave,
+//! which Sentry misses, its issue #49805); any protocol counts (SQL, Redis,
+//! HTTP: Sentry has a separate N+1 API rule); and there is no 50 ms floor:
+//! the repetition is the smell (on loopback a real PostgreSQL answers such
+//! a SELECT in 50 µs, across a network each one costs a round trip), so
+//! the finding is a warning from 10 % of the request and informational below.
+//! Calls that overlap are not N+1: they ran at once (pool_queueing's case).
+
+use crate::calls::{by_request, covered_us, in_flight_max, median, Call};
+use crate::thresholds::WORTH_SHARE;
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
+
+/// Sentry's N+1 DB detector starts at 5 spans.
+pub const MIN_REPEATS: usize = 5;
+/// Requests kept as evidence.
+const MAX_EVIDENCE: usize = 20;
+
+/// One request's calls of one shape to one server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Storm {
+    pub server: SocketAddr,
+    pub shape: String,
+    pub calls: usize,
+    pub distinct_params: usize,
+    pub time_lost_us: u64,
+    /// Batching would save at least WORTH_SHARE of the request.
+    pub worth: bool,
+}
+
+/// The calls of `shape` in one request: an N+1 when there are enough, with
+/// different parameters, one at a time.
+/// Time lost: the time they covered minus one call (the batched statement).
+pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
+    let first = calls.first()?;
+    let params: HashSet<Option<u64>> = calls.iter().map(|c| c.exchange.params_digest).collect();
+    if calls.len() < MIN_REPEATS || params.len() < 2 || in_flight_max(calls) > 1 {
+        return None;
+    }
+    let covered = covered_us(calls.iter().map(|c| (c.start, c.end)), (0, u64::MAX));
+    let one = median(calls.iter().map(Call::duration_us).collect());
+    let lost = covered.saturating_sub(one);
+    Some(Storm {
+        server: first.server,
+        shape: first.exchange.request.clone(),
+        calls: calls.len(),
+        distinct_params: params.len(),
+        time_lost_us: lost,
+        worth: lost as f64 >= WORTH_SHARE * request_us as f64,
+    })
+}
+
+/// Groups one request's calls by (server, normalized request).
+pub fn by_shape<'a>(calls: &[Call<'a>]) -> BTreeMap<(SocketAddr, &'a str), Vec<Call<'a>>> {
+    let mut out: BTreeMap<(SocketAddr, &str), Vec<Call>> = BTreeMap::new();
+    for c in calls {
+        out.entry((c.server, c.exchange.request.as_str()))
+            .or_default()
+            .push(*c);
+    }
+    out
+}
+
+/// One finding per (server, shape) that stormed in some request.
+pub fn detect(t: &Timeline) -> Vec<Finding> {
+    let mut hits: BTreeMap<(SocketAddr, String), Vec<(Storm, Evidence)>> = BTreeMap::new();
+    for r in by_request(t) {
+        for (_, calls) in by_shape(&r.calls) {
+            let Some(s) = storm(&calls, r.total_us()) else {
+                continue;
+            };
+            let note = format!(
+                "{} calls of this shape ({} different parameter sets); one batch would save {}",
+                s.calls,
+                s.distinct_params,
+                whyslow_model::fmt_ms(s.time_lost_us)
+            );
+            let evidence = Evidence::Exchange {
+                id: r.inbound.id,
+                request: r.inbound.request.clone(),
+                note,
+            };
+            hits.entry((s.server, s.shape.clone()))
+                .or_default()
+                .push((s, evidence));
+        }
+    }
+    hits.into_iter()
+        .map(|((server, shape), hits)| {
+            let per = median(hits.iter().map(|h| h.0.time_lost_us).collect());
+            let calls = median(hits.iter().map(|h| h.0.calls as u64).collect());
+            let severity = if hits.iter().any(|h| h.0.worth) {
+                Severity::Warning
+            } else {
+                Severity::Info
+            };
+            Finding {
+                kind: FindingKind::NPlusOne,
+                severity,
+                summary: format!(
+                    "`{shape}` to {server} ran {calls} times per request with different parameters, \
+                     one after another: {} per request (median of {} requests)",
+                    whyslow_model::fmt_ms(per),
+                    hits.len()
+                ),
+                time_lost_us: hits.iter().map(|h| h.0.time_lost_us).sum(),
+                time_lost_per_occurrence_us: per,
+                occurrences: hits.len() as u32,
+                evidence: hits.into_iter().take(MAX_EVIDENCE).map(|h| h.1).collect(),
+                fix: "load them in one call: eager loading (select_related/prefetch_related, includes, \
+                      JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline"
+                    .into(),
+                background: false,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use crate::calls::tests::{call, conn};
+    use crate::testkit::exchange;
+    use whyslow_model::{Exchange, Protocol};
+
+    /// One request making `n` calls of one SQL shape, `each` µs apart, parameters from `param`.
+    pub fn statements(n: u32, each: u64, param: impl Fn(u32) -> u64) -> Timeline {
+        let mut exchanges: Vec<Exchange> = vec![exchange(0, 0, (0, 100), (5_000_000, 5_000_100))];
+        for i in 0..n {
+            let at = 1_000 + i as u64 * each;
+            let mut e = call(i + 1, 1, 0, (at, at + each - 20));
+            e.protocol = Protocol::Postgres;
+            e.request = "SELECT * FROM items WHERE order_id = $1".into();
+            e.params_digest = Some(param(i));
+            exchanges.push(e);
+        }
+        exchanges[0].response_first_at_us = Some(1_000 + n as u64 * each + 500);
+        exchanges[0].response_last_at_us = Some(1_000 + n as u64 * each + 600);
+        Timeline {
+            connections: vec![conn(0, 8080), conn(1, 5432)],
+            exchanges,
+        }
+    }
+
+    #[test]
+    fn one_shape_with_different_parameters_is_an_n_plus_one() {
+        let f = detect(&statements(20, 1_000, |i| i as u64));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind, FindingKind::NPlusOne);
+        // 20 statements of 0.98 ms: 19.6 ms covered, one batch ~1 ms.
+        let lost = f[0].time_lost_per_occurrence_us;
+        assert!((18_500..=18_700).contains(&lost), "{lost}");
+        assert!(f[0].summary.contains("ran 20 times"));
+    }
+
+    #[test]
+    fn a_storm_that_costs_little_of_its_request_is_informational() {
+        let mut t = statements(20, 1_000, |i| i as u64);
+        assert_eq!(detect(&t)[0].severity, Severity::Warning);
+        t.exchanges[0].response_first_at_us = Some(5_000_000);
+        t.exchanges[0].response_last_at_us = Some(5_000_100);
+        assert_eq!(detect(&t)[0].severity, Severity::Info);
+    }
+
+    #[test]
+    fn few_identical_or_concurrent_calls_are_not() {
+        assert!(
+            detect(&statements(4, 1_000, |i| i as u64)).is_empty(),
+            "4 calls"
+        );
+        assert!(
+            detect(&statements(20, 1_000, |_| 7)).is_empty(),
+            "duplicates"
+        );
+        let mut t = statements(20, 1_000, |i| i as u64);
+        for e in t.exchanges.iter_mut().skip(1) {
+            e.request_first_at_us = 1_000; // all at once
+        }
+        assert!(detect(&t).is_empty(), "concurrent");
+    }
+}

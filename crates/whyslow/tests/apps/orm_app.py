@@ -1,0 +1,82 @@
+"""An ORM app over real PostgreSQL (SQLAlchemy on psycopg2): GET /checkout
+loads the orders, then each order's items lazily (one SELECT per order: an
+N+1) and re-reads an unchanging tax rate per order (duplicates). With
+`fixed` the items come eagerly in one `IN (...)` query and the rate once.
+The app counts the statements it sends and answers them as JSON.
+Usage: orm_app.py HTTP_PORT PG_PORT ORDERS broken|fixed"""
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from sqlalchemy import Column, ForeignKey, Integer, String, create_engine, event, text
+from sqlalchemy.orm import Session, declarative_base, relationship, selectinload
+
+http_port, pg_port, orders = (int(a) for a in sys.argv[1:4])
+fixed = sys.argv[4] == "fixed"
+Base = declarative_base()
+
+
+class Order(Base):
+    __tablename__ = "orders"
+    id = Column(Integer, primary_key=True)
+    customer = Column(String)
+    items = relationship("Item", lazy="select")
+
+
+class Item(Base):
+    __tablename__ = "items"
+    id = Column(Integer, primary_key=True)
+    order_id = Column(Integer, ForeignKey("orders.id"))
+    sku = Column(String)
+
+
+engine = create_engine(f"postgresql+psycopg2://postgres@127.0.0.1:{pg_port}/postgres")
+Base.metadata.drop_all(engine)
+Base.metadata.create_all(engine)
+with engine.begin() as c:
+    c.execute(text("DROP TABLE IF EXISTS tax"))
+    c.execute(text("CREATE TABLE tax (region text, rate numeric)"))
+    c.execute(text("INSERT INTO tax VALUES ('EU', 0.2)"))
+with Session(engine) as s:
+    for o in range(orders):
+        s.add(Order(id=o + 1, customer=f"secret-customer-{o}",
+                    items=[Item(sku=f"sku-{o}-{i}") for i in range(3)]))
+    s.commit()
+
+sent = {"select": 0, "other": 0}
+
+
+@event.listens_for(engine, "before_cursor_execute")
+def count(conn, cursor, statement, params, context, executemany):
+    kind = "select" if statement.lstrip().upper().startswith("SELECT") else "other"
+    sent[kind] += 1
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def do_GET(self):
+        sent["select"] = sent["other"] = 0
+        total = 0.0
+        with Session(engine) as s:
+            q = s.query(Order).order_by(Order.id)
+            if fixed:
+                q = q.options(selectinload(Order.items))
+                rate = s.execute(text("SELECT rate FROM tax WHERE region = :r"), {"r": "EU"}).scalar()
+            for order in q.all():
+                if not fixed:
+                    rate = s.execute(text("SELECT rate FROM tax WHERE region = :r"), {"r": "EU"}).scalar()
+                total += len(order.items) * float(rate)
+        body = json.dumps({"statements": dict(sent), "total": total}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+HTTPServer(("127.0.0.1", http_port), Handler).serve_forever()

@@ -1,0 +1,163 @@
+//! Case 003's N+1 on a real ORM over a real PostgreSQL: a SQLAlchemy app
+//! (psycopg2) whose checkout loads each order's items lazily and re-reads a
+//! tax rate per order. The app counts the statements it sends; whyslow must
+//! see the same counts on the wire and name n_plus_one and duplicate_calls,
+//! from `analyze` on a tcpdump capture with no flags and from `diagnose URL`;
+//! the fixed app (eager loading, the rate read once) must name neither.
+
+mod common;
+use common::real::*;
+use common::*;
+use serde_json::Value;
+
+/// Orders per checkout: one lazy items query and one tax read each.
+const ORDERS: u64 = 20;
+/// Checkouts in the tcpdump capture.
+const PAGES: usize = 3;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn requirements_met(test: &str) -> bool {
+    for tool in ["tcpdump", "curl"] {
+        if !have(tool) {
+            eprintln!("skipping {test}: {tool} is not installed (scripts/test.sh installs it)");
+            return false;
+        }
+    }
+    have_postgres()
+        && python_has(test, "sqlalchemy")
+        && python_has(test, "psycopg2")
+        && capture_allowed(test)
+}
+
+fn app(pg: u16, variant: &str) -> Server {
+    let port = free_port();
+    let args = [
+        port.to_string(),
+        pg.to_string(),
+        ORDERS.to_string(),
+        variant.into(),
+    ];
+    python_app("orm_app.py", port, &args)
+}
+
+fn finding<'a>(report: &'a Value, kind: &str) -> Option<&'a Value> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == kind)
+}
+
+/// SELECTs on the wire per inbound request, by inbound id.
+fn selects_per_request(report: &Value, pg: u16) -> Vec<u64> {
+    let t = &report["timeline"];
+    let pg_conns: Vec<&Value> = t["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["server"].as_str().unwrap().ends_with(&format!(":{pg}")))
+        .map(|c| &c["id"])
+        .collect();
+    let exchanges = t["exchanges"].as_array().unwrap();
+    let inbound: Vec<&Value> = exchanges
+        .iter()
+        .filter(|e| e["role"] == "inbound")
+        .collect();
+    inbound
+        .iter()
+        .map(|i| {
+            exchanges
+                .iter()
+                .filter(|e| e["parent"] == i["id"] && pg_conns.contains(&&e["connection"]))
+                .filter(|e| e["request"].as_str().unwrap().starts_with("SELECT"))
+                .count() as u64
+        })
+        .collect()
+}
+
+#[test]
+fn analyze_sees_the_orms_statements_and_names_n_plus_one() {
+    let _one = serial();
+    if !requirements_met("orm_n_plus_one") {
+        return;
+    }
+    let (pg, _dir) = postgres();
+    let dir = tmpdir("orm");
+    for variant in ["broken", "fixed"] {
+        let front = app(pg.port, variant);
+        let file = dir.join(format!("{variant}.pcap"));
+        let url = format!("http://127.0.0.1:{}/checkout", front.port);
+        let mut counted = Vec::new();
+        tcpdump_while(&file, &[front.port, pg.port], || {
+            for _ in 0..PAGES {
+                let out = std::process::Command::new("curl")
+                    .args(["-sf", &url])
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "curl {url}");
+                let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+                counted.push(body["statements"]["select"].as_u64().unwrap());
+            }
+        });
+        let out = whyslow(&["analyze", "--json", "--timeline", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        assert_eq!(
+            selects_per_request(&report, pg.port),
+            counted,
+            "{variant}: wire vs app"
+        );
+        let text = serde_json::to_string(&report).unwrap();
+        assert!(
+            !text.contains("secret-customer"),
+            "a literal reached the report"
+        );
+        let kinds = finding_kinds(&report);
+        if variant == "broken" {
+            assert_eq!(counted[0], 1 + 2 * ORDERS);
+            let n1 = finding(&report, "n_plus_one").unwrap_or_else(|| panic!("{kinds:?}"));
+            assert_eq!(n1["occurrences"], PAGES);
+            let summary = n1["summary"].as_str().unwrap();
+            assert!(
+                summary.contains("FROM items") && summary.contains(&format!("ran {ORDERS} times")),
+                "{summary}"
+            );
+            let dup = finding(&report, "duplicate_calls").unwrap_or_else(|| panic!("{kinds:?}"));
+            let summary = dup["summary"].as_str().unwrap();
+            assert!(
+                summary.contains("FROM tax")
+                    && summary.contains(&format!("repeated {} times", ORDERS - 1)),
+                "{summary}"
+            );
+        } else {
+            assert!(
+                !kinds
+                    .iter()
+                    .any(|k| k == "n_plus_one" || k == "duplicate_calls"),
+                "{kinds:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn diagnose_names_n_plus_one_on_the_orm_app() {
+    let _one = serial();
+    if !requirements_met("orm_diagnose") {
+        return;
+    }
+    let (pg, _dir) = postgres();
+    let front = app(pg.port, "broken");
+    let url = format!("http://127.0.0.1:{}/checkout", front.port);
+    let out = whyslow(&["diagnose", "--json", "-n", "4", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    let kinds = finding_kinds(&report);
+    assert!(kinds.iter().any(|k| k == "n_plus_one"), "{kinds:?}");
+    assert!(kinds.iter().any(|k| k == "duplicate_calls"), "{kinds:?}");
+}
