@@ -29,9 +29,12 @@ pub fn repeats(calls: &[Call]) -> Vec<(usize, u64)> {
         .collect()
 }
 
+/// Per request with repeats: (time lost, repeats, evidence).
+type Hits = Vec<(u64, u64, Evidence)>;
+
 /// One finding per (server, shape) repeated with the same parameters.
 pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let mut hits: BTreeMap<(SocketAddr, String), Vec<(u64, u64, Evidence)>> = BTreeMap::new();
+    let mut hits: BTreeMap<(SocketAddr, String), Hits> = BTreeMap::new();
     for r in by_request(t) {
         for ((server, shape), calls) in by_shape(&r.calls) {
             let reps = repeats(&calls);
