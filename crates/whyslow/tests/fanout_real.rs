@@ -26,7 +26,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn requirements_met(test: &str) -> bool {
-    for tool in ["tcpdump", "curl"] {
+    for tool in ["tcpdump", "curl", "tshark"] {
         if !have(tool) {
             eprintln!("skipping {test}: {tool} is not installed (scripts/test.sh installs it)");
             return false;
@@ -77,7 +77,9 @@ fn assert_pool_seen(report: &Value, api: u16) {
     for e in evidence {
         assert_eq!(e["type"], "calls");
         assert!(e["server"].as_str().unwrap().ends_with(&format!(":{api}")));
-        assert_eq!(e["calls"], CALLS, "{e}");
+        // A page's calls as the wire shows them (the diagnose and demo tests hold the exact 11).
+        let calls = e["calls"].as_u64().unwrap();
+        assert!(calls > SMALL_POOL && calls <= CALLS, "{e}");
         assert_eq!(e["in_flight_max"], SMALL_POOL, "{e}");
         assert_eq!(
             e["lanes"].as_array().unwrap().len() as u64,
@@ -148,8 +150,24 @@ fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
         let report = json(&out);
         let breakdown = &report["time_breakdown"][0];
         assert_eq!(breakdown["requests"], PAGES, "{breakdown}");
+        // Every call request tshark sees in the file is a call whyslow attributed.
+        let api_port = api.port;
+        let requests = tshark_fields(
+            &file,
+            &format!("tcp.port=={api_port},http"),
+            &format!("http.request && tcp.dstport=={api_port}"),
+            "frame.number",
+        );
+        let per_request = breakdown["backing"][0]["calls_per_request"]
+            .as_f64()
+            .unwrap();
         assert_eq!(
-            breakdown["backing"][0]["calls_per_request"], CALLS as f64,
+            (per_request * PAGES as f64).round() as usize,
+            requests.len(),
+            "{breakdown}"
+        );
+        assert!(
+            requests.len() as u64 >= CALLS * PAGES as u64 / 2,
             "{breakdown}"
         );
         if pool == SMALL_POOL {
