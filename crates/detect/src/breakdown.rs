@@ -3,11 +3,11 @@
 //! connection, and the network. Computed per request, then as a mean per
 //! request kind so that the parts add up to the total.
 
-use crate::calls::{by_request, Call, RequestCalls};
+use crate::calls::{Call, RequestCalls};
 use crate::pool_queueing::pool_wait;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{BackingTime, Protocol, TimeBreakdown, Timeline};
+use whyslow_model::{BackingTime, Protocol, TimeBreakdown};
 
 /// One request's parts; they add up to `total_us`.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,10 +92,10 @@ struct Sums {
 }
 
 /// Mean parts per (service, request kind), busiest kind first.
-pub fn summarize(t: &Timeline) -> Vec<TimeBreakdown> {
+pub fn summarize(requests: &[RequestCalls]) -> Vec<TimeBreakdown> {
     let mut kinds: BTreeMap<(SocketAddr, String), Sums> = BTreeMap::new();
-    for r in by_request(t) {
-        let p = parts(&r);
+    for r in requests {
+        let p = parts(r);
         let s = kinds
             .entry((r.server, r.inbound.request.clone()))
             .or_default();
@@ -146,8 +146,10 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calls::by_request;
     use crate::calls::tests::{call, conn};
     use crate::testkit::exchange;
+    use whyslow_model::Timeline;
 
     #[test]
     fn parts_add_up_and_overlaps_are_shared() {
@@ -170,7 +172,7 @@ mod tests {
         assert_eq!(p.network_us, 200);
         let sum = p.server_us + p.queued_us + p.network_us + 300;
         assert_eq!(sum, p.total_us);
-        let b = summarize(&t);
+        let b = summarize(&r);
         assert_eq!(b.len(), 1);
         assert_eq!((b[0].requests, b[0].total_us), (1, 1000));
         assert_eq!(b[0].backing.len(), 2);

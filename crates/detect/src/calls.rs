@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use whyslow_model::{Exchange, ExchangeRole, Protocol, Timeline};
+use whyslow_model::{Evidence, Exchange, ExchangeRole, Protocol, Timeline};
 
 /// One backing call: an outbound exchange and the server it went to.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +47,15 @@ impl<'a> RequestCalls<'a> {
         let from = self.inbound.request_last_at_us;
         let to = self.inbound.response_first_at_us.unwrap_or(from).max(from);
         (from, to)
+    }
+
+    /// Evidence pointing at this inbound request.
+    pub fn inbound_evidence(&self, note: String) -> Evidence {
+        Evidence::Exchange {
+            id: self.inbound.id,
+            request: self.inbound.request.clone(),
+            note,
+        }
     }
 
     /// The calls to each backing server, by server.
@@ -92,6 +101,17 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
     }
     for r in &mut out {
         r.calls.sort_by_key(|c| (c.start, c.end));
+    }
+    out
+}
+
+/// Calls grouped by (server, normalized request): one shape each.
+pub fn by_shape<'a>(calls: &[Call<'a>]) -> BTreeMap<(SocketAddr, &'a str), Vec<Call<'a>>> {
+    let mut out: BTreeMap<(SocketAddr, &str), Vec<Call>> = BTreeMap::new();
+    for c in calls {
+        out.entry((c.server, c.exchange.request.as_str()))
+            .or_default()
+            .push(*c);
     }
     out
 }

@@ -5,14 +5,11 @@
 //! from the first call: time lost = every repeat's own time, clipped to
 //! what the repeats covered (they may run at once).
 
-use crate::calls::{by_request, covered_us, median, Call};
-use crate::n_plus_one::by_shape;
+use crate::calls::{by_shape, covered_us, Call, RequestCalls};
+use crate::hits::{self, median_of, Hit};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
-
-/// Requests kept as evidence.
-const MAX_EVIDENCE: usize = 20;
+use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
 
 /// Repeats of one call in one request: (calls, time lost).
 pub fn repeats(calls: &[Call]) -> Vec<(usize, u64)> {
@@ -29,13 +26,10 @@ pub fn repeats(calls: &[Call]) -> Vec<(usize, u64)> {
         .collect()
 }
 
-/// Per request with repeats: (time lost, repeats, evidence).
-type Hits = Vec<(u64, u64, Evidence)>;
-
 /// One finding per (server, shape) repeated with the same parameters.
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let mut hits: BTreeMap<(SocketAddr, String), Hits> = BTreeMap::new();
-    for r in by_request(t) {
+pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
+    let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<u64>>> = BTreeMap::new();
+    for r in requests {
         for ((server, shape), calls) in by_shape(&r.calls) {
             let reps = repeats(&calls);
             let lost: u64 = reps.iter().map(|r| r.1).sum();
@@ -46,40 +40,31 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
             }
             let note = format!(
                 "{n} repeat(s) of an earlier identical call, {}",
-                whyslow_model::fmt_ms(lost)
+                fmt_ms(lost)
             );
-            let evidence = Evidence::Exchange {
-                id: r.inbound.id,
-                request: r.inbound.request.clone(),
-                note,
-            };
             hits.entry((server, shape.to_string()))
                 .or_default()
-                .push((lost, n as u64, evidence));
+                .push(Hit {
+                    lost_us: lost,
+                    evidence: r.inbound_evidence(note),
+                    facts: n as u64,
+                });
         }
     }
     hits.into_iter()
         .map(|((server, shape), hits)| {
-            let per = median(hits.iter().map(|h| h.0).collect());
-            let n = median(hits.iter().map(|h| h.1).collect());
-            Finding {
-                kind: FindingKind::DuplicateCalls,
-                severity: Severity::Warning,
-                summary: format!(
-                    "`{shape}` to {server} was repeated {n} times per request with the same parameters: \
+            let summary = |hits: &[Hit<u64>], per| {
+                format!(
+                    "`{shape}` to {server} was repeated {} times per request with the same parameters: \
                      {} per request (median of {} requests)",
-                    whyslow_model::fmt_ms(per),
+                    median_of(hits, |n| *n),
+                    fmt_ms(per),
                     hits.len()
-                ),
-                time_lost_us: hits.iter().map(|h| h.0).sum(),
-                time_lost_per_occurrence_us: per,
-                occurrences: hits.len() as u32,
-                evidence: hits.into_iter().take(MAX_EVIDENCE).map(|h| h.2).collect(),
-                fix: "keep the first answer for the rest of the request (memoize), or cache data that \
-                      rarely changes in the process"
-                    .into(),
-                background: false,
-            }
+                )
+            };
+            let fix = "keep the first answer for the rest of the request (memoize), or cache data that \
+                       rarely changes in the process";
+            hits::finding(FindingKind::DuplicateCalls, Severity::Warning, hits, summary, fix.into())
         })
         .collect()
 }
@@ -87,6 +72,12 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use whyslow_model::{Finding, Timeline};
+
+    /// The detector over a hand-built timeline's requests.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&crate::calls::by_request(t))
+    }
     use crate::n_plus_one::tests::statements;
 
     #[test]

@@ -3,84 +3,75 @@
 //! took over 100 ms after its first byte). Says how many bytes, and whether
 //! they were compressed.
 
-use crate::calls::median;
+use crate::calls::RequestCalls;
+use crate::hits::{self, median_of, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, ExchangeRole, Finding, FindingKind, Severity, Timeline};
-
-/// Responses kept as evidence.
-const MAX_EVIDENCE: usize = 20;
+use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
 
 /// One finding per server whose responses' transfer dominated.
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let server: HashMap<u32, SocketAddr> = t.connections.iter().map(|c| (c.id, c.server)).collect();
-    let mut hits: BTreeMap<SocketAddr, Vec<(u64, u64, bool, Evidence)>> = BTreeMap::new();
-    for e in t
-        .exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound)
-    {
-        let (Some(first), Some(last), Some(&s)) = (
-            e.response_first_at_us,
-            e.response_last_at_us,
-            server.get(&e.connection),
-        ) else {
+pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
+    let mut hits: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
+    for r in requests {
+        let e = r.inbound;
+        let (Some(first), Some(last)) = (e.response_first_at_us, e.response_last_at_us) else {
             continue;
         };
         let transfer = last.saturating_sub(first);
         if transfer < SLOW_PART_US || (transfer as f64) <= DOMINANT_SHARE * e.duration_us() as f64 {
             continue;
         }
-        let note = format!(
-            "{} bytes{} took {} after the first byte",
-            e.response_bytes,
-            if e.response_encoded {
-                " (compressed)"
-            } else {
-                " (not compressed)"
-            },
-            whyslow_model::fmt_ms(transfer)
-        );
-        let evidence = Evidence::Exchange {
-            id: e.id,
-            request: e.request.clone(),
-            note,
+        let compressed = if e.response_encoded {
+            "compressed"
+        } else {
+            "not compressed"
         };
-        hits.entry(s)
-            .or_default()
-            .push((transfer, e.response_bytes, e.response_encoded, evidence));
+        let note = format!(
+            "{} bytes ({compressed}) took {} after the first byte",
+            e.response_bytes,
+            fmt_ms(transfer)
+        );
+        hits.entry(r.server).or_default().push(Hit {
+            lost_us: transfer,
+            evidence: r.inbound_evidence(note),
+            facts: (e.response_bytes, e.response_encoded),
+        });
     }
     hits.into_iter()
         .map(|(server, hits)| {
-            let per = median(hits.iter().map(|h| h.0).collect());
-            let bytes = median(hits.iter().map(|h| h.1).collect());
-            let plain = hits.iter().filter(|h| !h.2).count();
-            Finding {
-                kind: FindingKind::LargeResponse,
-                severity: Severity::Warning,
-                summary: format!(
-                    "responses from {server} of {bytes} bytes (median) took {per} to transfer, more than \
-                     the rest of the request; {plain} of {} were not compressed",
+            let summary = |hits: &[Hit<(u64, bool)>], per| {
+                format!(
+                    "responses from {server} of {} bytes (median) took {} to transfer, more than \
+                     the rest of the request; {} of {} were not compressed",
+                    median_of(hits, |f| f.0),
+                    fmt_ms(per),
+                    hits.iter().filter(|h| !h.facts.1).count(),
                     hits.len(),
-                    per = whyslow_model::fmt_ms(per),
-                ),
-                time_lost_us: hits.iter().map(|h| h.0).sum(),
-                time_lost_per_occurrence_us: per,
-                occurrences: hits.len() as u32,
-                evidence: hits.into_iter().take(MAX_EVIDENCE).map(|h| h.3).collect(),
-                fix: "send less: compress (gzip, br), paginate or trim the response; a slow reader \
-                      (small receive window, slow link) also shows here"
-                    .into(),
-                background: false,
-            }
+                )
+            };
+            let fix =
+                "send less: compress (gzip, br), paginate or trim the response; a slow reader \
+                       (small receive window, slow link) also shows here";
+            hits::finding(
+                FindingKind::LargeResponse,
+                Severity::Warning,
+                hits,
+                summary,
+                fix.into(),
+            )
         })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use whyslow_model::{Finding, Timeline};
+
+    /// The detector over a hand-built timeline's requests.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&crate::calls::by_request(t))
+    }
     use crate::calls::tests::conn;
     use crate::testkit::exchange;
 

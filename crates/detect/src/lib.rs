@@ -6,6 +6,7 @@ pub mod background;
 pub mod breakdown;
 pub mod calls;
 pub mod duplicate_calls;
+pub mod hits;
 pub mod large_response;
 pub mod n_plus_one;
 pub mod nagle_delayed_ack;
@@ -22,13 +23,18 @@ mod testkit;
 pub mod thresholds;
 pub mod zero_window;
 
+use calls::RequestCalls;
 use whyslow_model::{Finding, Timeline};
 
-/// Runs every timeline detector and ranks the findings by time lost.
-pub fn run_all(timeline: &Timeline) -> Vec<Finding> {
+/// Runs every detector and ranks the findings by time lost. `requests`:
+/// the timeline's inbound requests with their calls (`calls::by_request`).
+pub fn run_all(timeline: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
     let mut findings = Vec::new();
     for detect in DETECTORS {
         findings.extend(detect(timeline));
+    }
+    for detect in REQUEST_DETECTORS {
+        findings.extend(detect(requests));
     }
     Finding::sort(&mut findings);
     findings
@@ -40,6 +46,13 @@ pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
     tcp_retransmission::detect,
     zero_window::detect,
     no_keepalive::detect,
+];
+
+/// A detector over inbound requests and the calls made for them.
+pub type RequestDetector = fn(&[RequestCalls]) -> Vec<Finding>;
+
+/// Every request detector, in no particular order.
+pub const REQUEST_DETECTORS: &[RequestDetector] = &[
     pool_queueing::detect,
     sequential_calls::detect,
     slow_dependency::detect,

@@ -12,17 +12,15 @@
 //! the finding is a warning from 10 % of the request and informational below.
 //! Calls that overlap are not N+1: they ran at once (pool_queueing's case).
 
-use crate::calls::{by_request, covered_us, in_flight_max, median, Call};
+use crate::calls::{by_shape, covered_us, in_flight_max, median, Call, RequestCalls};
+use crate::hits::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
+use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
 
 /// Sentry's N+1 DB detector starts at 5 spans.
 pub const MIN_REPEATS: usize = 5;
-/// Requests kept as evidence.
-const MAX_EVIDENCE: usize = 20;
-
 /// One request's calls of one shape to one server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Storm {
@@ -57,21 +55,10 @@ pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
     })
 }
 
-/// Groups one request's calls by (server, normalized request).
-pub fn by_shape<'a>(calls: &[Call<'a>]) -> BTreeMap<(SocketAddr, &'a str), Vec<Call<'a>>> {
-    let mut out: BTreeMap<(SocketAddr, &str), Vec<Call>> = BTreeMap::new();
-    for c in calls {
-        out.entry((c.server, c.exchange.request.as_str()))
-            .or_default()
-            .push(*c);
-    }
-    out
-}
-
 /// One finding per (server, shape) that stormed in some request.
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let mut hits: BTreeMap<(SocketAddr, String), Vec<(Storm, Evidence)>> = BTreeMap::new();
-    for r in by_request(t) {
+pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
+    let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<Storm>>> = BTreeMap::new();
+    for r in requests {
         for (_, calls) in by_shape(&r.calls) {
             let Some(s) = storm(&calls, r.total_us()) else {
                 continue;
@@ -80,45 +67,37 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
                 "{} calls of this shape ({} different parameter sets); one batch would save {}",
                 s.calls,
                 s.distinct_params,
-                whyslow_model::fmt_ms(s.time_lost_us)
+                fmt_ms(s.time_lost_us)
             );
-            let evidence = Evidence::Exchange {
-                id: r.inbound.id,
-                request: r.inbound.request.clone(),
-                note,
-            };
             hits.entry((s.server, s.shape.clone()))
                 .or_default()
-                .push((s, evidence));
+                .push(Hit {
+                    lost_us: s.time_lost_us,
+                    evidence: r.inbound_evidence(note),
+                    facts: s,
+                });
         }
     }
     hits.into_iter()
         .map(|((server, shape), hits)| {
-            let per = median(hits.iter().map(|h| h.0.time_lost_us).collect());
-            let calls = median(hits.iter().map(|h| h.0.calls as u64).collect());
-            let severity = if hits.iter().any(|h| h.0.worth) {
+            let severity = if hits.iter().any(|h| h.facts.worth) {
                 Severity::Warning
             } else {
                 Severity::Info
             };
-            Finding {
-                kind: FindingKind::NPlusOne,
-                severity,
-                summary: format!(
-                    "`{shape}` to {server} ran {calls} times per request with different parameters, \
+            let summary = |hits: &[Hit<Storm>], per| {
+                format!(
+                    "`{shape}` to {server} ran {} times per request with different parameters, \
                      one after another: {} per request (median of {} requests)",
-                    whyslow_model::fmt_ms(per),
+                    median_of(hits, |s| s.calls as u64),
+                    fmt_ms(per),
                     hits.len()
-                ),
-                time_lost_us: hits.iter().map(|h| h.0.time_lost_us).sum(),
-                time_lost_per_occurrence_us: per,
-                occurrences: hits.len() as u32,
-                evidence: hits.into_iter().take(MAX_EVIDENCE).map(|h| h.1).collect(),
-                fix: "load them in one call: eager loading (select_related/prefetch_related, includes, \
-                      JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline"
-                    .into(),
-                background: false,
-            }
+                )
+            };
+            let fix =
+                "load them in one call: eager loading (select_related/prefetch_related, includes, \
+                       JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline";
+            hits::finding(FindingKind::NPlusOne, severity, hits, summary, fix.into())
         })
         .collect()
 }
@@ -126,6 +105,12 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use whyslow_model::{Finding, Timeline};
+
+    /// The detector over a hand-built timeline's requests.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&crate::calls::by_request(t))
+    }
     use crate::calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::{Exchange, Protocol};

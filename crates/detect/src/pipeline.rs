@@ -3,7 +3,7 @@
 //! inbound request each backing call served, then every detector.
 
 use crate::attribution;
-use crate::{background, breakdown};
+use crate::{background, breakdown, calls};
 use whyslow_model::{Finding, TimeBreakdown, Timeline};
 
 /// How the service under investigation was chosen.
@@ -52,12 +52,13 @@ pub fn analyze(timeline: &mut Timeline, service: Option<&[u16]>) -> Analysis {
         attribution::attribute(timeline, &front);
         attribution::nested_servers(timeline, &front)
     };
-    let mut findings = crate::run_all(timeline);
+    let requests = calls::by_request(timeline);
+    let mut findings = crate::run_all(timeline, &requests);
     let mut time_breakdown = Vec::new();
     if !front.is_empty() {
         background::mark(&mut findings, timeline, &front);
         Finding::sort(&mut findings);
-        time_breakdown = breakdown::summarize(timeline);
+        time_breakdown = breakdown::summarize(&requests);
     }
     Analysis {
         service,

@@ -6,11 +6,12 @@
 //! Time lost = the calls' span minus what they would take with enough
 //! connections (the longest call alone).
 
-use crate::calls::{by_request, in_flight_max, median, Call};
+use crate::calls::{in_flight_max, Call, RequestCalls};
+use crate::hits::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
+use whyslow_model::{fmt_ms, Evidence, Finding, FindingKind, Severity};
 
 /// Fewer calls than this are sequential_calls' case or nothing at all.
 const MIN_CALLS: usize = 3;
@@ -26,9 +27,6 @@ const HANDOFF_MAX_US: u64 = 10_000;
 const QUEUED_SHARE: f64 = 0.5;
 /// Below a millisecond a queue is not worth a finding.
 const MIN_TIME_LOST_US: u64 = 1_000;
-/// Requests kept as evidence (the JSON report carries them all up to this).
-const MAX_EVIDENCE: usize = 20;
-
 /// Calls of one request to one server that queued for a connection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolWait {
@@ -97,18 +95,19 @@ fn lanes(calls: &[Call]) -> Vec<Vec<u32>> {
 }
 
 /// One finding per backing server whose calls queued.
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let mut per_server: BTreeMap<SocketAddr, Vec<(PoolWait, Evidence, u64)>> = BTreeMap::new();
-    for r in by_request(t) {
+pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
+    let mut per_server: BTreeMap<SocketAddr, Vec<Hit<(PoolWait, u64)>>> = BTreeMap::new();
+    for r in requests {
         for (server, calls) in r.per_server() {
             let Some(w) = pool_wait(&calls, r.total_us()) else {
                 continue;
             };
+            let lanes = lanes(&calls);
             let note = format!(
                 "{} calls, at most {} at a time on {} connection(s); {} of them waited for one",
                 w.calls,
                 w.in_flight_max,
-                lanes(&calls).len(),
+                lanes.len(),
                 w.queued
             );
             let evidence = Evidence::Calls {
@@ -116,13 +115,14 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
                 server: server.to_string(),
                 calls: w.calls as u32,
                 in_flight_max: w.in_flight_max as u32,
-                lanes: lanes(&calls),
+                lanes,
                 note,
             };
-            per_server
-                .entry(server)
-                .or_default()
-                .push((w, evidence, r.total_us()));
+            per_server.entry(server).or_default().push(Hit {
+                lost_us: w.time_lost_us,
+                evidence,
+                facts: (w, r.total_us()),
+            });
         }
     }
     per_server
@@ -131,37 +131,41 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
         .collect()
 }
 
-fn finding(server: SocketAddr, waits: Vec<(PoolWait, Evidence, u64)>) -> Finding {
-    let per = median(waits.iter().map(|w| w.0.time_lost_us).collect());
-    let calls = median(waits.iter().map(|w| w.0.calls as u64).collect());
-    let pool = median(waits.iter().map(|w| w.0.in_flight_max as u64).collect());
-    let request = median(waits.iter().map(|w| w.2).collect());
-    Finding {
-        kind: FindingKind::PoolQueueing,
-        severity: Severity::Critical,
-        summary: format!(
-            "{calls} calls to {server} waited for one of {pool} connections: {} of this request's {} \
+fn finding(server: SocketAddr, waits: Vec<Hit<(PoolWait, u64)>>) -> Finding {
+    let calls = median_of(&waits, |f| f.0.calls as u64);
+    let summary = |waits: &[Hit<(PoolWait, u64)>], per| {
+        format!(
+            "{calls} calls to {server} waited for one of {} connections: {} of this request's {} \
              (median of {} requests)",
-            whyslow_model::fmt_ms(per),
-            whyslow_model::fmt_ms(request),
+            median_of(waits, |f| f.0.in_flight_max as u64),
+            fmt_ms(per),
+            fmt_ms(median_of(waits, |f| f.1)),
             waits.len()
-        ),
-        time_lost_us: waits.iter().map(|w| w.0.time_lost_us).sum(),
-        time_lost_per_occurrence_us: per,
-        occurrences: waits.len() as u32,
-        evidence: waits.into_iter().take(MAX_EVIDENCE).map(|w| w.1).collect(),
-        fix: format!(
-            "let the calls run at once: raise the client's connection limit for {server} to at least \
-             {calls} (pool size, connections per host), multiplex them over HTTP/2 on one connection, \
-             or batch them into fewer calls"
-        ),
-        background: false,
-    }
+        )
+    };
+    let fix = format!(
+        "let the calls run at once: raise the client's connection limit for {server} to at least \
+         {calls} (pool size, connections per host), multiplex them over HTTP/2 on one connection, \
+         or batch them into fewer calls"
+    );
+    hits::finding(
+        FindingKind::PoolQueueing,
+        Severity::Critical,
+        waits,
+        summary,
+        fix,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use whyslow_model::{Finding, Timeline};
+
+    /// The detector over a hand-built timeline's requests.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&crate::calls::by_request(t))
+    }
     use crate::calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::Exchange;

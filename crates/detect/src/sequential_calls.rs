@@ -4,17 +4,15 @@
 //! HTTP calls: statements on one database connection run one at a time by
 //! nature and may depend on each other.
 
-use crate::calls::{by_request, in_flight_max, median, Call};
+use crate::calls::{in_flight_max, Call, RequestCalls};
+use crate::hits::{self, Hit};
 use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Finding, FindingKind, Protocol, Severity, Timeline};
+use whyslow_model::{fmt_ms, Finding, FindingKind, Protocol, Severity};
 
 /// Sentry's consecutive-HTTP detector starts at 3 calls.
 const MIN_CALLS: usize = 3;
-/// Requests kept as evidence.
-const MAX_EVIDENCE: usize = 20;
-
 fn is_http(c: &Call) -> bool {
     matches!(c.protocol(), Protocol::Http1 | Protocol::Http2)
 }
@@ -33,55 +31,49 @@ pub fn saving_us(calls: &[Call], request_us: u64) -> Option<u64> {
 }
 
 /// One finding per service whose requests made sequential calls.
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let mut hits: BTreeMap<SocketAddr, Vec<(u64, Evidence)>> = BTreeMap::new();
-    for r in by_request(t) {
+pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
+    let mut hits: BTreeMap<SocketAddr, Vec<Hit<()>>> = BTreeMap::new();
+    for r in requests {
         let Some(saving) = saving_us(&r.calls, r.total_us()) else {
             continue;
         };
         let n = r.calls.iter().filter(|c| is_http(c)).count();
         let note = format!(
             "{n} HTTP calls one after another; at once they would take {} less",
-            whyslow_model::fmt_ms(saving)
+            fmt_ms(saving)
         );
-        hits.entry(r.server).or_default().push((
-            saving,
-            Evidence::Exchange {
-                id: r.inbound.id,
-                request: r.inbound.request.clone(),
-                note,
-            },
-        ));
+        hits.entry(r.server).or_default().push(Hit {
+            lost_us: saving,
+            evidence: r.inbound_evidence(note),
+            facts: (),
+        });
     }
     hits.into_iter()
         .map(|(server, hits)| {
-            let per = median(hits.iter().map(|h| h.0).collect());
-            Finding {
-                kind: FindingKind::SequentialCalls,
-                severity: Severity::Warning,
-                summary: format!(
+            let summary = |hits: &[Hit<()>], per| {
+                format!(
                     "requests to {server} made their HTTP calls one at a time: {} per request could be \
                      saved by making them at once (median of {} requests)",
-                    whyslow_model::fmt_ms(per),
+                    fmt_ms(per),
                     hits.len()
-                ),
-                time_lost_us: hits.iter().map(|h| h.0).sum(),
-                time_lost_per_occurrence_us: per,
-                occurrences: hits.len() as u32,
-                evidence: hits.into_iter().take(MAX_EVIDENCE).map(|h| h.1).collect(),
-                fix: "make independent calls concurrently (async, a thread pool) with a pool that allows \
-                      as many connections, or over HTTP/2; if a pool of one connection serializes them, \
-                      raise it"
-                    .into(),
-                background: false,
-            }
+                )
+            };
+            let fix = "make independent calls concurrently (async, a thread pool) with a pool that allows \
+                       as many connections, or over HTTP/2; if a pool of one connection serializes them, \
+                       raise it";
+            hits::finding(FindingKind::SequentialCalls, Severity::Warning, hits, summary, fix.into())
         })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use whyslow_model::{Finding, Timeline};
+
+    /// The detector over a hand-built timeline's requests.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&crate::calls::by_request(t))
+    }
     use crate::calls::tests::{call, conn};
     use crate::testkit::exchange;
 

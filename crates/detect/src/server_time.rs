@@ -3,74 +3,64 @@
 //! is more than half of the request and at least 100 ms.
 
 use crate::breakdown::parts;
-use crate::calls::{by_request, median};
+use crate::calls::RequestCalls;
+use crate::hits::{self, median_of, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
-
-/// Requests kept as evidence.
-const MAX_EVIDENCE: usize = 20;
+use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
 
 /// One finding per service whose own time dominated requests.
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let mut slow: BTreeMap<SocketAddr, Vec<(u64, u64, bool, Evidence)>> = BTreeMap::new();
-    for r in by_request(t) {
-        let p = parts(&r);
+pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
+    let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
+    for r in requests {
+        let p = parts(r);
         let own = p.server_us;
         if own < SLOW_PART_US || (own as f64) <= DOMINANT_SHARE * p.total_us as f64 {
             continue;
         }
         let note = format!(
             "{} of {} in the service itself, {} call(s) made",
-            whyslow_model::fmt_ms(own),
-            whyslow_model::fmt_ms(p.total_us),
+            fmt_ms(own),
+            fmt_ms(p.total_us),
             r.calls.len()
         );
-        let evidence = Evidence::Exchange {
-            id: r.inbound.id,
-            request: r.inbound.request.clone(),
-            note,
-        };
-        let with_calls = !r.calls.is_empty();
-        slow.entry(r.server)
-            .or_default()
-            .push((own, p.total_us, with_calls, evidence));
+        slow.entry(r.server).or_default().push(Hit {
+            lost_us: own,
+            evidence: r.inbound_evidence(note),
+            facts: (p.total_us, !r.calls.is_empty()),
+        });
     }
     slow.into_iter()
         .map(|(server, hits)| {
-            let per = median(hits.iter().map(|h| h.0).collect());
-            let total = median(hits.iter().map(|h| h.1).collect());
-            let calls = if hits.iter().any(|h| h.2) {
-                "not waiting for any backing call"
-            } else {
-                "no backing call seen"
-            };
-            Finding {
-                kind: FindingKind::ServerTime,
-                severity: Severity::Warning,
-                summary: format!(
+            let summary = |hits: &[Hit<(u64, bool)>], per| {
+                let calls = if hits.iter().any(|h| h.facts.1) {
+                    "not waiting for any backing call"
+                } else {
+                    "no backing call seen"
+                };
+                format!(
                     "{server} spent {} of the request's {} in itself, {calls} (median of {} requests)",
-                    whyslow_model::fmt_ms(per),
-                    whyslow_model::fmt_ms(total),
+                    fmt_ms(per),
+                    fmt_ms(median_of(hits, |f| f.0)),
                     hits.len()
-                ),
-                time_lost_us: hits.iter().map(|h| h.0).sum(),
-                time_lost_per_occurrence_us: per,
-                occurrences: hits.len() as u32,
-                evidence: hits.into_iter().take(MAX_EVIDENCE).map(|h| h.3).collect(),
-                fix: "profile the service's own work on this request (rendering, serialization, CPU, \
-                      locks); backing calls outside this capture (other hosts, files) also count here"
-                    .into(),
-                background: false,
-            }
+                )
+            };
+            let fix = "profile the service's own work on this request (rendering, serialization, CPU, \
+                       locks); backing calls outside this capture (other hosts, files) also count here";
+            hits::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, fix.into())
         })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use whyslow_model::{Finding, Timeline};
+
+    /// The detector over a hand-built timeline's requests.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&crate::calls::by_request(t))
+    }
     use crate::calls::tests::{call, conn};
     use crate::testkit::exchange;
 

@@ -4,71 +4,68 @@
 //! pool_queueing's).
 
 use crate::breakdown::parts;
-use crate::calls::{by_request, median};
+use crate::calls::RequestCalls;
+use crate::hits::{self, median_of, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Finding, FindingKind, Protocol, Severity, Timeline};
-
-/// Requests kept as evidence.
-const MAX_EVIDENCE: usize = 20;
+use whyslow_model::{fmt_ms, Finding, FindingKind, Protocol, Severity};
 
 /// One finding per backing service that dominated requests.
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let mut slow: BTreeMap<SocketAddr, Vec<(u64, u64, Protocol, Evidence)>> = BTreeMap::new();
-    for r in by_request(t) {
-        let p = parts(&r);
+pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
+    let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, Protocol)>>> = BTreeMap::new();
+    for r in requests {
+        let p = parts(r);
         for (server, (protocol, calls, us)) in p.backing {
             if us < SLOW_PART_US || (us as f64) <= DOMINANT_SHARE * p.total_us as f64 {
                 continue;
             }
             let note = format!(
                 "{calls} call(s) to {server} held {} of {} {}",
-                whyslow_model::fmt_ms(us),
-                whyslow_model::fmt_ms(p.total_us),
+                fmt_ms(us),
+                fmt_ms(p.total_us),
                 r.inbound.request
             );
-            let evidence = Evidence::Exchange {
-                id: r.inbound.id,
-                request: r.inbound.request.clone(),
-                note,
-            };
-            slow.entry(server)
-                .or_default()
-                .push((us, p.total_us, protocol, evidence));
+            slow.entry(server).or_default().push(Hit {
+                lost_us: us,
+                evidence: r.inbound_evidence(note),
+                facts: (p.total_us, protocol),
+            });
         }
     }
     slow.into_iter()
         .map(|(server, hits)| {
-            let per = median(hits.iter().map(|h| h.0).collect());
-            let total = median(hits.iter().map(|h| h.1).collect());
-            let protocol = hits[0].2;
-            Finding {
-                kind: FindingKind::SlowDependency,
-                severity: Severity::Warning,
-                summary: format!(
+            let summary = |hits: &[Hit<(u64, Protocol)>], per| {
+                format!(
                     "{server} ({}) took {} of the request's {} (median of {} requests)",
-                    protocol.name(),
-                    whyslow_model::fmt_ms(per),
-                    whyslow_model::fmt_ms(total),
+                    hits[0].facts.1.name(),
+                    fmt_ms(per),
+                    fmt_ms(median_of(hits, |f| f.0)),
                     hits.len()
-                ),
-                time_lost_us: hits.iter().map(|h| h.0).sum(),
-                time_lost_per_occurrence_us: per,
-                occurrences: hits.len() as u32,
-                evidence: hits.into_iter().take(MAX_EVIDENCE).map(|h| h.3).collect(),
-                fix: "look inside that service (its own diagnosis, slow log, EXPLAIN); cache what it \
-                      answers, or call it less often or off the request's path"
-                    .into(),
-                background: false,
-            }
+                )
+            };
+            let fix =
+                "look inside that service (its own diagnosis, slow log, EXPLAIN); cache what it \
+                       answers, or call it less often or off the request's path";
+            hits::finding(
+                FindingKind::SlowDependency,
+                Severity::Warning,
+                hits,
+                summary,
+                fix.into(),
+            )
         })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use whyslow_model::{Finding, Timeline};
+
+    /// The detector over a hand-built timeline's requests.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&crate::calls::by_request(t))
+    }
     use crate::calls::tests::{call, conn};
     use crate::testkit::exchange;
 
