@@ -17,6 +17,7 @@ pub mod probe_pattern;
 pub mod sequential_calls;
 pub mod server_time;
 pub mod slow_dependency;
+pub mod sql_summary;
 pub mod tcp_retransmission;
 #[cfg(test)]
 mod testkit;

@@ -3,8 +3,8 @@
 //! inbound request each backing call served, then every detector.
 
 use crate::attribution;
-use crate::{background, breakdown, calls};
-use whyslow_model::{Finding, TimeBreakdown, Timeline};
+use crate::{background, breakdown, calls, sql_summary};
+use whyslow_model::{Finding, SqlSummary, TimeBreakdown, Timeline};
 
 /// How the service under investigation was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +36,8 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
     /// Where each kind of inbound request spent its time (empty without a service).
     pub time_breakdown: Vec<TimeBreakdown>,
+    /// The SQL each kind of inbound request sent (empty without a service).
+    pub sql_summary: Vec<SqlSummary>,
 }
 
 /// Attributes calls to requests (setting roles and parents), runs every
@@ -54,16 +56,22 @@ pub fn analyze(timeline: &mut Timeline, service: Option<&[u16]>) -> Analysis {
     };
     let requests = calls::by_request(timeline);
     let mut findings = crate::run_all(timeline, &requests);
-    let mut time_breakdown = Vec::new();
-    if !front.is_empty() {
-        background::mark(&mut findings, timeline, &front);
-        Finding::sort(&mut findings);
-        time_breakdown = breakdown::summarize(&requests);
+    if front.is_empty() {
+        return Analysis {
+            service,
+            backing,
+            findings,
+            time_breakdown: Vec::new(),
+            sql_summary: Vec::new(),
+        };
     }
+    background::mark(&mut findings, timeline, &front);
+    Finding::sort(&mut findings);
     Analysis {
         service,
         backing,
         findings,
-        time_breakdown,
+        time_breakdown: breakdown::summarize(&requests),
+        sql_summary: sql_summary::summarize(&requests),
     }
 }

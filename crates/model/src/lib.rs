@@ -10,12 +10,14 @@ mod breakdown;
 mod finding;
 mod phases;
 mod report;
+mod sql_summary;
 mod timeline;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use finding::{Evidence, Finding, FindingKind, Severity};
 pub use phases::{PhaseName, RequestPhases, TlsInfo};
 pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
+pub use sql_summary::{SqlRequest, SqlShape, SqlSummary, StatementCounts};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
     Segment, SegmentFlags, Status, Timeline, TxState,

@@ -1,4 +1,4 @@
-use crate::{Finding, RequestPhases, TimeBreakdown, Timeline};
+use crate::{Finding, RequestPhases, SqlSummary, TimeBreakdown, Timeline};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to the JSON report (see docs/report-schema.md).
@@ -45,6 +45,9 @@ pub struct Report {
     /// Where each kind of inbound request spent its time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub time_breakdown: Vec<TimeBreakdown>,
+    /// The SQL each kind of inbound request sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sql_summary: Vec<SqlSummary>,
     pub skipped: Vec<Skipped>,
     #[serde(default)]
     pub checks: Vec<CheckResult>,
@@ -62,6 +65,7 @@ impl Report {
             timeline: None,
             findings: Vec::new(),
             time_breakdown: Vec::new(),
+            sql_summary: Vec::new(),
             skipped: Vec::new(),
             checks: Vec::new(),
             errors: Vec::new(),

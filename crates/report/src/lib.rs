@@ -4,6 +4,7 @@
 pub mod breakdown;
 pub mod findings;
 pub mod probe;
+pub mod sql_summary;
 pub mod stats;
 pub mod timeline;
 pub mod writeout;

@@ -4,7 +4,7 @@ use clap::Args;
 use std::path::PathBuf;
 use whyslow_detect::pipeline::{self, Analysis, Service};
 use whyslow_model::Report;
-use whyslow_report::{breakdown, findings, timeline, to_json};
+use whyslow_report::{breakdown, findings, sql_summary, timeline, to_json};
 use whyslow_wire::{timeline_from_file, AnalyzeOutcome, Limits};
 
 /// Exit code when the capture was cut or corrupt: the partial result is printed.
@@ -84,6 +84,7 @@ pub fn run(args: AnalyzeArgs) -> u8 {
     let mut report = Report::new("analyze", Some(args.file.display().to_string()));
     report.findings = analysis.findings.clone();
     report.time_breakdown = analysis.time_breakdown.clone();
+    report.sql_summary = analysis.sql_summary.clone();
     let dropped = dropped_notes(&outcome);
     report.errors.extend(dropped.iter().cloned());
     report.errors.extend(outcome.error.iter().cloned());
@@ -109,6 +110,7 @@ pub fn run(args: AnalyzeArgs) -> u8 {
         println!("{}", service_line(&analysis));
         print!("{}", timeline::summary(&outcome.timeline));
         print!("{}", breakdown::text(&report.time_breakdown));
+        print!("{}", sql_summary::text(&report.sql_summary));
         println!("\nfindings, most time lost first:");
         print!("{}", findings::text(&report.findings));
     }

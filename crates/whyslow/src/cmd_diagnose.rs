@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use whyslow_client::{redact_url, ErrorKind, RequestSpec, WritePattern};
 use whyslow_load::LoadResult;
 use whyslow_model::Report;
-use whyslow_report::{breakdown, findings, fmt_ms, timeline, to_json};
+use whyslow_report::{breakdown, findings, fmt_ms, sql_summary, timeline, to_json};
 
 #[derive(Args)]
 pub struct DiagnoseArgs {
@@ -134,6 +134,7 @@ fn print_text(d: &Diagnosis, opts: &DiagnoseOptions) {
             print!("{}", timeline::summary(t));
         }
         print!("{}", breakdown::text(&d.report.time_breakdown));
+        print!("{}", sql_summary::text(&d.report.sql_summary));
         println!("\nfindings, most time lost first:");
         print!("{}", findings::text(&d.report.findings));
     }

@@ -280,6 +280,7 @@ fn finish_capture(
     let analysis = pipeline::analyze(&mut timeline, Some(&[front]));
     report.findings = analysis.findings;
     report.time_breakdown = analysis.time_breakdown;
+    report.sql_summary = analysis.sql_summary;
     report.errors.extend(summary.errors.iter().cloned());
     report.timeline = Some(timeline);
     summary.backing_ports = backing;

@@ -4,6 +4,7 @@
 //! see the same counts on the wire and name n_plus_one and duplicate_calls,
 //! from `analyze` on a tcpdump capture with no flags and from `diagnose URL`;
 //! the fixed app (eager loading, the rate read once) must name neither.
+//! The SQL summary per request must hold the counts the app sent, by kind.
 
 mod common;
 use common::real::*;
@@ -53,6 +54,36 @@ fn finding<'a>(report: &'a Value, kind: &str) -> Option<&'a Value> {
         .find(|f| f["kind"] == kind)
 }
 
+const KINDS: [&str; 6] = ["select", "insert", "update", "delete", "other", "total"];
+
+/// The app's own count of the statements one checkout sent, by kind.
+fn app_counts(body: &Value) -> Vec<u64> {
+    let sent = &body["statements"];
+    let mut v: Vec<u64> = KINDS[..5]
+        .iter()
+        .map(|k| sent[k].as_u64().unwrap())
+        .collect();
+    v.push(v.iter().sum());
+    v
+}
+
+/// A request row of the SQL summary, by kind.
+fn summary_counts(row: &Value) -> Vec<u64> {
+    KINDS
+        .iter()
+        .map(|k| row["statements"][k].as_u64().unwrap())
+        .collect()
+}
+
+fn checkout(url: &str) -> Value {
+    let out = std::process::Command::new("curl")
+        .args(["-sf", url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "curl {url}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// SELECTs on the wire per inbound request, by inbound id.
 fn selects_per_request(report: &Value, pg: u16) -> Vec<u64> {
     let t = &report["timeline"];
@@ -95,23 +126,27 @@ fn analyze_sees_the_orms_statements_and_names_n_plus_one() {
         let mut counted = Vec::new();
         tcpdump_while(&file, &[front.port, pg.port], || {
             for _ in 0..PAGES {
-                let out = std::process::Command::new("curl")
-                    .args(["-sf", &url])
-                    .output()
-                    .unwrap();
-                assert!(out.status.success(), "curl {url}");
-                let body: Value = serde_json::from_slice(&out.stdout).unwrap();
-                counted.push(body["statements"]["select"].as_u64().unwrap());
+                counted.push(app_counts(&checkout(&url)));
             }
         });
+        assert!(counted.windows(2).all(|w| w[0] == w[1]), "{counted:?}");
         let out = whyslow(&["analyze", "--json", "--timeline", file.to_str().unwrap()]);
         assert!(out.status.success(), "{}", stderr(&out));
         let report = json(&out);
         assert_eq!(
             selects_per_request(&report, pg.port),
-            counted,
+            vec![counted[0][0]; PAGES],
             "{variant}: wire vs app"
         );
+        let sql = &report["sql_summary"][0];
+        assert_eq!(sql["requests"], PAGES, "{sql}");
+        for row in ["median", "worst"] {
+            assert_eq!(
+                summary_counts(&sql[row]),
+                counted[0],
+                "{variant} {row}: {sql}"
+            );
+        }
         let text = serde_json::to_string(&report).unwrap();
         assert!(
             !text.contains("secret-customer"),
@@ -119,7 +154,11 @@ fn analyze_sees_the_orms_statements_and_names_n_plus_one() {
         );
         let kinds = finding_kinds(&report);
         if variant == "broken" {
-            assert_eq!(counted[0], 1 + 2 * ORDERS);
+            assert_eq!(counted[0][0], 1 + 2 * ORDERS);
+            assert_eq!(
+                sql["top_by_count"][0]["per_request"], ORDERS as f64,
+                "{sql}"
+            );
             let n1 = finding(&report, "n_plus_one").unwrap_or_else(|| panic!("{kinds:?}"));
             assert_eq!(n1["occurrences"], PAGES);
             let summary = n1["summary"].as_str().unwrap();
@@ -154,10 +193,24 @@ fn diagnose_names_n_plus_one_on_the_orm_app() {
     let (pg, _dir) = postgres();
     let front = app(pg.port, "broken");
     let url = format!("http://127.0.0.1:{}/checkout", front.port);
-    let out = whyslow(&["diagnose", "--json", "-n", "4", &url]);
+    let counted = app_counts(&checkout(&url));
+    let out = whyslow(&["diagnose", "-n", "4", &url]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let report = json(&out);
-    let kinds = finding_kinds(&report);
-    assert!(kinds.iter().any(|k| k == "n_plus_one"), "{kinds:?}");
-    assert!(kinds.iter().any(|k| k == "duplicate_calls"), "{kinds:?}");
+    let text = stdout(&out);
+    // The summary's median row: select insert update delete other total.
+    let median = text
+        .lines()
+        .skip_while(|l| !l.starts_with("SQL per request"))
+        .find(|l| l.trim_start().starts_with("median"))
+        .unwrap_or_else(|| panic!("no SQL summary:\n{text}"));
+    let shown: Vec<u64> = median
+        .split_whitespace()
+        .skip(1)
+        .take(6)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(shown, counted, "{text}");
+    for kind in ["n_plus_one", "duplicate_calls"] {
+        assert!(text.contains(kind), "{kind} missing:\n{text}");
+    }
 }

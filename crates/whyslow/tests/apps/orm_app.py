@@ -46,13 +46,26 @@ with Session(engine) as s:
 # capture started before it sees the connection from its start.
 engine.dispose()
 
-sent = {"select": 0, "other": 0}
+KINDS = ("select", "insert", "update", "delete")
+sent = dict.fromkeys(KINDS + ("other",), 0)
 
 
 @event.listens_for(engine, "before_cursor_execute")
 def count(conn, cursor, statement, params, context, executemany):
-    kind = "select" if statement.lstrip().upper().startswith("SELECT") else "other"
-    sent[kind] += 1
+    first = statement.lstrip().split(None, 1)[0].lower()
+    sent[first if first in KINDS else "other"] += 1
+
+
+# psycopg2 sends BEGIN before a transaction's first statement and ROLLBACK
+# when the session closes: statements on the wire too.
+@event.listens_for(engine, "begin")
+def count_begin(conn):
+    sent["other"] += 1
+
+
+@event.listens_for(engine, "rollback")
+def count_rollback(conn):
+    sent["other"] += 1
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -60,7 +73,8 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def do_GET(self):
-        sent["select"] = sent["other"] = 0
+        for k in sent:
+            sent[k] = 0
         total = 0.0
         with Session(engine) as s:
             q = s.query(Order).order_by(Order.id)
