@@ -11,6 +11,7 @@ pub mod large_response;
 pub mod n_plus_one;
 pub mod nagle_delayed_ack;
 pub mod no_keepalive;
+pub mod periodic_stall;
 pub mod pipeline;
 pub mod pool_queueing;
 pub mod probe_pattern;
@@ -61,4 +62,5 @@ pub const REQUEST_DETECTORS: &[RequestDetector] = &[
     large_response::detect,
     n_plus_one::detect,
     duplicate_calls::detect,
+    periodic_stall::detect,
 ];

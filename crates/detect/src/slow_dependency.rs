@@ -1,11 +1,13 @@
 //! `slow_dependency`: one backing service takes most of the inbound
 //! request's time: more than half of it, and at least 100 ms, on the
 //! critical path (time queued for a pool's connection excluded: that is
-//! pool_queueing's).
+//! pool_queueing's). A server whose slow calls are a rare tail is
+//! periodic_stall's to name, not this detector's.
 
 use crate::breakdown::parts;
 use crate::calls::RequestCalls;
 use crate::hits::{self, median_of, Hit};
+use crate::periodic_stall;
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,10 +16,17 @@ use whyslow_model::{fmt_ms, Finding, FindingKind, Protocol, Severity};
 /// One finding per backing service that dominated requests.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, Protocol)>>> = BTreeMap::new();
+    let stalling: Vec<SocketAddr> = periodic_stall::tails(requests)
+        .iter()
+        .map(|t| t.server)
+        .collect();
     for r in requests {
         let p = parts(r);
         for (server, (protocol, calls, us)) in p.backing {
-            if us < SLOW_PART_US || (us as f64) <= DOMINANT_SHARE * p.total_us as f64 {
+            if stalling.contains(&server)
+                || us < SLOW_PART_US
+                || (us as f64) <= DOMINANT_SHARE * p.total_us as f64
+            {
                 continue;
             }
             let note = format!(

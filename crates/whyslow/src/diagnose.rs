@@ -12,9 +12,11 @@ use tokio::sync::watch;
 use whyslow_client::{
     probe_until, redact_url, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
 };
-use whyslow_detect::{attribution, pipeline};
+use whyslow_detect::{attribution, periodic_stall, pipeline};
 use whyslow_load::{LoadPlan, LoadResult, Model, Schedule, Stop};
-use whyslow_model::{Finding, Report, ReportSection, RequestPhases, Skipped};
+use whyslow_model::{
+    ExchangeRole, Finding, FindingKind, Report, ReportSection, RequestPhases, Skipped,
+};
 use whyslow_wire::Limits;
 
 /// Fresh-connection probes: enough to see handshakes and TLS resumption.
@@ -281,6 +283,21 @@ fn finish_capture(
     report.findings = analysis.findings;
     report.time_breakdown = analysis.time_breakdown;
     report.sql_summary = analysis.sql_summary;
+    let stall_seen = report
+        .findings
+        .iter()
+        .any(|f| f.kind == FindingKind::PeriodicStall);
+    let inbound = timeline
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound && e.response_last_at_us.is_some())
+        .count();
+    if let Some(why) = periodic_stall::unseen(inbound).filter(|_| !stall_seen) {
+        report.skipped.push(Skipped {
+            what: "periodic_stall".into(),
+            why,
+        });
+    }
     report.errors.extend(summary.errors.iter().cloned());
     report.timeline = Some(timeline);
     summary.backing_ports = backing;

@@ -89,6 +89,18 @@ pub fn finding_kinds(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// What a diagnosis left unexamined, except the note that too few requests
+/// cannot rule out a rare stall (every short run carries it).
+pub fn not_examined(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["what"] != "periodic_stall")
+        .cloned()
+        .collect()
+}
+
 /// The phases are measured back to back, so their sum may fall short of the
 /// total only by the bookkeeping between them.
 pub const SUM_TOLERANCE_US: u64 = 1_000;

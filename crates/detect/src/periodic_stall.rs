@@ -1,0 +1,342 @@
+//! `periodic_stall`: a backing service whose latency has a rare, huge tail —
+//! a few calls at ≥ 10× its median — that hits the requests in flight at
+//! that moment (case 003's tax service, blocking for seconds now and then).
+//! The median hides it, so the finding quotes p50, p99 and max, the share of
+//! inbound requests hit, and the period when the stalls keep one.
+
+use crate::calls::{Call, RequestCalls};
+use crate::hits::{self, Hit};
+use crate::thresholds::SLOW_PART_US;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use whyslow_model::{fmt_ms, Finding, FindingKind, Protocol, Severity};
+
+/// Calls to a server needed before its tail can be told from its body.
+pub const MIN_CALLS: usize = 20;
+/// A stalled call takes at least this many times the server's median
+/// (the issue's "≥ 10×"; a p99/p50 ratio of 10 is where latency-tail
+/// literature — Dean & Barroso, "The Tail at Scale" — starts to worry).
+pub const STALL_FACTOR: u64 = 10;
+/// …and at least this long: below it a tail is jitter nobody feels.
+pub const MIN_STALL_US: u64 = SLOW_PART_US;
+/// A tail is rare: at most 1 call in 10 stalls. More is the service's usual
+/// speed, slow_dependency's to name.
+pub const RARE_SHARE: f64 = 0.10;
+/// Stall intervals (or calls between stalls) within this share of their
+/// median make a period.
+pub const PERIOD_TOLERANCE: f64 = 0.25;
+/// Stalls needed to speak of a period: three make two intervals to compare.
+pub const MIN_STALLS_FOR_PERIOD: usize = 3;
+
+/// The rarest stall a diagnosis should be able to rule out: 1 call in 20
+/// (the issue's example; case 003's tax service stalled less often still).
+pub const RULE_OUT_ONE_IN: f64 = 20.0;
+/// Chance of seeing at least one such stall that counts as ruling it out.
+pub const RULE_OUT_CONFIDENCE: f64 = 0.95;
+/// The load phase suggested to see enough requests: 10/s for 10 s = 100,
+/// above the 59 that 95 % needs and the MIN_CALLS a tail needs.
+pub const SUGGESTED_RATE: u32 = 10;
+pub const SUGGESTED_DURATION_S: u32 = 10;
+
+/// Requests needed to see a 1-in-N stall at least once with the confidence:
+/// 1 − (1 − 1/N)^n ≥ c.
+pub fn requests_to_rule_out() -> usize {
+    let n = (1.0 - RULE_OUT_CONFIDENCE).ln() / (1.0 - 1.0 / RULE_OUT_ONE_IN).ln();
+    (n.ceil() as usize).max(MIN_CALLS)
+}
+
+/// Why `requests` inbound requests with no stall seen do not rule one out,
+/// and the load flags that would; None when they do.
+pub fn unseen(requests: usize) -> Option<String> {
+    let needed = requests_to_rule_out();
+    if requests >= needed {
+        return None;
+    }
+    let missed = (1.0 - 1.0 / RULE_OUT_ONE_IN).powi(requests as i32);
+    Some(format!(
+        "{requests} requests cannot rule out a dependency that stalls 1 call in {RULE_OUT_ONE_IN}: \
+         {:.0} % of such runs would miss it ({needed} requests see it {:.0} % of the time); \
+         add a load phase: diagnose --rate {SUGGESTED_RATE} --duration {SUGGESTED_DURATION_S}s",
+        100.0 * missed,
+        100.0 * RULE_OUT_CONFIDENCE
+    ))
+}
+
+/// One server's calls and their tail.
+#[derive(Debug, Clone)]
+pub struct Tail<'a> {
+    pub server: SocketAddr,
+    pub protocol: Protocol,
+    pub calls: usize,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// Stalled calls with the index of their request, by start.
+    pub stalled: Vec<(usize, Call<'a>)>,
+    /// Requests that called the server.
+    pub requests: usize,
+    /// Stalls: overlapping stalled calls, merged (start, end).
+    pub stalls: Vec<(u64, u64)>,
+    /// Median time and calls from one stall's start to the next, when regular.
+    pub period: Option<(u64, usize)>,
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Servers whose calls have a rare, huge tail.
+pub fn tails<'a>(requests: &[RequestCalls<'a>]) -> Vec<Tail<'a>> {
+    let mut per_server: BTreeMap<SocketAddr, Vec<(usize, Call<'a>)>> = BTreeMap::new();
+    for (i, r) in requests.iter().enumerate() {
+        for c in &r.calls {
+            per_server.entry(c.server).or_default().push((i, *c));
+        }
+    }
+    per_server
+        .into_iter()
+        .filter_map(|(server, calls)| tail(server, calls))
+        .collect()
+}
+
+fn tail<'a>(server: SocketAddr, mut calls: Vec<(usize, Call<'a>)>) -> Option<Tail<'a>> {
+    if calls.len() < MIN_CALLS {
+        return None;
+    }
+    calls.sort_by_key(|(_, c)| c.start);
+    let mut d: Vec<u64> = calls.iter().map(|(_, c)| c.duration_us()).collect();
+    d.sort_unstable();
+    let p50 = percentile(&d, 0.5);
+    let floor = (p50 * STALL_FACTOR).max(MIN_STALL_US);
+    let stalled: Vec<(usize, Call)> = calls
+        .iter()
+        .filter(|(_, c)| c.duration_us() >= floor)
+        .copied()
+        .collect();
+    if stalled.is_empty() || stalled.len() as f64 > RARE_SHARE * calls.len() as f64 {
+        return None;
+    }
+    let stalls = merge(stalled.iter().map(|(_, c)| (c.start, c.end)));
+    let mut requests: Vec<usize> = calls.iter().map(|(i, _)| *i).collect();
+    requests.sort_unstable();
+    requests.dedup();
+    Some(Tail {
+        server,
+        protocol: calls[0].1.protocol(),
+        calls: calls.len(),
+        p50_us: p50,
+        p99_us: percentile(&d, 0.99),
+        max_us: d[d.len() - 1],
+        period: period(&stalls, &calls),
+        stalled,
+        requests: requests.len(),
+        stalls,
+    })
+}
+
+/// Overlapping spans merged, by start.
+fn merge(spans: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// Median interval and median calls between stall starts, when every
+/// interval is within PERIOD_TOLERANCE of the median.
+fn period(stalls: &[(u64, u64)], calls: &[(usize, Call)]) -> Option<(u64, usize)> {
+    if stalls.len() < MIN_STALLS_FOR_PERIOD {
+        return None;
+    }
+    let gaps: Vec<u64> = stalls.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    let between: Vec<u64> = stalls
+        .windows(2)
+        .map(|w| {
+            calls
+                .iter()
+                .filter(|(_, c)| c.start >= w[0].0 && c.start < w[1].0)
+                .count() as u64
+        })
+        .collect();
+    let regular = |v: &[u64]| {
+        let mut s = v.to_vec();
+        s.sort_unstable();
+        let m = s[s.len() / 2] as f64;
+        v.iter()
+            .all(|&x| (x as f64 - m).abs() <= PERIOD_TOLERANCE * m)
+            .then_some(m as u64)
+    };
+    Some((regular(&gaps)?, regular(&between)? as usize))
+}
+
+/// One finding per server with a rare, huge tail.
+pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
+    tails(requests)
+        .iter()
+        .map(|t| finding(requests, t))
+        .collect()
+}
+
+fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
+    let mut lost: BTreeMap<usize, (u64, usize)> = BTreeMap::new();
+    for (i, c) in &t.stalled {
+        let e = lost.entry(*i).or_default();
+        e.0 += c.duration_us() - t.p50_us;
+        e.1 += 1;
+    }
+    let hits: Vec<Hit<()>> = lost
+        .into_iter()
+        .map(|(i, (us, n))| {
+            let r = &requests[i];
+            let us = us.min(r.total_us());
+            let note = format!(
+                "{n} call(s) to {} stalled: {} over the usual, of {} in all",
+                t.server,
+                fmt_ms(us),
+                fmt_ms(r.total_us())
+            );
+            Hit {
+                lost_us: us,
+                evidence: r.inbound_evidence(note),
+                facts: (),
+            }
+        })
+        .collect();
+    let hit_share = 100.0 * hits.len() as f64 / t.requests as f64;
+    let every = match t.period {
+        Some((us, calls)) => format!(
+            "; stalls come about every {} (every {calls} calls)",
+            fmt_ms(us)
+        ),
+        None => String::new(),
+    };
+    let summary = |hits: &[Hit<()>], per| {
+        format!(
+            "{} ({}) stalls now and then: {} of {} calls took ≥ {STALL_FACTOR}× its median \
+             (p50 {}, p99 {}, max {}); {} of {} requests were hit ({hit_share:.0} %), \
+             losing {} each{every}",
+            t.server,
+            t.protocol.name(),
+            t.stalled.len(),
+            t.calls,
+            fmt_ms(t.p50_us),
+            fmt_ms(t.p99_us),
+            fmt_ms(t.max_us),
+            hits.len(),
+            t.requests,
+            fmt_ms(per),
+        )
+    };
+    let fix = "find what the service does every so often (GC pause, lock, cache refresh, \
+               log rotation); take it off the request path: load what it answers once and \
+               refresh it in the background, or call it with a timeout and a fallback";
+    hits::finding(
+        FindingKind::PeriodicStall,
+        Severity::Warning,
+        hits,
+        summary,
+        fix.into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calls::by_request;
+    use crate::calls::tests::{call, conn};
+    use crate::testkit::exchange;
+    use whyslow_model::Timeline;
+
+    /// `n` requests 100 ms apart, each with one 1 ms call; every `every`th
+    /// call takes `stall_us` instead.
+    fn stalling(n: u32, every: u32, stall_us: u64) -> Timeline {
+        let mut exchanges = Vec::new();
+        for i in 0..n {
+            let at = i as u64 * 100_000;
+            let d = if i % every == every - 1 {
+                stall_us
+            } else {
+                1_000
+            };
+            exchanges.push(exchange(
+                2 * i,
+                0,
+                (at, at + 10),
+                (at + d + 500, at + d + 600),
+            ));
+            exchanges.push(call(2 * i + 1, 1, 2 * i, (at + 200, at + 200 + d)));
+        }
+        Timeline {
+            connections: vec![conn(0, 8080), conn(1, 9100)],
+            exchanges,
+        }
+    }
+
+    #[test]
+    fn a_rare_huge_tail_is_named_with_its_percentiles_share_and_period() {
+        let t = stalling(40, 10, 300_000);
+        let f = detect(&by_request(&t));
+        assert_eq!(f.len(), 1, "{f:?}");
+        let s = &f[0].summary;
+        assert!(s.contains("4 of 40 calls"), "{s}");
+        assert!(s.contains("p50 1.00 ms") && s.contains("max 300 ms"), "{s}");
+        assert!(s.contains("4 of 40 requests were hit (10 %)"), "{s}");
+        assert!(
+            s.contains("about every 1.00 s") || s.contains("about every 1000 ms"),
+            "{s}"
+        );
+        assert!(s.contains("every 10 calls"), "{s}");
+        assert_eq!(f[0].occurrences, 4);
+        assert_eq!(f[0].time_lost_per_occurrence_us, 300_000 - 1_000);
+    }
+
+    #[test]
+    fn irregular_stalls_have_no_period() {
+        let mut t = stalling(40, 10, 300_000);
+        // Move the third stall's request 3 s later.
+        for e in t
+            .exchanges
+            .iter_mut()
+            .filter(|e| e.id == 2 * 29 || e.id == 2 * 29 + 1)
+        {
+            e.request_first_at_us += 3_000_000;
+            e.request_last_at_us += 3_000_000;
+            e.response_first_at_us = e.response_first_at_us.map(|x| x + 3_000_000);
+            e.response_last_at_us = e.response_last_at_us.map(|x| x + 3_000_000);
+        }
+        let f = detect(&by_request(&t));
+        assert_eq!(f.len(), 1);
+        assert!(!f[0].summary.contains("every"), "{}", f[0].summary);
+    }
+
+    #[test]
+    fn a_common_tail_is_the_service_speed_not_a_stall() {
+        assert!(detect(&by_request(&stalling(40, 5, 300_000))).is_empty());
+    }
+
+    #[test]
+    fn a_short_run_says_what_it_cannot_rule_out() {
+        assert_eq!(
+            requests_to_rule_out(),
+            59,
+            "1 − 0.95^59 ≥ 0.95 > 1 − 0.95^58"
+        );
+        let note = unseen(6).unwrap();
+        assert!(note.contains("74 % of such runs would miss it"), "{note}");
+        assert!(note.contains("--rate 10 --duration 10s"), "{note}");
+        assert!(unseen(59).is_none());
+    }
+
+    #[test]
+    fn too_few_calls_or_a_short_tail_say_nothing() {
+        assert!(detect(&by_request(&stalling(19, 10, 300_000))).is_empty());
+        // 50× the median but under 100 ms: jitter.
+        assert!(detect(&by_request(&stalling(40, 10, 50_000))).is_empty());
+    }
+}
