@@ -4,7 +4,7 @@
 //! The median hides it, so the finding quotes p50, p99 and max, the share of
 //! inbound requests hit, and the period when the stalls keep one.
 
-use crate::calls::{Call, RequestCalls};
+use crate::calls::{median, Call, RequestCalls};
 use crate::hits::{self, Hit};
 use crate::thresholds::SLOW_PART_US;
 use std::collections::BTreeMap;
@@ -19,8 +19,10 @@ pub const MIN_CALLS: usize = 20;
 pub const STALL_FACTOR: u64 = 10;
 /// …and at least this long: below it a tail is jitter nobody feels.
 pub const MIN_STALL_US: u64 = SLOW_PART_US;
-/// A tail is rare: at most 1 call in 10 stalls. More is the service's usual
-/// speed, slow_dependency's to name.
+/// A tail is rare: at most one stall per 10 calls. A stall counts once
+/// however many calls queued behind it (they are its victims, and the
+/// median stays low while fewer than half the calls are); more stalls are
+/// the service's usual speed, slow_dependency's to name.
 pub const RARE_SHARE: f64 = 0.10;
 /// Stall intervals (or calls between stalls) within this share of their
 /// median make a period.
@@ -115,10 +117,10 @@ fn tail<'a>(server: SocketAddr, mut calls: Vec<(usize, Call<'a>)>) -> Option<Tai
         .filter(|(_, c)| c.duration_us() >= floor)
         .copied()
         .collect();
-    if stalled.is_empty() || stalled.len() as f64 > RARE_SHARE * calls.len() as f64 {
+    let stalls = merge(stalled.iter().map(|(_, c)| (c.start, c.end)));
+    if stalls.is_empty() || stalls.len() as f64 > RARE_SHARE * calls.len() as f64 {
         return None;
     }
-    let stalls = merge(stalled.iter().map(|(_, c)| (c.start, c.end)));
     let mut requests: Vec<usize> = calls.iter().map(|(i, _)| *i).collect();
     requests.sort_unstable();
     requests.dedup();
@@ -216,13 +218,16 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
         ),
         None => String::new(),
     };
+    let per_stall = stall_lengths(t);
     let summary = |hits: &[Hit<()>], per| {
         format!(
-            "{} ({}) stalls now and then: {} of {} calls took ≥ {STALL_FACTOR}× its median \
-             (p50 {}, p99 {}, max {}); {} of {} requests were hit ({hit_share:.0} %), \
-             losing {} each{every}",
+            "{} ({}) stalls now and then: {} stalls of {} each, {} of {} calls took ≥ \
+             {STALL_FACTOR}× its median (p50 {}, p99 {}, max {}); {} of {} requests were hit \
+             ({hit_share:.0} %), losing {} each{every}",
             t.server,
             t.protocol.name(),
+            t.stalls.len(),
+            fmt_ms(median(per_stall.clone())),
             t.stalled.len(),
             t.calls,
             fmt_ms(t.p50_us),
@@ -236,13 +241,36 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
     let fix = "find what the service does every so often (GC pause, lock, cache refresh, \
                log rotation); take it off the request path: load what it answers once and \
                refresh it in the background, or call it with a timeout and a fallback";
-    hits::finding(
+    // An occurrence is one stall, and what it cost is how long the service
+    // was blocked; time_lost sums what every request hit lost.
+    let mut f = hits::finding(
         FindingKind::PeriodicStall,
         Severity::Warning,
         hits,
         summary,
         fix.into(),
-    )
+    );
+    f.occurrences = t.stalls.len() as u32;
+    f.time_lost_per_occurrence_us = median(per_stall);
+    f
+}
+
+/// Each stall's length over the usual: its longest call (the one that
+/// blocked; the others queued behind it) minus the median.
+fn stall_lengths(t: &Tail) -> Vec<u64> {
+    t.stalls
+        .iter()
+        .map(|&(from, to)| {
+            let longest = t
+                .stalled
+                .iter()
+                .filter(|(_, c)| c.start >= from && c.start < to)
+                .map(|(_, c)| c.duration_us())
+                .max()
+                .unwrap_or(0);
+            longest.saturating_sub(t.p50_us)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -284,7 +312,7 @@ mod tests {
         let f = detect(&by_request(&t));
         assert_eq!(f.len(), 1, "{f:?}");
         let s = &f[0].summary;
-        assert!(s.contains("4 of 40 calls"), "{s}");
+        assert!(s.contains("4 stalls of 299 ms each, 4 of 40 calls"), "{s}");
         assert!(s.contains("p50 1.00 ms") && s.contains("max 300 ms"), "{s}");
         assert!(s.contains("4 of 40 requests were hit (10 %)"), "{s}");
         assert!(
@@ -294,6 +322,52 @@ mod tests {
         assert!(s.contains("every 10 calls"), "{s}");
         assert_eq!(f[0].occurrences, 4);
         assert_eq!(f[0].time_lost_per_occurrence_us, 300_000 - 1_000);
+    }
+
+    #[test]
+    fn calls_queued_behind_a_stall_count_as_its_victims_not_as_more_stalls() {
+        // A call every 50 ms; every 20th blocks the service for 300 ms and
+        // the calls arriving meanwhile finish when it does.
+        let mut exchanges = Vec::new();
+        let mut stall_end = 0;
+        for i in 0..100u32 {
+            let at = i as u64 * 50_000 + 200;
+            let end = if i % 20 == 19 {
+                stall_end = at + 300_000;
+                stall_end
+            } else if at < stall_end {
+                stall_end
+            } else {
+                at + 1_000
+            };
+            exchanges.push(exchange(
+                2 * i,
+                0,
+                (at - 200, at - 190),
+                (end + 500, end + 600),
+            ));
+            exchanges.push(call(2 * i + 1, 1, 2 * i, (at, end)));
+        }
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 9100)],
+            exchanges,
+        };
+        let f = detect(&by_request(&t));
+        assert_eq!(f.len(), 1, "{f:?}");
+        let s = &f[0].summary;
+        // Per stall: the blocking call and the 4 waiting ≥ 100 ms behind
+        // it (none behind the last one).
+        assert!(
+            s.contains("21 of 100 calls") && s.contains("every 20 calls"),
+            "{s}"
+        );
+        assert_eq!(f[0].occurrences, 5, "one per stall");
+        assert_eq!(
+            f[0].time_lost_per_occurrence_us, 299_000,
+            "the blocking call's"
+        );
+        let victims = 250 + 200 + 150 + 100;
+        assert_eq!(f[0].time_lost_us, 5 * 299_000 + 4 * (victims - 4) * 1000);
     }
 
     #[test]

@@ -10,4 +10,4 @@ pub mod scenario;
 pub mod scenarios;
 pub mod tls_h2;
 
-pub use scenario::{find, Fact, Running, Scenario, Truth, SCENARIOS};
+pub use scenario::{find, Fact, LoadHint, Running, Scenario, Truth, SCENARIOS};

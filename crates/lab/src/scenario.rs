@@ -34,6 +34,15 @@ impl Truth {
     }
 }
 
+/// A load phase a diagnosis needs to see the scenario's cause (a stall
+/// that hits 1 call in N shows only over many requests).
+#[derive(Debug, Clone, Copy)]
+pub struct LoadHint {
+    /// Requests per second.
+    pub rate: u32,
+    pub duration_ms: u64,
+}
+
 /// The future of a starting scenario.
 pub type BoxedStart = Pin<Box<dyn Future<Output = std::io::Result<Running>> + Send>>;
 /// Starts a scenario's servers; `true` starts the fixed variant.
@@ -53,6 +62,8 @@ pub struct Scenario {
     pub body: &'static str,
     /// Truth of the broken variant; the fixed variant injects nothing of that kind.
     pub truth: Truth,
+    /// The load phase `demo` adds to the diagnosis, if the cause needs one.
+    pub load: Option<LoadHint>,
     pub start: StartFn,
 }
 
@@ -67,6 +78,7 @@ impl std::fmt::Debug for Scenario {
 pub const SCENARIOS: &[Scenario] = &[
     scenarios::post_stall::SCENARIO,
     scenarios::fanout_pool::SCENARIO,
+    scenarios::tax_stall::SCENARIO,
     scenarios::healthy::SCENARIO,
 ];
 

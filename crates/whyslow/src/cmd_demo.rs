@@ -1,19 +1,26 @@
 //! `whyslow demo`: every lab scenario, broken and fixed, diagnosed, with the
 //! before/after table the case studies would have wanted.
 
-use crate::diagnose::{diagnose, DiagnoseOptions, Diagnosis, AS_GIVEN, SPLIT_NO_NODELAY};
+use crate::diagnose::{
+    diagnose, DiagnoseOptions, Diagnosis, LoadPhase, AS_GIVEN, SPLIT_NO_NODELAY,
+};
 use crate::{interrupt_flag, runtime};
 use bytes::Bytes;
 use clap::Args;
 use serde::Serialize;
+use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
 use whyslow_lab::{Scenario, SCENARIOS};
+use whyslow_load::{Metric, Percentiles};
 use whyslow_model::{Finding, SCHEMA_VERSION};
 use whyslow_report::{fmt_ms, to_json};
 
 /// Requests per client pattern in each diagnosis: enough for a median, quick enough for a demo.
 const DEMO_REQUESTS: u32 = 6;
+/// Connections of a scenario's load phase: enough to keep a 20/s open-model
+/// schedule through a 300 ms stall (6 requests in flight) with room to spare.
+const DEMO_LOAD_CONNECTIONS: usize = 16;
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -41,6 +48,10 @@ pub struct DemoRow {
     /// The client pattern the scenario hurts, and its mean total per request.
     pub client: &'static str,
     pub mean_total_us: u64,
+    /// The load phase's latency (as users saw it, coordinated omission
+    /// corrected), when the scenario has one: the tail the mean hides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_latency: Option<Percentiles>,
     pub findings: Vec<Finding>,
     pub skipped: Vec<String>,
     pub injected: Option<String>,
@@ -70,7 +81,11 @@ async fn run_one(
         capture: true,
         keep_capture: None,
         limits: Default::default(),
-        load: None,
+        load: s.load.map(|l| LoadPhase {
+            rate: l.rate as f64,
+            duration: Duration::from_millis(l.duration_ms),
+            connections: DEMO_LOAD_CONNECTIONS,
+        }),
     };
     let d: Diagnosis = diagnose(&opts, stop).await;
     let client = if d.mean_total(SPLIT_NO_NODELAY).is_some() {
@@ -84,6 +99,11 @@ async fn run_one(
         request: format!("{} {}", s.method, s.path),
         client,
         mean_total_us: d.mean_total(client).unwrap_or(0),
+        load_latency: d
+            .load
+            .as_ref()
+            .and_then(|l| l.percentiles(Metric::Corrected))
+            .copied(),
         findings: d.report.findings,
         skipped: d
             .report
@@ -182,8 +202,18 @@ fn print_table(rows: &[DemoRow]) {
             .first()
             .map(|f| f.kind.to_string())
             .unwrap_or_else(|| "nothing to fix".into());
+        let tail = match (&broken.load_latency, &fixed.load_latency) {
+            (Some(b), Some(f)) => format!(
+                "; under load p50 {} → {}, p99 {} → {}",
+                fmt_ms(b.p50),
+                fmt_ms(f.p50),
+                fmt_ms(b.p99),
+                fmt_ms(f.p99)
+            ),
+            _ => String::new(),
+        };
         println!(
-            "{}: {} avg {} → {}; cause: {}",
+            "{}: {} avg {} → {}{tail}; cause: {}",
             broken.scenario,
             broken.request,
             fmt_ms(broken.mean_total_us),

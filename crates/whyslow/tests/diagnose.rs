@@ -31,6 +31,16 @@ fn diagnose(s: &Scenario, fixed: bool) -> serde_json::Value {
     for p in &running.ports[1..] {
         args.extend(["--port".into(), p.to_string()]);
     }
+    if let Some(l) = s.load {
+        args.extend([
+            "--rate".into(),
+            l.rate.to_string(),
+            "--duration".into(),
+            format!("{}ms", l.duration_ms),
+            "-c".into(),
+            "16".into(),
+        ]);
+    }
     args.push(running.url.clone());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = whyslow(&args);
@@ -68,6 +78,14 @@ fn broken_scenarios_show_their_injected_cause_and_cost() {
 
 /// The counts a scenario declares show in its finding's evidence.
 fn check_facts(s: &Scenario, finding: &serde_json::Value) {
+    if let Some(every) = s.truth.fact("stall_every") {
+        let summary = finding["summary"].as_str().unwrap();
+        assert!(
+            summary.contains(&format!("(every {every} calls)")),
+            "{}: {summary}",
+            s.name
+        );
+    }
     let (Some(calls), Some(pool)) = (s.truth.fact("calls"), s.truth.fact("pool")) else {
         return;
     };
@@ -173,6 +191,44 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     // Before/after: the fix must remove most of the stall from the average.
     assert!(post["mean_total_us"].as_u64().unwrap() > 5 * fixed["mean_total_us"].as_u64().unwrap());
     fanout_pool_before_and_after(rows);
+    tax_stall_before_and_after(rows);
+}
+
+/// tax-stall: the broken variant's load phase names periodic_stall with the
+/// injected stall; its median stays low while its p99 holds the stall; the
+/// fixed variant names no stall and its p99 drops.
+fn tax_stall_before_and_after(rows: &[serde_json::Value]) {
+    let s = whyslow_lab::find("tax-stall").unwrap();
+    let row = |fixed: bool| {
+        rows.iter()
+            .find(|r| r["scenario"] == s.name && r["fixed"] == fixed)
+            .unwrap()
+    };
+    let (broken, fixed) = (row(false), row(true));
+    let truth = s.truth.time_lost_us as f64;
+    let top = &broken["findings"][0];
+    assert_eq!(top["kind"], "periodic_stall", "{}", broken["findings"]);
+    let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
+    assert!(
+        (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
+        "{lost} vs {truth}"
+    );
+    check_facts(s, top);
+    let (b, f) = (&broken["load_latency"], &fixed["load_latency"]);
+    assert!(
+        b["p50"].as_f64().unwrap() < truth / 10.0,
+        "median hides it: {b}"
+    );
+    assert!(
+        b["p99"].as_f64().unwrap() > truth / 2.0,
+        "the tail shows it: {b}"
+    );
+    assert!(f["p99"].as_f64().unwrap() < truth / 10.0, "fixed: {f}");
+    assert!(
+        !fixed["findings"].to_string().contains("periodic_stall"),
+        "{}",
+        fixed["findings"]
+    );
 }
 
 /// fanout-pool: broken names pool_queueing first with the injected cost;

@@ -60,6 +60,7 @@ pub const SCENARIO: Scenario = Scenario {
             },
         ],
     },
+    load: None,
     start: boxed,
 };
 

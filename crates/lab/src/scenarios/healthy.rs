@@ -20,6 +20,7 @@ pub const SCENARIO: Scenario = Scenario {
         time_lost_us: 0,
         facts: &[],
     },
+    load: None,
     start: boxed,
 };
 

@@ -4,3 +4,4 @@
 pub mod fanout_pool;
 pub mod healthy;
 pub mod post_stall;
+pub mod tax_stall;

@@ -23,6 +23,7 @@ pub const SCENARIO: Scenario = Scenario {
     path: PATH,
     body: "{\"query\":{\"match\":{\"name\":\"whyslow\"}}}",
     truth: Truth { kind: Some(FindingKind::NagleDelayedAck), time_lost_us: LINUX_DELACK_MIN_US, facts: &[] },
+    load: None,
     start: boxed,
 };
 
