@@ -1,0 +1,67 @@
+"""Case 003's tax service on real client libraries: a checkout (requests,
+one keep-alive session per worker thread) calls a tax service once per
+request; the tax service blocks for STALL_MS on every EVERY-th call while
+holding one lock, so every call in flight waits (a GC pause, a global lock).
+With `fixed` the checkout reads the rate once at start-up and never calls.
+Usage: stall_app.py tax PORT EVERY STALL_MS
+       stall_app.py checkout PORT TAX_PORT broken|fixed"""
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import requests
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def answer(self, body):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def tax(port, every, stall_ms):
+    lock = threading.Lock()
+    calls = [0]
+
+    class Tax(Handler):
+        def do_GET(self):
+            with lock:
+                calls[0] += 1
+                time.sleep(stall_ms / 1000.0 if calls[0] % every == 0 else 0.001)
+            self.answer(b'{"region":"EU","rate":0.2}\n')
+
+    ThreadingHTTPServer(("127.0.0.1", port), Tax).serve_forever()
+
+
+def checkout(port, tax_port, fixed):
+    local = threading.local()
+
+    def rate():
+        if not hasattr(local, "session"):
+            local.session = requests.Session()
+        r = local.session.get(f"http://127.0.0.1:{tax_port}/rate?region=EU", timeout=30)
+        return r.json()["rate"]
+
+    start_rate = rate()
+
+    class Checkout(Handler):
+        def do_GET(self):
+            r = start_rate if fixed else rate()
+            self.answer(f'{{"total":{100 * (1 + r)}}}\n'.encode())
+
+    ThreadingHTTPServer(("127.0.0.1", port), Checkout).serve_forever()
+
+
+if sys.argv[1] == "tax":
+    tax(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+else:
+    checkout(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "fixed")
