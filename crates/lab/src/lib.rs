@@ -4,6 +4,7 @@
 
 pub mod http1;
 pub mod latency;
+pub mod pgmini;
 pub mod pool;
 pub mod proxy;
 pub mod scenario;

@@ -78,6 +78,7 @@ impl std::fmt::Debug for Scenario {
 pub const SCENARIOS: &[Scenario] = &[
     scenarios::post_stall::SCENARIO,
     scenarios::fanout_pool::SCENARIO,
+    scenarios::orm_storm::SCENARIO,
     scenarios::tax_stall::SCENARIO,
     scenarios::healthy::SCENARIO,
 ];

@@ -45,6 +45,20 @@ const ORDER: [Protocol; 5] = [
     Protocol::Memcached,
 ];
 
+/// For a connection first seen mid-stream (no SYN): whether the sender of
+/// `payload` is the client. Some(true) for an HTTP/1 request line or the
+/// HTTP/2 preface, Some(false) for an HTTP/1 status line; None when the
+/// bytes do not tell (the caller falls back to what it knows of ports).
+pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
+    if payload.starts_with(b"HTTP/1.") {
+        return Some(false);
+    }
+    if payload.starts_with(b"PRI * HTTP/2.0") {
+        return Some(true);
+    }
+    Http1Analyzer::looks_like_request(payload).filter(|&request| request)
+}
+
 /// One chunk held while undecided.
 struct Held {
     direction: Direction,
@@ -321,6 +335,23 @@ impl StreamAnalyzer for Sniffer {
             _ => None,
         }
         .or(self.earlier_note.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod side_tests {
+    use super::sender_is_client;
+
+    #[test]
+    fn http_openings_tell_the_sides_apart() {
+        assert_eq!(sender_is_client(b"GET /rate HTTP/1.1\r\n"), Some(true));
+        assert_eq!(sender_is_client(b"HTTP/1.1 200 OK\r\n"), Some(false));
+        assert_eq!(
+            sender_is_client(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+            Some(true)
+        );
+        assert_eq!(sender_is_client(b"*2\r\n$3\r\nGET\r\n"), None);
+        assert_eq!(sender_is_client(b""), None);
     }
 }
 

@@ -73,6 +73,63 @@ fn broken_scenarios_show_their_injected_cause_and_cost() {
             s.name
         );
         check_facts(s, top);
+        check_statements(s, &report, false);
+        check_storms(s, report["findings"].as_array().unwrap());
+    }
+}
+
+/// The SQL summary holds the statements a scenario declares per request.
+fn check_statements(s: &Scenario, report: &serde_json::Value, fixed: bool) {
+    let fact = if fixed {
+        "fixed_statements"
+    } else {
+        "statements"
+    };
+    let Some(statements) = s.truth.fact(fact) else {
+        return;
+    };
+    let sql = &report["sql_summary"][0];
+    assert_eq!(
+        sql["median"]["statements"]["total"], statements,
+        "{} {fact}: {sql}",
+        s.name
+    );
+    assert_eq!(sql["median"]["statements"]["select"], statements, "{sql}");
+}
+
+/// Each lazy load is an N+1 with the scenario's count, the re-read rate a
+/// duplicate repeated all but once.
+fn check_storms(s: &Scenario, findings: &[serde_json::Value]) {
+    let summaries = |kind: &str| -> Vec<String> {
+        findings
+            .iter()
+            .filter(|f| f["kind"] == kind)
+            .map(|f| f["summary"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for (fact, table) in [
+        ("product_loads", "FROM products"),
+        ("item_loads", "FROM order_items"),
+    ] {
+        let Some(n) = s.truth.fact(fact) else {
+            continue;
+        };
+        let n1 = summaries("n_plus_one");
+        assert!(
+            n1.iter()
+                .any(|f| f.contains(table) && f.contains(&format!("ran {n} times"))),
+            "{}: {fact} {n}: {n1:?}",
+            s.name
+        );
+    }
+    if let Some(n) = s.truth.fact("tax_reads") {
+        let dup = summaries("duplicate_calls");
+        assert!(
+            dup.iter().any(|f| f.contains("FROM tax_rates")
+                && f.contains(&format!("repeated {} times", n - 1))),
+            "{}: {dup:?}",
+            s.name
+        );
     }
 }
 
@@ -121,6 +178,10 @@ fn fixed_variants_and_the_healthy_service_do_not() {
             ),
             None => assert!(found.is_empty(), "{}: {found:?}", s.name),
         }
+        if s.truth.fact("statements").is_some() {
+            assert!(!found.iter().any(|k| k == "duplicate_calls"), "{found:?}");
+        }
+        check_statements(s, &report, true);
     }
     let healthy = whyslow_lab::find("healthy").unwrap();
     assert!(finding_kinds(&diagnose(healthy, false)).is_empty());
@@ -192,6 +253,38 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     assert!(post["mean_total_us"].as_u64().unwrap() > 5 * fixed["mean_total_us"].as_u64().unwrap());
     fanout_pool_before_and_after(rows);
     tax_stall_before_and_after(rows);
+    orm_storm_before_and_after(rows);
+}
+
+/// orm-storm: broken names its N+1s and the duplicate with the true
+/// counts, n_plus_one first; fixed names neither and is faster.
+fn orm_storm_before_and_after(rows: &[serde_json::Value]) {
+    let s = whyslow_lab::find("orm-storm").unwrap();
+    let row = |fixed: bool| {
+        rows.iter()
+            .find(|r| r["scenario"] == s.name && r["fixed"] == fixed)
+            .unwrap()
+    };
+    let (broken, fixed) = (row(false), row(true));
+    assert_eq!(
+        broken["findings"][0]["kind"], "n_plus_one",
+        "{}",
+        broken["findings"]
+    );
+    check_storms(s, broken["findings"].as_array().unwrap());
+    let kinds = fixed["findings"].to_string();
+    assert!(
+        !kinds.contains("n_plus_one") && !kinds.contains("duplicate_calls"),
+        "{kinds}"
+    );
+    let truth = s.truth.time_lost_us;
+    assert!(
+        broken["mean_total_us"].as_u64().unwrap()
+            > fixed["mean_total_us"].as_u64().unwrap() + truth,
+        "{} → {}",
+        broken["mean_total_us"],
+        fixed["mean_total_us"]
+    );
 }
 
 /// tax-stall: the broken variant's load phase names periodic_stall with the

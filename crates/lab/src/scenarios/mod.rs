@@ -3,5 +3,6 @@
 
 pub mod fanout_pool;
 pub mod healthy;
+pub mod orm_storm;
 pub mod post_stall;
 pub mod tax_stall;

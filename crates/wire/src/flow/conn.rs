@@ -4,9 +4,11 @@ use super::analysis::{analyze, Seg, SeqState, Verdict};
 use super::Limits;
 use crate::decode::TcpPacket;
 use crate::reassembly::{Budget, Chunk, Reassembler};
+use std::collections::HashSet;
 use whyslow_model::{
     AckEvent, CloseKind, Connection, Direction, Exchange, Protocol, Segment, SegmentFlags,
 };
+use whyslow_proto::sniff::sender_is_client;
 use whyslow_proto::{Sniffer, Start, StreamAnalyzer};
 
 /// Largest window shift allowed (RFC 7323 §2.3).
@@ -44,13 +46,25 @@ pub struct Flow {
 }
 
 impl Flow {
-    pub fn new(id: u32, p: &TcpPacket, at_us: u64) -> Flow {
-        // The SYN sender is the client; a SYN/ACK's sender is the server;
-        // otherwise guess the side with the higher (ephemeral) port.
+    /// `listeners`: server ports seen on connections whose SYN was captured.
+    pub fn new(id: u32, p: &TcpPacket, at_us: u64, listeners: &HashSet<u16>) -> Flow {
+        // The SYN sender is the client; a SYN/ACK's sender is the server.
+        // Mid-stream: what the bytes say (a request line), then a port known
+        // to listen, then the higher port as the ephemeral one. Loopback
+        // servers on ephemeral ports make the last guess wrong often.
         let src_is_client = if p.syn {
             !p.ack_flag
+        } else if let Some(client) = sender_is_client(p.payload) {
+            client
         } else {
-            p.src.port() >= p.dst.port()
+            match (
+                listeners.contains(&p.src.port()),
+                listeners.contains(&p.dst.port()),
+            ) {
+                (false, true) => true,
+                (true, false) => false,
+                _ => p.src.port() >= p.dst.port(),
+            }
         };
         let (client, server) = if src_is_client {
             (p.src, p.dst)

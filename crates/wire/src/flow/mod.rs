@@ -8,7 +8,7 @@ use crate::decode::{decode_tcp, Skip, TcpPacket};
 use crate::packet::{LinkType, Packet};
 use crate::reassembly::Budget;
 use conn::Flow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::net::SocketAddr;
 use whyslow_model::{Connection, Exchange, Timeline};
@@ -185,6 +185,9 @@ pub struct FlowTable {
     counters: Counters,
     errors: Vec<String>,
     errors_dropped: u64,
+    /// Server ports of connections whose SYN was seen: which side of a
+    /// connection first seen mid-stream is the server.
+    listeners: HashSet<u16>,
 }
 
 impl FlowTable {
@@ -208,6 +211,7 @@ impl FlowTable {
             counters: Counters::default(),
             errors: Vec::new(),
             errors_dropped: 0,
+            listeners: HashSet::new(),
         }
     }
 
@@ -285,7 +289,11 @@ impl FlowTable {
         let id = self.next_connection;
         self.next_connection = self.next_connection.saturating_add(1);
         self.counters.connections_seen += 1;
-        let mut f = Flow::new(id, tcp, at_us);
+        if tcp.syn {
+            let server = if tcp.ack_flag { tcp.src } else { tcp.dst };
+            self.listeners.insert(server.port());
+        }
+        let mut f = Flow::new(id, tcp, at_us, &self.listeners);
         let mut out = std::mem::take(&mut self.scratch);
         f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
         if f.is_closed() {

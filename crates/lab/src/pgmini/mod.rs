@@ -1,0 +1,286 @@
+//! A small in-memory server that speaks the PostgreSQL protocol 3.0, so the
+//! lab's orm-storm runs with nothing installed: startup with trust auth,
+//! the extended protocol (Parse/Bind/Describe/Execute/Close/Sync/Flush) in
+//! binary or text formats, and simple queries (answered without running
+//! them: a setup script meant for a real PostgreSQL). It knows only the
+//! shop's statements (`shop`); any other is an error, as a real server's
+//! unknown table would be. Each statement costs `statement_us`, spent off
+//! the async workers so that timers do not round it up.
+//!
+//! Hand-written: the lab needs a server side, which client libraries do
+//! not have, and this one fits in a file.
+
+pub mod shop;
+mod wire;
+
+use bytes::{Buf, BytesMut};
+use shop::{Statement, Value, STATEMENTS};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use wire::{Out, Reader};
+
+/// Startup packets and messages larger than this end the connection: the
+/// shop's statements are far smaller.
+const MAX_MESSAGE: usize = 1 << 20;
+const SSL_REQUEST: u32 = 80877103;
+const GSSENC_REQUEST: u32 = 80877104;
+const PROTOCOL_3: u32 = 196608;
+
+/// A statement bound to its parameters, with its result formats.
+struct Portal {
+    statement: &'static Statement,
+    params: Vec<Value>,
+    binary: Vec<bool>,
+}
+
+/// One connection's state.
+#[derive(Default)]
+struct Session {
+    statements: HashMap<String, &'static Statement>,
+    portals: HashMap<String, Portal>,
+    /// After an error, messages up to Sync are skipped.
+    failed: bool,
+}
+
+pub async fn serve(listener: TcpListener, statement_us: u64) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(async move {
+            let _ = connection(stream, Duration::from_micros(statement_us)).await;
+        });
+    }
+}
+
+async fn read_more(stream: &mut TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
+    if stream.read_buf(buf).await? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+/// Reads the startup packet (answering SSL/GSS requests with 'N').
+async fn startup(stream: &mut TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
+    loop {
+        while buf.len() < 8 {
+            read_more(stream, buf).await?;
+        }
+        let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if !(8..=MAX_MESSAGE).contains(&len) {
+            return Err(std::io::ErrorKind::InvalidData.into());
+        }
+        while buf.len() < len {
+            read_more(stream, buf).await?;
+        }
+        let code = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        buf.advance(len);
+        match code {
+            SSL_REQUEST | GSSENC_REQUEST => stream.write_all(b"N").await?,
+            PROTOCOL_3 => return Ok(()),
+            _ => return Err(std::io::ErrorKind::InvalidData.into()),
+        }
+    }
+}
+
+async fn connection(mut stream: TcpStream, cost: Duration) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut buf = BytesMut::with_capacity(8192);
+    startup(&mut stream, &mut buf).await?;
+    let mut out = Out::default();
+    out.msg(b'R', |b| b.extend_from_slice(&0u32.to_be_bytes()));
+    for (k, v) in [
+        ("server_version", "15.0 (whyslow lab)"),
+        ("client_encoding", "UTF8"),
+        ("DateStyle", "ISO, MDY"),
+        ("integer_datetimes", "on"),
+    ] {
+        out.msg(b'S', |b| {
+            wire::cstr(b, k);
+            wire::cstr(b, v);
+        });
+    }
+    out.msg(b'K', |b| b.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]));
+    out.ready();
+    stream.write_all(&out.take()).await?;
+    let mut session = Session::default();
+    loop {
+        while buf.len() < 5 {
+            read_more(&mut stream, &mut buf).await?;
+        }
+        let kind = buf[0];
+        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+        if !(4..=MAX_MESSAGE).contains(&len) {
+            return Err(std::io::ErrorKind::InvalidData.into());
+        }
+        while buf.len() < 1 + len {
+            read_more(&mut stream, &mut buf).await?;
+        }
+        let body = buf.split_to(1 + len).split_off(5);
+        match kind {
+            b'X' => return Ok(()),
+            b'S' => {
+                session.failed = false;
+                out.ready();
+                stream.write_all(&out.take()).await?;
+            }
+            b'H' => stream.write_all(&out.take()).await?,
+            _ if session.failed => {}
+            b'E' => {
+                if let Some(p) = portal(&mut session, &body, &mut out) {
+                    let done = Instant::now() + cost;
+                    let _ = tokio::task::spawn_blocking(move || wait_until(done)).await;
+                    wire::rows(&mut out, &shop::run(p.statement, &p.params), &p.binary);
+                }
+            }
+            _ => {
+                if let Err(e) = handle(&mut session, kind, &body, &mut out) {
+                    out.error(e.0, &e.1);
+                    session.failed = kind != b'Q';
+                    if kind == b'Q' {
+                        out.ready();
+                    }
+                }
+                if kind == b'Q' {
+                    stream.write_all(&out.take()).await?;
+                }
+            }
+        }
+    }
+}
+
+/// Thread sleeps overshoot by tens of microseconds: sleep to this much
+/// before the deadline, then spin.
+const SPIN: Duration = Duration::from_micros(60);
+
+/// Blocks until `deadline` within a few microseconds.
+fn wait_until(deadline: Instant) {
+    let now = Instant::now();
+    if deadline > now + SPIN {
+        std::thread::sleep(deadline - now - SPIN);
+    }
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
+}
+
+/// An error to send: SQLSTATE and message.
+type PgError = (&'static str, String);
+
+/// The portal an Execute names, or None (and an error) when there is none.
+fn portal(session: &mut Session, body: &[u8], out: &mut Out) -> Option<Portal> {
+    let name = Reader::new(body).cstr().unwrap_or_default();
+    match session.portals.get(&name) {
+        Some(p) => Some(Portal {
+            statement: p.statement,
+            params: p.params.clone(),
+            binary: p.binary.clone(),
+        }),
+        None => {
+            out.error("34000", &format!("portal \"{name}\" does not exist"));
+            session.failed = true;
+            None
+        }
+    }
+}
+
+fn handle(session: &mut Session, kind: u8, body: &[u8], out: &mut Out) -> Result<(), PgError> {
+    let bad = || ("08P01", "malformed message".to_string());
+    let mut r = Reader::new(body);
+    match kind {
+        b'P' => {
+            let name = r.cstr().ok_or_else(bad)?;
+            let sql = r.cstr().ok_or_else(bad)?;
+            let statement = STATEMENTS
+                .iter()
+                .find(|s| s.sql == sql.trim())
+                .ok_or_else(|| {
+                    (
+                        "42P01",
+                        "the lab's database knows only the shop's statements".to_string(),
+                    )
+                })?;
+            session.statements.insert(name, statement);
+            out.msg(b'1', |_| {});
+        }
+        b'B' => {
+            let portal = r.cstr().ok_or_else(bad)?;
+            let name = r.cstr().ok_or_else(bad)?;
+            let statement = *session.statements.get(&name).ok_or_else(|| {
+                (
+                    "26000",
+                    format!("prepared statement \"{name}\" does not exist"),
+                )
+            })?;
+            let formats = r.formats().ok_or_else(bad)?;
+            let n = r.i16().ok_or_else(bad)? as usize;
+            let mut params = Vec::with_capacity(n.min(16));
+            for i in 0..n {
+                let raw = r.value().ok_or_else(bad)?;
+                let binary = wire::format(&formats, i);
+                let oid = statement.params.get(i).copied().unwrap_or(shop::TEXT);
+                params.push(
+                    wire::decode(raw, oid, binary)
+                        .ok_or_else(|| ("22P02", "invalid parameter".to_string()))?,
+                );
+            }
+            let results = r.formats().ok_or_else(bad)?;
+            let binary = (0..statement.columns.len())
+                .map(|i| wire::format(&results, i))
+                .collect();
+            session.portals.insert(
+                portal,
+                Portal {
+                    statement,
+                    params,
+                    binary,
+                },
+            );
+            out.msg(b'2', |_| {});
+        }
+        b'D' => {
+            let what = r.u8().ok_or_else(bad)?;
+            let name = r.cstr().ok_or_else(bad)?;
+            if what == b'S' {
+                let s = *session.statements.get(&name).ok_or_else(|| {
+                    (
+                        "26000",
+                        format!("prepared statement \"{name}\" does not exist"),
+                    )
+                })?;
+                out.msg(b't', |b| {
+                    b.extend_from_slice(&(s.params.len() as i16).to_be_bytes());
+                    for oid in s.params {
+                        b.extend_from_slice(&oid.to_be_bytes());
+                    }
+                });
+                wire::row_description(out, s, &[]);
+            } else {
+                let p = session
+                    .portals
+                    .get(&name)
+                    .ok_or_else(|| ("34000", format!("portal \"{name}\" does not exist")))?;
+                wire::row_description(out, p.statement, &p.binary);
+            }
+        }
+        b'C' => {
+            let what = r.u8().ok_or_else(bad)?;
+            let name = r.cstr().ok_or_else(bad)?;
+            if what == b'S' {
+                session.statements.remove(&name);
+            } else {
+                session.portals.remove(&name);
+            }
+            out.msg(b'3', |_| {});
+        }
+        b'Q' => {
+            // A setup script meant for a real server: acknowledged, not run.
+            out.msg(b'C', |b| wire::cstr(b, "SELECT 0"));
+            out.ready();
+        }
+        _ => return Err(("08P01", format!("unexpected message '{}'", kind as char))),
+    }
+    Ok(())
+}

@@ -1,0 +1,281 @@
+//! Case 003 (a payment service at 39 transactions/s): each request sent
+//! 177 SQL statements — an ORM loading rows one at a time, and re-reading
+//! data that never changed. Here a checkout loads the customer's orders,
+//! then lazily each order's items and each item's product, and re-reads the
+//! tax rate per order: 101 statements. Fixed: three statements with `IN`
+//! lists (`= ANY($1)`) and the rate read once and kept in the process.
+//!
+//! The app is a real PostgreSQL client (tokio-postgres, extended protocol,
+//! statements prepared once per connection). Its database is the lab's own
+//! (`pgmini`), or a real PostgreSQL given to `start_with_database`.
+
+use crate::http1::read_request;
+use crate::pgmini::{self, shop};
+use crate::scenario::{listen, BoxedStart, Fact, Running, Scenario, Truth};
+use bytes::BytesMut;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OnceCell;
+use tokio_postgres::{Client, NoTls, Statement};
+use whyslow_model::FindingKind;
+
+/// What each statement costs in the lab's database: an index lookup on a
+/// busy server across a network (case 003's 177 statements took 3.7 s,
+/// 21 ms each; a quiet local PostgreSQL answers in 0.1 ms). Large enough
+/// that the lab's own per-statement overhead (~0.2 ms) stays small beside it.
+pub const STATEMENT_US: u64 = 2_000;
+/// Connections of the app's pool: capacity is about POOL / (statements ×
+/// STATEMENT_US) checkouts a second — 8 / (101 × 2 ms) ≈ 40/s broken, the
+/// case's 39.
+pub const POOL: usize = 8;
+/// Statements per broken checkout: the orders, the items of each order,
+/// the product of each item, the tax rate per order.
+pub const BROKEN_STATEMENTS: u64 =
+    (1 + 2 * shop::ORDERS + shop::ORDERS * shop::ITEMS_PER_ORDER) as u64;
+/// Products loaded one at a time: the biggest N+1.
+const PRODUCT_LOADS: u64 = (shop::ORDERS * shop::ITEMS_PER_ORDER) as u64;
+
+const PATH: &str = "/checkout";
+
+pub const SCENARIO: Scenario = Scenario {
+    name: "orm-storm",
+    case: "003",
+    summary: "a checkout sends 101 SQL statements: lazy loads and a re-read tax rate",
+    broken: "orders, then each order's items, each item's product, the tax rate per order",
+    fixed: "3 statements with IN lists; the tax rate read once and kept",
+    method: "GET",
+    path: PATH,
+    body: "",
+    truth: Truth {
+        kind: Some(FindingKind::NPlusOne),
+        // One batched statement instead of the products' 60.
+        time_lost_us: (PRODUCT_LOADS - 1) * STATEMENT_US,
+        facts: &[
+            Fact {
+                name: "statements",
+                value: BROKEN_STATEMENTS,
+            },
+            Fact {
+                name: "product_loads",
+                value: PRODUCT_LOADS,
+            },
+            Fact {
+                name: "item_loads",
+                value: shop::ORDERS as u64,
+            },
+            Fact {
+                name: "tax_reads",
+                value: shop::ORDERS as u64,
+            },
+            Fact {
+                name: "fixed_statements",
+                value: 3,
+            },
+        ],
+    },
+    load: None,
+    start: boxed,
+};
+
+/// The statements a connection prepared, by the SQL they run.
+struct Prepared {
+    client: Client,
+    statements: Vec<(&'static str, Statement)>,
+}
+
+impl Prepared {
+    fn get(&self, sql: &str) -> &Statement {
+        &self
+            .statements
+            .iter()
+            .find(|s| s.0 == sql)
+            .expect("prepared")
+            .1
+    }
+}
+
+/// A pool of POOL connections, each opened and prepared on first use (so a
+/// capture started before the first checkout sees every statement's text).
+struct Database {
+    addr: SocketAddr,
+    slots: Vec<OnceCell<Prepared>>,
+    next: AtomicUsize,
+    /// The fixed app's tax rate, read once.
+    rate: OnceCell<i64>,
+}
+
+type DbError = Box<dyn std::error::Error + Send + Sync>;
+
+async fn connect(addr: SocketAddr) -> Result<Client, DbError> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host(addr.ip().to_string())
+        .port(addr.port())
+        .user("postgres")
+        .dbname("postgres");
+    let (client, connection) = config.connect(NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+impl Database {
+    async fn connection(&self) -> Result<&Prepared, DbError> {
+        let slot = &self.slots[self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()];
+        slot.get_or_try_init(|| async {
+            let client = connect(self.addr).await?;
+            let mut statements = Vec::new();
+            for s in shop::STATEMENTS {
+                statements.push((s.sql, client.prepare(s.sql).await?));
+            }
+            Ok(Prepared { client, statements })
+        })
+        .await
+    }
+}
+
+/// The broken checkout: lazy loads, one statement per row, and the rate per order.
+async fn checkout_lazy(db: &Prepared) -> Result<i64, DbError> {
+    let c = &db.client;
+    let (mut total, mut rate) = (0, 0);
+    for order in c
+        .query(db.get(shop::ORDERS_OF_CUSTOMER), &[&shop::CUSTOMER])
+        .await?
+    {
+        let order: i64 = order.get(0);
+        for item in c.query(db.get(shop::ITEMS_OF_ORDER), &[&order]).await? {
+            let (product, quantity): (i64, i64) = (item.get(1), item.get(2));
+            for p in c.query(db.get(shop::PRODUCT), &[&product]).await? {
+                total += quantity * p.get::<_, i64>(2);
+            }
+        }
+        let row = c
+            .query_one(db.get(shop::TAX_RATE), &[&shop::REGION])
+            .await?;
+        rate = row.get(0);
+    }
+    Ok(total + total * rate / 10_000)
+}
+
+/// The fixed checkout: the orders, their items and their products in three
+/// statements; the rate from memory.
+async fn checkout_batched(db: &Prepared, rate: i64) -> Result<i64, DbError> {
+    let c = &db.client;
+    let orders: Vec<i64> = c
+        .query(db.get(shop::ORDERS_OF_CUSTOMER), &[&shop::CUSTOMER])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let items = c.query(db.get(shop::ITEMS_OF_ORDERS), &[&orders]).await?;
+    let ids: Vec<i64> = items.iter().map(|r| r.get(1)).collect();
+    let prices: std::collections::HashMap<i64, i64> = c
+        .query(db.get(shop::PRODUCTS), &[&ids])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(2)))
+        .collect();
+    let sum: i64 = items
+        .iter()
+        .map(|r| r.get::<_, i64>(2) * prices.get(&r.get::<_, i64>(1)).copied().unwrap_or(0))
+        .sum();
+    Ok(sum + sum * rate / 10_000)
+}
+
+async fn checkout(db: &Database, fixed: bool) -> Result<i64, DbError> {
+    let conn = db.connection().await?;
+    if !fixed {
+        return checkout_lazy(conn).await;
+    }
+    let rate = *db
+        .rate
+        .get_or_try_init(|| async {
+            let row = conn
+                .client
+                .query_one(conn.get(shop::TAX_RATE), &[&shop::REGION])
+                .await?;
+            Ok::<_, DbError>(row.get::<_, i64>(0))
+        })
+        .await?;
+    checkout_batched(conn, rate).await
+}
+
+async fn front(mut stream: TcpStream, db: Arc<Database>, fixed: bool) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = BytesMut::with_capacity(4096);
+    while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
+        let _ = buf.split_to(head.head_len + head.content_length);
+        let (status, body) = match checkout(&db, fixed).await {
+            Ok(total) => ("200 OK", format!("{{\"total\":{total}}}\n")),
+            Err(e) => (
+                "500 Internal Server Error",
+                format!("{{\"error\":\"{e}\"}}\n"),
+            ),
+        };
+        let out = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if stream.write_all(out.as_bytes()).await.is_err() || head.close {
+            return;
+        }
+    }
+}
+
+async fn serve_front(listener: TcpListener, db: Arc<Database>, fixed: bool) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(front(stream, db.clone(), fixed));
+    }
+}
+
+/// The checkout over the database at `db` (the lab's own, or a real
+/// PostgreSQL whose shop tables `create_shop` made).
+async fn start_front(
+    fixed: bool,
+    db: SocketAddr,
+    mut tasks: Vec<tokio::task::JoinHandle<()>>,
+) -> std::io::Result<Running> {
+    let (front_l, addr) = listen().await?;
+    let database = Arc::new(Database {
+        addr: db,
+        slots: (0..POOL).map(|_| OnceCell::new()).collect(),
+        next: AtomicUsize::new(0),
+        rate: OnceCell::new(),
+    });
+    tasks.insert(0, tokio::spawn(serve_front(front_l, database, fixed)));
+    Ok(Running::new(
+        format!("http://{addr}{PATH}"),
+        vec![addr.port(), db.port()],
+        tasks,
+    ))
+}
+
+/// Creates the shop's tables and rows in a real PostgreSQL (user postgres,
+/// trust auth), then closes the connection.
+pub async fn create_shop(db: SocketAddr) -> std::io::Result<()> {
+    let client = connect(db).await.map_err(std::io::Error::other)?;
+    client
+        .batch_execute(&shop::setup_sql())
+        .await
+        .map_err(std::io::Error::other)
+}
+
+/// The scenario over a real PostgreSQL at `db` that `create_shop` filled.
+pub async fn start_with_database(fixed: bool, db: SocketAddr) -> std::io::Result<Running> {
+    start_front(fixed, db, Vec::new()).await
+}
+
+async fn start(fixed: bool) -> std::io::Result<Running> {
+    let (db_l, db) = listen().await?;
+    let db_task = tokio::spawn(pgmini::serve(db_l, STATEMENT_US));
+    start_front(fixed, db, vec![db_task]).await
+}
+
+fn boxed(fixed: bool) -> BoxedStart {
+    Box::pin(start(fixed))
+}
