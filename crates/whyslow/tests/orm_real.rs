@@ -214,3 +214,69 @@ fn diagnose_names_n_plus_one_on_the_orm_app() {
         assert!(text.contains(kind), "{kind} missing:\n{text}");
     }
 }
+
+/// The lab's orm-storm checkout (tokio-postgres, extended protocol) over a
+/// real PostgreSQL instead of the lab's own: the same statements, counts
+/// and findings.
+#[test]
+fn the_lab_orm_storm_on_a_real_postgresql() {
+    use whyslow_lab::scenarios::orm_storm;
+    let _one = serial();
+    if !(have_postgres() && capture_allowed("orm_storm_real_postgresql")) {
+        return;
+    }
+    let (pg, _dir) = postgres();
+    let db: std::net::SocketAddr = format!("127.0.0.1:{}", pg.port).parse().unwrap();
+    rt().block_on(orm_storm::create_shop(db)).unwrap();
+    let s = whyslow_lab::find("orm-storm").unwrap();
+    for fixed in [false, true] {
+        let running = rt()
+            .block_on(orm_storm::start_with_database(fixed, db))
+            .unwrap();
+        let out = whyslow(&["diagnose", "--json", "-n", "4", &running.url]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        let fact = if fixed {
+            "fixed_statements"
+        } else {
+            "statements"
+        };
+        let sql = &report["sql_summary"][0];
+        assert_eq!(
+            sql["median"]["statements"]["total"],
+            s.truth.fact(fact).unwrap(),
+            "fixed {fixed}: {sql}"
+        );
+        let summaries = |kind: &str| -> Vec<String> {
+            report["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["kind"] == kind)
+                .map(|f| f["summary"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let (n1, dup) = (summaries("n_plus_one"), summaries("duplicate_calls"));
+        if fixed {
+            assert!(n1.is_empty() && dup.is_empty(), "{n1:?} {dup:?}");
+            continue;
+        }
+        for (fact, table) in [
+            ("product_loads", "FROM products"),
+            ("item_loads", "FROM order_items"),
+        ] {
+            let n = s.truth.fact(fact).unwrap();
+            assert!(
+                n1.iter()
+                    .any(|f| f.contains(table) && f.contains(&format!("ran {n} times"))),
+                "{fact}: {n1:?}"
+            );
+        }
+        let repeats = s.truth.fact("tax_reads").unwrap() - 1;
+        assert!(
+            dup.iter().any(|f| f.contains("FROM tax_rates")
+                && f.contains(&format!("repeated {repeats} times"))),
+            "{dup:?}"
+        );
+    }
+}

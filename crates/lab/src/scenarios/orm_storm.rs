@@ -103,8 +103,9 @@ struct Database {
     addr: SocketAddr,
     slots: Vec<OnceCell<Prepared>>,
     next: AtomicUsize,
-    /// The fixed app's tax rate, read once.
-    rate: OnceCell<i64>,
+    /// The fixed app's tax rate, read at start-up; None: the broken app
+    /// reads it per order.
+    rate: Option<i64>,
 }
 
 type DbError = Box<dyn std::error::Error + Send + Sync>;
@@ -184,30 +185,28 @@ async fn checkout_batched(db: &Prepared, rate: i64) -> Result<i64, DbError> {
     Ok(sum + sum * rate / 10_000)
 }
 
-async fn checkout(db: &Database, fixed: bool) -> Result<i64, DbError> {
+async fn checkout(db: &Database) -> Result<i64, DbError> {
     let conn = db.connection().await?;
-    if !fixed {
-        return checkout_lazy(conn).await;
+    match db.rate {
+        Some(rate) => checkout_batched(conn, rate).await,
+        None => checkout_lazy(conn).await,
     }
-    let rate = *db
-        .rate
-        .get_or_try_init(|| async {
-            let row = conn
-                .client
-                .query_one(conn.get(shop::TAX_RATE), &[&shop::REGION])
-                .await?;
-            Ok::<_, DbError>(row.get::<_, i64>(0))
-        })
-        .await?;
-    checkout_batched(conn, rate).await
 }
 
-async fn front(mut stream: TcpStream, db: Arc<Database>, fixed: bool) {
+/// The fixed app reads the tax rate once at start-up, on a connection of
+/// its own that it closes.
+async fn read_rate(db: SocketAddr) -> Result<i64, DbError> {
+    let client = connect(db).await?;
+    let row = client.query_one(shop::TAX_RATE, &[&shop::REGION]).await?;
+    Ok(row.get(0))
+}
+
+async fn front(mut stream: TcpStream, db: Arc<Database>) {
     let _ = stream.set_nodelay(true);
     let mut buf = BytesMut::with_capacity(4096);
     while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
         let _ = buf.split_to(head.head_len + head.content_length);
-        let (status, body) = match checkout(&db, fixed).await {
+        let (status, body) = match checkout(&db).await {
             Ok(total) => ("200 OK", format!("{{\"total\":{total}}}\n")),
             Err(e) => (
                 "500 Internal Server Error",
@@ -224,12 +223,12 @@ async fn front(mut stream: TcpStream, db: Arc<Database>, fixed: bool) {
     }
 }
 
-async fn serve_front(listener: TcpListener, db: Arc<Database>, fixed: bool) {
+async fn serve_front(listener: TcpListener, db: Arc<Database>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        tokio::spawn(front(stream, db.clone(), fixed));
+        tokio::spawn(front(stream, db.clone()));
     }
 }
 
@@ -245,9 +244,12 @@ async fn start_front(
         addr: db,
         slots: (0..POOL).map(|_| OnceCell::new()).collect(),
         next: AtomicUsize::new(0),
-        rate: OnceCell::new(),
+        rate: match fixed {
+            true => Some(read_rate(db).await.map_err(std::io::Error::other)?),
+            false => None,
+        },
     });
-    tasks.insert(0, tokio::spawn(serve_front(front_l, database, fixed)));
+    tasks.insert(0, tokio::spawn(serve_front(front_l, database)));
     Ok(Running::new(
         format!("http://{addr}{PATH}"),
         vec![addr.port(), db.port()],
