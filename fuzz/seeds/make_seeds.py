@@ -142,6 +142,16 @@ def backing_conversations():
     }
 
 
+def lab_postgres_messages():
+    """Frontend messages after startup: Parse, Describe, Bind, Execute, Sync."""
+    def msg(kind, body):
+        return kind + struct.pack("!I", len(body) + 4) + body
+    sql = b"SELECT id, name, price FROM products WHERE id = $1"
+    return (msg(b"P", b"s0\0" + sql + b"\0\0\0") + msg(b"D", b"Ss0\0") + msg(b"S", b"")
+            + msg(b"B", b"\0s0\0\0\x01\0\x01\0\x01\0\0\0\x08" + struct.pack("!q", 7) + b"\0\x01\0\x01")
+            + msg(b"E", b"\0\0\0\0\0") + msg(b"S", b"") + msg(b"X", b""))
+
+
 def write(target, name, data):
     d = os.path.join(HERE, target)
     os.makedirs(d, exist_ok=True)
@@ -156,6 +166,7 @@ if __name__ == "__main__":
     write("flow_table", "http", flow_records())
     for name, data in http1_chunks().items():
         write("http1", name, data)
+    write("lab_postgres_server", "checkout", lab_postgres_messages())
     ports = {"redis": 6379, "memcached": 11211, "postgres": 5432, "http2": 8080}
     for proto, turns in backing_conversations().items():
         data = b"".join(chunks(False, c) + chunks(True, s) for c, s in turns)

@@ -119,35 +119,82 @@ async fn connection(mut stream: TcpStream, cost: Duration) -> std::io::Result<()
             read_more(&mut stream, &mut buf).await?;
         }
         let body = buf.split_to(1 + len).split_off(5);
-        match kind {
-            b'X' => return Ok(()),
-            b'S' => {
-                session.failed = false;
-                out.ready();
-                stream.write_all(&out.take()).await?;
-            }
-            b'H' => stream.write_all(&out.take()).await?,
-            _ if session.failed => {}
-            b'E' => {
-                if let Some(p) = portal(&mut session, &body, &mut out) {
-                    let done = Instant::now() + cost;
-                    let _ = tokio::task::spawn_blocking(move || wait_until(done)).await;
-                    wire::rows(&mut out, &shop::run(p.statement, &p.params), &p.binary);
-                }
-            }
-            _ => {
-                if let Err(e) = handle(&mut session, kind, &body, &mut out) {
-                    out.error(e.0, &e.1);
-                    session.failed = kind != b'Q';
-                    if kind == b'Q' {
-                        out.ready();
-                    }
-                }
-                if kind == b'Q' {
-                    stream.write_all(&out.take()).await?;
-                }
+        match dispatch(&mut session, kind, &body, &mut out) {
+            Action::Terminate => return Ok(()),
+            Action::Wait => {}
+            Action::Write => stream.write_all(&out.take()).await?,
+            Action::Execute(p) => {
+                let done = Instant::now() + cost;
+                let _ = tokio::task::spawn_blocking(move || wait_until(done)).await;
+                wire::rows(&mut out, &shop::run(p.statement, &p.params), &p.binary);
             }
         }
+    }
+}
+
+/// What the connection does after a message.
+enum Action {
+    Terminate,
+    /// Keep the answers until Sync or Flush.
+    Wait,
+    /// Write what is waiting.
+    Write,
+    /// Run the portal (after the statement's cost).
+    Execute(Portal),
+}
+
+/// One frontend message's bookkeeping and answers.
+fn dispatch(session: &mut Session, kind: u8, body: &[u8], out: &mut Out) -> Action {
+    match kind {
+        b'X' => return Action::Terminate,
+        b'S' => {
+            session.failed = false;
+            out.ready();
+            return Action::Write;
+        }
+        b'H' => return Action::Write,
+        _ if session.failed => {}
+        b'E' => {
+            if let Some(p) = portal(session, body, out) {
+                return Action::Execute(p);
+            }
+        }
+        _ => {
+            if let Err(e) = handle(session, kind, body, out) {
+                out.error(e.0, &e.1);
+                session.failed = kind != b'Q';
+                if kind == b'Q' {
+                    out.ready();
+                }
+            }
+            if kind == b'Q' {
+                return Action::Write;
+            }
+        }
+    }
+    Action::Wait
+}
+
+/// Feeds `data` as frontend messages after startup, with no I/O and no
+/// statement cost: the fuzz target's entry. Stops at the first malformed frame.
+pub fn fuzz(data: &[u8]) {
+    let (mut session, mut out) = (Session::default(), Out::default());
+    let mut rest = data;
+    while rest.len() >= 5 {
+        let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+        if !(4..=MAX_MESSAGE).contains(&len) || 1 + len > rest.len() {
+            return;
+        }
+        let (kind, body) = (rest[0], &rest[5..1 + len]);
+        rest = &rest[1 + len..];
+        match dispatch(&mut session, kind, body, &mut out) {
+            Action::Terminate => return,
+            Action::Execute(p) => {
+                wire::rows(&mut out, &shop::run(p.statement, &p.params), &p.binary)
+            }
+            Action::Wait | Action::Write => {}
+        }
+        out.take();
     }
 }
 
@@ -283,4 +330,56 @@ fn handle(session: &mut Session, kind: u8, body: &[u8], out: &mut Out) -> Result
         _ => return Err(("08P01", format!("unexpected message '{}'", kind as char))),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![kind];
+        m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn an_unknown_statement_is_an_error_until_sync() {
+        let (mut session, mut out) = (Session::default(), Out::default());
+        let parse = b"s0\0DROP TABLE orders\0\0\0";
+        assert!(matches!(
+            dispatch(&mut session, b'P', parse, &mut out),
+            Action::Wait
+        ));
+        assert!(session.failed);
+        assert_eq!(out.take()[0], b'E', "ErrorResponse");
+        let bind = &msg(b'B', b"\0s0\0\0\0\0\0\0\0")[5..];
+        assert!(matches!(
+            dispatch(&mut session, b'B', bind, &mut out),
+            Action::Wait
+        ));
+        assert!(out.take().is_empty(), "skipped until Sync");
+        assert!(matches!(
+            dispatch(&mut session, b'S', &[], &mut out),
+            Action::Write
+        ));
+        assert_eq!(out.take(), [b'Z', 0, 0, 0, 5, b'I']);
+    }
+
+    #[test]
+    fn hostile_frames_end_quietly() {
+        fuzz(&[b'B', 0xff, 0xff, 0xff, 0xff, 0]);
+        fuzz(&msg(b'B', b"\0s0"));
+        fuzz(&msg(b'B', &[0, 0, 0x7f, 0xff]));
+        let mut huge_array = b"\0s\0\0\0\0\x01".to_vec();
+        huge_array.extend_from_slice(&[0, 0, 0, 20, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 20]);
+        huge_array.extend_from_slice(&[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1]);
+        let mut all = msg(
+            b'P',
+            b"s\0SELECT id, name, price FROM products WHERE id = ANY($1) ORDER BY id\0\0\0",
+        );
+        all.extend(msg(b'B', &huge_array));
+        all.extend(msg(b'E', b"\0\0\0\0\0"));
+        fuzz(&all);
+    }
 }
