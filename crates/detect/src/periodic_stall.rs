@@ -150,21 +150,19 @@ fn merge(spans: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
     out
 }
 
-/// Median interval and median calls between stall starts, when every
+/// Median interval and median calls between stall starts (`calls` by
+/// start), when every
 /// interval is within PERIOD_TOLERANCE of the median.
 fn period(stalls: &[(u64, u64)], calls: &[(usize, Call)]) -> Option<(u64, usize)> {
     if stalls.len() < MIN_STALLS_FOR_PERIOD {
         return None;
     }
     let gaps: Vec<u64> = stalls.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    // `calls` are by start: calls before each stall's start, by binary search.
+    let before = |at: u64| calls.partition_point(|(_, c)| c.start < at) as u64;
     let between: Vec<u64> = stalls
         .windows(2)
-        .map(|w| {
-            calls
-                .iter()
-                .filter(|(_, c)| c.start >= w[0].0 && c.start < w[1].0)
-                .count() as u64
-        })
+        .map(|w| before(w[1].0) - before(w[0].0))
         .collect();
     let regular = |v: &[u64]| {
         let mut s = v.to_vec();

@@ -31,7 +31,7 @@ fn count(counts: &mut StatementCounts, statement: &str) {
 }
 
 /// One request's SQL statements summed up.
-pub fn request(r: &RequestCalls, sql: &[Call]) -> SqlRequest {
+fn request(r: &RequestCalls, sql: &[Call]) -> SqlRequest {
     let mut statements = StatementCounts::default();
     let mut seen = HashSet::new();
     let mut duplicates = 0;

@@ -1,12 +1,9 @@
 //! Where the time went, per inbound request kind, as text: each part with
 //! its share of the mean request, so that every millisecond has a place.
 
-use crate::fmt_ms;
+use crate::{fmt_ms, kinds_left, KINDS_SHOWN};
 use std::fmt::Write;
 use whyslow_model::TimeBreakdown;
-
-/// Request kinds shown in text; JSON has them all.
-const KINDS_SHOWN: usize = 5;
 
 fn line(out: &mut String, what: &str, us: u64, total: u64, note: &str) {
     let share = if total == 0 {
@@ -65,12 +62,6 @@ pub fn text(kinds: &[TimeBreakdown]) -> String {
             "",
         );
     }
-    if kinds.len() > KINDS_SHOWN {
-        let _ = writeln!(
-            out,
-            "  … {} more kinds in --json",
-            kinds.len() - KINDS_SHOWN
-        );
-    }
+    kinds_left(&mut out, kinds.len());
     out
 }

@@ -1,12 +1,10 @@
 //! The SQL summary per inbound request kind as text: one row for the
 //! median request and one for the slowest, then the costliest shapes.
 
-use crate::fmt_ms;
+use crate::{fmt_ms, kinds_left, KINDS_SHOWN};
 use std::fmt::Write;
 use whyslow_model::{SqlRequest, SqlShape, SqlSummary};
 
-/// Request kinds shown in text; JSON has them all.
-const KINDS_SHOWN: usize = 5;
 /// Statement text shown per shape; JSON has it whole.
 const STATEMENT_CHARS: usize = 90;
 
@@ -84,13 +82,7 @@ pub fn text(kinds: &[SqlSummary]) -> String {
             fmt_ms(s.time_us_per_request)
         });
     }
-    if kinds.len() > KINDS_SHOWN {
-        let _ = writeln!(
-            out,
-            "  … {} more kinds in --json",
-            kinds.len() - KINDS_SHOWN
-        );
-    }
+    kinds_left(&mut out, kinds.len());
     out
 }
 

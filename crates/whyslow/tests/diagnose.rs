@@ -74,62 +74,7 @@ fn broken_scenarios_show_their_injected_cause_and_cost() {
         );
         check_facts(s, top);
         check_statements(s, &report, false);
-        check_storms(s, report["findings"].as_array().unwrap());
-    }
-}
-
-/// The SQL summary holds the statements a scenario declares per request.
-fn check_statements(s: &Scenario, report: &serde_json::Value, fixed: bool) {
-    let fact = if fixed {
-        "fixed_statements"
-    } else {
-        "statements"
-    };
-    let Some(statements) = s.truth.fact(fact) else {
-        return;
-    };
-    let sql = &report["sql_summary"][0];
-    assert_eq!(
-        sql["median"]["statements"]["total"], statements,
-        "{} {fact}: {sql}",
-        s.name
-    );
-    assert_eq!(sql["median"]["statements"]["select"], statements, "{sql}");
-}
-
-/// Each lazy load is an N+1 with the scenario's count, the re-read rate a
-/// duplicate repeated all but once.
-fn check_storms(s: &Scenario, findings: &[serde_json::Value]) {
-    let summaries = |kind: &str| -> Vec<String> {
-        findings
-            .iter()
-            .filter(|f| f["kind"] == kind)
-            .map(|f| f["summary"].as_str().unwrap().to_string())
-            .collect()
-    };
-    for (fact, table) in [
-        ("product_loads", "FROM products"),
-        ("item_loads", "FROM order_items"),
-    ] {
-        let Some(n) = s.truth.fact(fact) else {
-            continue;
-        };
-        let n1 = summaries("n_plus_one");
-        assert!(
-            n1.iter()
-                .any(|f| f.contains(table) && f.contains(&format!("ran {n} times"))),
-            "{}: {fact} {n}: {n1:?}",
-            s.name
-        );
-    }
-    if let Some(n) = s.truth.fact("tax_reads") {
-        let dup = summaries("duplicate_calls");
-        assert!(
-            dup.iter().any(|f| f.contains("FROM tax_rates")
-                && f.contains(&format!("repeated {} times", n - 1))),
-            "{}: {dup:?}",
-            s.name
-        );
+        check_storms(s, &report);
     }
 }
 
@@ -260,18 +205,13 @@ fn demo_runs_every_scenario_broken_and_fixed() {
 /// counts, n_plus_one first; fixed names neither and is faster.
 fn orm_storm_before_and_after(rows: &[serde_json::Value]) {
     let s = whyslow_lab::find("orm-storm").unwrap();
-    let row = |fixed: bool| {
-        rows.iter()
-            .find(|r| r["scenario"] == s.name && r["fixed"] == fixed)
-            .unwrap()
-    };
-    let (broken, fixed) = (row(false), row(true));
+    let (broken, fixed) = demo_pair(rows, s.name);
     assert_eq!(
         broken["findings"][0]["kind"], "n_plus_one",
         "{}",
         broken["findings"]
     );
-    check_storms(s, broken["findings"].as_array().unwrap());
+    check_storms(s, broken);
     let kinds = fixed["findings"].to_string();
     assert!(
         !kinds.contains("n_plus_one") && !kinds.contains("duplicate_calls"),
@@ -292,12 +232,7 @@ fn orm_storm_before_and_after(rows: &[serde_json::Value]) {
 /// fixed variant names no stall and its p99 drops.
 fn tax_stall_before_and_after(rows: &[serde_json::Value]) {
     let s = whyslow_lab::find("tax-stall").unwrap();
-    let row = |fixed: bool| {
-        rows.iter()
-            .find(|r| r["scenario"] == s.name && r["fixed"] == fixed)
-            .unwrap()
-    };
-    let (broken, fixed) = (row(false), row(true));
+    let (broken, fixed) = demo_pair(rows, s.name);
     let truth = s.truth.time_lost_us as f64;
     let top = &broken["findings"][0];
     assert_eq!(top["kind"], "periodic_stall", "{}", broken["findings"]);
@@ -324,16 +259,24 @@ fn tax_stall_before_and_after(rows: &[serde_json::Value]) {
     );
 }
 
+/// A scenario's broken and fixed rows of the demo.
+fn demo_pair<'a>(
+    rows: &'a [serde_json::Value],
+    name: &str,
+) -> (&'a serde_json::Value, &'a serde_json::Value) {
+    let row = |fixed: bool| {
+        rows.iter()
+            .find(|r| r["scenario"] == name && r["fixed"] == fixed)
+            .unwrap()
+    };
+    (row(false), row(true))
+}
+
 /// fanout-pool: broken names pool_queueing first with the injected cost;
 /// fixed names no pool_queueing and is faster by about that cost.
 fn fanout_pool_before_and_after(rows: &[serde_json::Value]) {
     let s = whyslow_lab::find("fanout-pool").unwrap();
-    let row = |fixed: bool| {
-        rows.iter()
-            .find(|r| r["scenario"] == s.name && r["fixed"] == fixed)
-            .unwrap()
-    };
-    let (broken, fixed) = (row(false), row(true));
+    let (broken, fixed) = demo_pair(rows, s.name);
     let truth = s.truth.time_lost_us as f64;
     let top = &broken["findings"][0];
     assert_eq!(top["kind"], "pool_queueing", "{}", broken["findings"]);

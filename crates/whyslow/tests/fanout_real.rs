@@ -57,11 +57,7 @@ fn start(pool: u64) -> (Server, Server) {
 
 /// The pool_queueing finding's evidence, checked against the library's pool.
 fn pool_queueing(report: &Value) -> Option<&Value> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["kind"] == "pool_queueing")
+    finding(report, "pool_queueing")
 }
 
 fn assert_pool_seen(report: &Value, api: u16) {

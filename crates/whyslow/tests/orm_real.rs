@@ -46,14 +46,6 @@ fn app(pg: u16, variant: &str) -> Server {
     python_app("orm_app.py", port, &args)
 }
 
-fn finding<'a>(report: &'a Value, kind: &str) -> Option<&'a Value> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["kind"] == kind)
-}
-
 const KINDS: [&str; 6] = ["select", "insert", "update", "delete", "other", "total"];
 
 /// The app's own count of the statements one checkout sent, by kind.
@@ -236,47 +228,15 @@ fn the_lab_orm_storm_on_a_real_postgresql() {
         let out = whyslow(&["diagnose", "--json", "-n", "4", &running.url]);
         assert!(out.status.success(), "{}", stderr(&out));
         let report = json(&out);
-        let fact = if fixed {
-            "fixed_statements"
-        } else {
-            "statements"
-        };
-        let sql = &report["sql_summary"][0];
-        assert_eq!(
-            sql["median"]["statements"]["total"],
-            s.truth.fact(fact).unwrap(),
-            "fixed {fixed}: {sql}"
-        );
-        let summaries = |kind: &str| -> Vec<String> {
-            report["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|f| f["kind"] == kind)
-                .map(|f| f["summary"].as_str().unwrap().to_string())
-                .collect()
-        };
-        let (n1, dup) = (summaries("n_plus_one"), summaries("duplicate_calls"));
+        check_statements(s, &report, fixed);
         if fixed {
-            assert!(n1.is_empty() && dup.is_empty(), "{n1:?} {dup:?}");
-            continue;
-        }
-        for (fact, table) in [
-            ("product_loads", "FROM products"),
-            ("item_loads", "FROM order_items"),
-        ] {
-            let n = s.truth.fact(fact).unwrap();
-            assert!(
-                n1.iter()
-                    .any(|f| f.contains(table) && f.contains(&format!("ran {n} times"))),
-                "{fact}: {n1:?}"
+            let (n1, dup) = (
+                summaries(&report, "n_plus_one"),
+                summaries(&report, "duplicate_calls"),
             );
+            assert!(n1.is_empty() && dup.is_empty(), "{n1:?} {dup:?}");
+        } else {
+            check_storms(s, &report);
         }
-        let repeats = s.truth.fact("tax_reads").unwrap() - 1;
-        assert!(
-            dup.iter().any(|f| f.contains("FROM tax_rates")
-                && f.contains(&format!("repeated {repeats} times"))),
-            "{dup:?}"
-        );
     }
 }

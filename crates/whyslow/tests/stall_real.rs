@@ -62,11 +62,7 @@ fn diagnose(url: &str, duration: Option<&str>) -> Value {
 }
 
 fn stall(report: &Value) -> Option<&Value> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["kind"] == "periodic_stall")
+    finding(report, "periodic_stall")
 }
 
 #[test]

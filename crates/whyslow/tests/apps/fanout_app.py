@@ -8,31 +8,16 @@ Usage: fanout_app.py api PORT DELAY_MS
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import requests
 from requests.adapters import HTTPAdapter
 
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # http.server writes headers and body separately: without TCP_NODELAY
-    # each response would wait for the client's delayed ACK (40 ms).
-    disable_nagle_algorithm = True
-
-    def answer(self, body):
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+from jsonhttp import JsonHandler
 
 
 def api(port, delay_ms):
-    class Api(Handler):
+    class Api(JsonHandler):
         def do_GET(self):
             time.sleep(delay_ms / 1000.0)
             self.answer(b'{"points":[1,2,3]}\n')
@@ -50,7 +35,7 @@ def front(port, api_port, calls, pool):
         r = session.get(f"http://127.0.0.1:{api_port}/data/{i}", timeout=10)
         return len(r.content)
 
-    class Front(Handler):
+    class Front(JsonHandler):
         def do_GET(self):
             sizes = list(workers.map(call, range(calls)))
             self.answer(f"{sum(sizes)}\n".encode())

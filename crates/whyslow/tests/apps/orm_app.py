@@ -6,10 +6,12 @@ The app counts the statements it sends and answers them as JSON.
 Usage: orm_app.py HTTP_PORT PG_PORT ORDERS broken|fixed"""
 import json
 import sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 from sqlalchemy import Column, ForeignKey, Integer, String, create_engine, event, text
 from sqlalchemy.orm import Session, declarative_base, relationship, selectinload
+
+from jsonhttp import JsonHandler
 
 http_port, pg_port, orders = (int(a) for a in sys.argv[1:4])
 fixed = sys.argv[4] == "fixed"
@@ -68,10 +70,7 @@ def count_rollback(conn):
     sent["other"] += 1
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
+class Handler(JsonHandler):
     def do_GET(self):
         for k in sent:
             sent[k] = 0
@@ -85,15 +84,7 @@ class Handler(BaseHTTPRequestHandler):
                 if not fixed:
                     rate = s.execute(text("SELECT rate FROM tax WHERE region = :r"), {"r": "EU"}).scalar()
                 total += len(order.items) * float(rate)
-        body = json.dumps({"statements": dict(sent), "total": total}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.answer(json.dumps({"statements": dict(sent), "total": total}).encode())
 
 
 HTTPServer(("127.0.0.1", http_port), Handler).serve_forever()

@@ -8,31 +8,18 @@ Usage: stall_app.py tax PORT EVERY STALL_MS
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import requests
 
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def answer(self, body):
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+from jsonhttp import JsonHandler
 
 
 def tax(port, every, stall_ms):
     lock = threading.Lock()
     calls = [0]
 
-    class Tax(Handler):
+    class Tax(JsonHandler):
         def do_GET(self):
             with lock:
                 calls[0] += 1
@@ -53,7 +40,7 @@ def checkout(port, tax_port, fixed):
 
     start_rate = rate()
 
-    class Checkout(Handler):
+    class Checkout(JsonHandler):
         def do_GET(self):
             r = start_rate if fixed else rate()
             self.answer(f'{{"total":{100 * (1 + r)}}}\n'.encode())

@@ -89,6 +89,74 @@ pub fn finding_kinds(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The first finding of `kind` in a report (or a demo row).
+pub fn finding<'a>(report: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == kind)
+}
+
+/// The summaries of every finding of `kind` in a report (or a demo row).
+pub fn summaries(report: &serde_json::Value, kind: &str) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .map(|f| f["summary"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The SQL summary holds the statements a scenario declares per request.
+pub fn check_statements(s: &whyslow_lab::Scenario, report: &serde_json::Value, fixed: bool) {
+    let fact = if fixed {
+        "fixed_statements"
+    } else {
+        "statements"
+    };
+    let Some(statements) = s.truth.fact(fact) else {
+        return;
+    };
+    let sql = &report["sql_summary"][0];
+    assert_eq!(
+        sql["median"]["statements"]["total"], statements,
+        "{} {fact}: {sql}",
+        s.name
+    );
+    assert_eq!(sql["median"]["statements"]["select"], statements, "{sql}");
+}
+
+/// Each lazy load a scenario declares is an N+1 with its count, the re-read
+/// rate a duplicate repeated all but once.
+pub fn check_storms(s: &whyslow_lab::Scenario, report: &serde_json::Value) {
+    for (fact, table) in [
+        ("product_loads", "FROM products"),
+        ("item_loads", "FROM order_items"),
+    ] {
+        let Some(n) = s.truth.fact(fact) else {
+            continue;
+        };
+        let n1 = summaries(report, "n_plus_one");
+        assert!(
+            n1.iter()
+                .any(|f| f.contains(table) && f.contains(&format!("ran {n} times"))),
+            "{}: {fact} {n}: {n1:?}",
+            s.name
+        );
+    }
+    if let Some(n) = s.truth.fact("tax_reads") {
+        let dup = summaries(report, "duplicate_calls");
+        assert!(
+            dup.iter().any(|f| f.contains("FROM tax_rates")
+                && f.contains(&format!("repeated {} times", n - 1))),
+            "{}: {dup:?}",
+            s.name
+        );
+    }
+}
+
 /// What a diagnosis left unexamined, except the note that too few requests
 /// cannot rule out a rare stall (every short run carries it).
 pub fn not_examined(report: &serde_json::Value) -> Vec<serde_json::Value> {
