@@ -24,6 +24,9 @@ use wire::{Out, Reader};
 /// Startup packets and messages larger than this end the connection: the
 /// shop's statements are far smaller.
 const MAX_MESSAGE: usize = 1 << 20;
+/// Prepared statements and portals kept per connection: JDBC's statement
+/// cache holds 256; a client naming more gets an error, not more memory.
+const MAX_NAMED: usize = 1000;
 const SSL_REQUEST: u32 = 80877103;
 const GSSENC_REQUEST: u32 = 80877104;
 const PROTOCOL_3: u32 = 196608;
@@ -233,6 +236,13 @@ fn portal(session: &mut Session, body: &[u8], out: &mut Out) -> Option<Portal> {
     }
 }
 
+fn too_many() -> PgError {
+    (
+        "53400",
+        format!("more than {MAX_NAMED} prepared statements or portals"),
+    )
+}
+
 fn handle(session: &mut Session, kind: u8, body: &[u8], out: &mut Out) -> Result<(), PgError> {
     let bad = || ("08P01", "malformed message".to_string());
     let mut r = Reader::new(body);
@@ -249,6 +259,9 @@ fn handle(session: &mut Session, kind: u8, body: &[u8], out: &mut Out) -> Result
                         "the lab's database knows only the shop's statements".to_string(),
                     )
                 })?;
+            if session.statements.len() >= MAX_NAMED && !session.statements.contains_key(&name) {
+                return Err(too_many());
+            }
             session.statements.insert(name, statement);
             out.msg(b'1', |_| {});
         }
@@ -277,6 +290,9 @@ fn handle(session: &mut Session, kind: u8, body: &[u8], out: &mut Out) -> Result
             let binary = (0..statement.columns.len())
                 .map(|i| wire::format(&results, i))
                 .collect();
+            if session.portals.len() >= MAX_NAMED && !session.portals.contains_key(&portal) {
+                return Err(too_many());
+            }
             session.portals.insert(
                 portal,
                 Portal {
@@ -364,6 +380,20 @@ mod tests {
             Action::Write
         ));
         assert_eq!(out.take(), [b'Z', 0, 0, 0, 5, b'I']);
+    }
+
+    #[test]
+    fn names_past_the_bound_are_refused() {
+        let (mut session, mut out) = (Session::default(), Out::default());
+        let sql = b"SELECT rate FROM tax_rates WHERE region = $1\0\0\0";
+        for i in 0..=MAX_NAMED {
+            let mut parse = format!("s{i}\0").into_bytes();
+            parse.extend_from_slice(sql);
+            dispatch(&mut session, b'P', &parse, &mut out);
+            dispatch(&mut session, b'S', &[], &mut out);
+        }
+        assert_eq!(session.statements.len(), MAX_NAMED);
+        assert!(String::from_utf8_lossy(&out.take()).contains("53400"));
     }
 
     #[test]
