@@ -1,6 +1,7 @@
 //! A keep-alive HTTP/1.1 server whose socket behaviour is set explicitly:
 //! how it writes responses, whether it re-enables quick ACKs, how long it works.
 
+use crate::scenario::accept_each;
 use bytes::BytesMut;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +94,17 @@ pub fn quickack(stream: &TcpStream) {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
+}
+
+/// A whole JSON response with its status line ("200 OK").
+pub fn json_response(status: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
 }
 
 /// Reads one whole request (head and Content-Length body) into `buf`.
@@ -192,10 +204,5 @@ async fn respond<S: AsyncWrite + Unpin>(
 /// Serves until the task is dropped or aborted.
 pub async fn serve(listener: TcpListener, cfg: AppConfig) {
     let cfg = Arc::new(cfg);
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(handle(stream, cfg.clone()));
-    }
+    accept_each(listener, |stream| handle(stream, cfg.clone())).await;
 }

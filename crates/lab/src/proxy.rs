@@ -2,6 +2,7 @@
 //! per client connection (as HAProxy 1.4 did in `http-server-close` off mode).
 
 use crate::http1::{read_request, MAX_BODY};
+use crate::scenario::accept_each;
 use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,10 +73,5 @@ async fn relay(mut client: TcpStream, cfg: Arc<ProxyConfig>) -> std::io::Result<
 
 pub async fn serve(listener: TcpListener, cfg: ProxyConfig) {
     let cfg = Arc::new(cfg);
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(relay(stream, cfg.clone()));
-    }
+    accept_each(listener, |stream| relay(stream, cfg.clone())).await;
 }

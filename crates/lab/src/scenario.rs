@@ -5,7 +5,7 @@ use crate::scenarios;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use whyslow_model::FindingKind;
 
@@ -114,6 +114,21 @@ pub async fn listen() -> std::io::Result<(TcpListener, SocketAddr)> {
     let l = TcpListener::bind("127.0.0.1:0").await?;
     let a = l.local_addr()?;
     Ok((l, a))
+}
+
+/// Accepts connections for ever, each handled on its own task (a
+/// connection's error ends only that connection).
+pub async fn accept_each<F, Fut>(listener: TcpListener, handle: F)
+where
+    F: Fn(TcpStream) -> Fut,
+    Fut: Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    loop {
+        if let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(handle(stream));
+        }
+    }
 }
 
 impl Scenario {

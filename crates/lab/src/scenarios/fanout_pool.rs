@@ -6,7 +6,7 @@
 
 use crate::http1::{self, read_request, AppConfig};
 use crate::pool::{H2Connection, Http1Pool, Upstream};
-use crate::scenario::{listen, BoxedStart, Fact, Running, Scenario, Truth};
+use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
 use crate::tls_h2;
 use bytes::BytesMut;
 use std::sync::Arc;
@@ -105,12 +105,10 @@ async fn front(mut stream: TcpStream, upstream: Arc<Upstream>, page: Arc<Vec<u8>
 async fn serve_front(listener: TcpListener, upstream: Upstream) {
     let upstream = Arc::new(upstream);
     let page = Arc::new(page());
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(front(stream, upstream.clone(), page.clone()));
-    }
+    accept_each(listener, |stream| {
+        front(stream, upstream.clone(), page.clone())
+    })
+    .await;
 }
 
 /// client → front → backing API (HTTP/1.1 pool of 5, or one HTTP/2 connection).

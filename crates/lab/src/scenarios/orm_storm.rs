@@ -9,9 +9,9 @@
 //! statements prepared once per connection). Its database is the lab's own
 //! (`pgmini`), or a real PostgreSQL given to `start_with_database`.
 
-use crate::http1::read_request;
+use crate::http1::{json_response, read_request};
 use crate::pgmini::{self, shop};
-use crate::scenario::{listen, BoxedStart, Fact, Running, Scenario, Truth};
+use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
 use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -213,23 +213,15 @@ async fn front(mut stream: TcpStream, db: Arc<Database>) {
                 format!("{{\"error\":\"{e}\"}}\n"),
             ),
         };
-        let out = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        if stream.write_all(out.as_bytes()).await.is_err() || head.close {
+        let out = json_response(status, body.as_bytes());
+        if stream.write_all(&out).await.is_err() || head.close {
             return;
         }
     }
 }
 
 async fn serve_front(listener: TcpListener, db: Arc<Database>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(front(stream, db.clone()));
-    }
+    accept_each(listener, |stream| front(stream, db.clone())).await;
 }
 
 /// The checkout over the database at `db` (the lab's own, or a real

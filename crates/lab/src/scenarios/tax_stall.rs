@@ -3,9 +3,9 @@
 //! felt by every request in flight at that moment. The fix loaded the rates
 //! once at start-up: no call on the request path.
 
-use crate::http1::read_request;
+use crate::http1::{json_response, read_request};
 use crate::pool::{Http1Pool, Upstream};
-use crate::scenario::{listen, BoxedStart, Fact, LoadHint, Running, Scenario, Truth};
+use crate::scenario::{accept_each, listen, BoxedStart, Fact, LoadHint, Running, Scenario, Truth};
 use bytes::BytesMut;
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,12 +81,7 @@ async fn tax_connection(mut stream: TcpStream, calls: Arc<Mutex<u64>>) {
             };
             tokio::time::sleep(Duration::from_micros(us)).await;
         }
-        let mut out = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-        out.extend_from_slice(body);
+        let out = json_response("200 OK", body);
         if stream.write_all(&out).await.is_err() || head.close {
             return;
         }
@@ -95,12 +90,7 @@ async fn tax_connection(mut stream: TcpStream, calls: Arc<Mutex<u64>>) {
 
 async fn serve_tax(listener: TcpListener) {
     let calls = Arc::new(Mutex::new(0));
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(tax_connection(stream, calls.clone()));
-    }
+    accept_each(listener, |stream| tax_connection(stream, calls.clone())).await;
 }
 
 /// The checkout: the tax call (broken) or the rate in memory (fixed).
@@ -118,23 +108,15 @@ async fn front(mut stream: TcpStream, tax: Option<Arc<Upstream>>) {
         } else {
             ("502 Bad Gateway", "{\"error\":\"tax service\"}\n")
         };
-        let out = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        if stream.write_all(out.as_bytes()).await.is_err() || head.close {
+        let out = json_response(status, body.as_bytes());
+        if stream.write_all(&out).await.is_err() || head.close {
             return;
         }
     }
 }
 
 async fn serve_front(listener: TcpListener, tax: Option<Arc<Upstream>>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(front(stream, tax.clone()));
-    }
+    accept_each(listener, |stream| front(stream, tax.clone())).await;
 }
 
 /// client → checkout → tax service (broken); client → checkout (fixed).
