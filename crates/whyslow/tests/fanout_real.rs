@@ -27,8 +27,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn requirements_met(test: &str) -> bool {
     for tool in ["tcpdump", "curl", "tshark"] {
-        if !have(tool) {
-            eprintln!("skipping {test}: {tool} is not installed (scripts/test.sh installs it)");
+        if !needed(test, tool, have(tool)) {
             return false;
         }
     }

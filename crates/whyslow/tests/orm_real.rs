@@ -24,12 +24,11 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn requirements_met(test: &str) -> bool {
     for tool in ["tcpdump", "curl"] {
-        if !have(tool) {
-            eprintln!("skipping {test}: {tool} is not installed (scripts/test.sh installs it)");
+        if !needed(test, tool, have(tool)) {
             return false;
         }
     }
-    have_postgres()
+    postgres_needed(test)
         && python_has(test, "sqlalchemy")
         && python_has(test, "psycopg2")
         && capture_allowed(test)
@@ -214,7 +213,9 @@ fn diagnose_names_n_plus_one_on_the_orm_app() {
 fn the_lab_orm_storm_on_a_real_postgresql() {
     use whyslow_lab::scenarios::orm_storm;
     let _one = serial();
-    if !(have_postgres() && capture_allowed("orm_storm_real_postgresql")) {
+    if !(postgres_needed("orm_storm_real_postgresql")
+        && capture_allowed("orm_storm_real_postgresql"))
+    {
         return;
     }
     let (pg, _dir) = postgres();

@@ -89,15 +89,21 @@ pub fn python_has(test: &str, module: &str) -> bool {
         .args(["-c", &format!("import {module}")])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok && std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1") {
-        panic!("{test}: python module {module} is missing (scripts/test.sh installs it)");
+    needed(test, &format!("python module {module}"), ok)
+}
+
+/// Whether `what` a test needs is `present`: a skip with a printed reason on
+/// a user's machine, a failure in CI (WHYSLOW_REQUIRE_CAPTURE=1), where
+/// scripts/test.sh installed everything.
+pub fn needed(test: &str, what: &str, present: bool) -> bool {
+    let why = format!("{what} is missing (scripts/test.sh installs it)");
+    if !present && std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1") {
+        panic!("{test}: {why}");
     }
-    if !ok {
-        eprintln!(
-            "skipping {test}: python module {module} is missing (scripts/test.sh installs it)"
-        );
+    if !present {
+        eprintln!("skipping {test}: {why}");
     }
-    ok
+    present
 }
 
 /// tcpdump writing `file` from lo for `ports` while `run` runs; stopped after it.
@@ -176,6 +182,11 @@ fn pg_bin(name: &str) -> PathBuf {
 
 pub fn have_postgres() -> bool {
     pg_bin("initdb").exists() && have("psql")
+}
+
+/// PostgreSQL for `test`, as `needed` says.
+pub fn postgres_needed(test: &str) -> bool {
+    needed(test, "PostgreSQL (initdb, psql)", have_postgres())
 }
 
 /// Runs `cmd` as the `postgres` user when we are root (the server refuses root).
