@@ -1,12 +1,17 @@
 //! Findings that no inbound request waited for are background: a stall on a
-//! backing connection between requests (a cache refresh, a health check) is
-//! reported, but never ranked as the cause of the requests' time.
+//! backing connection between requests (a cache refresh, a health check) or
+//! on a writer connection whose writes no request waits for is reported, but
+//! never ranked as the cause of the requests' time.
 
+use crate::critical_path::WaitedSpans;
 use std::collections::HashSet;
 use whyslow_model::{Evidence, ExchangeRole, Finding, Timeline};
 
 /// Marks `background` on findings whose evidence lies wholly on connections
-/// to other servers than `front`, outside every inbound request.
+/// to other servers than `front`, where no inbound request waited: outside
+/// the calls requests waited for (and what queued ahead of them) on
+/// connections whose exchanges were seen, outside every inbound request on
+/// the others.
 pub fn mark(findings: &mut [Finding], t: &Timeline, front: &[u16]) {
     let front_conns: HashSet<u32> = t
         .connections
@@ -38,12 +43,20 @@ pub fn mark(findings: &mut [Finding], t: &Timeline, front: &[u16]) {
         let i = spans.partition_point(|s| s.0 <= at);
         i > 0 && reach[i - 1] >= at
     };
+    let waited = WaitedSpans::new(t);
+    let waited_at = |conn: u32, at: u64| {
+        if waited.knows(conn) {
+            waited.waiting_at(conn, at)
+        } else {
+            inside(at)
+        }
+    };
     for f in findings.iter_mut() {
         let waited_for = f.evidence.iter().any(|e| match e {
             Evidence::Packets {
                 connection, at_us, ..
-            } => front_conns.contains(connection) || inside(*at_us),
-            Evidence::Connection { id, .. } => front_conns.contains(id),
+            } => front_conns.contains(connection) || waited_at(*connection, *at_us),
+            Evidence::Connection { id, .. } => front_conns.contains(id) || waited.any_on(*id),
             _ => true,
         });
         f.background = !f.evidence.is_empty() && !waited_for;
@@ -86,5 +99,24 @@ mod tests {
         mark(&mut f, &t, &[8080]);
         let bg: Vec<bool> = f.iter().map(|f| f.background).collect();
         assert_eq!(bg, vec![false, true, false]);
+    }
+
+    #[test]
+    fn stalls_on_a_writer_no_request_waits_for_are_background() {
+        // Request 0 (1 000 → 3 000) reads on connection 1; an asynchronous
+        // write on connection 2 outlives it, so attribution gave it no parent.
+        let mut read = exchange(1, 1, (1_200, 1_210), (1_400, 1_500));
+        read.role = ExchangeRole::Outbound;
+        read.parent = Some(0);
+        let mut write = exchange(2, 2, (1_100, 2_900), (4_000, 4_100));
+        write.role = ExchangeRole::Outbound;
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 6379)],
+            exchanges: vec![exchange(0, 0, (1_000, 1_000), (3_000, 3_100)), read, write],
+        };
+        let mut f = vec![stall_at(2, 2_000), stall_at(1, 1_300)];
+        mark(&mut f, &t, &[8080]);
+        let bg: Vec<bool> = f.iter().map(|f| f.background).collect();
+        assert_eq!(bg, vec![true, false]);
     }
 }

@@ -5,6 +5,7 @@ pub mod attribution;
 pub mod background;
 pub mod breakdown;
 pub mod calls;
+pub mod critical_path;
 pub mod duplicate_calls;
 pub mod hits;
 pub mod large_response;
@@ -13,6 +14,7 @@ pub mod nagle_delayed_ack;
 pub mod no_keepalive;
 pub mod periodic_stall;
 pub mod pipeline;
+pub mod pipeline_hol;
 pub mod pool_queueing;
 pub mod probe_pattern;
 pub mod sequential_calls;
@@ -42,8 +44,10 @@ pub fn run_all(timeline: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
     findings
 }
 
-/// Every detector over a timeline, in no particular order.
+/// Every detector over a timeline (after attribution set roles and
+/// parents), in no particular order.
 pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
+    pipeline_hol::detect,
     nagle_delayed_ack::detect,
     tcp_retransmission::detect,
     zero_window::detect,

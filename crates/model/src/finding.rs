@@ -94,6 +94,20 @@ pub enum Evidence {
         lanes: Vec<Vec<u32>>,
         note: String,
     },
+    /// A request that waited behind earlier ones on the same connection.
+    Queued {
+        connection: u32,
+        /// The exchange that waited, and its normalized request.
+        exchange: u32,
+        request: String,
+        /// The exchanges still in its way when it was sent, oldest first
+        /// (the first few).
+        ahead: Vec<u32>,
+        /// Request and response bytes of the exchanges in its way.
+        bytes_ahead: u64,
+        waited_us: u64,
+        note: String,
+    },
 }
 
 /// A named cause, with the time it cost and the evidence for it.

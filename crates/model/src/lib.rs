@@ -28,6 +28,19 @@ pub fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
+/// "16.0 MiB", "512 B": sizes for people.
+pub fn fmt_bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let b = n as f64;
+    if b >= KIB * KIB {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    } else if b >= KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else {
+        format!("{n} B")
+    }
+}
+
 /// "12.34 ms", with a precision that suits the size: the one way every
 /// command shows a time to people.
 pub fn fmt_ms(us: u64) -> String {

@@ -2,6 +2,7 @@
 
 use crate::fmt_ms;
 use std::fmt::Write;
+use whyslow_model::fmt_bytes;
 use whyslow_model::{Evidence, Finding};
 
 /// Evidence lines shown per finding in text; JSON has them all.
@@ -40,6 +41,23 @@ fn evidence_line(e: &Evidence) -> String {
                 })
                 .collect();
             format!("request #{inbound}: {note}; lanes {}", lanes.join(" "))
+        }
+        Evidence::Queued {
+            connection,
+            exchange,
+            request,
+            ahead,
+            bytes_ahead,
+            waited_us,
+            note,
+        } => {
+            let ahead: Vec<String> = ahead.iter().map(|id| format!("#{id}")).collect();
+            format!(
+                "connection #{connection}: exchange #{exchange} {request} waited {} behind {} ({} ahead): {note}",
+                fmt_ms(*waited_us),
+                ahead.join(" "),
+                fmt_bytes(*bytes_ahead)
+            )
         }
     }
 }

@@ -1,0 +1,330 @@
+//! `pipeline_hol`: a request waited behind an earlier one on the same
+//! connection (case 004: cache reads queued behind large asynchronous writes
+//! on one persistent connection). On a connection answered in order —
+//! RESP, memcached, HTTP/1, PostgreSQL — request B waited for A when B was
+//! sent before A's response ended. B could not be answered before its bytes
+//! were in and everything ahead of it was answered; on a connection of its
+//! own it would have started when it was issued. The wire shows when B was
+//! issued unless its bytes queued behind A's in the sender's buffer (on
+//! loopback the read reaches the wire only after the write's last byte);
+//! then B was issued no earlier than the start of that run of back-to-back
+//! requests, and no earlier than the inbound request it served arrived.
+//! Time lost counts for the inbound request waiting on B only.
+
+use crate::critical_path::{lanes, waited_for, Lane};
+use crate::hits::{self, Hit};
+use crate::thresholds::WORTH_SHARE;
+use std::collections::{BTreeMap, HashMap};
+use whyslow_model::{
+    fmt_bytes, fmt_ms, Evidence, Exchange, Finding, FindingKind, Severity, Timeline,
+};
+
+/// Below a millisecond a wait is not worth a finding (pool_queueing's bound).
+const MIN_WAIT_US: u64 = 1_000;
+/// Requests whose first byte follows the previous one's last byte within
+/// this gap queued behind it: a sender draining its buffer puts segments on
+/// the wire microseconds apart (12 µs for 1500 B at 1 Gbit/s); a request
+/// issued later leaves a visible gap.
+const BACK_TO_BACK_US: u64 = 200;
+/// One exchange ahead must hold the connection at least this long: a client
+/// pipeline of quick commands queues by design and each costs microseconds;
+/// a large or slow exchange is what a connection of its own avoids.
+const MIN_CULPRIT_US: u64 = MIN_WAIT_US;
+/// Exchange ids listed as evidence per wait.
+const AHEAD_LISTED: usize = 10;
+
+/// One request that waited behind others on its connection.
+#[derive(Debug, Clone)]
+pub struct Wait<'a> {
+    pub waiting: &'a Exchange,
+    pub ahead: &'a [&'a Exchange],
+    /// The exchange ahead that held the connection longest.
+    pub culprit: &'a Exchange,
+    pub waited_us: u64,
+}
+
+/// When the exchange `j` of `lane` could have started on a connection of
+/// its own: when sent, or at the start of the back-to-back run it queued in.
+fn issued(lane: &Lane, j: usize) -> u64 {
+    let from = lane.ahead_from[j];
+    let mut k = j;
+    while k > from {
+        let gap = lane.exchanges[k]
+            .request_first_at_us
+            .saturating_sub(lane.exchanges[k - 1].request_last_at_us);
+        if gap > BACK_TO_BACK_US {
+            break;
+        }
+        k -= 1;
+    }
+    lane.exchanges[k].request_first_at_us
+}
+
+/// The time `a` alone held the connection after `from`: from when it (or
+/// the wait) began, or the previous exchange was answered, to its answer.
+fn held_us(lane: &Lane, k: usize, from: u64) -> u64 {
+    let a = lane.exchanges[k];
+    let previous_done = k
+        .checked_sub(1)
+        .and_then(|p| lane.exchanges[p].response_last_at_us)
+        .unwrap_or(0);
+    let start = a.request_first_at_us.max(previous_done).max(from);
+    a.response_last_at_us.unwrap_or(0).saturating_sub(start)
+}
+
+/// The wait of exchange `j` behind those ahead of it, if one of them held
+/// the connection long enough to matter. `arrived`: when the inbound
+/// request it served arrived (B cannot have been issued before).
+pub fn wait<'a>(lane: &'a Lane<'a>, j: usize, arrived: u64) -> Option<Wait<'a>> {
+    let b = lane.exchanges[j];
+    let ahead = lane.ahead(j);
+    let answered = b.response_first_at_us?;
+    let from = issued(lane, j).max(arrived);
+    let ready = ahead
+        .iter()
+        .filter_map(|a| a.response_last_at_us)
+        .max()?
+        .max(b.request_first_at_us)
+        .min(answered);
+    let first = lane.ahead_from[j];
+    let (k, held) = (first..j)
+        .map(|k| (k, held_us(lane, k, from)))
+        .max_by_key(|x| x.1)?;
+    (held >= MIN_CULPRIT_US).then(|| Wait {
+        waiting: b,
+        ahead,
+        culprit: lane.exchanges[k],
+        waited_us: ready.saturating_sub(from),
+    })
+}
+
+struct Facts {
+    waiting: String,
+    culprit: String,
+    culprit_bytes: u64,
+    protocol: &'static str,
+}
+
+pub fn detect(t: &Timeline) -> Vec<Finding> {
+    let inbound: HashMap<u32, &Exchange> = t.exchanges.iter().map(|e| (e.id, e)).collect();
+    let lanes = lanes(t);
+    // The worst wait per inbound request: waits of one request overlap.
+    let mut worst: BTreeMap<u32, (Wait, u32)> = BTreeMap::new();
+    for (&conn, lane) in &lanes {
+        for j in 0..lane.exchanges.len() {
+            let b = lane.exchanges[j];
+            if lane.ahead(j).is_empty() || !waited_for(b) {
+                continue;
+            }
+            let request = b.parent.and_then(|p| inbound.get(&p)).copied().unwrap_or(b);
+            let arrived = if request.id == b.id {
+                0
+            } else {
+                request.request_last_at_us
+            };
+            let Some(w) = wait(lane, j, arrived) else {
+                continue;
+            };
+            let entry = worst.entry(request.id).or_insert((w.clone(), conn));
+            if w.waited_us > entry.0.waited_us {
+                *entry = (w, conn);
+            }
+        }
+    }
+    let mut hits = Vec::new();
+    for (id, (w, conn)) in worst {
+        let total = inbound[&id].duration_us();
+        let lost = w.waited_us.min(total);
+        if lost < MIN_WAIT_US || (lost as f64) < WORTH_SHARE * total as f64 {
+            continue;
+        }
+        hits.push(hit(&w, conn, lost));
+    }
+    if hits.is_empty() {
+        return Vec::new();
+    }
+    vec![hits::finding(
+        FindingKind::PipelineHol,
+        Severity::Critical,
+        hits,
+        summary,
+        "give reads a connection of their own and put writes (large or asynchronous \
+         ones above all) on a dedicated one, or use a client that multiplexes \
+         (HTTP/2) or keeps values small; pipeline only batches of quick commands"
+            .into(),
+    )]
+}
+
+fn hit(w: &Wait, connection: u32, lost: u64) -> Hit<Facts> {
+    let c = w.culprit;
+    let bytes_ahead = w
+        .ahead
+        .iter()
+        .map(|a| a.request_bytes + a.response_bytes)
+        .sum();
+    let note = format!(
+        "{} was still {} when it was sent",
+        c.request,
+        if c.request_last_at_us > w.waiting.request_first_at_us || c.response_first_at_us.is_none()
+        {
+            "being sent"
+        } else {
+            "unanswered"
+        }
+    );
+    Hit {
+        lost_us: lost,
+        evidence: Evidence::Queued {
+            connection,
+            exchange: w.waiting.id,
+            request: w.waiting.request.clone(),
+            ahead: w.ahead.iter().take(AHEAD_LISTED).map(|a| a.id).collect(),
+            bytes_ahead,
+            waited_us: w.waited_us,
+            note,
+        },
+        facts: Facts {
+            waiting: w.waiting.request.clone(),
+            culprit: c.request.clone(),
+            culprit_bytes: c.request_bytes.max(c.response_bytes),
+            protocol: c.protocol.name(),
+        },
+    }
+}
+
+/// "GET hot:config waited 14.2 ms behind a 16.0 MiB SET stash:? on the same
+/// redis connection", told of the request whose loss is the median.
+fn summary(hits: &[Hit<Facts>], per: u64) -> String {
+    let typical = hits
+        .iter()
+        .min_by_key(|h| h.lost_us.abs_diff(per))
+        .map(|h| &h.facts);
+    let max = hits.iter().map(|h| h.lost_us).max().unwrap_or(0);
+    let Some(f) = typical else {
+        return String::new();
+    };
+    format!(
+        "{} waited {} behind a {} {} on the same {} connection ({} requests hit, worst {})",
+        f.waiting,
+        fmt_ms(per),
+        fmt_bytes(f.culprit_bytes),
+        f.culprit,
+        f.protocol,
+        hits.len(),
+        fmt_ms(max)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calls::tests::conn;
+    use crate::testkit::exchange;
+    use whyslow_model::{ExchangeRole, Protocol};
+
+    fn redis(id: u32, c: u32, cmd: &str, req: (u64, u64), resp: (u64, u64)) -> Exchange {
+        let mut e = exchange(id, c, req, resp);
+        e.protocol = Protocol::Redis;
+        e.request = cmd.into();
+        e.role = ExchangeRole::Outbound;
+        e.parent = Some(0);
+        e
+    }
+
+    fn page(read_answered: u64) -> Exchange {
+        exchange(
+            0,
+            0,
+            (1_000, 1_000),
+            (read_answered + 100, read_answered + 200),
+        )
+    }
+
+    #[test]
+    fn a_read_sent_behind_a_large_write_waits_for_it() {
+        // SET's 16 MiB take 14 ms to send; GET follows its last byte at once.
+        let mut set = redis(1, 1, "SET stash:?", (1_100, 15_100), (15_200, 15_210));
+        set.request_bytes = 16 << 20;
+        let get = redis(2, 1, "GET hot:config", (15_110, 15_120), (15_220, 15_300));
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379)],
+            exchanges: vec![page(15_300), set, get],
+        };
+        let f = detect(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind, FindingKind::PipelineHol);
+        // Issued with the SET (1 100), ready when the SET was answered (15 210).
+        assert_eq!(f[0].time_lost_us, 14_110);
+        assert!(f[0]
+            .summary
+            .contains("GET hot:config waited 14.1 ms behind a 16.0 MiB SET"));
+        match &f[0].evidence[0] {
+            Evidence::Queued {
+                exchange, ahead, ..
+            } => {
+                assert_eq!((*exchange, ahead.as_slice()), (2, &[1][..]));
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn a_read_sent_later_waits_only_from_when_it_was_sent() {
+        // The GET leaves 5 ms after the SET's last byte: issued then.
+        let set = redis(1, 1, "SET stash:?", (1_100, 2_000), (12_000, 12_010));
+        let get = redis(2, 1, "GET hot:config", (7_000, 7_010), (12_020, 12_100));
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379)],
+            exchanges: vec![page(12_100), set, get],
+        };
+        assert_eq!(detect(&t)[0].time_lost_us, 5_010);
+    }
+
+    #[test]
+    fn calls_on_their_own_connections_or_in_turn_do_not_wait() {
+        let set = redis(1, 2, "SET stash:?", (1_100, 15_100), (15_200, 15_210));
+        let get = redis(2, 1, "GET hot:config", (1_110, 1_120), (1_220, 1_300));
+        let again = redis(3, 1, "GET hot:config", (1_400, 1_410), (1_500, 1_600));
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 6379)],
+            exchanges: vec![page(1_600), set, get, again],
+        };
+        assert!(detect(&t).is_empty());
+    }
+
+    #[test]
+    fn a_pipeline_of_quick_commands_is_not_a_wait() {
+        // 40 GETs sent at once, each answered 100 µs after the one before.
+        let mut exchanges = vec![page(5_100)];
+        for i in 0..40u64 {
+            let at = 1_100 + i;
+            let done = 1_200 + 100 * (i + 1);
+            exchanges.push(redis(
+                i as u32 + 1,
+                1,
+                "GET user:?",
+                (at, at),
+                (done - 50, done),
+            ));
+        }
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379)],
+            exchanges,
+        };
+        assert!(detect(&t).is_empty());
+    }
+
+    #[test]
+    fn a_write_no_request_waits_for_queues_nothing_that_counts() {
+        // Two asynchronous writes on a writer connection, neither waited for.
+        let mut first = redis(1, 1, "SET stash:?", (1_100, 9_000), (9_100, 9_110));
+        let mut second = redis(2, 1, "SET stash:?", (9_010, 19_000), (19_100, 19_110));
+        first.parent = None;
+        second.parent = None;
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379)],
+            exchanges: vec![page(1_500), first, second],
+        };
+        assert!(detect(&t).is_empty());
+    }
+}
