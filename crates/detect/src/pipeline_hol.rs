@@ -41,6 +41,8 @@ pub struct Wait<'a> {
     /// The exchange ahead that held the connection longest.
     pub culprit: &'a Exchange,
     pub waited_us: u64,
+    /// Its bytes left only after those ahead had been sent.
+    pub queued_behind_bytes: bool,
 }
 
 /// When the exchange `j` of `lane` could have started on a connection of
@@ -79,7 +81,8 @@ pub fn wait<'a>(lane: &'a Lane<'a>, j: usize, arrived: u64) -> Option<Wait<'a>> 
     let b = lane.exchanges[j];
     let ahead = lane.ahead(j);
     let answered = b.response_first_at_us?;
-    let from = issued(lane, j).max(arrived);
+    let sent = issued(lane, j);
+    let from = sent.max(arrived);
     let ready = ahead
         .iter()
         .filter_map(|a| a.response_last_at_us)
@@ -95,6 +98,7 @@ pub fn wait<'a>(lane: &'a Lane<'a>, j: usize, arrived: u64) -> Option<Wait<'a>> 
         ahead,
         culprit: lane.exchanges[k],
         waited_us: ready.saturating_sub(from),
+        queued_behind_bytes: sent < b.request_first_at_us,
     })
 }
 

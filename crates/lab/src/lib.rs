@@ -2,13 +2,16 @@
 //! studies, each in a broken and a fixed variant, each declaring the truth it
 //! injects so a diagnosis can be checked against it.
 
+pub mod cache;
 pub mod http1;
 pub mod latency;
 pub mod pgmini;
 pub mod pool;
 pub mod proxy;
+pub mod respmini;
 pub mod scenario;
 pub mod scenarios;
 pub mod tls_h2;
+pub mod work;
 
 pub use scenario::{find, Fact, LoadHint, Running, Scenario, Truth, SCENARIOS};

@@ -80,6 +80,7 @@ pub const SCENARIOS: &[Scenario] = &[
     scenarios::fanout_pool::SCENARIO,
     scenarios::orm_storm::SCENARIO,
     scenarios::tax_stall::SCENARIO,
+    scenarios::cache_hol::SCENARIO,
     scenarios::healthy::SCENARIO,
 ];
 

@@ -46,9 +46,12 @@ const ORDER: [Protocol; 5] = [
 ];
 
 /// For a connection first seen mid-stream (no SYN): whether the sender of
-/// `payload` is the client. Some(true) for an HTTP/1 request line or the
-/// HTTP/2 preface, Some(false) for an HTTP/1 status line; None when the
-/// bytes do not tell (the caller falls back to what it knows of ports).
+/// `payload` is the client. Some(true) for an HTTP/1 request line, the
+/// HTTP/2 preface or a backing protocol's request; Some(false) for an HTTP/1
+/// status line or a backing protocol's reply; None when the bytes do not
+/// tell (the caller falls back to what it knows of ports). Persistent
+/// connections to caches and databases are opened before most captures
+/// start, often between two ephemeral ports.
 pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
     if payload.starts_with(b"HTTP/1.") {
         return Some(false);
@@ -56,7 +59,12 @@ pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
     if payload.starts_with(b"PRI * HTTP/2.0") {
         return Some(true);
     }
-    Http1Analyzer::looks_like_request(payload).filter(|&request| request)
+    if Http1Analyzer::looks_like_request(payload) == Some(true) {
+        return Some(true);
+    }
+    crate::redis::sender_is_client(payload)
+        .or_else(|| crate::memcached::sender_is_client(payload))
+        .or_else(|| crate::postgres::sender_is_client(payload))
 }
 
 /// One chunk held while undecided.
@@ -350,8 +358,41 @@ mod side_tests {
             sender_is_client(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
             Some(true)
         );
-        assert_eq!(sender_is_client(b"*2\r\n$3\r\nGET\r\n"), None);
         assert_eq!(sender_is_client(b""), None);
+        assert_eq!(sender_is_client(b"xxxxxxxx"), None);
+    }
+
+    #[test]
+    fn backing_protocol_openings_tell_the_sides_apart() {
+        // RESP: a command (the head of a large SET), then replies.
+        let set = b"*3\r\n$3\r\nSET\r\n$16\r\nstash:product:42\r\n$16777216\r\nxxxx";
+        assert_eq!(sender_is_client(set), Some(true));
+        assert_eq!(
+            sender_is_client(b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n"),
+            Some(true)
+        );
+        for reply in [
+            &b"+OK\r\n"[..],
+            b"$-1\r\n",
+            b"$5\r\nhello\r\n",
+            b":12\r\n",
+            b"-ERR x\r\n",
+        ] {
+            assert_eq!(sender_is_client(reply), Some(false), "{reply:?}");
+        }
+        // memcached text.
+        assert_eq!(sender_is_client(b"get hot:config\r\n"), Some(true));
+        assert_eq!(sender_is_client(b"set k 0 0 5\r\nhello\r\n"), Some(true));
+        assert_eq!(sender_is_client(b"STORED\r\n"), Some(false));
+        assert_eq!(
+            sender_is_client(b"VALUE k 0 2\r\nok\r\nEND\r\n"),
+            Some(false)
+        );
+        assert_eq!(sender_is_client(b"42\r\n"), None);
+        // PostgreSQL: a simple query, then ReadyForQuery.
+        assert_eq!(sender_is_client(b"Q\0\0\0\x0eSELECT 1;\0"), Some(true));
+        assert_eq!(sender_is_client(b"Z\0\0\0\x05I"), Some(false));
+        assert_eq!(sender_is_client(b"Z\0\0\0\x09I"), None);
     }
 }
 

@@ -158,8 +158,13 @@ pub fn run(args: DemoArgs) -> u8 {
     u8::from(rows.len() != total)
 }
 
+/// The finding ranked first, background ones aside: what the row names as the cause.
+fn top(row: &DemoRow) -> Option<&Finding> {
+    row.findings.iter().find(|f| !f.background)
+}
+
 fn cause(row: &DemoRow) -> String {
-    match row.findings.first() {
+    match top(row) {
         Some(f) => format!(
             "{} ({} per occurrence)",
             f.kind,
@@ -197,9 +202,7 @@ fn print_table(rows: &[DemoRow]) {
     println!();
     for pair in rows.chunks(2) {
         let [broken, fixed] = pair else { continue };
-        let why = broken
-            .findings
-            .first()
+        let why = top(broken)
             .map(|f| f.kind.to_string())
             .unwrap_or_else(|| "nothing to fix".into());
         let tail = match (&broken.load_latency, &fixed.load_latency) {

@@ -16,7 +16,7 @@ mod wire;
 use bytes::{Buf, BytesMut};
 use shop::{Statement, Value, STATEMENTS};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use wire::{Out, Reader};
@@ -127,8 +127,7 @@ async fn connection(mut stream: TcpStream, cost: Duration) -> std::io::Result<()
             Action::Wait => {}
             Action::Write => stream.write_all(&out.take()).await?,
             Action::Execute(p) => {
-                let done = Instant::now() + cost;
-                let _ = tokio::task::spawn_blocking(move || wait_until(done)).await;
+                crate::work::work_for(cost).await;
                 wire::rows(&mut out, &shop::run(p.statement, &p.params), &p.binary);
             }
         }
@@ -198,21 +197,6 @@ pub fn fuzz(data: &[u8]) {
             Action::Wait | Action::Write => {}
         }
         out.take();
-    }
-}
-
-/// Thread sleeps overshoot by tens of microseconds: sleep to this much
-/// before the deadline, then spin.
-const SPIN: Duration = Duration::from_micros(60);
-
-/// Blocks until `deadline` within a few microseconds.
-fn wait_until(deadline: Instant) {
-    let now = Instant::now();
-    if deadline > now + SPIN {
-        std::thread::sleep(deadline - now - SPIN);
-    }
-    while Instant::now() < deadline {
-        std::hint::spin_loop();
     }
 }
 

@@ -1,6 +1,7 @@
 //! One file per scenario. A new case study is a new file here plus one line in
 //! `scenario::SCENARIOS`.
 
+pub mod cache_hol;
 pub mod fanout_pool;
 pub mod healthy;
 pub mod orm_storm;

@@ -519,3 +519,18 @@ impl StreamAnalyzer for MemcachedAnalyzer {
 pub fn fuzz(data: &[u8]) {
     crate::fuzz::analyzer(data, MemcachedAnalyzer::sniff, MemcachedAnalyzer::new);
 }
+
+/// For a connection first seen mid-stream: Some(true) when `payload` opens
+/// with a command line, Some(false) with a reply line memcached sends
+/// (a bare number could be anything), None when it does not tell.
+pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
+    if sniff::sniff(payload, Start::Beginning) == Sniff::Yes {
+        return Some(true);
+    }
+    let end = payload
+        .windows(2)
+        .take(MAX_LINE)
+        .position(|w| w == b"\r\n")?;
+    let r = reply::parse(&payload[..end]);
+    (r.known && r.form != Form::Number).then_some(false)
+}

@@ -414,3 +414,20 @@ impl StreamAnalyzer for PgAnalyzer {
 pub fn fuzz(data: &[u8]) {
     crate::fuzz::analyzer(data, PgAnalyzer::sniff, PgAnalyzer::new);
 }
+
+/// For a connection first seen mid-stream: Some(true) when `payload` opens
+/// with a query, parse or bind message (types only a client sends), Some(false)
+/// with ReadyForQuery, ParseComplete or BindComplete (only a server sends
+/// these, with their fixed lengths), None when it does not tell.
+pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
+    let (&kind, rest) = payload.split_first()?;
+    let len = frame::be32(rest.get(..4)?);
+    match kind {
+        b'Q' | b'P' | b'B' => {
+            matches!(frame::check_at(payload, 0, false), frame::Check::Yes).then_some(true)
+        }
+        b'Z' => (len == 5 && rest.get(4).is_some_and(|s| b"ITE".contains(s))).then_some(false),
+        b'1' | b'2' => (len == 4).then_some(false),
+        _ => None,
+    }
+}

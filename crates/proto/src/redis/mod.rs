@@ -461,3 +461,28 @@ impl StreamAnalyzer for RespAnalyzer {
 pub fn fuzz(data: &[u8]) {
     crate::fuzz::analyzer(data, RespAnalyzer::sniff, RespAnalyzer::new);
 }
+
+/// For a connection first seen mid-stream: Some(true) when `payload` opens
+/// with a command, Some(false) with a reply line (simple string, error,
+/// integer, bulk length), None when it does not tell.
+pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
+    if sync::sniff_beginning(payload) == Sniff::Yes {
+        return Some(true);
+    }
+    let end = payload
+        .windows(2)
+        .take(MAX_ORIENT_LINE)
+        .position(|w| w == b"\r\n")?;
+    let (kind, text) = payload[..end].split_first()?;
+    let integer = |t: &[u8]| frame::parse_int(t).is_some();
+    let reply = match kind {
+        b'+' | b'-' => text.iter().all(|b| !b.is_ascii_control()),
+        b':' => integer(text),
+        b'$' => text == b"-1" || integer(text),
+        _ => false,
+    };
+    reply.then_some(false)
+}
+
+/// A reply line longer than this is not taken for one when orienting.
+const MAX_ORIENT_LINE: usize = 512;
