@@ -94,10 +94,16 @@ pub fn attribute(timeline: &mut Timeline, front_ports: &[u16]) {
     }
 }
 
-/// Share of a server's exchanges that must fall inside the front's requests
-/// for it to count as a backing service: unrelated traffic on the same host
-/// lands inside them only by chance, and rarely for nearly all of its exchanges.
+/// Share of the exchanges on a server's backing connections (those that
+/// carried a call inside the front's requests) that must fall inside them:
+/// unrelated traffic on the same host lands inside them only by chance, and
+/// rarely for nearly all of its exchanges.
 const NESTED_SHARE: f64 = 0.9;
+/// Share of a server's connections that must be backing connections: a
+/// writer connection whose asynchronous writes outlive every request sits
+/// beside a reader connection (case 004's fix); many short unrelated
+/// connections landing inside requests by chance do not make a backing server.
+const BACKING_CONNECTION_SHARE: f64 = 0.5;
 
 /// Servers (ports) whose exchanges happen while the service's own requests
 /// wait for an answer: its backing services, seen from the wire alone.
@@ -105,26 +111,48 @@ pub fn nested_servers(t: &Timeline, front_ports: &[u16]) -> Vec<u16> {
     nesting(t, front_ports).0
 }
 
+/// Exchanges inside the front's requests, and in all, on one connection.
+#[derive(Default, Clone, Copy)]
+struct Nested {
+    inside: usize,
+    all: usize,
+}
+
 /// Backing servers of `front_ports` and how many of their exchanges nest.
 fn nesting(t: &Timeline, front_ports: &[u16]) -> (Vec<u16>, usize) {
     let port = server_ports(t);
     let windows = windows_of(t, &port, front_ports);
-    let mut counts: HashMap<u16, (usize, usize)> = HashMap::new();
+    let mut per_conn: HashMap<u32, Nested> = HashMap::new();
     for e in &t.exchanges {
-        let Some(&p) = port.get(&e.connection).filter(|p| !front_ports.contains(p)) else {
+        if port
+            .get(&e.connection)
+            .is_none_or(|p| front_ports.contains(p))
+        {
             continue;
-        };
+        }
         let (start, end) = call_span(e);
-        let c = counts.entry(p).or_default();
-        c.0 += usize::from(windows.owner(start, end).is_some());
-        c.1 += 1;
+        let c = per_conn.entry(e.connection).or_default();
+        c.inside += usize::from(windows.owner(start, end).is_some());
+        c.all += 1;
+    }
+    // Per server: (connections, backing connections, their exchanges inside, in all).
+    let mut per_server: HashMap<u16, (usize, usize, Nested)> = HashMap::new();
+    for (conn, n) in per_conn {
+        let s = per_server.entry(port[&conn]).or_default();
+        s.0 += 1;
+        if n.inside > 0 {
+            s.1 += 1;
+            s.2.inside += n.inside;
+            s.2.all += n.all;
+        }
     }
     let mut out = Vec::new();
     let mut nested = 0;
-    for (p, (inside, all)) in counts {
-        if inside > 0 && inside as f64 >= NESTED_SHARE * all as f64 {
+    for (p, (conns, backing, n)) in per_server {
+        let enough_conns = backing as f64 >= BACKING_CONNECTION_SHARE * conns as f64;
+        if n.inside > 0 && enough_conns && n.inside as f64 >= NESTED_SHARE * n.all as f64 {
             out.push(p);
-            nested += inside;
+            nested += n.inside;
         }
     }
     out.sort_unstable();
@@ -202,6 +230,36 @@ mod tests {
         assert_eq!(parents, vec![None, Some(0), None, Some(2)]);
         assert_eq!(t.exchanges[1].role, ExchangeRole::Outbound);
         assert_eq!(t.exchanges[2].role, ExchangeRole::Inbound);
+    }
+
+    #[test]
+    fn asynchronous_writes_make_a_backing_server_without_a_parent() {
+        // Each request reads on one connection; a writer connection's writes
+        // start during or after a request and end after it answered (case
+        // 004's fixed page): none nests, the reads alone make Redis backing.
+        let mut t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 6379)],
+            exchanges: vec![
+                exchange(0, 0, (100, 110), (500, 510)),
+                exchange(1, 1, (200, 210), (300, 310)),
+                exchange(2, 2, (150, 400), (900, 910)),
+                exchange(3, 0, (1000, 1010), (1500, 1510)),
+                exchange(4, 1, (1100, 1110), (1200, 1210)),
+                exchange(5, 2, (1600, 1700), (1900, 1910)),
+            ],
+        };
+        assert_eq!(find_service(&t), Some(8080));
+        assert_eq!(nested_servers(&t, &[8080]), vec![6379]);
+        attribute(&mut t, &[8080]);
+        let parents: Vec<Option<u32>> = t.exchanges.iter().map(|e| e.parent).collect();
+        assert_eq!(parents, vec![None, Some(0), None, None, Some(3), None]);
+        // Unrelated short connections, most of them outside the requests.
+        for (i, at) in [(3, 2000), (4, 3000), (5, 250)] {
+            t.connections.push(conn(i, 9000));
+            t.exchanges
+                .push(exchange(10 + i, i, (at, at + 5), (at + 10, at + 20)));
+        }
+        assert_eq!(nested_servers(&t, &[8080]), vec![6379]);
     }
 }
 

@@ -166,16 +166,11 @@ fn hit(w: &Wait, connection: u32, lost: u64) -> Hit<Facts> {
         .iter()
         .map(|a| a.request_bytes + a.response_bytes)
         .sum();
-    let note = format!(
-        "{} was still {} when it was sent",
-        c.request,
-        if c.request_last_at_us > w.waiting.request_first_at_us || c.response_first_at_us.is_none()
-        {
-            "being sent"
-        } else {
-            "unanswered"
-        }
-    );
+    let note = if w.queued_behind_bytes {
+        format!("its bytes left right after the {} request's", c.request)
+    } else {
+        format!("sent while {} was unanswered", c.request)
+    };
     Hit {
         lost_us: lost,
         evidence: Evidence::Queued {

@@ -141,9 +141,15 @@ fn bulk(value: Option<&Bytes>) -> Vec<u8> {
     }
 }
 
-/// Runs the command at the front of `buf`, if whole: its reply, whether it
-/// wrote, and how many bytes it took.
-fn step(store: &Mutex<Store>, buf: &[u8]) -> Result<Option<(Vec<u8>, bool, usize)>, &'static str> {
+/// One command run: the reply, whether it wrote, and the bytes it took.
+struct Step {
+    reply: Vec<u8>,
+    wrote: bool,
+    used: usize,
+}
+
+/// Runs the command at the front of `buf`, if whole.
+fn step(store: &Mutex<Store>, buf: &[u8]) -> Result<Option<Step>, &'static str> {
     let Some((args, used)) = parse(buf)? else {
         return Ok(None);
     };
@@ -152,7 +158,7 @@ fn step(store: &Mutex<Store>, buf: &[u8]) -> Result<Option<(Vec<u8>, bool, usize
         Some((command, rest)) => execute(store, command, rest),
         None => (b"-ERR empty command\r\n".to_vec(), false),
     };
-    Ok(Some((reply, wrote, used)))
+    Ok(Some(Step { reply, wrote, used }))
 }
 
 async fn connection(mut stream: TcpStream, store: Arc<Mutex<Store>>, write_cost: Duration) {
@@ -160,12 +166,12 @@ async fn connection(mut stream: TcpStream, store: Arc<Mutex<Store>>, write_cost:
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         match step(&store, &buf) {
-            Ok(Some((reply, wrote, used))) => {
-                buf.advance(used);
-                if wrote {
+            Ok(Some(done)) => {
+                buf.advance(done.used);
+                if done.wrote {
                     work_for(write_cost).await;
                 }
-                if stream.write_all(&reply).await.is_err() {
+                if stream.write_all(&done.reply).await.is_err() {
                     return;
                 }
             }
@@ -197,8 +203,8 @@ pub async fn serve(listener: TcpListener, write_cost: Duration) {
 pub fn fuzz(data: &[u8]) {
     let store = Mutex::new(Store::default());
     let mut rest = data;
-    while let Ok(Some((_, _, used))) = step(&store, rest) {
-        rest = &rest[used..];
+    while let Ok(Some(done)) = step(&store, rest) {
+        rest = &rest[done.used..];
     }
 }
 

@@ -80,6 +80,17 @@ fn broken_scenarios_show_their_injected_cause_and_cost() {
 
 /// The counts a scenario declares show in its finding's evidence.
 fn check_facts(s: &Scenario, finding: &serde_json::Value) {
+    if let Some(bytes) = s.truth.fact("value_bytes") {
+        let evidence = finding["evidence"].as_array().unwrap();
+        assert!(!evidence.is_empty(), "{}: {finding}", s.name);
+        for e in evidence {
+            assert!(
+                e["bytes_ahead"].as_u64().unwrap() >= bytes,
+                "{}: {e}",
+                s.name
+            );
+        }
+    }
     if let Some(every) = s.truth.fact("stall_every") {
         let summary = finding["summary"].as_str().unwrap();
         assert!(
@@ -199,6 +210,43 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     fanout_pool_before_and_after(rows);
     tax_stall_before_and_after(rows);
     orm_storm_before_and_after(rows);
+    cache_hol_before_and_after(rows);
+}
+
+/// Share of a fixed request's time above which a finding still names a cause.
+const FIXED_CAUSE_SHARE: f64 = 0.10;
+
+/// cache-hol: broken names pipeline_hol first with the injected cost;
+/// fixed names no pipeline_hol and no cause (background ones aside) costing
+/// more than a tenth of its request time, and is faster by about the cost.
+fn cache_hol_before_and_after(rows: &[serde_json::Value]) {
+    let s = whyslow_lab::find("cache-hol").unwrap();
+    let (broken, fixed) = demo_pair(rows, s.name);
+    let truth = s.truth.time_lost_us as f64;
+    let top = &broken["findings"][0];
+    assert_eq!(top["kind"], "pipeline_hol", "{}", broken["findings"]);
+    let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
+    assert!(
+        (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
+        "{lost} vs {truth}"
+    );
+    check_facts(s, top);
+    let request_us = fixed["mean_total_us"].as_f64().unwrap();
+    for f in fixed["findings"].as_array().unwrap() {
+        assert_ne!(f["kind"], "pipeline_hol", "{f}");
+        if f["background"] != true {
+            let cost = f["time_lost_per_occurrence_us"].as_f64().unwrap();
+            assert!(
+                cost <= FIXED_CAUSE_SHARE * request_us,
+                "{f} in {request_us} µs"
+            );
+        }
+    }
+    let gain = broken["mean_total_us"].as_f64().unwrap() - request_us;
+    assert!(
+        (gain - truth).abs() <= TIME_LOST_TOLERANCE * truth,
+        "faster by {gain} µs, injected {truth} µs"
+    );
 }
 
 /// orm-storm: broken names its N+1s and the duplicate with the true

@@ -179,6 +179,19 @@ impl Reassembler {
         self.drain(budget, out);
     }
 
+    /// The peer acknowledged every byte before `acked`: holes below it were
+    /// received but never captured (Wireshark's "ACKed unseen segment", a
+    /// capture that dropped packets) and will not come, so they become gaps
+    /// now — before the peer's answer to those bytes is delivered.
+    pub fn acked(&mut self, acked: u64, budget: &mut Budget, out: &mut dyn FnMut(Chunk)) {
+        while let Some(next) = self.next.filter(|&n| n < acked) {
+            self.skip_to_held(budget, out, Some(acked));
+            if self.next == Some(next) {
+                break;
+            }
+        }
+    }
+
     /// End of the stream: every remaining hole becomes a gap.
     pub fn flush(&mut self, budget: &mut Budget, out: &mut dyn FnMut(Chunk)) {
         while !self.held.is_empty() {
@@ -190,6 +203,32 @@ impl Reassembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acknowledged_holes_become_gaps_at_once() {
+        let mut r = Reassembler::default();
+        r.start_at(0);
+        let mut b = Budget {
+            max_total: 1 << 20,
+            ..Budget::default()
+        };
+        let mut out = Vec::new();
+        let mut emit = |c: Chunk| {
+            out.push(match c {
+                Chunk::Data { data, .. } => String::from_utf8_lossy(data).into_owned(),
+                Chunk::Gap(n) => format!("<gap {n}>"),
+            })
+        };
+        r.push(0, b"ab", 2, 0, 1, 1 << 20, &mut b, &mut emit);
+        r.push(5, b"fg", 2, 0, 2, 1 << 20, &mut b, &mut emit);
+        // Nothing acknowledged past what was seen: the hole may still come.
+        r.acked(2, &mut b, &mut emit);
+        // The peer has 0..9: 2..5 and 7..9 were never captured.
+        r.acked(9, &mut b, &mut emit);
+        r.acked(9, &mut b, &mut emit);
+        assert_eq!(out, vec!["ab", "<gap 3>", "fg", "<gap 2>"]);
+        assert_eq!(r.held_bytes(), 0);
+    }
 
     fn run(segs: &[(u64, &[u8])], max_held: usize) -> Vec<String> {
         let mut r = Reassembler::default();

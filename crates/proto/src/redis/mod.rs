@@ -416,6 +416,19 @@ impl StreamAnalyzer for RespAnalyzer {
             span.bytes = span.bytes.saturating_add(missing);
             return;
         }
+        let mut missing = missing;
+        if direction == Direction::ToServer && self.req_scan.is_none() {
+            // A large value's tail and what followed it: the command is whole.
+            if let Some((cmd, after)) = self.req.end_in_gap(missing) {
+                let tail = missing - after;
+                self.req_span.bytes = self.req_span.bytes.saturating_add(tail);
+                self.on_command(cmd);
+                if after == 0 {
+                    return;
+                }
+                missing = after;
+            }
+        }
         self.note(format!(
             "{missing} bytes missing from the capture ({side}); RESP resynchronized"
         ));

@@ -306,4 +306,26 @@ impl RequestReader {
             _ => false,
         }
     }
+
+    /// Bytes missing from inside the last argument through past the end of
+    /// the command: the command is whole (its length was known), only its
+    /// tail and the digest are lost. Returns it and the bytes of the gap that
+    /// lie after it; None when the gap is elsewhere. A kept argument cut
+    /// short stays cut: labels read the name and key, which came before.
+    pub fn end_in_gap(&mut self, missing: u64) -> Option<(Command, u64)> {
+        let last_arg = self.sink.index + 1 == self.argc;
+        let tail = match self.state {
+            State::ArgBody(remaining) if last_arg => remaining + 2,
+            State::ArgCr if last_arg => 2,
+            State::ArgLf if last_arg => 1,
+            _ => return None,
+        };
+        if missing < tail {
+            return None;
+        }
+        self.sink.lost = true;
+        self.sink.end_arg();
+        self.state = State::Start;
+        Some((self.sink.finish(), missing - tail))
+    }
 }

@@ -111,7 +111,18 @@ pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) {
     use std::io::BufRead;
     let filter: Vec<String> = ports.iter().map(|p| format!("tcp port {p}")).collect();
     let mut child = Command::new("tcpdump")
-        .args(["-i", "lo", "-U", "--immediate-mode", "-n", "-w"])
+        // -B: a 64 MiB kernel buffer, or bursts of large values (16 MiB
+        // cache writes) overflow the default 2 MiB and packets are dropped.
+        .args([
+            "-i",
+            "lo",
+            "-U",
+            "--immediate-mode",
+            "-B",
+            "65536",
+            "-n",
+            "-w",
+        ])
         .arg(file)
         .arg(filter.join(" or "))
         .stdout(Stdio::null())
@@ -153,8 +164,22 @@ pub fn memcached() -> Server {
     let port = free_port();
     let p = port.to_string();
     // -u: memcached refuses to run as root without a user to become.
+    // -I/-m: items up to 32 MiB (case 004's 16 MB values; at most half the memory).
     spawn(
-        Command::new("memcached").args(["-l", "127.0.0.1", "-p", &p, "-U", "0", "-u", "nobody"]),
+        Command::new("memcached").args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-U",
+            "0",
+            "-u",
+            "nobody",
+            "-I",
+            "32m",
+            "-m",
+            "128",
+        ]),
         port,
     )
 }

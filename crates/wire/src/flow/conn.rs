@@ -42,6 +42,8 @@ pub struct Flow {
     reasm: [Reassembler; 2],
     proto: Sniffer,
     fin: [bool; 2],
+    /// Stream offset of each direction's FIN, once seen.
+    fin_offset: [Option<u64>; 2],
     rst: bool,
 }
 
@@ -92,6 +94,7 @@ impl Flow {
                 },
             ),
             fin: [false; 2],
+            fin_offset: [None; 2],
             rst: false,
         }
     }
@@ -153,8 +156,12 @@ impl Flow {
         self.count(d, p, &v);
         let data_seq = p.seq.wrapping_add(u32::from(p.syn));
         let offset = self.offset(i, data_seq, p.seg_len);
+        if p.fin {
+            self.fin_offset[i] = Some(offset.saturating_add(u64::from(p.seg_len)));
+        }
         self.record_segment(d, p, &v, offset, at, pkt, lim, budget);
         self.record_ack(d, p, prev_ack, prev_win, window, at, pkt, lim, budget);
+        self.skip_unseen(d.reverse(), p, budget, out);
         self.close(d, p);
         if !p.payload.is_empty() && !p.rst {
             self.reassemble(d, offset, p, at, pkt, lim, budget, out);
@@ -320,6 +327,28 @@ impl Flow {
         }
     }
 
+    /// Bytes of `r` that `p` acknowledges but the capture never showed are
+    /// gaps: the analyzer skips them before it sees the answer to them.
+    fn skip_unseen(
+        &mut self,
+        r: Direction,
+        p: &TcpPacket,
+        budget: &mut Budget,
+        out: &mut Vec<Exchange>,
+    ) {
+        let i = idx(r);
+        let Some(base) = self.base[i].filter(|_| p.ack_flag && !p.rst) else {
+            return;
+        };
+        let mut acked = unwrap(p.ack.wrapping_sub(base), self.high[i]);
+        if let Some(fin) = self.fin_offset[i] {
+            acked = acked.min(fin); // the FIN takes a sequence number, not a byte
+        }
+        let Flow { reasm, proto, .. } = self;
+        reasm[i].acked(acked, budget, &mut |c| feed(proto, r, c));
+        self.proto.drain_exchanges(out);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn reassemble(
         &mut self,
@@ -333,14 +362,7 @@ impl Flow {
         out: &mut Vec<Exchange>,
     ) {
         let Flow { reasm, proto, .. } = self;
-        let mut emit = |c: Chunk| match c {
-            Chunk::Data {
-                data,
-                at_us,
-                packet,
-            } => proto.on_data(d, data, at_us, packet),
-            Chunk::Gap(n) => proto.on_gap(d, n),
-        };
+        let mut emit = |c: Chunk| feed(proto, d, c);
         let wire = u64::from(p.seg_len);
         reasm[idx(d)].push(
             off,
@@ -360,14 +382,7 @@ impl Flow {
     pub fn finish(mut self, budget: &mut Budget) -> (Connection, Vec<Exchange>, Option<String>) {
         for d in [Direction::ToServer, Direction::ToClient] {
             let Flow { reasm, proto, .. } = &mut self;
-            reasm[idx(d)].flush(budget, &mut |c| match c {
-                Chunk::Data {
-                    data,
-                    at_us,
-                    packet,
-                } => proto.on_data(d, data, at_us, packet),
-                Chunk::Gap(n) => proto.on_gap(d, n),
-            });
+            reasm[idx(d)].flush(budget, &mut |c| feed(proto, d, c));
         }
         let mut ex = self.proto.take_exchanges();
         ex.extend(self.proto.finish());
@@ -379,5 +394,17 @@ impl Flow {
     fn note_protocol(&mut self) {
         self.conn.protocol = self.proto.protocol();
         self.conn.tls |= self.conn.protocol == Protocol::Tls;
+    }
+}
+
+/// Hands one reassembled chunk of direction `d` to the protocol layer.
+fn feed(proto: &mut Sniffer, d: Direction, c: Chunk) {
+    match c {
+        Chunk::Data {
+            data,
+            at_us,
+            packet,
+        } => proto.on_data(d, data, at_us, packet),
+        Chunk::Gap(n) => proto.on_gap(d, n),
     }
 }

@@ -271,3 +271,33 @@ fn mid_stream_subscriber_messages_are_not_ping_replies() {
     assert_eq!(ex.len(), 1);
     assert_eq!(ex[0].response_packets, Some((4, 4)));
 }
+
+#[test]
+fn gap_past_the_end_of_a_large_value_completes_its_command() {
+    // A capture that dropped a 16 MiB SET's tail and the GET behind it.
+    let mut a = RespAnalyzer::new(1, Start::Beginning);
+    a.on_data(C, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16777216\r\nxxxx", 1, 1);
+    a.on_gap(C, 16_777_216 - 4 + 2 + 23);
+    a.on_data(S, b"+OK\r\n", 2, 2);
+    a.on_data(S, b"$1\r\n1\r\n", 3, 3);
+    a.on_data(C, &cmd(&[b"GET", b"k"]), 4, 4);
+    a.on_data(S, b"$1\r\n2\r\n", 5, 5);
+    let ex = a.finish();
+    assert_eq!(
+        labels(&ex),
+        [format!("SET {}", key("k")), format!("GET {}", key("k"))]
+    );
+    assert_eq!(ex[0].response_packets, Some((2, 2)));
+    assert_eq!(ex[0].request_bytes, 31 + 16_777_216 + 2);
+    assert_eq!(ex[0].params_digest, None, "bytes were lost");
+    assert_eq!(ex[1].response_packets, Some((5, 5)));
+
+    // The gap ends exactly with the command: nothing is lost after it.
+    let mut a = RespAnalyzer::new(1, Start::Beginning);
+    a.on_data(C, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000\r\nxx", 1, 1);
+    a.on_gap(C, 2000);
+    a.on_data(C, &cmd(&[b"GET", b"k"]), 2, 2);
+    a.on_data(S, b"+OK\r\n$1\r\n2\r\n", 3, 3);
+    assert_eq!(a.finish().len(), 2);
+    assert!(a.error().is_none(), "{:?}", a.error());
+}

@@ -1,0 +1,195 @@
+//! Case 004 on real software. A product page on redis-py that sends a
+//! 16 MiB write and then a read in one pipeline on one connection: whyslow
+//! must name pipeline_hol from `diagnose URL` and from `analyze` on a
+//! tcpdump capture with no flags; with the write on a connection of its own
+//! it must not. The lab's cache-hol scenario against a real redis-server
+//! and a real memcached: the same.
+
+mod common;
+use common::real::*;
+use common::*;
+use serde_json::Value;
+use whyslow_lab::cache::CacheProtocol;
+use whyslow_lab::scenarios::cache_hol;
+
+/// The case's write: a 16 MB value.
+const VALUE_BYTES: usize = 16 << 20;
+/// Page requests in the tcpdump capture.
+const PAGES: usize = 5;
+
+/// One page at a time: each listens on lo and times its cache calls.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tools_present(test: &str, tools: &[&str]) -> bool {
+    tools.iter().all(|t| needed(test, t, have(t))) && capture_allowed(test)
+}
+
+/// A redis-server and the redis-py page in front of it.
+fn start_app(variant: &str) -> (Server, Server) {
+    let redis = redis();
+    let port = free_port();
+    let args = [
+        port.to_string(),
+        redis.port.to_string(),
+        VALUE_BYTES.to_string(),
+        variant.to_string(),
+    ];
+    let page = python_app("cache_app.py", port, &args);
+    (redis, page)
+}
+
+fn hol(report: &Value) -> Option<&Value> {
+    finding(report, "pipeline_hol")
+}
+
+/// pipeline_hol ranks first and names the read, the write and its size.
+fn assert_hol_seen(report: &Value, protocol: &str) {
+    let kinds = finding_kinds(report);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("pipeline_hol"),
+        "{kinds:?}"
+    );
+    let f = hol(report).unwrap();
+    // memcached's commands are lower case, Redis's upper.
+    let summary = f["summary"].as_str().unwrap().to_ascii_lowercase();
+    assert!(summary.starts_with("get hot:config waited"), "{summary}");
+    let expected =
+        format!("behind a 16.0 mib set stash:product:? on the same {protocol} connection");
+    assert!(summary.contains(&expected), "{summary}");
+    let evidence = f["evidence"].as_array().unwrap();
+    let mut reads = 0;
+    for e in evidence {
+        assert_eq!(e["type"], "queued", "{e}");
+        assert!(e["waited_us"].as_u64().unwrap() >= 1_000, "{e}");
+        // A read behind the write; now and then, with 16 MiB bursts, a
+        // write queued behind a read that waited for the write before it.
+        let waiting = e["request"].as_str().unwrap().to_ascii_lowercase();
+        if waiting.starts_with("get hot:config") {
+            reads += 1;
+            assert!(
+                e["bytes_ahead"].as_u64().unwrap() >= VALUE_BYTES as u64,
+                "{e}"
+            );
+        } else {
+            assert!(waiting.starts_with("set stash:product:?"), "{e}");
+        }
+    }
+    assert!(2 * reads > evidence.len(), "{f}");
+}
+
+fn assert_no_hol(report: &Value) {
+    assert!(hol(report).is_none(), "{:?}", finding_kinds(report));
+}
+
+fn diagnose(url: &str, cache_port: u16) -> Value {
+    let port = cache_port.to_string();
+    let out = whyslow(&["diagnose", "--json", "-n", "6", "--port", &port, url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    assert!(not_examined(&report).is_empty(), "{}", report["skipped"]);
+    report
+}
+
+#[test]
+fn diagnose_names_the_read_behind_the_write_on_redis_py() {
+    let _one = serial();
+    let test = "diagnose_redis_py_hol";
+    if !(tools_present(test, &["redis-server"]) && python_has(test, "redis")) {
+        return;
+    }
+    for variant in ["broken", "fixed"] {
+        let (redis, page) = start_app(variant);
+        let url = format!("http://127.0.0.1:{}/product/42", page.port);
+        let report = diagnose(&url, redis.port);
+        match variant {
+            "broken" => assert_hol_seen(&report, "redis"),
+            _ => assert_no_hol(&report),
+        }
+    }
+}
+
+#[test]
+fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
+    let _one = serial();
+    let test = "analyze_tcpdump_hol";
+    let tools = ["redis-server", "tcpdump", "curl", "tshark"];
+    if !(tools_present(test, &tools) && python_has(test, "redis")) {
+        return;
+    }
+    let dir = tmpdir("cache");
+    for variant in ["broken", "fixed"] {
+        let (redis, page) = start_app(variant);
+        let file = dir.join(format!("{variant}.pcap"));
+        let url = format!("http://127.0.0.1:{}/product/42", page.port);
+        // The page's Redis connection opened at start-up, before the capture.
+        tcpdump_while(&file, &[page.port, redis.port], || {
+            for _ in 0..PAGES {
+                let ok = std::process::Command::new("curl")
+                    .args(["-sf", "-o", "/dev/null", &url])
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(ok, "curl {url}");
+            }
+        });
+        let out = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        assert_eq!(report["time_breakdown"][0]["requests"], PAGES, "{report}");
+        if variant == "broken" {
+            assert_hol_seen(&report, "redis");
+            // tcpdump drops packets of 16 MiB bursts now and then: every read
+            // whose bytes it kept must be named, and most must have been kept.
+            let redis_port = redis.port;
+            let reads = tshark_fields(
+                &file,
+                &format!("tcp.port=={redis_port},data"),
+                &format!("tcp.dstport=={redis_port} && tcp.payload contains \"hot:config\""),
+                "frame.number",
+            );
+            assert!(reads.len() + 1 >= PAGES, "{} reads captured", reads.len());
+            assert_eq!(hol(&report).unwrap()["occurrences"], reads.len());
+        } else {
+            assert_no_hol(&report);
+        }
+    }
+}
+
+/// The lab's page (its own pipelined client) against a real cache.
+fn lab_on(protocol: CacheProtocol, cache: &Server, fixed: bool) -> Value {
+    let addr = format!("127.0.0.1:{}", cache.port).parse().unwrap();
+    let running = rt()
+        .block_on(cache_hol::start_with_cache(
+            fixed,
+            addr,
+            protocol,
+            VALUE_BYTES,
+        ))
+        .unwrap();
+    diagnose(&running.url, cache.port)
+}
+
+#[test]
+fn the_lab_scenario_on_real_redis_and_memcached() {
+    let _one = serial();
+    let test = "lab_cache_hol_real";
+    if !tools_present(test, &["redis-server", "memcached"]) {
+        return;
+    }
+    for (protocol, name) in [
+        (CacheProtocol::Resp, "redis"),
+        (CacheProtocol::Memcached, "memcached"),
+    ] {
+        let cache = match protocol {
+            CacheProtocol::Resp => redis(),
+            CacheProtocol::Memcached => memcached(),
+        };
+        let broken = lab_on(protocol, &cache, false);
+        assert_hol_seen(&broken, name);
+        assert_no_hol(&lab_on(protocol, &cache, true));
+    }
+}
