@@ -152,6 +152,22 @@ def lab_postgres_messages():
             + msg(b"E", b"\0\0\0\0\0") + msg(b"S", b"") + msg(b"X", b""))
 
 
+def lab_cache_commands():
+    """What the cache-hol page sends: a SET of a value, a GET, a PING."""
+    return (b"*3\r\n$3\r\nSET\r\n$16\r\nstash:product:42\r\n$8\r\nxxxxxxxx\r\n"
+            b"*2\r\n$3\r\nGET\r\n$10\r\nhot:config\r\n*1\r\n$4\r\nPING\r\n")
+
+
+def lab_cache_replies():
+    """First byte picks protocol and kind (see whyslow_lab::cache::fuzz)."""
+    return {
+        "resp_value": b"\0$3\r\nabc\r\n$-1\r\n",
+        "resp_stored": b"\2+OK\r\n+OK\r\n",
+        "memcached_value": b"\1VALUE hot:config 0 2\r\nok\r\nEND\r\nEND\r\n",
+        "memcached_stored": b"\3STORED\r\nSTORED\r\n",
+    }
+
+
 def write(target, name, data):
     d = os.path.join(HERE, target)
     os.makedirs(d, exist_ok=True)
@@ -167,6 +183,9 @@ if __name__ == "__main__":
     for name, data in http1_chunks().items():
         write("http1", name, data)
     write("lab_postgres_server", "checkout", lab_postgres_messages())
+    write("lab_resp_server", "page", lab_cache_commands())
+    for name, data in lab_cache_replies().items():
+        write("lab_cache_client", name, data)
     ports = {"redis": 6379, "memcached": 11211, "postgres": 5432, "http2": 8080}
     for proto, turns in backing_conversations().items():
         data = b"".join(chunks(False, c) + chunks(True, s) for c, s in turns)

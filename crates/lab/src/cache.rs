@@ -240,6 +240,31 @@ fn memcached_reply(buf: &[u8], expect: Expect) -> Result<Parsed, String> {
     }
 }
 
+/// Reads `data` as a run of replies in each protocol and for each kind of
+/// command, with no I/O: the fuzz target's entry. The first byte picks the
+/// protocol and kind; reading stops at the first incomplete or bad reply.
+pub fn fuzz(data: &[u8]) {
+    let Some((&pick, mut rest)) = data.split_first() else {
+        return;
+    };
+    let protocol = if pick & 1 == 0 {
+        CacheProtocol::Resp
+    } else {
+        CacheProtocol::Memcached
+    };
+    let expect = if pick & 2 == 0 {
+        Expect::Value
+    } else {
+        Expect::Stored
+    };
+    while let Ok(Some((value, used))) = parse_reply(rest, protocol, expect) {
+        if let Some(r) = value {
+            assert!(r.end <= used && used <= rest.len());
+        }
+        rest = &rest[used..];
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
