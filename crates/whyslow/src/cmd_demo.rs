@@ -185,12 +185,12 @@ fn variant(s: &Scenario, fixed: bool) -> &'static str {
 
 fn print_table(rows: &[DemoRow]) {
     println!(
-        "{:<11} {:<7} {:<14} {:<30} {:>10}  finding",
+        "{:<11} {:<7} {:<15} {:<30} {:>10}  finding",
         "scenario", "variant", "request", "client", "avg total"
     );
     for r in rows {
         println!(
-            "{:<11} {:<7} {:<14} {:<30} {:>10}  {}",
+            "{:<11} {:<7} {:<15} {:<30} {:>10}  {}",
             r.scenario,
             whyslow_lab::find(r.scenario).map_or("", |s| variant(s, r.fixed)),
             r.request,
