@@ -127,15 +127,7 @@ fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
         let file = dir.join(format!("{variant}.pcap"));
         let url = format!("http://127.0.0.1:{}/product/42", page.port);
         // The page's Redis connection opened at start-up, before the capture.
-        tcpdump_while(&file, &[page.port, redis.port], || {
-            for _ in 0..PAGES {
-                let ok = std::process::Command::new("curl")
-                    .args(["-sf", "-o", "/dev/null", &url])
-                    .status()
-                    .is_ok_and(|s| s.success());
-                assert!(ok, "curl {url}");
-            }
-        });
+        tcpdump_while(&file, &[page.port, redis.port], || curl_each(&url, PAGES));
         let out = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
         assert!(out.status.success(), "{}", stderr(&out));
         let report = json(&out);

@@ -223,14 +223,7 @@ fn cache_hol_before_and_after(rows: &[serde_json::Value]) {
     let s = whyslow_lab::find("cache-hol").unwrap();
     let (broken, fixed) = demo_pair(rows, s.name);
     let truth = s.truth.time_lost_us as f64;
-    let top = &broken["findings"][0];
-    assert_eq!(top["kind"], "pipeline_hol", "{}", broken["findings"]);
-    let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
-    assert!(
-        (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
-        "{lost} vs {truth}"
-    );
-    check_facts(s, top);
+    broken_top(s, broken);
     let request_us = fixed["mean_total_us"].as_f64().unwrap();
     for f in fixed["findings"].as_array().unwrap() {
         assert_ne!(f["kind"], "pipeline_hol", "{f}");
@@ -282,14 +275,7 @@ fn tax_stall_before_and_after(rows: &[serde_json::Value]) {
     let s = whyslow_lab::find("tax-stall").unwrap();
     let (broken, fixed) = demo_pair(rows, s.name);
     let truth = s.truth.time_lost_us as f64;
-    let top = &broken["findings"][0];
-    assert_eq!(top["kind"], "periodic_stall", "{}", broken["findings"]);
-    let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
-    assert!(
-        (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
-        "{lost} vs {truth}"
-    );
-    check_facts(s, top);
+    broken_top(s, broken);
     let (b, f) = (&broken["load_latency"], &fixed["load_latency"]);
     assert!(
         b["p50"].as_f64().unwrap() < truth / 10.0,
@@ -305,6 +291,22 @@ fn tax_stall_before_and_after(rows: &[serde_json::Value]) {
         "{}",
         fixed["findings"]
     );
+}
+
+/// The broken row's first finding is the scenario's cause, with its
+/// injected cost and counts.
+fn broken_top(s: &Scenario, broken: &serde_json::Value) {
+    let top = &broken["findings"][0];
+    let kind = s.truth.kind.unwrap().to_string();
+    assert_eq!(top["kind"], kind.as_str(), "{}", broken["findings"]);
+    let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
+    let truth = s.truth.time_lost_us as f64;
+    assert!(
+        (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
+        "{}: {lost} vs {truth}",
+        s.name
+    );
+    check_facts(s, top);
 }
 
 /// A scenario's broken and fixed rows of the demo.
@@ -326,14 +328,7 @@ fn fanout_pool_before_and_after(rows: &[serde_json::Value]) {
     let s = whyslow_lab::find("fanout-pool").unwrap();
     let (broken, fixed) = demo_pair(rows, s.name);
     let truth = s.truth.time_lost_us as f64;
-    let top = &broken["findings"][0];
-    assert_eq!(top["kind"], "pool_queueing", "{}", broken["findings"]);
-    let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
-    assert!(
-        (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
-        "{lost} vs {truth}"
-    );
-    check_facts(s, top);
+    broken_top(s, broken);
     let kinds: Vec<&str> = fixed["findings"]
         .as_array()
         .unwrap()

@@ -127,15 +127,7 @@ fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
         let (api, front) = start(pool);
         let file = dir.join(format!("pool{pool}.pcap"));
         let url = format!("http://127.0.0.1:{}/dashboard", front.port);
-        tcpdump_while(&file, &[front.port, api.port], || {
-            for _ in 0..PAGES {
-                let ok = std::process::Command::new("curl")
-                    .args(["-sf", "-o", "/dev/null", &url])
-                    .status()
-                    .is_ok_and(|s| s.success());
-                assert!(ok, "curl {url}");
-            }
-        });
+        tcpdump_while(&file, &[front.port, api.port], || curl_each(&url, PAGES));
         let out = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
         assert!(out.status.success(), "{}", stderr(&out));
         let report = json(&out);

@@ -206,19 +206,9 @@ mod tests {
 
     #[test]
     fn acknowledged_holes_become_gaps_at_once() {
-        let mut r = Reassembler::default();
-        r.start_at(0);
-        let mut b = Budget {
-            max_total: 1 << 20,
-            ..Budget::default()
-        };
+        let (mut r, mut b) = fresh();
         let mut out = Vec::new();
-        let mut emit = |c: Chunk| {
-            out.push(match c {
-                Chunk::Data { data, .. } => String::from_utf8_lossy(data).into_owned(),
-                Chunk::Gap(n) => format!("<gap {n}>"),
-            })
-        };
+        let mut emit = |c: Chunk| out.push(shown(c));
         r.push(0, b"ab", 2, 0, 1, 1 << 20, &mut b, &mut emit);
         r.push(5, b"fg", 2, 0, 2, 1 << 20, &mut b, &mut emit);
         // Nothing acknowledged past what was seen: the hole may still come.
@@ -230,20 +220,28 @@ mod tests {
         assert_eq!(r.held_bytes(), 0);
     }
 
-    fn run(segs: &[(u64, &[u8])], max_held: usize) -> Vec<String> {
+    /// A stream starting at offset 0 with a 1 MiB budget.
+    fn fresh() -> (Reassembler, Budget) {
         let mut r = Reassembler::default();
         r.start_at(0);
-        let mut b = Budget {
+        let b = Budget {
             max_total: 1 << 20,
             ..Budget::default()
         };
+        (r, b)
+    }
+
+    fn shown(c: Chunk) -> String {
+        match c {
+            Chunk::Data { data, .. } => String::from_utf8_lossy(data).into_owned(),
+            Chunk::Gap(n) => format!("<gap {n}>"),
+        }
+    }
+
+    fn run(segs: &[(u64, &[u8])], max_held: usize) -> Vec<String> {
+        let (mut r, mut b) = fresh();
         let mut out = Vec::new();
-        let mut emit = |c: Chunk| {
-            out.push(match c {
-                Chunk::Data { data, .. } => String::from_utf8_lossy(data).into_owned(),
-                Chunk::Gap(n) => format!("<gap {n}>"),
-            })
-        };
+        let mut emit = |c: Chunk| out.push(shown(c));
         for (i, (off, d)) in segs.iter().enumerate() {
             r.push(
                 *off,

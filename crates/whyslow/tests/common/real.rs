@@ -142,6 +142,17 @@ pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) {
     let _ = child.wait();
 }
 
+/// `n` GETs of `url` with curl, one after another, each a new connection.
+pub fn curl_each(url: &str, n: usize) {
+    for _ in 0..n {
+        let ok = Command::new("curl")
+            .args(["-sf", "-o", "/dev/null", url])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "curl {url}");
+    }
+}
+
 pub fn redis() -> Server {
     let port = free_port();
     let p = port.to_string();
