@@ -110,7 +110,7 @@ struct Facts {
 }
 
 pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let inbound: HashMap<u32, &Exchange> = t.exchanges.iter().map(|e| (e.id, e)).collect();
+    let by_id: HashMap<u32, &Exchange> = t.exchanges.iter().map(|e| (e.id, e)).collect();
     let lanes = lanes(t);
     // The worst wait per inbound request: waits of one request overlap.
     let mut worst: BTreeMap<u32, (Wait, u32)> = BTreeMap::new();
@@ -120,7 +120,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
             if lane.ahead(j).is_empty() || !waited_for(b) {
                 continue;
             }
-            let request = b.parent.and_then(|p| inbound.get(&p)).copied().unwrap_or(b);
+            let request = b.parent.and_then(|p| by_id.get(&p)).copied().unwrap_or(b);
             let arrived = if request.id == b.id {
                 0
             } else {
@@ -137,7 +137,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
     }
     let mut hits = Vec::new();
     for (id, (w, conn)) in worst {
-        let total = inbound[&id].duration_us();
+        let total = by_id[&id].duration_us();
         let lost = w.waited_us.min(total);
         if lost < MIN_WAIT_US || (lost as f64) < WORTH_SHARE * total as f64 {
             continue;

@@ -6,6 +6,7 @@
 //! memcached's text protocol and queues the same way on both, which is why
 //! the lab has its own rather than one crate per protocol.
 
+use crate::line::{crlf_line, decimal};
 use bytes::{Buf, Bytes, BytesMut};
 use std::io;
 use std::net::SocketAddr;
@@ -166,21 +167,13 @@ async fn answer_in_order(
 
 type Parsed = Option<(Option<std::ops::Range<usize>>, usize)>;
 
-/// One `\r\n`-terminated line at `at`: its text and the next offset.
+/// One reply line at `at`: its text and the next offset.
 fn line(buf: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, String> {
-    let window = &buf[at.min(buf.len())..buf.len().min(at + MAX_LINE)];
-    match window.windows(2).position(|w| w == b"\r\n") {
-        Some(end) => Ok(Some((&window[..end], at + end + 2))),
-        None if window.len() >= MAX_LINE => Err("reply line too long".into()),
-        None => Ok(None),
-    }
+    crlf_line(buf, at, MAX_LINE).map_err(|_| "reply line too long".to_string())
 }
 
 fn length(text: &[u8]) -> Result<usize, String> {
-    std::str::from_utf8(text)
-        .ok()
-        .and_then(|t| t.trim().parse::<usize>().ok())
-        .filter(|n| *n <= MAX_VALUE)
+    decimal(text, MAX_VALUE)
         .ok_or_else(|| format!("bad length {:?}", String::from_utf8_lossy(text)))
 }
 

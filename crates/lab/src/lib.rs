@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod http1;
 pub mod latency;
+pub mod line;
 pub mod pgmini;
 pub mod pool;
 pub mod proxy;

@@ -6,6 +6,7 @@
 //! writes past its size instead of growing. Written for the lab because the
 //! cost of a write must be exact and Redis itself may not be installed.
 
+use crate::line::{crlf_line, decimal};
 use crate::scenario::accept_each;
 use crate::work::work_for;
 use bytes::{Buf, Bytes, BytesMut};
@@ -36,22 +37,13 @@ pub struct Store {
 /// One command's arguments, as ranges of the buffer it was read from.
 type Args = Vec<Range<usize>>;
 
-/// Reads one `\r\n`-terminated header line starting at `at`: its text and the next offset.
+/// One header line at `at`: its text and the next offset.
 fn line(buf: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, &'static str> {
-    let window = &buf[at..buf.len().min(at + MAX_LINE)];
-    match window.windows(2).position(|w| w == b"\r\n") {
-        Some(end) => Ok(Some((&window[..end], at + end + 2))),
-        None if window.len() >= MAX_LINE => Err("header line too long"),
-        None => Ok(None),
-    }
+    crlf_line(buf, at, MAX_LINE).map_err(|_| "header line too long")
 }
 
 fn number(text: &[u8], max: usize) -> Result<usize, &'static str> {
-    std::str::from_utf8(text)
-        .ok()
-        .and_then(|t| t.parse::<usize>().ok())
-        .filter(|n| *n <= max)
-        .ok_or("bad length")
+    decimal(text, max).ok_or("bad length")
 }
 
 /// One command (an array of bulk strings) from the front of `buf`: its
