@@ -8,6 +8,7 @@ pub mod calls;
 pub mod critical_path;
 pub mod duplicate_calls;
 pub mod hits;
+pub mod host_saturation;
 pub mod large_response;
 pub mod n_plus_one;
 pub mod nagle_delayed_ack;

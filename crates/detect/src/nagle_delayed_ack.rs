@@ -10,6 +10,7 @@
 use crate::thresholds::{DELAYED_ACK_MAX_US, DELAYED_ACK_MIN_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use whyslow_model::stats::median;
 use whyslow_model::{
     AckEvent, Connection, Direction, Evidence, Finding, FindingKind, Segment, Severity, Timeline,
 };
@@ -95,11 +96,6 @@ fn stall(conn: &Connection, s1: &Segment, s2: &Segment, d: Direction) -> Option<
         ack_delay_us: ack_delay,
         time_lost_us: s2.at_us - s1.at_us,
     })
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
 fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Finding> {

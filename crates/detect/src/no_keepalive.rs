@@ -59,7 +59,7 @@ fn finding(server: SocketAddr, conns: Vec<(u32, usize, u64)>) -> Option<Finding>
             with_requests.len()
         ),
         time_lost_us: handshakes.iter().sum(),
-        time_lost_per_occurrence_us: handshakes[handshakes.len() / 2],
+        time_lost_per_occurrence_us: whyslow_model::stats::percentile(&handshakes, 0.5),
         occurrences: short as u32,
         evidence: with_requests
             .iter()

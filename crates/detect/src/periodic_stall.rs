@@ -9,6 +9,7 @@ use crate::hits::{self, Hit};
 use crate::thresholds::SLOW_PART_US;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use whyslow_model::stats::percentile;
 use whyslow_model::{fmt_ms, Finding, FindingKind, Protocol, Severity};
 
 /// Calls to a server needed before its tail can be told from its body.
@@ -81,12 +82,6 @@ pub struct Tail<'a> {
     pub stalls: Vec<(u64, u64)>,
     /// Median time and calls from one stall's start to the next, when regular.
     pub period: Option<(u64, usize)>,
-}
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 /// Servers whose calls have a rare, huge tail.
@@ -165,9 +160,7 @@ fn period(stalls: &[(u64, u64)], calls: &[(usize, Call)]) -> Option<(u64, usize)
         .map(|w| before(w[1].0) - before(w[0].0))
         .collect();
     let regular = |v: &[u64]| {
-        let mut s = v.to_vec();
-        s.sort_unstable();
-        let m = s[s.len() / 2] as f64;
+        let m = median(v.to_vec()) as f64;
         v.iter()
             .all(|&x| (x as f64 - m).abs() <= PERIOD_TOLERANCE * m)
             .then_some(m as u64)

@@ -4,6 +4,7 @@
 //! usually shows from the second request on.
 
 use crate::thresholds::{DELAYED_ACK_MAX_US, DELAYED_ACK_MIN_US};
+use whyslow_model::stats::median;
 use whyslow_model::RequestPhases;
 
 /// What the client timings suggest, before any packet is looked at.
@@ -12,11 +13,6 @@ pub struct DelayedAckSignature {
     /// Median wait on reused requests minus the first request's wait.
     pub extra_wait_us: u64,
     pub reused_requests: usize,
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
 pub fn delayed_ack_signature(requests: &[RequestPhases]) -> Option<DelayedAckSignature> {

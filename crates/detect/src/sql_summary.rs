@@ -86,7 +86,9 @@ pub fn summarize(requests: &[RequestCalls]) -> Vec<SqlSummary> {
                 server: server.to_string(),
                 request: request.to_string(),
                 requests: reqs.len() as u32,
-                median: reqs[reqs.len() / 2].0.clone(),
+                median: reqs[whyslow_model::stats::nearest_rank(reqs.len(), 0.5)]
+                    .0
+                    .clone(),
                 worst: reqs[reqs.len() - 1].0.clone(),
                 top_by_count,
                 top_by_time,

@@ -86,7 +86,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
             timeouts
         ),
         time_lost_us: total,
-        time_lost_per_occurrence_us: lost[lost.len() / 2],
+        time_lost_per_occurrence_us: whyslow_model::stats::median(lost.clone()),
         occurrences: lost.len() as u32,
         evidence,
         fix: "find where packets are dropped (interface errors, full queues, policers: `ip -s link`, `nstat`); \

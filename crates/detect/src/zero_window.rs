@@ -88,7 +88,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         severity: Severity::Warning,
         summary: format!("a receiver stopped reading {} times: its window closed and the sender waited", stalls.len()),
         time_lost_us: total,
-        time_lost_per_occurrence_us: stalls[stalls.len() / 2],
+        time_lost_per_occurrence_us: whyslow_model::stats::percentile(&stalls, 0.5),
         occurrences: stalls.len() as u32,
         evidence: evidence_list,
         fix: "the receiving application reads too slowly: look at what blocks its read loop (CPU, locks, \

@@ -11,6 +11,7 @@
 //! lateness, the measure of whether the generator kept its schedule.
 
 use crate::histograms::{error_class, Recorded, Sample};
+use crate::result::IntervalPoint;
 use crate::schedule::{Model, Schedule};
 use crate::timer::Timer;
 use bytes::BytesMut;
@@ -109,6 +110,7 @@ pub struct Outcome {
     /// Requests still in flight when the run was cut.
     pub unfinished: u64,
     pub lanes: usize,
+    pub intervals: Vec<IntervalPoint>,
 }
 
 enum Session {
@@ -381,6 +383,8 @@ struct Collector {
     totals: Recorded,
     index: u32,
     last: Instant,
+    /// One point per interval, for latency and throughput over time.
+    points: Vec<IntervalPoint>,
 }
 
 impl Collector {
@@ -403,6 +407,11 @@ impl Collector {
             totals: &self.totals,
             in_flight: ctx.in_flight.load(Ordering::Relaxed),
         });
+        self.points.push(IntervalPoint::of(
+            self.last - ctx.start,
+            now - self.last,
+            &self.interval,
+        ));
         self.interval.reset();
         self.index += 1;
         self.last = now;
@@ -495,6 +504,7 @@ pub async fn run(
         totals: Recorded::default(),
         index: 0,
         last: ctx.start,
+        points: Vec::new(),
     };
     let every = plan.interval.max(Duration::from_millis(10));
     let mut ticker = tokio::time::interval_at((ctx.start + every).into(), every);
@@ -536,5 +546,6 @@ pub async fn run(
         interrupted,
         unfinished: unfinished.unwrap_or(0),
         lanes: plan.lanes(),
+        intervals: collector.points,
     })
 }

@@ -7,7 +7,7 @@ use crate::histograms::{decode, encode, Metric, Recorded};
 use crate::saturation;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 use whyslow_model::Finding;
 
 /// The value of `format`: tells a result file from other JSON.
@@ -40,6 +40,44 @@ impl Percentiles {
             p99: q(0.99),
             p999: q(0.999),
             max: h.max(),
+        }
+    }
+}
+
+/// One interval of the run (`--interval`): throughput and latency over time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IntervalPoint {
+    /// From the start of the run to the end of this interval.
+    pub at_ms: u64,
+    pub responses: u64,
+    pub errors: u64,
+    /// Responses per second in this interval.
+    pub rate: f64,
+    /// Percentiles of the corrected latency (the uncorrected one in the
+    /// closed model, which has no schedule to correct against).
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// How late the generator sent, p99 (open model).
+    pub lag_p99_us: u64,
+}
+
+impl IntervalPoint {
+    pub fn of(offset: Duration, length: Duration, rec: &Recorded) -> IntervalPoint {
+        let latency = match rec.hist(Metric::Corrected).is_empty() {
+            true => rec.hist(Metric::Uncorrected),
+            false => rec.hist(Metric::Corrected),
+        };
+        let secs = length.as_secs_f64().max(1e-6);
+        IntervalPoint {
+            at_ms: (offset + length).as_millis() as u64,
+            responses: rec.responses(),
+            errors: rec.failed() + rec.bad_statuses(),
+            rate: (rec.responses() as f64 / secs * 10.0).round() / 10.0,
+            p50_us: latency.value_at_quantile(0.5),
+            p99_us: latency.value_at_quantile(0.99),
+            max_us: latency.max(),
+            lag_p99_us: rec.hist(Metric::Lag).value_at_quantile(0.99),
         }
     }
 }
@@ -92,6 +130,9 @@ pub struct LoadResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histograms: Option<BTreeMap<String, String>>,
     pub findings: Vec<Finding>,
+    /// One point per interval of a single run; merged results have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalPoint>,
 }
 
 fn epoch_us(t: std::time::SystemTime) -> u64 {
@@ -132,6 +173,7 @@ impl LoadResult {
             latency: BTreeMap::new(),
             histograms: None,
             findings: Vec::new(),
+            intervals: outcome.intervals,
         };
         r.fill(&totals);
         r.findings = saturation::check(&totals, r.setup.model == "open");
@@ -259,6 +301,10 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
         interrupted: results.iter().any(|r| r.interrupted),
         unfinished: results.iter().map(|r| r.unfinished).sum(),
         findings: results.iter().flat_map(|r| r.findings.clone()).collect(),
+        intervals: match results.len() {
+            1 => first.intervals.clone(),
+            _ => Vec::new(),
+        },
         ..first.clone()
     };
     merged.fill(&rec);

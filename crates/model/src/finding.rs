@@ -19,6 +19,7 @@ pub enum FindingKind {
     LargeResponse,
     ServerTime,
     GeneratorSaturated,
+    HostSaturated,
 }
 
 impl FindingKind {
@@ -39,6 +40,7 @@ impl FindingKind {
             FindingKind::LargeResponse => "large_response",
             FindingKind::ServerTime => "server_time",
             FindingKind::GeneratorSaturated => "generator_saturated",
+            FindingKind::HostSaturated => "host_saturated",
         }
     }
 }

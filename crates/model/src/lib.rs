@@ -7,14 +7,19 @@
 //! end in `_us`.
 
 mod breakdown;
+mod comparison;
 mod finding;
+mod host;
 mod phases;
 mod report;
 mod sql_summary;
+pub mod stats;
 mod timeline;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
+pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use finding::{Evidence, Finding, FindingKind, Severity};
+pub use host::{HostReport, HostSample, ResourceUse};
 pub use phases::{PhaseName, RequestPhases, TlsInfo};
 pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
 pub use sql_summary::{SqlRequest, SqlShape, SqlSummary, StatementCounts};

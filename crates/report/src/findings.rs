@@ -8,7 +8,7 @@ use whyslow_model::{Evidence, Finding};
 /// Evidence lines shown per finding in text; JSON has them all.
 const EVIDENCE_SHOWN: usize = 3;
 
-fn evidence_line(e: &Evidence) -> String {
+pub(crate) fn evidence_line(e: &Evidence) -> String {
     match e {
         Evidence::Connection { id, client, server } => {
             format!("connection #{id} {client} → {server}")

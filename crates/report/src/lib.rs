@@ -2,7 +2,10 @@
 //! found. Reports never diagnose; they show.
 
 pub mod breakdown;
+pub mod compare;
 pub mod findings;
+pub mod host;
+pub mod html;
 pub mod probe;
 pub mod sql_summary;
 pub mod stats;

@@ -1,3 +1,5 @@
+use whyslow_model::stats::percentile;
+
 /// min / median / max of a set of durations, for small samples (probe runs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
@@ -16,19 +18,10 @@ impl Summary {
         v.sort_unstable();
         Some(Summary {
             min: v[0],
-            median: median_sorted(&v),
+            median: percentile(&v, 0.5),
             max: v[v.len() - 1],
             count: v.len(),
         })
-    }
-}
-
-/// Median of sorted values; the mean of the middle two for even counts.
-pub fn median_sorted(v: &[u64]) -> u64 {
-    match v.len() {
-        0 => 0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2,
     }
 }
 

@@ -59,8 +59,8 @@ pub struct AnalyzeArgs {
     pub output: OutputArgs,
 }
 
-/// `--json` and `--timeline`, for commands that build a timeline.
-#[derive(Args, Clone, Copy)]
+/// `--json`, `--timeline` and `--html`, for commands that build a timeline.
+#[derive(Args, Clone)]
 pub struct OutputArgs {
     /// Print the JSON report instead of text
     #[arg(long)]
@@ -68,6 +68,18 @@ pub struct OutputArgs {
     /// Include the whole timeline (every connection, segment and exchange) in --json
     #[arg(long)]
     pub timeline: bool,
+    /// Also write a self-contained HTML report here (waterfall, packet ladders, findings)
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+}
+
+/// Writes `--html`; a failure to write is said, and the run's result stands.
+pub fn write_html(path: Option<&std::path::Path>, render: impl FnOnce() -> String) {
+    if let Some(path) = path {
+        if let Err(e) = std::fs::write(path, render()) {
+            eprintln!("whyslow: {}: {e}", path.display());
+        }
+    }
 }
 
 pub fn run(args: AnalyzeArgs) -> u8 {
@@ -91,6 +103,13 @@ pub fn run(args: AnalyzeArgs) -> u8 {
     report
         .errors
         .extend(outcome.protocol_errors.iter().cloned());
+    if args.output.html.is_some() {
+        report.timeline = Some(std::mem::take(&mut outcome.timeline));
+        write_html(args.output.html.as_deref(), || {
+            whyslow_report::html::report(&report, None)
+        });
+        outcome.timeline = report.timeline.take().unwrap_or_default();
+    }
     if args.output.json {
         if args.output.timeline {
             report.timeline = Some(outcome.timeline);

@@ -59,6 +59,7 @@ struct DiagnoseJson<'a> {
     report: &'a Report,
     #[serde(skip_serializing_if = "Option::is_none")]
     load: Option<&'a LoadResult>,
+    host: &'a whyslow_model::HostReport,
 }
 
 pub fn run(args: DiagnoseArgs) -> u8 {
@@ -97,6 +98,9 @@ pub fn run(args: DiagnoseArgs) -> u8 {
         .iter()
         .find_map(|p| p.run.error.clone())
         .filter(|e| e.kind == ErrorKind::Interrupted || d.patterns[0].run.requests.is_empty());
+    crate::cmd_analyze::write_html(args.output.html.as_deref(), || {
+        whyslow_report::html::report(&d.report, d.load.as_ref())
+    });
     if args.output.json {
         if !args.output.timeline {
             d.report.timeline = None;
@@ -105,7 +109,8 @@ pub fn run(args: DiagnoseArgs) -> u8 {
             "{}",
             to_json(&DiagnoseJson {
                 report: &d.report,
-                load: d.load.as_ref()
+                load: d.load.as_ref(),
+                host: &d.host,
             })
         );
     } else {

@@ -83,6 +83,9 @@ pub struct LoadArgs {
     /// Write the result file (with histograms; `whyslow merge` combines them)
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
+    /// Also write a self-contained HTML report: histogram, percentile spectrum, latency over time
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Write an HdrHistogram interval log (one histogram per --interval)
     #[arg(long)]
     pub hdr_log: Option<PathBuf>,
@@ -386,8 +389,14 @@ pub fn run(args: LoadArgs) -> u8 {
             Err(e) => return usage(&format!("--hdr-log {}: {e}", path.display())),
         }
     }
+    let host = whyslow_host::Sampler::start(crate::cmd_use::proc_root(), whyslow_host::EVERY);
     let result = match run_once(&rt, &s.plan, &stop, &mut watch) {
-        Ok(r) => r,
+        Ok(mut r) => {
+            let (samples, unavailable) = host.finish();
+            let h = crate::cmd_use::host_report("load", samples, unavailable);
+            r.findings.extend(h.findings);
+            r
+        }
         Err(e) => {
             eprintln!("whyslow: {e}");
             return e.kind.exit_code() as u8;
@@ -441,6 +450,7 @@ fn finish(args: &LoadArgs, s: &Setup, result: LoadResult) -> u8 {
             eprintln!("whyslow: {e}");
         }
     }
+    crate::cmd_analyze::write_html(args.html.as_deref(), || whyslow_report::html::load(&result));
     print_result(args.json, &args.url, &result, &checks, None);
     exit_code(&result, &rec, &checks)
 }
@@ -595,6 +605,7 @@ fn find_max(args: &LoadArgs, s: &Setup, rt: &tokio::runtime::Runtime, stop: &Arc
     }
     let rec = best.recorded().unwrap_or_default();
     let checks = slo_checks(&s.rules, &rec, &best);
+    crate::cmd_analyze::write_html(args.html.as_deref(), || whyslow_report::html::load(&best));
     print_result(args.json, &args.url, &best, &checks, Some(&knee));
     if stop.is_set() {
         EXIT_INTERRUPTED

@@ -65,21 +65,22 @@ pub struct Diagnosis {
     pub load: Option<LoadResult>,
     pub patterns: Vec<PatternResult>,
     pub capture: Option<CaptureSummary>,
+    /// The host's USE samples during the run.
+    pub host: whyslow_model::HostReport,
 }
 
 impl Diagnosis {
     /// Median total of reused requests of a pattern.
     pub fn median_reused_total(&self, label: &str) -> Option<u64> {
         let p = self.patterns.iter().find(|p| p.label == label)?;
-        let mut v: Vec<u64> = p
+        let v: Vec<u64> = p
             .run
             .requests
             .iter()
             .filter(|r| r.reused)
             .map(|r| r.total_us)
             .collect();
-        v.sort_unstable();
-        v.get(v.len() / 2).copied()
+        (!v.is_empty()).then(|| whyslow_model::stats::median(v))
     }
 
     /// Mean total of every request of a pattern (what the case studies quote).
@@ -143,6 +144,7 @@ fn default_iface(target: &Target) -> &'static str {
 /// what was captured so far is still analyzed.
 pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> Diagnosis {
     let mut report = Report::new("diagnose", Some(redact_url(&opts.url)));
+    let host = whyslow_host::Sampler::start(crate::cmd_use::proc_root(), whyslow_host::EVERY);
     let target = Target::parse(&opts.url).ok();
     let session = start_capture(opts, target.as_ref(), &mut report);
     let watcher = match (&session, &target) {
@@ -173,13 +175,17 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
     }
     if let Some(l) = &load {
         report.findings.extend(l.findings.iter().cloned());
-        Finding::sort(&mut report.findings);
     }
+    let (samples, unavailable) = host.finish();
+    let host = crate::cmd_use::host_report("diagnose", samples, unavailable);
+    report.findings.extend(host.findings.iter().cloned());
+    Finding::sort(&mut report.findings);
     Diagnosis {
         report,
         load,
         patterns,
         capture,
+        host,
     }
 }
 

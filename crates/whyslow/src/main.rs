@@ -4,12 +4,14 @@ mod backing;
 mod capture_session;
 mod cmd_analyze;
 mod cmd_capture;
+mod cmd_compare;
 mod cmd_demo;
 mod cmd_diagnose;
 mod cmd_lab;
 mod cmd_load;
 mod cmd_merge;
 mod cmd_probe;
+mod cmd_use;
 mod diagnose;
 mod limits;
 
@@ -42,6 +44,8 @@ enum Command {
     /// Rebuild connections and exchanges from a pcap/pcapng file and name what went wrong.
     #[command(after_help = whyslow_proto::bounds_help())]
     Analyze(cmd_analyze::AnalyzeArgs),
+    /// Two results of the same command, percentile by percentile: what changed significantly.
+    Compare(cmd_compare::CompareArgs),
     /// Every lab scenario, broken and fixed, diagnosed: the before/after table.
     Demo(cmd_demo::DemoArgs),
     /// Probe a URL while capturing its traffic: where the time went, and why.
@@ -51,6 +55,8 @@ enum Command {
     Lab(cmd_lab::LabCommand),
     /// Constant-rate (--rate) or closed-loop (-c) load; latency corrected for coordinated omission.
     Load(cmd_load::LoadArgs),
+    /// The USE checklist of this host: utilization, saturation and errors per resource.
+    Use(cmd_use::UseArgs),
     /// Combine `whyslow load -o` result files (several machines or runs) exactly.
     Merge(cmd_merge::MergeArgs),
 }
@@ -66,6 +72,8 @@ fn main() -> ExitCode {
         Command::Capture(args) => cmd_capture::run(args),
         Command::Diagnose(args) => cmd_diagnose::run(args),
         Command::Demo(args) => cmd_demo::run(args),
+        Command::Compare(args) => cmd_compare::run(args),
+        Command::Use(args) => cmd_use::run(args),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,153 @@
+//! Reads a result file of any command into named distributions: raw samples
+//! from probe-style reports, HDR histograms from `load -o` result files,
+//! percentiles alone from `--json` summaries.
+
+use crate::stats::Runs;
+use std::collections::BTreeMap;
+use whyslow_load::{LoadResult, Metric, Percentiles};
+use whyslow_model::{Finding, PhaseName, Report};
+
+/// One distribution as a file gave it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Distribution {
+    /// Every value (samples, or an HDR histogram's recorded values).
+    Values(Runs),
+    /// Percentiles only: comparable, not testable.
+    Summary(Percentiles),
+}
+
+impl Distribution {
+    pub fn count(&self) -> u64 {
+        match self {
+            Distribution::Values(r) => r.count(),
+            Distribution::Summary(p) => p.count,
+        }
+    }
+}
+
+/// A result file, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub file: String,
+    pub command: String,
+    pub target: Option<String>,
+    /// Distributions by metric name, the main one first.
+    pub metrics: Vec<(String, Distribution)>,
+    pub findings: Vec<Finding>,
+}
+
+impl Run {
+    pub fn parse(file: &str, text: &str) -> Result<Run, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("{file}: not JSON: {e}"))?;
+        if value.get("format").and_then(|f| f.as_str()) == Some(whyslow_load::result::FORMAT) {
+            let r: LoadResult =
+                serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
+            return from_load(file, &r);
+        }
+        if value.get("schema_version").is_some() && value.get("command").is_some() {
+            let load = value
+                .get("load")
+                .cloned()
+                .map(serde_json::from_value::<LoadResult>)
+                .transpose()
+                .map_err(|e| format!("{file}: load: {e}"))?;
+            let report: Report =
+                serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
+            return Ok(from_report(file, report, load));
+        }
+        Err(format!(
+            "{file}: not a whyslow result (want `load -o`, or `--json` of probe, diagnose or load)"
+        ))
+    }
+}
+
+/// Load metrics in the order a reader wants them.
+const LOAD_METRICS: [Metric; 4] = [
+    Metric::Corrected,
+    Metric::Uncorrected,
+    Metric::Wait,
+    Metric::Lag,
+];
+
+fn from_load(file: &str, r: &LoadResult) -> Result<Run, String> {
+    let recorded = r.histograms.as_ref().map(|_| r.recorded()).transpose()?;
+    let metrics = LOAD_METRICS
+        .iter()
+        .filter_map(|m| {
+            let d = match &recorded {
+                Some(rec) => Distribution::Values(Runs(
+                    rec.hist(*m)
+                        .iter_recorded()
+                        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                        .collect(),
+                )),
+                None => Distribution::Summary(*r.percentiles(*m)?),
+            };
+            (d.count() > 0).then(|| (m.name().to_string(), d))
+        })
+        .collect();
+    Ok(Run {
+        file: file.into(),
+        command: "load".into(),
+        target: Some(r.setup.target.clone()),
+        metrics,
+        findings: r.findings.clone(),
+    })
+}
+
+/// Phases of a probe-style report, total first: the first section (the
+/// request as given); a diagnose's load phase adds its latency summary.
+fn from_report(file: &str, report: Report, load: Option<LoadResult>) -> Run {
+    let requests = report
+        .sections
+        .first()
+        .map(|s| s.requests.as_slice())
+        .unwrap_or(&[]);
+    let mut phases: Vec<PhaseName> = vec![PhaseName::Total];
+    phases.extend(PhaseName::ALL.iter().filter(|p| **p != PhaseName::Total));
+    let mut metrics: Vec<(String, Distribution)> = phases
+        .into_iter()
+        .map(|p| {
+            let values = requests.iter().map(|r| r.phase_us(p)).collect();
+            (
+                p.as_str().to_string(),
+                Distribution::Values(Runs::from_samples(values)),
+            )
+        })
+        .filter(|(name, d)| name == "total" || d.quantile_max() > 0)
+        .filter(|(_, d)| d.count() > 0)
+        .collect();
+    if let Some(l) = load {
+        if let Some(p) = l.percentiles(Metric::Corrected) {
+            metrics.push(("load corrected".into(), Distribution::Summary(*p)));
+        }
+    }
+    let findings = report.findings;
+    Run {
+        file: file.into(),
+        command: report.command,
+        target: report.target,
+        metrics,
+        findings,
+    }
+}
+
+impl Distribution {
+    fn quantile_max(&self) -> u64 {
+        match self {
+            Distribution::Values(r) => r.0.last().map_or(0, |v| v.0),
+            Distribution::Summary(p) => p.max,
+        }
+    }
+}
+
+/// Metric names in both runs, in A's order.
+pub fn common<'a>(a: &'a Run, b: &'a Run) -> Vec<(&'a str, &'a Distribution, &'a Distribution)> {
+    let b_by: BTreeMap<&str, &Distribution> =
+        b.metrics.iter().map(|(n, d)| (n.as_str(), d)).collect();
+    a.metrics
+        .iter()
+        .filter_map(|(n, d)| Some((n.as_str(), d, *b_by.get(n.as_str())?)))
+        .collect()
+}

@@ -1,0 +1,147 @@
+use super::*;
+use whyslow_load::Percentiles;
+
+fn run(command: &str, values: Vec<u64>) -> Run {
+    Run {
+        file: "x.json".into(),
+        command: command.into(),
+        target: Some("http://127.0.0.1:1/".into()),
+        metrics: vec![(
+            "total".into(),
+            Distribution::Values(Runs::from_samples(values)),
+        )],
+        findings: Vec::new(),
+    }
+}
+
+/// A noisy latency sample around `base` µs with a spread of 20 %.
+fn noisy(base: u64, n: u64, seed: u64) -> Vec<u64> {
+    (0..n)
+        .map(|i| base + (i * 7919 + seed * 104_729) % (base / 5))
+        .collect()
+}
+
+#[test]
+fn same_distribution_is_no_significant_change_and_passes_gates() {
+    let gates = gate::parse("p99>+10%,p50>+10%").unwrap();
+    let c = compare(
+        &run("load", noisy(2000, 500, 1)),
+        &run("load", noisy(2000, 500, 2)),
+        &gates,
+    )
+    .unwrap();
+    assert!(c.unchanged(), "{:#?}", c.stats);
+    assert!(c.checks.iter().all(|c| c.passed));
+}
+
+#[test]
+fn a_40ms_stall_is_slower_and_crosses_the_gate() {
+    let gates = gate::parse("p99>+10%").unwrap();
+    let c = compare(
+        &run("probe", noisy(1000, 5, 1)),
+        &run("probe", noisy(41_000, 5, 1)),
+        &gates,
+    )
+    .unwrap();
+    let p50 = c.stats.iter().find(|s| s.stat == "p50").unwrap();
+    assert_eq!(p50.change, Change::Slower);
+    assert!(p50.change_pct > 3000.0);
+    assert!(!c.checks[0].passed);
+    // And back: faster, and the gate holds.
+    let back = compare(
+        &run("probe", noisy(41_000, 5, 1)),
+        &run("probe", noisy(1000, 5, 1)),
+        &gates,
+    )
+    .unwrap();
+    assert!(back.stats.iter().all(|s| s.change == Change::Faster));
+    assert!(back.checks[0].passed);
+}
+
+#[test]
+fn tiny_but_consistent_shifts_are_not_called_changes() {
+    // 20 µs on 2 ms is real in 5 000 samples but below what matters.
+    let c = compare(
+        &run("load", noisy(2000, 5000, 1)),
+        &run("load", noisy(2020, 5000, 1)),
+        &[],
+    )
+    .unwrap();
+    assert!(c.unchanged(), "{:#?}", c.shifts);
+}
+
+#[test]
+fn different_commands_do_not_compare() {
+    assert!(compare(&run("load", vec![1]), &run("probe", vec![1]), &[]).is_err());
+}
+
+#[test]
+fn summaries_are_compared_not_tested() {
+    let p = |v| Percentiles {
+        count: 100,
+        min: v,
+        mean: v as f64,
+        p50: v,
+        p90: v,
+        p99: v,
+        p999: v,
+        max: v,
+    };
+    let mk = |v| Run {
+        metrics: vec![("corrected".into(), Distribution::Summary(p(v)))],
+        ..run("load", vec![])
+    };
+    let c = compare(&mk(1000), &mk(3000), &gate::parse("p99>+10%").unwrap()).unwrap();
+    assert!(c.stats.iter().all(|s| s.change == Change::NotTested));
+    assert!(c.shifts.is_empty());
+    assert!(!c.notes.is_empty());
+    assert!(
+        !c.checks[0].passed,
+        "point estimates decide without samples"
+    );
+}
+
+#[test]
+fn findings_that_came_and_went() {
+    use whyslow_model::{Finding, Severity};
+    let f = |kind, lost| Finding {
+        kind,
+        severity: Severity::Warning,
+        summary: String::new(),
+        time_lost_us: lost,
+        time_lost_per_occurrence_us: lost,
+        occurrences: 1,
+        evidence: vec![],
+        fix: String::new(),
+        background: false,
+    };
+    let mut a = run("diagnose", vec![1, 2, 3]);
+    a.findings = vec![f(FindingKind::NagleDelayedAck, 40_000)];
+    let mut b = run("diagnose", vec![1, 2, 3]);
+    b.findings = vec![f(FindingKind::ServerTime, 500)];
+    let c = compare(&a, &b, &[]).unwrap();
+    assert_eq!(c.findings.len(), 2);
+    let nagle = c
+        .findings
+        .iter()
+        .find(|x| x.kind == FindingKind::NagleDelayedAck)
+        .unwrap();
+    assert_eq!(
+        (nagle.a_time_lost_us, nagle.b_time_lost_us),
+        (Some(40_000), None)
+    );
+}
+
+#[test]
+fn hostile_files_are_clear_errors() {
+    for text in [
+        "",
+        "{",
+        "[]",
+        "{\"format\":\"whyslow-load-result\"}",
+        "{\"x\":1}",
+        "null",
+    ] {
+        assert!(Run::parse("f", text).is_err(), "{text}");
+    }
+}

@@ -1,0 +1,138 @@
+use super::*;
+use whyslow_model::{
+    Connection, DirectionStats, Evidence, Exchange, ExchangeRole, FindingKind, Protocol, Severity,
+    Timeline,
+};
+
+fn conn(id: u32, server_port: u16, protocol: Protocol) -> Connection {
+    Connection {
+        id,
+        client: format!("127.0.0.1:{}", 40000 + id).parse().unwrap(),
+        server: format!("127.0.0.1:{server_port}").parse().unwrap(),
+        first_at_us: 0,
+        last_at_us: 0,
+        syn_at_us: None,
+        syn_ack_at_us: None,
+        established_at_us: None,
+        closed_by: None,
+        to_server: DirectionStats::default(),
+        to_client: DirectionStats::default(),
+        segments: vec![],
+        acks: vec![],
+        events_truncated: false,
+        tls: false,
+        protocol,
+    }
+}
+
+fn exchange(
+    id: u32,
+    connection: u32,
+    request: &str,
+    span: (u64, u64),
+    parent: Option<u32>,
+) -> Exchange {
+    Exchange {
+        id,
+        connection,
+        protocol: Protocol::Http1,
+        request: request.into(),
+        status: None,
+        request_first_at_us: span.0,
+        request_last_at_us: span.0 + 10,
+        response_first_at_us: Some(span.1 - 10),
+        response_last_at_us: Some(span.1),
+        request_bytes: 100,
+        response_bytes: 100,
+        request_packets: (1, 1),
+        response_packets: Some((2, 2)),
+        response_encoded: false,
+        role: if parent.is_some() {
+            ExchangeRole::Outbound
+        } else {
+            ExchangeRole::Inbound
+        },
+        parent,
+        stream: None,
+        rows: None,
+        params_digest: None,
+        transaction: None,
+    }
+}
+
+/// An inbound request whose 6 calls ran on 2 pooled connections.
+fn fanout() -> Report {
+    let mut t = Timeline {
+        connections: vec![
+            conn(0, 8080, Protocol::Http1),
+            conn(1, 9000, Protocol::Http1),
+            conn(2, 9000, Protocol::Http1),
+        ],
+        ..Timeline::default()
+    };
+    t.exchanges.push(exchange(
+        0,
+        0,
+        "GET /<script>alert(1)</script>",
+        (0, 70_000),
+        None,
+    ));
+    for i in 0..6u32 {
+        let at = 1000 + (i as u64 / 2) * 20_000;
+        t.exchanges.push(exchange(
+            i + 1,
+            1 + i % 2,
+            "GET /price",
+            (at, at + 19_000),
+            Some(0),
+        ));
+    }
+    let mut r = Report::new("analyze", Some("x.pcap".into()));
+    r.timeline = Some(t);
+    r.findings.push(Finding {
+        kind: FindingKind::PoolQueueing,
+        severity: Severity::Warning,
+        summary: "calls waited for a connection & <b>".into(),
+        time_lost_us: 40_000,
+        time_lost_per_occurrence_us: 40_000,
+        occurrences: 1,
+        evidence: vec![Evidence::Measurement { note: "n".into() }],
+        fix: "f".into(),
+        background: false,
+    });
+    r
+}
+
+#[test]
+fn a_report_is_self_contained_escaped_and_deterministic() {
+    let r = fanout();
+    let html = report(&r, None);
+    assert_eq!(html, report(&r, None), "same input, same bytes");
+    assert!(html.contains(CSP));
+    assert!(!html.contains("<script"), "request text is escaped");
+    assert!(html.contains("&lt;script&gt;"));
+    assert!(html.contains("&amp; &lt;b&gt;"));
+    // Nothing to fetch: the only URL is the SVG namespace.
+    let urls = html.matches("http://").count() + html.matches("https://").count();
+    assert_eq!(urls, html.matches("http://www.w3.org/2000/svg").count());
+}
+
+#[test]
+fn the_waterfall_has_one_lane_per_backing_connection() {
+    let html = report(&fanout(), None);
+    assert!(html.contains("Waterfall"));
+    assert!(
+        html.contains("conn #1 (3)") && html.contains("conn #2 (3)"),
+        "{html}"
+    );
+    // 6 calls × 3 phases + the inbound bar.
+    let svg = &html[html.find("<svg").unwrap()..];
+    assert_eq!(svg.matches("class=\"wait\"").count(), 6);
+    assert_eq!(svg.matches("class=\"inbound\"").count(), 1);
+}
+
+#[test]
+fn a_report_without_a_timeline_still_renders() {
+    let html = report(&Report::new("probe", None), None);
+    assert!(html.contains("No findings") && !html.contains("Waterfall"));
+}

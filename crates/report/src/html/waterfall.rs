@@ -1,0 +1,168 @@
+//! The waterfall of one inbound request: its own bar, then its backing calls
+//! on one lane per connection, each call split into send, wait and receive.
+//! Pool queueing shows as calls lined up on few lanes; head-of-line waits as
+//! a call whose send starts long before its answer, behind another on its lane.
+
+use super::svg::{ticks, Scale, Svg};
+use super::{escape, legend};
+use crate::fmt_ms;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use whyslow_model::{Exchange, ExchangeRole, Timeline};
+
+const WIDTH: f64 = 1000.0;
+const LABEL: f64 = 260.0;
+const ROW: f64 = 22.0;
+/// Calls drawn per lane; a storm of hundreds still fits on a screen.
+const CALLS_SHOWN: usize = 400;
+
+fn end_us(e: &Exchange) -> u64 {
+    e.response_last_at_us.unwrap_or(e.request_last_at_us)
+}
+
+fn duration(e: &Exchange) -> u64 {
+    end_us(e).saturating_sub(e.request_first_at_us)
+}
+
+/// The inbound requests worth drawing: the typical one (median duration)
+/// and the slowest, preferring requests that made backing calls.
+fn chosen(t: &Timeline) -> Vec<(&'static str, &Exchange)> {
+    let with_calls: std::collections::BTreeSet<u32> =
+        t.exchanges.iter().filter_map(|e| e.parent).collect();
+    let mut inbound: Vec<&Exchange> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound && e.response_last_at_us.is_some())
+        .collect();
+    if inbound.iter().any(|e| with_calls.contains(&e.id)) {
+        inbound.retain(|e| with_calls.contains(&e.id));
+    }
+    inbound.sort_by_key(|e| (duration(e), e.id));
+    let Some(last) = inbound.last() else {
+        return Vec::new();
+    };
+    let typical = inbound[whyslow_model::stats::nearest_rank(inbound.len(), 0.5)];
+    if typical.id == last.id {
+        vec![("the request", typical)]
+    } else {
+        vec![
+            ("a typical request (median)", typical),
+            ("the slowest request", last),
+        ]
+    }
+}
+
+pub fn section(out: &mut String, t: &Timeline) {
+    let chosen = chosen(t);
+    if chosen.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Waterfall</h2>\n");
+    out.push_str(legend());
+    for (what, inbound) in chosen {
+        let _ = writeln!(
+            out,
+            "<h3>{what}: #{} {} — {}</h3>",
+            inbound.id,
+            escape(&inbound.request),
+            fmt_ms(duration(inbound))
+        );
+        out.push_str(&draw(t, inbound));
+    }
+}
+
+fn draw(t: &Timeline, inbound: &Exchange) -> String {
+    let mut lanes: BTreeMap<u32, Vec<&Exchange>> = BTreeMap::new();
+    for e in t.exchanges.iter().filter(|e| e.parent == Some(inbound.id)) {
+        lanes.entry(e.connection).or_default().push(e);
+    }
+    let mut lanes: Vec<(u32, Vec<&Exchange>)> = lanes.into_iter().collect();
+    lanes.sort_by_key(|(c, calls)| (calls[0].request_first_at_us, *c));
+    let start = inbound.request_first_at_us;
+    let end = end_us(inbound).max(
+        lanes
+            .iter()
+            .flat_map(|l| l.1.iter())
+            .map(|e| end_us(e))
+            .max()
+            .unwrap_or(0),
+    );
+    let span_ms = (end - start).max(1) as f64 / 1000.0;
+    let x = Scale {
+        from: (0.0, span_ms),
+        to: (LABEL, WIDTH - 10.0),
+    };
+    let height = 30.0 + ROW * (lanes.len() + 1) as f64 + 10.0;
+    let mut svg = Svg::new(WIDTH, height);
+    for tick in ticks(span_ms, 8) {
+        svg.line(x.at(tick), 18.0, x.at(tick), height - 4.0, "grid");
+        svg.text(x.at(tick), 12.0, "middle", "", &format!("{tick} ms"));
+    }
+    let ms = |us: u64| us.saturating_sub(start) as f64 / 1000.0;
+    let mut y = 24.0;
+    svg.text(
+        LABEL - 6.0,
+        y + 13.0,
+        "end",
+        "",
+        &format!("inbound #{}", inbound.id),
+    );
+    bar(&mut svg, &x, y, inbound, &ms, true);
+    for (conn, calls) in &lanes {
+        y += ROW;
+        let label = t
+            .connections
+            .iter()
+            .find(|c| c.id == *conn)
+            .map(|c| {
+                format!(
+                    "{} {} conn #{conn} ({})",
+                    c.protocol.name(),
+                    c.server,
+                    calls.len()
+                )
+            })
+            .unwrap_or_else(|| format!("conn #{conn}"));
+        svg.text(LABEL - 6.0, y + 13.0, "end", "", &label);
+        for e in calls.iter().take(CALLS_SHOWN) {
+            bar(&mut svg, &x, y, e, &ms, false);
+        }
+    }
+    svg.finish(&format!("waterfall of request #{}", inbound.id))
+}
+
+/// One exchange as send / wait / receive.
+fn bar(svg: &mut Svg, x: &Scale, y: f64, e: &Exchange, ms: &dyn Fn(u64) -> f64, inbound: bool) {
+    let title = format!("#{} {} {}", e.id, e.request, fmt_ms(duration(e)));
+    if inbound {
+        svg.rect(
+            x.at(ms(e.request_first_at_us)),
+            y + 3.0,
+            x.at(ms(end_us(e))) - x.at(ms(e.request_first_at_us)),
+            14.0,
+            "inbound",
+            &title,
+        );
+        return;
+    }
+    let first = e.request_first_at_us;
+    let sent = e.request_last_at_us.max(first);
+    let answer = e.response_first_at_us.unwrap_or(sent).max(sent);
+    let last = end_us(e).max(answer);
+    for (from, to, class) in [
+        (first, sent, "send"),
+        (sent, answer, "wait"),
+        (answer, last, "receive"),
+    ] {
+        if to > from || class == "wait" {
+            svg.rect(
+                x.at(ms(from)),
+                y + 3.0,
+                x.at(ms(to)) - x.at(ms(from)),
+                14.0,
+                class,
+                &title,
+            );
+        }
+    }
+}
