@@ -18,13 +18,15 @@ use whyslow_model::{
 
 /// Significance level of the shift test and of the intervals (95 %).
 const ALPHA: f64 = 0.05;
-/// Smallest change called significant, relative: below 5 % two runs of one
-/// build on a shared host differ run to run (bench/compare_noise.sh measures it).
+/// Smallest change called significant, relative: 5 %, the least a person
+/// acts on; with thousands of samples smaller shifts test "significant".
 const MIN_SHIFT_PCT: f64 = 5.0;
-/// Smallest change called significant, absolute: 100 µs, about what the
-/// scheduler and timer slack (50 µs default) add to one loopback request on a
-/// busy host; whyslow hunts milliseconds.
-const MIN_SHIFT_US: u64 = 100;
+/// Smallest change called significant, absolute: one scheduler slice
+/// (EEVDF's base slice, 0.75 ms, kernel/sched/fair.c). Two load runs of one
+/// loopback target differ by up to a few hundred µs at p50 on a busy host
+/// (tests/reports.rs shows it); that is the machine, not the target, and
+/// within-run intervals cannot see it.
+const MIN_SHIFT_US: u64 = 750;
 /// Percentiles compared; max has no interval and is one sample.
 const QUANTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
 

@@ -1,0 +1,382 @@
+//! Reports people look at: `--html` on diagnose and load, opened in a real
+//! headless Chromium (no console message, no fetch, a screenshot); `compare`
+//! on runs of the same target and on broken against fixed; `use` while the
+//! CPU is saturated on purpose.
+
+mod common;
+use common::real::{have, needed, tmpdir};
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use whyslow_lab::Scenario;
+
+/// Diagnoses measure kernel timers and loads measure latency: one at a time,
+/// and never beside a browser.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn scenario(name: &str) -> &'static Scenario {
+    whyslow_lab::find(name).unwrap()
+}
+
+fn url(s: &Scenario, fixed: bool) -> (whyslow_lab::Running, String) {
+    let running = rt().block_on(s.start(fixed)).unwrap();
+    let url = running.url.clone();
+    (running, url)
+}
+
+/// Opens `html` in headless Chromium: fails on any console message (errors,
+/// and every blocked fetch, which CSP reports there) and leaves a screenshot.
+fn open_in_chromium(test: &str, html: &Path) -> Option<std::path::PathBuf> {
+    if !needed(test, "chromium", have("chromium")) {
+        return None;
+    }
+    let png = html.with_extension("png");
+    let out = Command::new("timeout")
+        .args([
+            "120",
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+        ])
+        .args(["--hide-scrollbars", "--enable-logging=stderr", "--v=0"])
+        .arg("--window-size=1200,2400")
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("run chromium");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(
+        console.is_empty(),
+        "{}: console: {console:#?}",
+        html.display()
+    );
+    let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 10_000,
+        "{}: no screenshot ({size} bytes): {log}",
+        png.display()
+    );
+    Some(png)
+}
+
+/// Every SVG in the page parses as XML; their count.
+fn svgs_parse(html: &str) -> usize {
+    let mut n = 0;
+    let mut rest = html;
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").expect("closed svg") + start + 6;
+        roxmltree::Document::parse(&rest[start..end])
+            .unwrap_or_else(|e| panic!("SVG is not XML: {e}"));
+        n += 1;
+        rest = &rest[end..];
+    }
+    n
+}
+
+/// The section of `html` from `heading` to the next h2.
+fn section<'a>(html: &'a str, heading: &str) -> &'a str {
+    let start = html
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?}"));
+    let end = html[start + 4..]
+        .find("<h2>")
+        .map_or(html.len(), |e| e + start + 4);
+    &html[start..end]
+}
+
+#[test]
+fn csp_blocked_fetches_show_in_the_console_check() {
+    let _one = serial();
+    // The browser check must be able to fail: a page that tries to fetch.
+    let dir = tmpdir("reports-bad");
+    let bad = dir.join("bad.html");
+    let page = format!(
+        "<!DOCTYPE html><html><head><meta http-equiv=\"Content-Security-Policy\" content=\"{}\"></head>\
+         <body><img src=\"http://127.0.0.1:9/x.png\"></body></html>",
+        whyslow_report::html::CSP
+    );
+    std::fs::write(&bad, page).unwrap();
+    if !needed("csp_blocked_fetches", "chromium", have("chromium")) {
+        return;
+    }
+    let caught = std::panic::catch_unwind(|| open_in_chromium("csp", &bad));
+    assert!(caught.is_err(), "a blocked fetch must fail the check");
+}
+
+#[test]
+fn diagnose_html_shows_the_stall_ladder_and_the_pool_waterfall() {
+    let _one = serial();
+    if !capture_allowed("diagnose_html_shows_the_stall_ladder_and_the_pool_waterfall") {
+        return;
+    }
+    let dir = tmpdir("reports-diagnose");
+    // post-stall: the ladder of a Nagle × delayed-ACK stall.
+    let s = scenario("post-stall");
+    let (_running, u) = url(s, false);
+    let file = dir.join("post-stall.html");
+    let f = file.to_str().unwrap();
+    let out = whyslow(&["diagnose", "-X", s.method, "-d", s.body, "--html", f, &u]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&file).unwrap();
+    let ladder = section(&html, "<h2>Packet ladders</h2>");
+    assert!(ladder.contains("nagle_delayed_ack"), "{ladder}");
+    // A stall of one delayed-ACK timer (≥ 40 ms on Linux) between two rows.
+    let stalls: Vec<f64> = ladder
+        .split("class=\"stall\">+")
+        .skip(1)
+        .filter_map(|t| t.split(" ms").next()?.parse().ok())
+        .collect();
+    assert!(
+        stalls.iter().any(|ms| (38.0..=250.0).contains(ms)),
+        "{stalls:?}"
+    );
+    assert!(svgs_parse(&html) >= 2);
+    open_in_chromium("diagnose post-stall", &file);
+
+    // fanout-pool: one lane per pooled backing connection.
+    let s = scenario("fanout-pool");
+    let (running, u) = url(s, false);
+    let file = dir.join("fanout-pool.html");
+    let f = file.to_str().unwrap();
+    let backing = running.ports[1].to_string();
+    let out = whyslow(&["diagnose", "--port", &backing, "--html", f, &u]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&file).unwrap();
+    let waterfall = section(&html, "<h2>Waterfall</h2>");
+    let first = &waterfall[..waterfall.find("</svg>").unwrap()];
+    let lanes = first.matches(&format!(":{backing} conn #")).count() as u64;
+    assert_eq!(Some(lanes), s.truth.fact("pool"), "{first}");
+    assert_eq!(
+        first.matches("class=\"wait\"").count() as u64,
+        s.truth.fact("calls").unwrap(),
+        "every call of the request is drawn"
+    );
+    assert!(svgs_parse(&html) >= 2);
+    if let Some(png) = open_in_chromium("diagnose fanout-pool", &file) {
+        let _ = std::fs::copy(&png, dir.join("waterfall.png"));
+    }
+}
+
+#[test]
+fn load_html_shows_histogram_spectrum_and_latency_over_time() {
+    let _one = serial();
+    let (_running, u) = url(scenario("healthy"), false);
+    let dir = tmpdir("reports-load");
+    let file = dir.join("load.html");
+    let f = file.to_str().unwrap();
+    let out = whyslow(&[
+        "load",
+        "--rate",
+        "200",
+        "--duration",
+        "3s",
+        "-c",
+        "4",
+        "--interval",
+        "500ms",
+        "-q",
+        "--html",
+        f,
+        &u,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&file).unwrap();
+    for label in [
+        "latency histogram",
+        "percentile spectrum",
+        "ms over time",
+        "responses/s over time",
+    ] {
+        assert!(html.contains(&format!("aria-label=\"{label}\"")), "{label}");
+    }
+    // The histogram's bars hold every response.
+    let bars: u64 = html
+        .split("class=\"hist\"><title>")
+        .skip(1)
+        .filter_map(|t| {
+            t.split("</title>")
+                .next()?
+                .rsplit(": ")
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert!(
+        (500..=700).contains(&bars),
+        "{bars} responses in the histogram"
+    );
+    // Two lines on the spectrum (corrected, uncorrected), 5 points over time at least.
+    let spectrum = &html[html.find("aria-label=\"percentile spectrum\"").unwrap()..];
+    let spectrum = &spectrum[..spectrum.find("</svg>").unwrap()];
+    assert_eq!(spectrum.matches("<polyline").count(), 2);
+    assert_eq!(svgs_parse(&html), 4);
+    open_in_chromium("load", &file);
+}
+
+fn load_result(url: &str, file: &Path, extra: &[&str]) {
+    let f = file.to_str().unwrap();
+    let mut args = vec![
+        "load",
+        "--rate",
+        "100",
+        "--duration",
+        "2s",
+        "-c",
+        "4",
+        "-q",
+        "-o",
+        f,
+    ];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let out = whyslow(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+}
+
+#[test]
+fn compare_says_no_change_on_the_same_target_and_gates_a_regression() {
+    let _one = serial();
+    let dir = tmpdir("reports-compare");
+    let (_healthy, u) = url(scenario("healthy"), false);
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    // A first run warms the target up (lazy connections, page cache), as wrk's users do.
+    load_result(&u, &a, &[]);
+    load_result(&u, &a, &[]);
+    load_result(&u, &b, &[]);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let out = whyslow(&["compare", "--fail-if", "p99>+10%", a, b]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains("verdict: no significant change"), "{text}");
+
+    // post-stall, clients that split writes without TCP_NODELAY: fixed → broken.
+    let s = scenario("post-stall");
+    let split = [
+        "-X",
+        s.method,
+        "-d",
+        s.body,
+        "--write",
+        "split",
+        "--nodelay",
+        "off",
+    ];
+    let (fixed, broken) = (dir.join("fixed.json"), dir.join("broken.json"));
+    let (_f, fu) = url(s, true);
+    load_result(&fu, &fixed, &split);
+    let (_b, bu) = url(s, false);
+    load_result(&bu, &broken, &split);
+    let (fixed, broken) = (fixed.to_str().unwrap(), broken.to_str().unwrap());
+    let html = dir.join("compare.html");
+    let out = whyslow(&[
+        "compare",
+        "--json",
+        "--fail-if",
+        "p99>+10%",
+        "--html",
+        html.to_str().unwrap(),
+        fixed,
+        broken,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the gate is crossed: {}",
+        stdout(&out)
+    );
+    let c = json(&out);
+    let p50 = c["stats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == "corrected" && s["stat"] == "p50")
+        .unwrap();
+    assert_eq!(p50["change"], "slower", "{p50}");
+    // The injected delayed ACK: tens of milliseconds added to the median.
+    let added = p50["b_us"].as_u64().unwrap() - p50["a_us"].as_u64().unwrap();
+    assert!((30_000..250_000).contains(&added), "{added} µs");
+    assert_eq!(c["checks"][0]["passed"], false);
+    // And back: broken → fixed is faster and passes the gate.
+    let out = whyslow(&["compare", "--fail-if", "p99>+10%", broken, fixed]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("faster"), "{}", stdout(&out));
+    open_in_chromium("compare", &html);
+}
+
+#[test]
+fn compare_refuses_what_it_cannot_compare() {
+    let dir = tmpdir("reports-compare-bad");
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\"format\":\"whyslow-load-result\",\"version\":1}").unwrap();
+    let missing = dir.join("missing.json");
+    let (bad, missing) = (bad.to_str().unwrap(), missing.to_str().unwrap());
+    for args in [
+        vec!["compare", bad, bad],
+        vec!["compare", missing, bad],
+        vec!["compare", "--fail-if", "p42>1", bad, bad],
+    ] {
+        let out = whyslow(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&out).contains("whyslow:"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn use_reports_every_resource_and_names_a_saturated_cpu() {
+    let _one = serial();
+    let out = whyslow(&["use", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = json(&out);
+    let sample = &r["samples"][0]["resources"];
+    let names: Vec<&str> = sample
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, whyslow_host::RESOURCES);
+    assert!(
+        sample[0]["utilization_pct"].as_f64().is_some(),
+        "cpu utilization is read"
+    );
+
+    // Saturate every CPU twice over, for a bounded time, while `use` samples.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..cpus * 2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                x
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = whyslow(&["use", "--json", "--duration", "2s"]);
+    stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        let _ = s.join();
+    }
+    let r = json(&out);
+    let f = finding(&r, "host_saturated").unwrap_or_else(|| panic!("{r:#}"));
+    assert!(f["summary"].as_str().unwrap().contains("cpu"), "{f}");
+}
