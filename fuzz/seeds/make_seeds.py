@@ -175,7 +175,31 @@ def write(target, name, data):
         f.write(data)
 
 
+# /proc text as Linux writes it, one file per parser of crates/host.
+PROC_TEXT = {
+    "stat": b"cpu  905686 3309 244007 4840771 13721 0 18913 318 0 0\nprocs_running 2\n",
+    "pressure": b"some avg10=5.06 avg60=4.25 avg300=2.97 total=843711059\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    "snmp": b"Tcp: RtoAlgorithm RtoMin OutSegs RetransSegs\nTcp: 1 200 1000 7\n",
+    "netstat": b"TcpExt: ListenOverflows ListenDrops\nTcpExt: 2 3\n",
+    "softnet": b"01612e48 00000000 0000000a 00000000\n",
+    "diskstats": b"   8       0 sda 1 2 3 4 5 6 7 8 9 900 1800 0 0 0 0\n",
+    "sockstat": b"TCP: inuse 15 orphan 0 tw 15 alloc 15 mem 82\n",
+    "net_dev": b"Inter-|   Receive\n face |bytes\n    lo: 1 2 3 4 0 0 0 0 5 6 7 8 0 0 0 0\n",
+}
+
+# A probe report, the smallest result `compare` reads.
+REPORT = (b'{"schema_version":1,"command":"probe","target":null,"sections":[{"label":"as given",'
+          b'"requests":[{"index":0,"connection":0,"reused":false,"dns_us":1,"connect_us":2,'
+          b'"tls_us":0,"send_us":3,"wait_us":400,"receive_us":5,"total_us":411,"status":200,'
+          b'"http_version":"1.1","remote":null,"local":null,"request_bytes":1,'
+          b'"response_header_bytes":1,"response_body_bytes":1,"content_encoding":null,"tls":null}]}],'
+          b'"timeline":null,"findings":[],"skipped":[],"errors":[]}')
+
+
 if __name__ == "__main__":
+    for name, data in PROC_TEXT.items():
+        write("host_counters", name, data)
+    write("compare_result", "probe.json", REPORT)
     frames = exchange_frames()
     write("read_capture", "http.pcap", pcap(frames))
     write("read_capture", "http.pcapng", pcapng(frames))

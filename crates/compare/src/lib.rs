@@ -201,5 +201,13 @@ fn finding_changes(a: &Run, b: &Run) -> Vec<FindingChange> {
         .collect()
 }
 
+/// Hostile result files: a clear error or a comparison, never a panic.
+pub fn fuzz(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(r) = Run::parse("fuzz", &text) {
+        let _ = compare(&r, &r, &gate::parse("p99>+10%").unwrap_or_default());
+    }
+}
+
 #[cfg(test)]
 mod tests;

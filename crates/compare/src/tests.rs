@@ -145,3 +145,15 @@ fn hostile_files_are_clear_errors() {
         assert!(Run::parse("f", text).is_err(), "{text}");
     }
 }
+
+#[test]
+fn the_fuzz_seed_is_a_readable_probe_report() {
+    let r = Run::parse(
+        "seed",
+        include_str!("../../../fuzz/seeds/compare_result/probe.json"),
+    )
+    .unwrap();
+    assert_eq!(r.command, "probe");
+    assert_eq!(r.metrics[0].0, "total");
+    assert_eq!(r.metrics[0].1.count(), 1);
+}

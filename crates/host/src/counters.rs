@@ -203,3 +203,84 @@ pub fn parse_sockstat(text: &str, c: &mut Counters) {
 pub fn parse_tcp_mem(text: &str, c: &mut Counters) {
     c.tcp_mem_pressure_pages = text.split_whitespace().nth(1).and_then(num);
 }
+
+/// Every parser on the same hostile text: none may panic.
+pub fn fuzz(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut c = Counters::default();
+    for parse in [
+        parse_stat,
+        parse_meminfo,
+        parse_vmstat,
+        parse_net_dev,
+        parse_snmp,
+        parse_netstat,
+        parse_softnet,
+        parse_diskstats,
+        parse_file_nr,
+        parse_sockstat,
+        parse_tcp_mem,
+    ] {
+        parse(&text, &mut c);
+    }
+    c.psi_cpu_us = parse_psi(&text);
+    let _ = crate::resources(&Counters::default(), &c, 1_000_000, 2);
+    let _ = crate::resources(&c, &Counters::default(), 0, 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_real_proc_text() {
+        let mut c = Counters::default();
+        parse_stat(
+            "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\nprocs_running 3\n",
+            &mut c,
+        );
+        assert_eq!(c.cpu_jiffies, Some((150, 1000)));
+        assert_eq!(c.procs_running, Some(3));
+        assert_eq!(
+            parse_psi(
+                "some avg10=5.06 avg60=4.25 avg300=2.97 total=843711059\nfull avg10=0.00 total=0\n"
+            ),
+            Some(843_711_059)
+        );
+        parse_snmp(
+            "Tcp: RtoAlgorithm OutSegs RetransSegs\nTcp: 1 1000 7\n",
+            &mut c,
+        );
+        assert_eq!((c.tcp_out_segs, c.tcp_retrans_segs), (Some(1000), Some(7)));
+        parse_netstat("TcpExt: ListenOverflows ListenDrops\nTcpExt: 2 3\n", &mut c);
+        assert_eq!(c.listen_drops, Some(5));
+        parse_softnet(
+            "0000000a 00000001 00000002\n0000000a 00000000 00000001\n",
+            &mut c,
+        );
+        assert_eq!(c.softnet_drops, Some(4));
+        parse_diskstats(
+            "   8       0 sda 1 2 3 4 5 6 7 8 9 900 1800 0\n   8       1 sda1 1 2 3 4 5 6 7 8 9 50 60 0\n   7 0 loop0 0 0 0 0 0 0 0 0 0 10 10 0\n",
+            &mut c,
+        );
+        assert_eq!((c.disk_io_ms, c.disk_weighted_ms), (Some(900), Some(1800)));
+        parse_sockstat(
+            "sockets: used 5\nTCP: inuse 15 orphan 0 tw 15 alloc 15 mem 82\n",
+            &mut c,
+        );
+        assert_eq!(c.tcp_mem_pages, Some(82));
+        parse_file_nr("341\t0\t2466177\n", &mut c);
+        assert_eq!(c.files, Some((341, 2_466_177)));
+    }
+
+    #[test]
+    fn hostile_text_reads_as_absent() {
+        let mut c = Counters::default();
+        parse_stat("cpu x y\nprocs_running -1\n", &mut c);
+        parse_snmp("Tcp: OutSegs\n", &mut c);
+        parse_diskstats("8 0 sda", &mut c);
+        assert_eq!(c, Counters::default());
+        fuzz(&[0xff, b'\n', b':', 0]);
+        fuzz("Tcp: OutSegs RetransSegs\nTcp: 18446744073709551615 1\n".as_bytes());
+    }
+}

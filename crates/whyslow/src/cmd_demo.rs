@@ -30,6 +30,9 @@ pub struct DemoArgs {
     /// Only these scenarios (repeatable)
     #[arg(long = "only")]
     pub only: Vec<String>,
+    /// Also write every diagnosis (findings, waterfalls, ladders) to one HTML file
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
 }
 
 /// `demo --json`: the rows, under the report schema's version.
@@ -55,12 +58,16 @@ pub struct DemoRow {
     pub findings: Vec<Finding>,
     pub skipped: Vec<String>,
     pub injected: Option<String>,
+    /// The diagnosis as an HTML section, for `--html`.
+    #[serde(skip)]
+    pub html: Option<String>,
 }
 
 async fn run_one(
     s: &Scenario,
     fixed: bool,
     stop: &watch::Receiver<bool>,
+    html: bool,
 ) -> Result<DemoRow, String> {
     let running = s
         .start(fixed)
@@ -88,6 +95,7 @@ async fn run_one(
         }),
     };
     let d: Diagnosis = diagnose(&opts, stop).await;
+    let html = html.then(|| whyslow_report::html::report_body(&d.report));
     let client = if d.mean_total(SPLIT_NO_NODELAY).is_some() {
         SPLIT_NO_NODELAY
     } else {
@@ -116,6 +124,7 @@ async fn run_one(
         } else {
             s.truth.kind.map(|k| k.to_string())
         },
+        html,
     })
 }
 
@@ -138,12 +147,27 @@ pub fn run(args: DemoArgs) -> u8 {
                 eprintln!("whyslow: interrupted; the table covers what ran");
                 break;
             }
-            match run_one(s, fixed, &stop).await {
+            match run_one(s, fixed, &stop, args.html.is_some()).await {
                 Ok(row) => rows.push(row),
                 Err(e) => eprintln!("whyslow: {e}"),
             }
         }
         rows
+    });
+    crate::cmd_analyze::write_html(args.html.as_deref(), || {
+        let sections: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| {
+                let title = format!(
+                    "{} ({}): {}",
+                    r.scenario,
+                    if r.fixed { "fixed" } else { "broken" },
+                    r.request
+                );
+                (title, r.html.clone().unwrap_or_default())
+            })
+            .collect();
+        whyslow_report::html::demo(&sections)
     });
     if args.json {
         let report = DemoReport {

@@ -60,30 +60,37 @@ pub fn load_charts(out: &mut String, l: &LoadResult) {
     }
 }
 
-fn axes(svg: &mut Svg, x: &Scale, y: &Scale, x_max: f64, y_max: f64, x_unit: &str, y_unit: &str) {
+/// A chart's frame: grid, y ticks and axes, and x ticks when `x_unit` is
+/// given (histogram and spectrum label their own x axis); the two scales.
+fn frame(x_max: f64, y_max: f64, x_unit: Option<&str>, y_unit: &str) -> (Svg, Scale, Scale) {
+    let mut svg = Svg::new(WIDTH, HEIGHT);
+    let x = Scale {
+        from: (0.0, x_max),
+        to: (LEFT, WIDTH - 10.0),
+    };
+    let y = Scale {
+        from: (0.0, y_max.max(0.001)),
+        to: (HEIGHT - BOTTOM, 10.0),
+    };
     for t in ticks(y_max, 5) {
         svg.line(LEFT, y.at(t), WIDTH - 10.0, y.at(t), "grid");
         svg.text(LEFT - 4.0, y.at(t) + 4.0, "end", "", &format!("{t}"));
     }
-    for t in ticks(x_max, 8) {
-        svg.text(
-            x.at(t),
-            HEIGHT - 10.0,
-            "middle",
-            "",
-            &format!("{t}{x_unit}"),
-        );
+    if let Some(unit) = x_unit {
+        for t in ticks(x_max, 8) {
+            svg.text(x.at(t), HEIGHT - 10.0, "middle", "", &format!("{t}{unit}"));
+        }
     }
     svg.line(LEFT, HEIGHT - BOTTOM, WIDTH - 10.0, HEIGHT - BOTTOM, "axis");
     svg.line(LEFT, 10.0, LEFT, HEIGHT - BOTTOM, "axis");
     svg.text(LEFT + 4.0, 20.0, "start", "", y_unit);
+    (svg, x, y)
 }
 
 /// Bars over log-spaced latency bins: latency spans decades.
 fn histogram(h: &hdrhistogram::Histogram<u64>) -> String {
-    let mut svg = Svg::new(WIDTH, HEIGHT);
     if h.is_empty() {
-        return svg.finish("empty histogram");
+        return Svg::new(WIDTH, HEIGHT).finish("empty histogram");
     }
     let (lo, hi) = ((h.min().max(1)) as f64, (h.max().max(2)) as f64);
     let (llo, lhi) = (lo.ln(), (hi * 1.0001).ln());
@@ -94,26 +101,7 @@ fn histogram(h: &hdrhistogram::Histogram<u64>) -> String {
         bins[i.min(BINS - 1)] += v.count_at_value();
     }
     let top = *bins.iter().max().unwrap_or(&1) as f64;
-    let x = Scale {
-        from: (0.0, BINS as f64),
-        to: (LEFT, WIDTH - 10.0),
-    };
-    let y = Scale {
-        from: (0.0, top),
-        to: (HEIGHT - BOTTOM, 10.0),
-    };
-    axes(
-        &mut svg,
-        &Scale {
-            from: (0.0, 1.0),
-            to: (0.0, 0.0),
-        },
-        &y,
-        0.0,
-        top,
-        "",
-        "requests",
-    );
+    let (mut svg, x, y) = frame(BINS as f64, top, None, "requests");
     for (i, n) in bins.iter().enumerate() {
         let from = (llo + (lhi - llo) * i as f64 / BINS as f64).exp();
         let to = (llo + (lhi - llo) * (i + 1) as f64 / BINS as f64).exp();
@@ -142,28 +130,8 @@ fn histogram(h: &hdrhistogram::Histogram<u64>) -> String {
 
 /// Latency by percentile on a "nines" axis: x = log10(1 / (1 − q)).
 fn spectrum(hists: &[&hdrhistogram::Histogram<u64>]) -> String {
-    let mut svg = Svg::new(WIDTH, HEIGHT);
     let y_max = hists.iter().map(|h| h.max()).max().unwrap_or(0) as f64 / 1000.0;
-    let x = Scale {
-        from: (0.0, SPECTRUM_NINES),
-        to: (LEFT, WIDTH - 10.0),
-    };
-    let y = Scale {
-        from: (0.0, y_max.max(0.001)),
-        to: (HEIGHT - BOTTOM, 10.0),
-    };
-    axes(
-        &mut svg,
-        &Scale {
-            from: (0.0, 1.0),
-            to: (0.0, 0.0),
-        },
-        &y,
-        0.0,
-        y_max,
-        "",
-        "ms",
-    );
+    let (mut svg, x, y) = frame(SPECTRUM_NINES, y_max, None, "ms");
     for nines in 0..=SPECTRUM_NINES as usize {
         let q = 1.0 - 10f64.powi(-(nines as i32));
         svg.text(
@@ -194,7 +162,6 @@ fn trim(p: f64) -> String {
 
 /// One or more series over seconds of the run.
 fn over_time(series: &[Vec<(f64, f64)>], unit: &str) -> String {
-    let mut svg = Svg::new(WIDTH, HEIGHT);
     let x_max = series
         .iter()
         .flatten()
@@ -207,15 +174,7 @@ fn over_time(series: &[Vec<(f64, f64)>], unit: &str) -> String {
         .map(|p| p.1)
         .fold(0.0, f64::max)
         .max(0.001);
-    let x = Scale {
-        from: (0.0, x_max),
-        to: (LEFT, WIDTH - 10.0),
-    };
-    let y = Scale {
-        from: (0.0, y_max),
-        to: (HEIGHT - BOTTOM, 10.0),
-    };
-    axes(&mut svg, &x, &y, x_max, y_max, " s", unit);
+    let (mut svg, x, y) = frame(x_max, y_max, Some(" s"), unit);
     for (i, s) in series.iter().enumerate() {
         let pts: Vec<(f64, f64)> = s.iter().map(|(a, b)| (x.at(*a), y.at(*b))).collect();
         svg.polyline(&pts, ["l1", "l2", "l3"][i % 3]);

@@ -1,27 +1,14 @@
 use super::*;
 use whyslow_model::{
-    Connection, DirectionStats, Evidence, Exchange, ExchangeRole, FindingKind, Protocol, Severity,
-    Timeline,
+    Connection, Evidence, Exchange, ExchangeRole, FindingKind, Protocol, Severity, Timeline,
 };
 
 fn conn(id: u32, server_port: u16, protocol: Protocol) -> Connection {
+    let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
+    let server = format!("127.0.0.1:{server_port}").parse().unwrap();
     Connection {
-        id,
-        client: format!("127.0.0.1:{}", 40000 + id).parse().unwrap(),
-        server: format!("127.0.0.1:{server_port}").parse().unwrap(),
-        first_at_us: 0,
-        last_at_us: 0,
-        syn_at_us: None,
-        syn_ack_at_us: None,
-        established_at_us: None,
-        closed_by: None,
-        to_server: DirectionStats::default(),
-        to_client: DirectionStats::default(),
-        segments: vec![],
-        acks: vec![],
-        events_truncated: false,
-        tls: false,
         protocol,
+        ..Connection::new(id, client, server, 0)
     }
 }
 
