@@ -24,14 +24,14 @@ impl Runs {
     }
 
     pub fn count(&self) -> u64 {
-        self.0.iter().map(|r| r.1).sum()
+        self.0.iter().fold(0u64, |a, r| a.saturating_add(r.1))
     }
 
     /// The value at 1-based rank `rank`.
     pub fn at_rank(&self, rank: u64) -> u64 {
-        let mut seen = 0;
+        let mut seen = 0u64;
         for &(v, n) in &self.0 {
-            seen += n;
+            seen = seen.saturating_add(n);
             if seen >= rank {
                 return v;
             }

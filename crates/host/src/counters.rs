@@ -51,8 +51,8 @@ pub fn parse_stat(text: &str, c: &mut Counters) {
                 let v: Vec<u64> = f.filter_map(num).collect();
                 if v.len() >= 4 {
                     // idle + iowait are not busy; guest time is already in user.
-                    let total: u64 = v.iter().take(8).sum();
-                    let idle = v[3] + v.get(4).copied().unwrap_or(0);
+                    let total = v.iter().take(8).fold(0u64, |a, x| a.saturating_add(*x));
+                    let idle = v[3].saturating_add(v.get(4).copied().unwrap_or(0));
                     c.cpu_jiffies = Some((total.saturating_sub(idle), total));
                 }
             }
@@ -86,7 +86,7 @@ pub fn parse_vmstat(text: &str, c: &mut Counters) {
     for line in text.lines() {
         let mut f = line.split_whitespace();
         if let (Some("pswpin" | "pswpout"), Some(v)) = (f.next(), f.next().and_then(num)) {
-            sum = Some(sum.unwrap_or(0) + v);
+            sum = Some(sum.unwrap_or(0u64).saturating_add(v));
         }
     }
     c.swap_pages = sum;
@@ -102,7 +102,9 @@ pub fn parse_net_dev(text: &str, c: &mut Counters) {
         };
         let v: Vec<u64> = rest.split_whitespace().filter_map(num).collect();
         if v.len() >= 12 {
-            total += v[2] + v[3] + v[10] + v[11];
+            total = [v[2], v[3], v[10], v[11]]
+                .iter()
+                .fold(total, |a, x| a.saturating_add(*x));
             seen = true;
         }
     }
@@ -139,7 +141,9 @@ pub fn parse_snmp(text: &str, c: &mut Counters) {
 pub fn parse_netstat(text: &str, c: &mut Counters) {
     let ext = pairs(text, "TcpExt");
     let (o, d) = (ext.get("ListenOverflows"), ext.get("ListenDrops"));
-    c.listen_drops = o.or(d).map(|_| o.unwrap_or(&0) + d.unwrap_or(&0));
+    c.listen_drops = o
+        .or(d)
+        .map(|_| o.unwrap_or(&0).saturating_add(*d.unwrap_or(&0)));
 }
 
 /// One line per CPU, hex: processed, dropped, time_squeeze, ….
@@ -152,7 +156,7 @@ pub fn parse_softnet(text: &str, c: &mut Counters) {
             .filter_map(|h| u64::from_str_radix(h, 16).ok())
             .collect();
         if v.len() >= 3 {
-            total += v[1] + v[2];
+            total = total.saturating_add(v[1]).saturating_add(v[2]);
             seen = true;
         }
     }
@@ -175,7 +179,7 @@ pub fn parse_diskstats(text: &str, c: &mut Counters) {
             continue;
         }
         busy = busy.max(num(f[12]).unwrap_or(0));
-        weighted += num(f[13]).unwrap_or(0);
+        weighted = weighted.saturating_add(num(f[13]).unwrap_or(0));
         seen = true;
     }
     if seen {
@@ -282,5 +286,8 @@ mod tests {
         assert_eq!(c, Counters::default());
         fuzz(&[0xff, b'\n', b':', 0]);
         fuzz("Tcp: OutSegs RetransSegs\nTcp: 18446744073709551615 1\n".as_bytes());
+        // Counters near u64::MAX add without overflow.
+        fuzz(b"ffffffffffffffff ffffffffffffffff ffffffffffffffff\nffffffffffffffff ffffffffffffffff ffffffffffffffff\n");
+        fuzz(b"TcpExt: ListenOverflows ListenDrops\nTcpExt: 18446744073709551615 18446744073709551615\n");
     }
 }
