@@ -380,3 +380,31 @@ fn use_reports_every_resource_and_names_a_saturated_cpu() {
     let f = finding(&r, "host_saturated").unwrap_or_else(|| panic!("{r:#}"));
     assert!(f["summary"].as_str().unwrap().contains("cpu"), "{f}");
 }
+
+#[test]
+fn demo_html_has_each_run_with_its_ladder() {
+    let _one = serial();
+    if !capture_allowed("demo_html_has_each_run_with_its_ladder") {
+        return;
+    }
+    let dir = tmpdir("reports-demo");
+    let file = dir.join("demo.html");
+    let out = whyslow(&[
+        "demo",
+        "--only",
+        "post-stall",
+        "--html",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&file).unwrap();
+    let from_broken = &html[html.find("post-stall (broken)").expect("broken run")..];
+    let fixed_at = from_broken.find("post-stall (fixed)").expect("fixed run");
+    assert!(from_broken[..fixed_at].contains("Packet ladders"));
+    assert!(
+        !from_broken[fixed_at..].contains("Packet ladders"),
+        "the fixed run has no stall"
+    );
+    svgs_parse(&html);
+    open_in_chromium("demo", &file);
+}
