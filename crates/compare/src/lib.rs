@@ -30,8 +30,6 @@ const MIN_SHIFT_US: u64 = 750;
 /// Percentiles compared; max has no interval and is one sample.
 const QUANTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
 
-pub use run::Run as ResultFile;
-
 pub fn compare(a: &Run, b: &Run, gates: &[Gate]) -> Result<Comparison, String> {
     if a.command != b.command {
         return Err(format!(
@@ -116,7 +114,7 @@ fn compare_quantiles(metric: &str, a: &Distribution, b: &Distribution) -> Vec<Co
                     Some(rb.quantile_interval(q)),
                     true,
                 ),
-                _ => (summary_at(a, q), None, summary_at(b, q), None, false),
+                _ => (a.quantile(q), None, b.quantile(q), None, false),
             };
             let disjoint = match (a_iv, b_iv) {
                 (Some(x), Some(y)) => x.1 < y.0 || y.1 < x.0,
@@ -141,15 +139,6 @@ fn compare_quantiles(metric: &str, a: &Distribution, b: &Distribution) -> Vec<Co
             }
         })
         .collect()
-}
-
-fn summary_at(d: &Distribution, q: f64) -> u64 {
-    match d {
-        Distribution::Values(r) => r.quantile(q),
-        Distribution::Summary(p) if q <= 0.5 => p.p50,
-        Distribution::Summary(p) if q <= 0.9 => p.p90,
-        Distribution::Summary(p) => p.p99,
-    }
 }
 
 fn pct(a: u64, b: u64) -> f64 {

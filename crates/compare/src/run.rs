@@ -23,6 +23,16 @@ impl Distribution {
             Distribution::Summary(p) => p.count,
         }
     }
+
+    /// The q-quantile; a summary answers with its nearest listed percentile.
+    pub fn quantile(&self, q: f64) -> u64 {
+        match self {
+            Distribution::Values(r) => r.quantile(q),
+            Distribution::Summary(p) if q <= 0.5 => p.p50,
+            Distribution::Summary(p) if q <= 0.9 => p.p90,
+            Distribution::Summary(p) => p.p99,
+        }
+    }
 }
 
 /// A result file, read.
@@ -115,7 +125,7 @@ fn from_report(file: &str, report: Report, load: Option<LoadResult>) -> Run {
                 Distribution::Values(Runs::from_samples(values)),
             )
         })
-        .filter(|(name, d)| name == "total" || d.quantile_max() > 0)
+        .filter(|(name, d)| name == "total" || d.quantile(1.0) > 0)
         .filter(|(_, d)| d.count() > 0)
         .collect();
     if let Some(l) = load {
@@ -130,15 +140,6 @@ fn from_report(file: &str, report: Report, load: Option<LoadResult>) -> Run {
         target: report.target,
         metrics,
         findings,
-    }
-}
-
-impl Distribution {
-    fn quantile_max(&self) -> u64 {
-        match self {
-            Distribution::Values(r) => r.0.last().map_or(0, |v| v.0),
-            Distribution::Summary(p) => p.max,
-        }
     }
 }
 

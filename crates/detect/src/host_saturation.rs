@@ -5,7 +5,10 @@
 
 use whyslow_model::{Evidence, Finding, FindingKind, HostSample, ResourceUse, Severity};
 
-fn worst<'a>(samples: &'a [HostSample], resource: &str) -> Vec<(&'a HostSample, &'a ResourceUse)> {
+fn saturated_intervals<'a>(
+    samples: &'a [HostSample],
+    resource: &str,
+) -> Vec<(&'a HostSample, &'a ResourceUse)> {
     samples
         .iter()
         .filter_map(|s| {
@@ -45,7 +48,7 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
     names
         .into_iter()
         .map(|name| {
-            let hits = worst(samples, name);
+            let hits = saturated_intervals(samples, name);
             let r = hits[0].1;
             Finding {
                 kind: FindingKind::HostSaturated,

@@ -19,7 +19,7 @@ pub const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The files read, relative to the proc root, and their parsers.
 type Parser = fn(&str, &mut Counters);
-const FILES: [(&str, Parser); 13] = [
+const FILES: [(&str, Parser); 14] = [
     ("stat", counters::parse_stat),
     ("pressure/cpu", |t, c| c.psi_cpu_us = counters::parse_psi(t)),
     ("pressure/memory", |t, c| {
@@ -35,6 +35,7 @@ const FILES: [(&str, Parser); 13] = [
     ("diskstats", counters::parse_diskstats),
     ("sys/fs/file-nr", counters::parse_file_nr),
     ("net/sockstat", counters::parse_sockstat),
+    ("sys/net/ipv4/tcp_mem", counters::parse_tcp_mem),
 ];
 
 /// /proc files are small; a bigger one is not what we think it is.
@@ -54,8 +55,7 @@ fn read_small(path: &Path) -> std::io::Result<String> {
 pub fn read(proc_root: &Path) -> (Counters, Vec<String>) {
     let mut c = Counters::default();
     let mut missing = Vec::new();
-    let extra: [(&str, Parser); 1] = [("sys/net/ipv4/tcp_mem", counters::parse_tcp_mem)];
-    for (file, parse) in FILES.iter().chain(extra.iter()) {
+    for (file, parse) in FILES {
         let path = proc_root.join(file);
         match read_small(&path) {
             Ok(text) => parse(&text, &mut c),

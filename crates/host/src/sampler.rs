@@ -19,6 +19,8 @@ impl Sampler {
     pub fn start(proc_root: PathBuf, every: Duration) -> Sampler {
         let (stop, rx) = channel::<()>();
         let handle = std::thread::spawn(move || {
+            // Read once: available_parallelism reads cgroup files each call.
+            let cpus = cpus();
             let start = Instant::now();
             let (mut prev, missing) = read(&proc_root);
             let mut last = start;
@@ -33,7 +35,7 @@ impl Sampler {
                     samples.push(HostSample {
                         at_ms: (now - start).as_millis() as u64,
                         interval_ms: interval.as_millis() as u64,
-                        resources: resources(&prev, &next, interval.as_micros() as u64, cpus()),
+                        resources: resources(&prev, &next, interval.as_micros() as u64, cpus),
                     });
                 }
                 if stopped {

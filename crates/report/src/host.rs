@@ -35,16 +35,15 @@ pub fn text(h: &HostReport) -> String {
         return out;
     };
     for r in &last.resources {
-        // The worst interval of a resource that saturated; the last otherwise.
+        // The first interval in which the resource saturated; the last otherwise.
         let shown = h
             .samples
             .iter()
-            .filter_map(|s| {
+            .find_map(|s| {
                 s.resources
                     .iter()
                     .find(|x| x.resource == r.resource && x.saturated)
             })
-            .next()
             .unwrap_or(r);
         let _ = writeln!(out, "{}", line(shown));
     }

@@ -4,7 +4,8 @@ use crate::cmd_probe::usage;
 use crate::EXIT_BREACH;
 use clap::Args;
 use std::path::{Path, PathBuf};
-use whyslow_compare::{compare, gate, ResultFile};
+use whyslow_compare::run::Run;
+use whyslow_compare::{compare, gate};
 use whyslow_report::to_json;
 
 #[derive(Args)]
@@ -24,9 +25,9 @@ pub struct CompareArgs {
     pub html: Option<PathBuf>,
 }
 
-fn read(path: &Path) -> Result<ResultFile, String> {
+fn read(path: &Path) -> Result<Run, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    ResultFile::parse(&path.display().to_string(), &text)
+    Run::parse(&path.display().to_string(), &text)
 }
 
 pub fn run(args: CompareArgs) -> u8 {

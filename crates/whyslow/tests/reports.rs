@@ -68,6 +68,15 @@ fn open_in_chromium(test: &str, html: &Path) -> Option<std::path::PathBuf> {
     Some(png)
 }
 
+/// Runs whyslow with `args` and `--html file`; the page it wrote.
+fn html_report(file: &Path, args: &[&str]) -> String {
+    let mut args = args.to_vec();
+    args.extend(["--html", file.to_str().unwrap()]);
+    let out = whyslow(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    std::fs::read_to_string(file).unwrap()
+}
+
 /// Every SVG in the page parses as XML; their count.
 fn svgs_parse(html: &str) -> usize {
     let mut n = 0;
@@ -123,10 +132,7 @@ fn diagnose_html_shows_the_stall_ladder_and_the_pool_waterfall() {
     let s = scenario("post-stall");
     let (_running, u) = url(s, false);
     let file = dir.join("post-stall.html");
-    let f = file.to_str().unwrap();
-    let out = whyslow(&["diagnose", "-X", s.method, "-d", s.body, "--html", f, &u]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let html = std::fs::read_to_string(&file).unwrap();
+    let html = html_report(&file, &["diagnose", "-X", s.method, "-d", s.body, &u]);
     let ladder = section(&html, "<h2>Packet ladders</h2>");
     assert!(ladder.contains("nagle_delayed_ack"), "{ladder}");
     // A stall of one delayed-ACK timer (≥ 40 ms on Linux) between two rows.
@@ -146,11 +152,8 @@ fn diagnose_html_shows_the_stall_ladder_and_the_pool_waterfall() {
     let s = scenario("fanout-pool");
     let (running, u) = url(s, false);
     let file = dir.join("fanout-pool.html");
-    let f = file.to_str().unwrap();
     let backing = running.ports[1].to_string();
-    let out = whyslow(&["diagnose", "--port", &backing, "--html", f, &u]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let html = std::fs::read_to_string(&file).unwrap();
+    let html = html_report(&file, &["diagnose", "--port", &backing, &u]);
     let waterfall = section(&html, "<h2>Waterfall</h2>");
     let first = &waterfall[..waterfall.find("</svg>").unwrap()];
     let lanes = first.matches(&format!(":{backing} conn #")).count() as u64;
@@ -172,24 +175,22 @@ fn load_html_shows_histogram_spectrum_and_latency_over_time() {
     let (_running, u) = url(scenario("healthy"), false);
     let dir = tmpdir("reports-load");
     let file = dir.join("load.html");
-    let f = file.to_str().unwrap();
-    let out = whyslow(&[
-        "load",
-        "--rate",
-        "200",
-        "--duration",
-        "3s",
-        "-c",
-        "4",
-        "--interval",
-        "500ms",
-        "-q",
-        "--html",
-        f,
-        &u,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let html = std::fs::read_to_string(&file).unwrap();
+    let html = html_report(
+        &file,
+        &[
+            "load",
+            "--rate",
+            "200",
+            "--duration",
+            "3s",
+            "-c",
+            "4",
+            "--interval",
+            "500ms",
+            "-q",
+            &u,
+        ],
+    );
     for label in [
         "latency histogram",
         "percentile spectrum",
@@ -389,15 +390,7 @@ fn demo_html_has_each_run_with_its_ladder() {
     }
     let dir = tmpdir("reports-demo");
     let file = dir.join("demo.html");
-    let out = whyslow(&[
-        "demo",
-        "--only",
-        "post-stall",
-        "--html",
-        file.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let html = std::fs::read_to_string(&file).unwrap();
+    let html = html_report(&file, &["demo", "--only", "post-stall"]);
     let from_broken = &html[html.find("post-stall (broken)").expect("broken run")..];
     let fixed_at = from_broken.find("post-stall (fixed)").expect("fixed run");
     assert!(from_broken[..fixed_at].contains("Packet ladders"));

@@ -7,6 +7,13 @@ use std::fmt::Write;
 use whyslow_load::LoadResult;
 use whyslow_model::{Change, Comparison, RequestPhases, SqlSummary, TimeBreakdown};
 
+/// Times as right-aligned cells, in order.
+fn time_cells(us: &[u64]) -> String {
+    us.iter()
+        .map(|t| format!("<td class=\"num\">{}</td>", fmt_ms(*t)))
+        .collect()
+}
+
 pub fn breakdown(out: &mut String, kinds: &[TimeBreakdown]) {
     if kinds.is_empty() {
         return;
@@ -89,17 +96,19 @@ pub fn probes(out: &mut String, label: &str, requests: &[RequestPhases]) {
     for r in requests {
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td>{}{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}{}</td>{}<td>{}</td></tr>",
             r.index,
             r.connection,
             if r.reused { " (reused)" } else { "" },
-            fmt_ms(r.dns_us),
-            fmt_ms(r.connect_us),
-            fmt_ms(r.tls_us),
-            fmt_ms(r.send_us),
-            fmt_ms(r.wait_us),
-            fmt_ms(r.receive_us),
-            fmt_ms(r.total_us),
+            time_cells(&[
+                r.dns_us,
+                r.connect_us,
+                r.tls_us,
+                r.send_us,
+                r.wait_us,
+                r.receive_us,
+                r.total_us
+            ]),
             r.status
         );
     }
@@ -125,13 +134,9 @@ pub fn load_summary(out: &mut String, l: &LoadResult) {
     for (name, p) in &l.latency {
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><td>{}</td>{}</tr>",
             escape(name),
-            fmt_ms(p.p50),
-            fmt_ms(p.p90),
-            fmt_ms(p.p99),
-            fmt_ms(p.p999),
-            fmt_ms(p.max)
+            time_cells(&[p.p50, p.p90, p.p99, p.p999, p.max])
         );
     }
     out.push_str("</table>\n");
