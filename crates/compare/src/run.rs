@@ -4,7 +4,7 @@
 
 use crate::stats::Runs;
 use std::collections::BTreeMap;
-use whyslow_load::{LoadResult, Metric, Percentiles};
+use whyslow_load::{LoadResult, LoadResultExt, Metric, Percentiles};
 use whyslow_model::{Finding, PhaseName, Report};
 
 /// One distribution as a file gave it.
@@ -64,7 +64,7 @@ impl Run {
                 .map_err(|e| format!("{file}: load: {e}"))?;
             let report: Report =
                 serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
-            return Ok(from_report(file, report, load));
+            return Ok(Run::from_report(file, report, None, load));
         }
         Err(format!(
             "{file}: not a whyslow result (want `load -o`, or `--json` of probe, diagnose or load)"
@@ -86,12 +86,7 @@ fn from_load(file: &str, r: &LoadResult) -> Result<Run, String> {
         .iter()
         .filter_map(|m| {
             let d = match &recorded {
-                Some(rec) => Distribution::Values(Runs(
-                    rec.hist(*m)
-                        .iter_recorded()
-                        .map(|v| (v.value_iterated_to(), v.count_at_value()))
-                        .collect(),
-                )),
+                Some(rec) => Distribution::Values(hist_runs(rec.hist(*m))),
                 None => Distribution::Summary(*r.percentiles(*m)?),
             };
             (d.count() > 0).then(|| (m.name().to_string(), d))
@@ -106,41 +101,68 @@ fn from_load(file: &str, r: &LoadResult) -> Result<Run, String> {
     })
 }
 
-/// Phases of a probe-style report, total first: the first section (the
-/// request as given); a diagnose's load phase adds its latency summary.
-fn from_report(file: &str, report: Report, load: Option<LoadResult>) -> Run {
-    let requests = report
-        .sections
-        .first()
-        .map(|s| s.requests.as_slice())
-        .unwrap_or(&[]);
-    let mut phases: Vec<PhaseName> = vec![PhaseName::Total];
-    phases.extend(PhaseName::ALL.iter().filter(|p| **p != PhaseName::Total));
-    let mut metrics: Vec<(String, Distribution)> = phases
-        .into_iter()
-        .map(|p| {
-            let values = requests.iter().map(|r| r.phase_us(p)).collect();
-            (
-                p.as_str().to_string(),
-                Distribution::Values(Runs::from_samples(values)),
-            )
-        })
-        .filter(|(name, d)| name == "total" || d.quantile(1.0) > 0)
-        .filter(|(_, d)| d.count() > 0)
-        .collect();
-    if let Some(l) = load {
-        if let Some(p) = l.percentiles(Metric::Corrected) {
-            metrics.push(("load corrected".into(), Distribution::Summary(*p)));
+impl Run {
+    /// Phases of a probe-style report, total first, from the section labelled
+    /// `section` (the first one, the request as given, when None); a
+    /// diagnose's load phase adds its latency: every value when the result
+    /// holds its histograms, a summary otherwise.
+    pub fn from_report(
+        file: &str,
+        report: Report,
+        section: Option<&str>,
+        load: Option<LoadResult>,
+    ) -> Run {
+        let requests = report
+            .sections
+            .iter()
+            .find(|s| section.is_none_or(|l| s.label == l))
+            .map(|s| s.requests.as_slice())
+            .unwrap_or(&[]);
+        let mut phases: Vec<PhaseName> = vec![PhaseName::Total];
+        phases.extend(PhaseName::ALL.iter().filter(|p| **p != PhaseName::Total));
+        let mut metrics: Vec<(String, Distribution)> = phases
+            .into_iter()
+            .map(|p| {
+                let values = requests.iter().map(|r| r.phase_us(p)).collect();
+                (
+                    p.as_str().to_string(),
+                    Distribution::Values(Runs::from_samples(values)),
+                )
+            })
+            .filter(|(name, d)| name == "total" || d.quantile(1.0) > 0)
+            .filter(|(_, d)| d.count() > 0)
+            .collect();
+        if let Some(l) = load {
+            let values = l.histograms.as_ref().and_then(|_| l.recorded().ok());
+            let d = match values {
+                Some(rec) => Some(Distribution::Values(hist_runs(rec.hist(Metric::Corrected)))),
+                None => l
+                    .percentiles(Metric::Corrected)
+                    .map(|p| Distribution::Summary(*p)),
+            };
+            metrics.extend(
+                d.filter(|d| d.count() > 0)
+                    .map(|d| ("load corrected".into(), d)),
+            );
+        }
+        let findings = report.findings;
+        Run {
+            file: file.into(),
+            command: report.command,
+            target: report.target,
+            metrics,
+            findings,
         }
     }
-    let findings = report.findings;
-    Run {
-        file: file.into(),
-        command: report.command,
-        target: report.target,
-        metrics,
-        findings,
-    }
+}
+
+/// Every value an HDR histogram recorded, as (value, count) runs.
+fn hist_runs(h: &hdrhistogram::Histogram<u64>) -> Runs {
+    Runs(
+        h.iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect(),
+    )
 }
 
 /// Metric names in both runs, in A's order.

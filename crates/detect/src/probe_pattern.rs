@@ -5,7 +5,7 @@
 
 use crate::thresholds::{DELAYED_ACK_MAX_US, DELAYED_ACK_MIN_US};
 use whyslow_model::stats::median;
-use whyslow_model::RequestPhases;
+use whyslow_model::{fmt_ms, Evidence, Finding, FindingKind, RequestPhases, Severity};
 
 /// What the client timings suggest, before any packet is looked at.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +35,35 @@ pub fn delayed_ack_signature(requests: &[RequestPhases]) -> Option<DelayedAckSig
         })
 }
 
+/// The signature as a finding of `probe`, from timings alone: a suspect for
+/// `diagnose` to confirm on the wire, not a proof.
+pub fn delayed_ack_finding(requests: &[RequestPhases], url: &str) -> Option<Finding> {
+    let sig = delayed_ack_signature(requests)?;
+    Some(Finding {
+        kind: FindingKind::NagleDelayedAck,
+        severity: Severity::Warning,
+        summary: format!(
+            "reused requests wait {} longer than the first: the signature of Nagle × delayed \
+             ACK (Linux delays ACKs 40 ms at least, other stacks 200 ms), from timings alone",
+            fmt_ms(sig.extra_wait_us)
+        ),
+        time_lost_us: sig.extra_wait_us * sig.reused_requests as u64,
+        time_lost_per_occurrence_us: sig.extra_wait_us,
+        occurrences: sig.reused_requests as u32,
+        evidence: vec![Evidence::Measurement {
+            note: format!(
+                "median send + wait of {} reused request(s) minus the first request's",
+                sig.reused_requests
+            ),
+        }],
+        fix: format!(
+            "`whyslow diagnose {url}` shows it on the wire and which side splits its writes; \
+             the usual fix is TCP_NODELAY or one write per message"
+        ),
+        background: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,24 +71,14 @@ mod tests {
     fn req(index: u32, reused: bool, wait_us: u64) -> RequestPhases {
         RequestPhases {
             index,
-            connection: 0,
             reused,
-            dns_us: 0,
-            connect_us: 0,
-            tls_us: 0,
             send_us: 10,
             wait_us,
             receive_us: 10,
             total_us: wait_us + 20,
             status: 200,
             http_version: "1.1".into(),
-            remote: None,
-            local: None,
-            request_bytes: 0,
-            response_header_bytes: 0,
-            response_body_bytes: 0,
-            content_encoding: None,
-            tls: None,
+            ..RequestPhases::default()
         }
     }
 
@@ -74,11 +93,17 @@ mod tests {
         let sig = delayed_ack_signature(&rs).unwrap();
         assert_eq!(sig.reused_requests, 3);
         assert!((43_000..45_000).contains(&sig.extra_wait_us));
+        let f = delayed_ack_finding(&rs, "http://127.0.0.1:1/").unwrap();
+        assert_eq!(f.kind, FindingKind::NagleDelayedAck);
+        assert_eq!(f.occurrences, 3);
+        assert_eq!(f.time_lost_us, 3 * sig.extra_wait_us);
+        assert!(f.fix.contains("diagnose http://127.0.0.1:1/"));
     }
 
     #[test]
     fn uniform_waits_or_fresh_connections_do_not() {
         assert!(delayed_ack_signature(&[req(0, false, 400), req(1, true, 420)]).is_none());
+        assert!(delayed_ack_finding(&[req(0, false, 400), req(1, true, 420)], "u").is_none());
         assert!(delayed_ack_signature(&[req(0, false, 400), req(1, false, 44_000)]).is_none());
         // A second-long stall is something else, not a delayed ACK.
         assert!(delayed_ack_signature(&[req(0, false, 400), req(1, true, 1_000_000)]).is_none());

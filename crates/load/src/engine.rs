@@ -407,7 +407,7 @@ impl Collector {
             totals: &self.totals,
             in_flight: ctx.in_flight.load(Ordering::Relaxed),
         });
-        self.points.push(IntervalPoint::of(
+        self.points.push(crate::result::interval_point(
             self.last - ctx.start,
             now - self.last,
             &self.interval,

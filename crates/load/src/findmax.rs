@@ -3,7 +3,7 @@
 //! breaks the SLO (or halves it until one passes), then bisects between the
 //! best passing and the first failing rate. The knee lies between them.
 
-use serde::Serialize;
+pub use whyslow_model::{Knee, Step};
 
 /// Each growth step doubles the rate: a binary search over an unknown bound.
 const GROWTH: f64 = 2.0;
@@ -19,41 +19,6 @@ const MIN_RATE: f64 = 1.0;
 /// A step whose responses fall short of this share of the target rate did
 /// not sustain the rate, whatever its latencies.
 pub const RATE_KEPT: f64 = 0.9;
-
-/// One tried rate and what came of it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Step {
-    pub rate: f64,
-    pub achieved_rate: f64,
-    pub p50_us: u64,
-    pub p99_us: u64,
-    pub error_rate_pct: f64,
-    /// Rules broken (SLO rules, "rate not sustained"); empty when the step passed.
-    pub broken: Vec<String>,
-    /// whyslow could not keep this step's schedule: no higher rate is measurable here.
-    pub generator_saturated: bool,
-}
-
-impl Step {
-    pub fn passed(&self) -> bool {
-        self.broken.is_empty() && !self.generator_saturated
-    }
-}
-
-/// What the search concluded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Knee {
-    /// Highest rate that met the SLO.
-    pub max_rate: Option<f64>,
-    /// Lowest rate that broke it, and the rules it broke.
-    pub first_broken: Option<f64>,
-    pub broken: Vec<String>,
-    /// The search stopped because whyslow itself was the limit.
-    pub generator_limited: bool,
-    /// The search stopped at --max-rate with the SLO still met.
-    pub reached_limit: bool,
-    pub steps: Vec<Step>,
-}
 
 #[derive(Debug, Clone)]
 pub struct Search {

@@ -6,19 +6,20 @@
 //! - `histograms`: HDR recording (corrected, uncorrected, lag, queue, phases),
 //!   status codes and error classes; exact merge.
 //! - `result`: the result file and its merge; `hdrlog`: HdrHistogram interval logs.
-//! - `saturation`: the `generator_saturated` finding; `findmax`: the SLO search.
+//! - `saturation`: the `generator_saturated` finding; `omission`: the
+//!   `coordinated_omission` finding; `findmax`: the SLO search.
 
 pub mod engine;
 pub mod findmax;
 pub mod hdrlog;
 pub mod histograms;
+pub mod omission;
 pub mod result;
 pub mod saturation;
 pub mod schedule;
-pub mod text;
 mod timer;
 
 pub use engine::{run, Interval, LoadPlan, Outcome, Stop, INTERRUPT_GRACE};
 pub use histograms::Metric;
-pub use result::{merge, LoadResult, Percentiles, RunSetup};
+pub use result::{merge, LoadResult, LoadResultExt, Percentiles, RunSetup};
 pub use schedule::{Model, Schedule};

@@ -20,6 +20,7 @@ pub enum FindingKind {
     ServerTime,
     GeneratorSaturated,
     HostSaturated,
+    CoordinatedOmission,
 }
 
 impl FindingKind {
@@ -41,6 +42,7 @@ impl FindingKind {
             FindingKind::ServerTime => "server_time",
             FindingKind::GeneratorSaturated => "generator_saturated",
             FindingKind::HostSaturated => "host_saturated",
+            FindingKind::CoordinatedOmission => "coordinated_omission",
         }
     }
 }

@@ -8,8 +8,10 @@
 
 mod breakdown;
 mod comparison;
+mod document;
 mod finding;
 mod host;
+mod load_result;
 mod phases;
 mod report;
 mod sql_summary;
@@ -18,8 +20,15 @@ mod timeline;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
+pub use document::{
+    CaptureInfo, DemoDocument, DemoRow, DiagnoseDocument, LoadDocument, AS_GIVEN, FRESH,
+    SPLIT_NO_NODELAY,
+};
 pub use finding::{Evidence, Finding, FindingKind, Severity};
 pub use host::{HostReport, HostSample, ResourceUse};
+pub use load_result::{
+    IntervalPoint, Knee, LoadResult, Percentiles, RunSetup, Step, LOAD_FORMAT, LOAD_VERSION,
+};
 pub use phases::{PhaseName, RequestPhases, TlsInfo};
 pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
 pub use sql_summary::{SqlRequest, SqlShape, SqlSummary, StatementCounts};

@@ -64,7 +64,7 @@ pub struct TlsInfo {
 
 /// The client's view of one request: phases (durations) in microseconds.
 /// dns + connect + tls + send + wait + receive = total, up to scheduling noise.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestPhases {
     /// 0-based index of the request in the run.
     pub index: u32,

@@ -56,6 +56,12 @@ pub struct Report {
 }
 
 impl Report {
+    /// The requests of the section labelled `label`.
+    pub fn section(&self, label: &str) -> Option<&[RequestPhases]> {
+        let s = self.sections.iter().find(|s| s.label == label)?;
+        Some(&s.requests)
+    }
+
     pub fn new(command: &str, target: Option<String>) -> Self {
         Report {
             schema_version: SCHEMA_VERSION,

@@ -3,9 +3,12 @@
 
 pub mod breakdown;
 pub mod compare;
+pub mod demo;
+pub mod diagnose;
 pub mod findings;
 pub mod host;
 pub mod html;
+pub mod load;
 pub mod probe;
 pub mod sql_summary;
 pub mod stats;

@@ -1,8 +1,47 @@
-//! The probe's phase table: one row per request, then min/median/max.
+//! The probe's text: one row per request, min/median/max, findings and
+//! budget checks.
 
 use crate::{fmt_ms, Summary};
 use std::fmt::Write;
-use whyslow_model::{PhaseName, RequestPhases};
+use whyslow_model::{PhaseName, Report, RequestPhases};
+
+/// The whole text of `probe` for its report, under `header`.
+pub fn text(header: &str, report: &Report) -> String {
+    let mut out = format!("{header}\n");
+    let requests = report
+        .sections
+        .first()
+        .map(|s| s.requests.as_slice())
+        .unwrap_or(&[]);
+    if requests.is_empty() {
+        return out;
+    }
+    out.push('\n');
+    out.push_str(&table(requests));
+    out.push('\n');
+    out.push_str(&summary(requests));
+    for line in [first_vs_reused(requests), tls_line(requests)]
+        .into_iter()
+        .flatten()
+    {
+        let _ = writeln!(out, "{line}");
+    }
+    if !report.findings.is_empty() {
+        out.push_str("\nfindings\n");
+        out.push_str(&crate::findings::text(&report.findings));
+    }
+    for c in &report.checks {
+        let verdict = if c.passed { "ok" } else { "BROKEN" };
+        let _ = writeln!(
+            out,
+            "budget {}: {verdict} (worst {} at {})",
+            c.rule,
+            fmt_ms(c.observed as u64),
+            c.worst.as_deref().unwrap_or("-")
+        );
+    }
+    out
+}
 
 fn cell(us: u64, applies: bool) -> String {
     if applies {

@@ -2,20 +2,14 @@
 //! pcapng and read back through the same path as `whyslow analyze`.
 
 use std::path::PathBuf;
-use whyslow_model::Timeline;
+use whyslow_model::{CaptureInfo, Timeline};
 use whyslow_wire::live::{CaptureHandle, LiveCapture};
 use whyslow_wire::{timeline_from_file, Limits, WireError};
 
+/// What the capture was, and the problems it met (they go to the report's errors).
 #[derive(Debug, Clone)]
 pub struct CaptureSummary {
-    pub iface: String,
-    /// Ports filtered in the kernel; empty: all TCP on the interface.
-    pub ports: Vec<u16>,
-    /// Backing services of the target found on this host (kept in the timeline).
-    pub backing_ports: Vec<u16>,
-    pub packets: u64,
-    pub kernel_drops: u64,
-    pub file: Option<PathBuf>,
+    pub info: CaptureInfo,
     pub errors: Vec<String>,
 }
 
@@ -98,12 +92,14 @@ impl CaptureSession {
             ));
         }
         let summary = CaptureSummary {
-            iface: self.iface,
-            ports: self.ports,
-            backing_ports: Vec::new(),
-            packets: stats.packets,
-            kernel_drops: stats.kernel_drops,
-            file: self.keep.then_some(self.path),
+            info: CaptureInfo {
+                iface: self.iface,
+                ports: self.ports,
+                backing_ports: Vec::new(),
+                packets: stats.packets,
+                kernel_drops: stats.kernel_drops,
+                file: self.keep.then(|| self.path.display().to_string()),
+            },
             errors,
         };
         Ok((summary, outcome.timeline))

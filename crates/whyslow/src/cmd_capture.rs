@@ -2,10 +2,10 @@
 //! runs, or until Ctrl-C.
 
 use crate::cmd_probe::usage;
-use crate::limits::parse_duration;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use whyslow_check::parse_duration;
 use whyslow_wire::live::LiveCapture;
 
 /// Exit code when the capture could not start (permission, interface).

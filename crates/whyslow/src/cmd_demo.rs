@@ -1,20 +1,18 @@
 //! `whyslow demo`: every lab scenario, broken and fixed, diagnosed, with the
 //! before/after table the case studies would have wanted.
 
-use crate::diagnose::{
-    diagnose, DiagnoseOptions, Diagnosis, LoadPhase, AS_GIVEN, SPLIT_NO_NODELAY,
-};
+use crate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
 use crate::{interrupt_flag, runtime};
 use bytes::Bytes;
 use clap::Args;
-use serde::Serialize;
 use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
+use whyslow_compare::run::Run;
 use whyslow_lab::{Scenario, SCENARIOS};
-use whyslow_load::{Metric, Percentiles};
-use whyslow_model::{Finding, SCHEMA_VERSION};
-use whyslow_report::{fmt_ms, to_json};
+use whyslow_load::{LoadResultExt, Metric};
+use whyslow_model::{DemoDocument, DemoRow, AS_GIVEN, SCHEMA_VERSION, SPLIT_NO_NODELAY};
+use whyslow_report::to_json;
 
 /// Requests per client pattern in each diagnosis: enough for a median, quick enough for a demo.
 const DEMO_REQUESTS: u32 = 6;
@@ -35,32 +33,11 @@ pub struct DemoArgs {
     pub html: Option<std::path::PathBuf>,
 }
 
-/// `demo --json`: the rows, under the report schema's version.
-#[derive(Serialize)]
-pub struct DemoReport<'a> {
-    pub schema_version: u32,
-    pub command: &'static str,
-    pub rows: &'a [DemoRow],
-}
-
-#[derive(Serialize)]
-pub struct DemoRow {
-    pub scenario: &'static str,
-    pub fixed: bool,
-    pub request: String,
-    /// The client pattern the scenario hurts, and its mean total per request.
-    pub client: &'static str,
-    pub mean_total_us: u64,
-    /// The load phase's latency (as users saw it, coordinated omission
-    /// corrected), when the scenario has one: the tail the mean hides.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load_latency: Option<Percentiles>,
-    pub findings: Vec<Finding>,
-    pub skipped: Vec<String>,
-    pub injected: Option<String>,
-    /// The diagnosis as an HTML section, for `--html`.
-    #[serde(skip)]
-    pub html: Option<String>,
+/// Mean total of every request of a section (what the case studies quote).
+fn mean_total(report: &whyslow_model::Report, label: &str) -> Option<u64> {
+    let rs = report.section(label)?;
+    let n = rs.len() as u64;
+    (n > 0).then(|| rs.iter().map(|r| r.total_us).sum::<u64>() / n)
 }
 
 async fn run_one(
@@ -68,7 +45,7 @@ async fn run_one(
     fixed: bool,
     stop: &watch::Receiver<bool>,
     html: bool,
-) -> Result<DemoRow, String> {
+) -> Result<(DemoRow, Run), String> {
     let running = s
         .start(fixed)
         .await
@@ -94,27 +71,28 @@ async fn run_one(
             connections: DEMO_LOAD_CONNECTIONS,
         }),
     };
-    let d: Diagnosis = diagnose(&opts, stop).await;
-    let html = html.then(|| whyslow_report::html::report_body(&d.report));
-    let client = if d.mean_total(SPLIT_NO_NODELAY).is_some() {
-        SPLIT_NO_NODELAY
-    } else {
-        AS_GIVEN
+    let d = diagnose(&opts, stop).await;
+    let report = d.report;
+    let client = match mean_total(&report, SPLIT_NO_NODELAY) {
+        Some(_) => SPLIT_NO_NODELAY,
+        None => AS_GIVEN,
     };
-    Ok(DemoRow {
-        scenario: s.name,
+    let name = format!("{} ({})", s.name, variant(s, fixed));
+    let run = Run::from_report(&name, report.clone(), Some(client), d.load.clone());
+    let row = DemoRow {
+        scenario: s.name.into(),
         fixed,
+        variant: variant(s, fixed).into(),
         request: format!("{} {}", s.method, s.path),
-        client,
-        mean_total_us: d.mean_total(client).unwrap_or(0),
+        client: client.into(),
+        mean_total_us: mean_total(&report, client).unwrap_or(0),
         load_latency: d
             .load
             .as_ref()
             .and_then(|l| l.percentiles(Metric::Corrected))
             .copied(),
-        findings: d.report.findings,
-        skipped: d
-            .report
+        findings: report.findings.clone(),
+        skipped: report
             .skipped
             .iter()
             .map(|k| format!("{}: {}", k.what, k.why))
@@ -124,8 +102,9 @@ async fn run_one(
         } else {
             s.truth.kind.map(|k| k.to_string())
         },
-        html,
-    })
+        report: html.then_some(report),
+    };
+    Ok((row, run))
 }
 
 pub fn run(args: DemoArgs) -> u8 {
@@ -134,9 +113,9 @@ pub fn run(args: DemoArgs) -> u8 {
         .filter(|s| args.only.is_empty() || args.only.iter().any(|o| o == s.name))
         .collect();
     let total = scenarios.len() * 2;
-    let rows: Vec<DemoRow> = runtime(2).block_on(async {
+    let runs: Vec<(DemoRow, Run)> = runtime(2).block_on(async {
         let stop = interrupt_flag();
-        let mut rows = Vec::new();
+        let mut runs = Vec::new();
         for (i, (s, fixed)) in scenarios
             .iter()
             .flat_map(|s| [(s, false), (s, true)])
@@ -148,53 +127,38 @@ pub fn run(args: DemoArgs) -> u8 {
                 break;
             }
             match run_one(s, fixed, &stop, args.html.is_some()).await {
-                Ok(row) => rows.push(row),
+                Ok(r) => runs.push(r),
                 Err(e) => eprintln!("whyslow: {e}"),
             }
         }
-        rows
+        runs
     });
-    crate::cmd_analyze::write_html(args.html.as_deref(), || {
-        let sections: Vec<(String, String)> = rows
-            .iter()
-            .map(|r| {
-                let title = format!(
-                    "{} ({}): {}",
-                    r.scenario,
-                    if r.fixed { "fixed" } else { "broken" },
-                    r.request
-                );
-                (title, r.html.clone().unwrap_or_default())
-            })
-            .collect();
-        whyslow_report::html::demo(&sections)
-    });
+    let doc = document(runs);
+    crate::cmd_analyze::write_html(args.html.as_deref(), || whyslow_report::html::demo(&doc));
     if args.json {
-        let report = DemoReport {
-            schema_version: SCHEMA_VERSION,
-            command: "demo",
-            rows: &rows,
-        };
-        println!("{}", to_json(&report));
+        println!("{}", to_json(&doc));
     } else {
-        print_table(&rows);
+        print!("{}", whyslow_report::demo::text(&doc));
     }
-    u8::from(rows.len() != total)
+    u8::from(doc.rows.len() != total)
 }
 
-/// The finding ranked first, background ones aside: what the row names as the cause.
-fn top(row: &DemoRow) -> Option<&Finding> {
-    row.findings.iter().find(|f| !f.background)
-}
-
-fn cause(row: &DemoRow) -> String {
-    match top(row) {
-        Some(f) => format!(
-            "{} ({} per occurrence)",
-            f.kind,
-            fmt_ms(f.time_lost_per_occurrence_us)
-        ),
-        None => "no findings".into(),
+/// The rows, and broken against fixed (by `compare`) for each scenario run both ways.
+fn document(runs: Vec<(DemoRow, Run)>) -> DemoDocument {
+    let comparisons = runs
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [(a, ra), (b, rb)] if a.scenario == b.scenario => {
+                whyslow_compare::compare(ra, rb, &[]).ok()
+            }
+            _ => None,
+        })
+        .collect();
+    DemoDocument {
+        schema_version: SCHEMA_VERSION,
+        command: "demo".into(),
+        rows: runs.into_iter().map(|(row, _)| row).collect(),
+        comparisons,
     }
 }
 
@@ -204,51 +168,5 @@ fn variant(s: &Scenario, fixed: bool) -> &'static str {
         (None, _) => "as is",
         (Some(_), true) => "fixed",
         (Some(_), false) => "broken",
-    }
-}
-
-fn print_table(rows: &[DemoRow]) {
-    println!(
-        "{:<11} {:<7} {:<15} {:<30} {:>10}  finding",
-        "scenario", "variant", "request", "client", "avg total"
-    );
-    for r in rows {
-        println!(
-            "{:<11} {:<7} {:<15} {:<30} {:>10}  {}",
-            r.scenario,
-            whyslow_lab::find(r.scenario).map_or("", |s| variant(s, r.fixed)),
-            r.request,
-            r.client,
-            fmt_ms(r.mean_total_us),
-            cause(r)
-        );
-    }
-    println!();
-    for pair in rows.chunks(2) {
-        let [broken, fixed] = pair else { continue };
-        let why = top(broken)
-            .map(|f| f.kind.to_string())
-            .unwrap_or_else(|| "nothing to fix".into());
-        let tail = match (&broken.load_latency, &fixed.load_latency) {
-            (Some(b), Some(f)) => format!(
-                "; under load p50 {} → {}, p99 {} → {}",
-                fmt_ms(b.p50),
-                fmt_ms(f.p50),
-                fmt_ms(b.p99),
-                fmt_ms(f.p99)
-            ),
-            _ => String::new(),
-        };
-        println!(
-            "{}: {} avg {} → {}{tail}; cause: {}",
-            broken.scenario,
-            broken.request,
-            fmt_ms(broken.mean_total_us),
-            fmt_ms(fixed.mean_total_us),
-            why
-        );
-    }
-    if let Some(s) = rows.iter().flat_map(|r| &r.skipped).next() {
-        println!("not examined: {s}");
     }
 }

@@ -3,20 +3,20 @@
 //! coordinated omission, SLO checks, --find-max, result files and HDR logs.
 
 use crate::cmd_probe::{usage, RequestArgs};
-use crate::limits::{parse_duration, parse_rules, LimitValue, Rule};
 use crate::{runtime, EXIT_BREACH};
 use clap::Args;
-use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use whyslow_check::{parse_duration, parse_rules, slo_checks, Rule, SLO_METRICS};
 use whyslow_client::redact_url;
 use whyslow_load::findmax::{Knee, Search, Step, RATE_KEPT};
 use whyslow_load::hdrlog::HdrLog;
 use whyslow_load::histograms::{error_class_exit_code, Recorded};
-use whyslow_load::{text, LoadPlan, LoadResult, Metric, Model, RunSetup, Schedule, Stop};
-use whyslow_model::{CheckResult, FindingKind, Report};
+use whyslow_load::{LoadPlan, LoadResult, LoadResultExt, Metric, Model, RunSetup, Schedule, Stop};
+use whyslow_model::{CheckResult, FindingKind, LoadDocument, Report};
+use whyslow_report::load as text;
 use whyslow_report::to_json;
 
 /// A run with neither --duration, -n, nor a schedule of its own lasts this long (wrk's default).
@@ -30,11 +30,6 @@ const FIND_MAX_START: f64 = 100.0;
 const LOOPBACK_SHARE: usize = 2;
 /// Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
-
-/// Metrics an --slo rule may name: corrected latency percentiles and the error rate.
-pub const SLO_METRICS: &[&str] = &[
-    "p50", "p75", "p90", "p95", "p99", "p99.9", "p999", "max", "mean", "errors",
-];
 
 #[derive(Args)]
 #[command(after_help = "Examples:
@@ -245,54 +240,6 @@ pub fn run_setup(plan: &LoadPlan) -> RunSetup {
     }
 }
 
-/// The observed value of one SLO metric: µs for latencies, percent for errors.
-fn slo_observed(metric: &str, rec: &Recorded, result: &LoadResult) -> f64 {
-    let h = rec.hist(Metric::Corrected);
-    let q = |x: f64| h.value_at_quantile(x) as f64;
-    match metric {
-        "errors" => result.error_rate_pct,
-        "max" => h.max() as f64,
-        "mean" => h.mean(),
-        "p99.9" | "p999" => q(0.999),
-        m => q(m.trim_start_matches('p').parse::<f64>().unwrap_or(100.0) / 100.0),
-    }
-}
-
-/// Checks every rule against a run (or a merge of runs).
-pub fn slo_checks(rules: &[Rule], rec: &Recorded, result: &LoadResult) -> Vec<CheckResult> {
-    let span = format!(
-        "{} responses over {:.1} s",
-        result.responses,
-        result.elapsed_us as f64 / 1e6
-    );
-    rules
-        .iter()
-        .map(|rule| {
-            let observed = slo_observed(&rule.metric, rec, result);
-            CheckResult {
-                rule: rule.text.clone(),
-                observed,
-                limit: rule.limit(),
-                unit: match rule.value {
-                    LimitValue::Percent(_) => "percent".into(),
-                    LimitValue::Micros(_) => "us".into(),
-                },
-                passed: rule.holds(observed),
-                worst: Some(span.clone()),
-            }
-        })
-        .collect()
-}
-
-pub fn fmt_check(c: &CheckResult) -> String {
-    let value = match c.unit.as_str() {
-        "percent" => format!("{:.3} %", c.observed),
-        _ => text::ms(c.observed as u64),
-    };
-    let verdict = if c.passed { "ok" } else { "BROKEN" };
-    format!("slo {}: {verdict} (observed {value})", c.rule)
-}
-
 /// Shows interval progress on a terminal and writes the HDR log.
 struct Watch {
     progress: bool,
@@ -418,15 +365,6 @@ fn write_output(path: &PathBuf, result: &LoadResult) -> Result<(), String> {
     std::fs::write(path, text + "\n").map_err(|e| format!("-o {}: {e}", path.display()))
 }
 
-#[derive(Serialize)]
-struct LoadReport {
-    #[serde(flatten)]
-    report: Report,
-    load: Option<LoadResult>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    find_max: Option<Knee>,
-}
-
 fn report(url: &str, result: Option<&LoadResult>, checks: Vec<CheckResult>) -> Report {
     let mut r = Report::new("load", Some(redact_url(url)));
     if let Some(res) = result {
@@ -463,29 +401,15 @@ pub fn print_result(
     checks: &[CheckResult],
     knee: Option<&Knee>,
 ) {
+    let doc = LoadDocument {
+        report: report(url, Some(result), checks.to_vec()),
+        load: Some(result.summary()),
+        find_max: knee.cloned(),
+    };
     if json {
-        let out = LoadReport {
-            report: report(url, Some(result), checks.to_vec()),
-            load: Some(result.summary()),
-            find_max: knee.cloned(),
-        };
-        println!("{}", to_json(&out));
-        return;
-    }
-    if let Some(k) = knee {
-        print!("{}", text::knee(k));
-        println!();
-    }
-    print!("{}", text::summary(result));
-    for f in &result.findings {
-        eprintln!("warning: {}: {}", f.kind, f.summary);
-        eprintln!("  fix: {}", f.fix);
-    }
-    if !checks.is_empty() {
-        println!();
-    }
-    for c in checks {
-        println!("{}", fmt_check(c));
+        println!("{}", to_json(&doc));
+    } else {
+        print!("{}", text::text(&doc));
     }
 }
 
@@ -498,7 +422,7 @@ fn exit_code(result: &LoadResult, rec: &Recorded, checks: &[CheckResult]) -> u8 
         }
     }
     if let Some(broken) = checks.iter().find(|c| !c.passed) {
-        eprintln!("whyslow: SLO broken: {}", fmt_check(broken));
+        eprintln!("whyslow: SLO broken: {}", text::check_line(broken));
         return EXIT_BREACH;
     }
     if result.interrupted {
@@ -564,15 +488,15 @@ fn find_max_step(
 
 /// When no rate met the SLO: the steps tried, and exit 1.
 fn no_knee(args: &LoadArgs, knee: Knee) -> u8 {
+    let doc = LoadDocument {
+        report: report(&args.url, None, Vec::new()),
+        load: None,
+        find_max: Some(knee),
+    };
     if args.json {
-        let out = LoadReport {
-            report: report(&args.url, None, Vec::new()),
-            load: None,
-            find_max: Some(knee),
-        };
-        println!("{}", to_json(&out));
+        println!("{}", to_json(&doc));
     } else {
-        print!("{}", text::knee(&knee));
+        print!("{}", text::text(&doc));
     }
     eprintln!("whyslow: no rate tried met the SLO");
     EXIT_BREACH

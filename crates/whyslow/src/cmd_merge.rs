@@ -1,13 +1,13 @@
 //! `whyslow merge A.json B.json …`: combine load result files (from several
 //! machines, or several runs) exactly: histograms and counters add.
 
-use crate::cmd_load::{fmt_check, print_result, slo_checks, SLO_METRICS};
+use crate::cmd_load::print_result;
 use crate::cmd_probe::usage;
-use crate::limits::parse_rules;
 use crate::EXIT_BREACH;
 use clap::Args;
 use std::path::PathBuf;
-use whyslow_load::{merge, LoadResult};
+use whyslow_check::{parse_rules, slo_checks, SLO_METRICS};
+use whyslow_load::{merge, LoadResult, LoadResultExt};
 
 #[derive(Args)]
 pub struct MergeArgs {
@@ -57,7 +57,10 @@ pub fn run(args: MergeArgs) -> u8 {
     print_result(args.json, &merged.setup.target, &merged, &checks, None);
     match checks.iter().find(|c| !c.passed) {
         Some(c) => {
-            eprintln!("whyslow: SLO broken: {}", fmt_check(c));
+            eprintln!(
+                "whyslow: SLO broken: {}",
+                whyslow_report::load::check_line(c)
+            );
             EXIT_BREACH
         }
         None => 0,

@@ -1,16 +1,16 @@
 //! `whyslow probe URL`: the client's view of N requests.
 
-use crate::limits::{parse_duration, parse_rules, Rule};
 use crate::{ctrl_c, runtime, EXIT_BREACH, EXIT_USAGE};
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
+use whyslow_check::{check_budget, parse_duration, parse_rules, BUDGET_METRICS};
 use whyslow_client::{
     probe_until, redact_url, HttpVersion, ProbeOptions, ProbeRun, RequestSpec, TlsOptions,
     WritePattern,
 };
-use whyslow_model::{CheckResult, PhaseName, Report, ReportSection, RequestPhases};
-use whyslow_report::{fmt_ms, probe as table, to_json, writeout};
+use whyslow_model::{CheckResult, Report, ReportSection};
+use whyslow_report::{probe as table, to_json, writeout};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum OnOff {
@@ -137,36 +137,6 @@ pub struct ProbeArgs {
     pub json: bool,
 }
 
-const BUDGET_METRICS: &[&str] = &[
-    "dns", "connect", "tls", "send", "wait", "receive", "total", "ttfb",
-];
-
-fn metric_us(r: &RequestPhases, metric: &str) -> u64 {
-    match metric {
-        "ttfb" => r.ttfb_us(),
-        m => PhaseName::parse(m).map(|p| r.phase_us(p)).unwrap_or(0),
-    }
-}
-
-/// Checks each rule against the worst request.
-pub fn check_budget(rules: &[Rule], requests: &[RequestPhases]) -> Vec<CheckResult> {
-    rules
-        .iter()
-        .map(|rule| {
-            let worst = requests.iter().max_by_key(|r| metric_us(r, &rule.metric));
-            let observed = worst.map(|r| metric_us(r, &rule.metric)).unwrap_or(0) as f64;
-            CheckResult {
-                rule: rule.text.clone(),
-                observed,
-                limit: rule.limit(),
-                unit: "us".into(),
-                passed: rule.holds(observed),
-                worst: worst.map(|r| format!("request {}", r.index + 1)),
-            }
-        })
-        .collect()
-}
-
 pub fn run(args: ProbeArgs) -> u8 {
     let spec = match args.request.spec() {
         Ok(s) => s,
@@ -193,16 +163,17 @@ pub fn run(args: ProbeArgs) -> u8 {
     };
     let run = runtime(1).block_on(probe_until(&opts, ctrl_c()));
     let checks = check_budget(&rules, &run.requests);
+    let report = report(&args, &run, checks);
     if args.json {
-        println!("{}", to_json(&report(&args, &run, checks.clone())));
+        println!("{}", to_json(&report));
     } else if let Some(fmt) = &args.write_out {
         for r in &run.requests {
             print!("{}", writeout::expand(fmt, r));
         }
     } else {
-        print_text(&args, &opts, &run, &checks);
+        print!("{}", table::text(&header(&args, &opts, &run), &report));
     }
-    exit_code(&run, &checks)
+    exit_code(&run, &report.checks)
 }
 
 pub fn usage(msg: &str) -> u8 {
@@ -233,6 +204,11 @@ fn report(args: &ProbeArgs, run: &ProbeRun, checks: Vec<CheckResult>) -> Report 
         requests: run.requests.clone(),
     });
     r.checks = checks;
+    r.findings
+        .extend(whyslow_detect::probe_pattern::delayed_ack_finding(
+            &run.requests,
+            &redact_url(&args.url),
+        ));
     if let Some(e) = &run.error {
         r.errors
             .push(format!("request {}: {e}", run.requests.len() + 1));
@@ -240,9 +216,10 @@ fn report(args: &ProbeArgs, run: &ProbeRun, checks: Vec<CheckResult>) -> Report 
     r
 }
 
-fn print_text(args: &ProbeArgs, opts: &ProbeOptions, run: &ProbeRun, checks: &[CheckResult]) {
+/// The first line of the text: what was asked, as a person would say it.
+fn header(args: &ProbeArgs, opts: &ProbeOptions, run: &ProbeRun) -> String {
     let spec = &opts.spec;
-    println!(
+    format!(
         "{} {}  {} request(s), {} connection(s) opened, TCP_NODELAY {}, {} writes",
         spec.method,
         redact_url(&args.url),
@@ -254,38 +231,5 @@ fn print_text(args: &ProbeArgs, opts: &ProbeOptions, run: &ProbeRun, checks: &[C
         } else {
             "coalesced"
         },
-    );
-    if run.requests.is_empty() {
-        return;
-    }
-    println!();
-    print!("{}", table::table(&run.requests));
-    println!();
-    print!("{}", table::summary(&run.requests));
-    for line in [
-        table::first_vs_reused(&run.requests),
-        table::tls_line(&run.requests),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        println!("{line}");
-    }
-    if let Some(sig) = whyslow_detect::probe_pattern::delayed_ack_signature(&run.requests) {
-        println!(
-            "hint: reused requests wait {} longer than the first: the signature of Nagle × delayed ACK \
-             (Linux delays ACKs 40 ms at least, other stacks 200 ms). `whyslow diagnose {}` shows it on the wire.",
-            fmt_ms(sig.extra_wait_us),
-            redact_url(&args.url)
-        );
-    }
-    for c in checks {
-        let verdict = if c.passed { "ok" } else { "BROKEN" };
-        println!(
-            "budget {}: {verdict} (worst {} at {})",
-            c.rule,
-            fmt_ms(c.observed as u64),
-            c.worst.as_deref().unwrap_or("-")
-        );
-    }
+    )
 }

@@ -1,10 +1,10 @@
 //! `whyslow use`: Brendan Gregg's USE checklist for this host.
 
 use crate::cmd_probe::usage;
-use crate::limits::parse_duration;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
+use whyslow_check::parse_duration;
 use whyslow_host::Sampler;
 use whyslow_model::{HostReport, HostSample, SCHEMA_VERSION};
 use whyslow_report::to_json;

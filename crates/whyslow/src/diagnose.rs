@@ -13,9 +13,10 @@ use whyslow_client::{
     probe_until, redact_url, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
 };
 use whyslow_detect::{attribution, periodic_stall, pipeline};
-use whyslow_load::{LoadPlan, LoadResult, Model, Schedule, Stop};
+use whyslow_load::{LoadPlan, LoadResult, LoadResultExt, Model, Schedule, Stop};
 use whyslow_model::{
-    ExchangeRole, Finding, FindingKind, Report, ReportSection, RequestPhases, Skipped,
+    DiagnoseDocument, ExchangeRole, Finding, FindingKind, Report, ReportSection, Skipped, AS_GIVEN,
+    FRESH, SPLIT_NO_NODELAY,
 };
 use whyslow_wire::Limits;
 
@@ -52,48 +53,39 @@ pub struct LoadPhase {
     pub connections: usize,
 }
 
-/// One client write pattern and how it fared.
-#[derive(Debug, Clone)]
-pub struct PatternResult {
-    pub label: &'static str,
-    pub run: ProbeRun,
-}
-
 #[derive(Debug)]
 pub struct Diagnosis {
     pub report: Report,
     pub load: Option<LoadResult>,
-    pub patterns: Vec<PatternResult>,
+    /// Each client write pattern's run, in report section order.
+    pub patterns: Vec<ProbeRun>,
     pub capture: Option<CaptureSummary>,
     /// The host's USE samples during the run.
     pub host: whyslow_model::HostReport,
 }
 
 impl Diagnosis {
-    /// Median total of reused requests of a pattern.
-    pub fn median_reused_total(&self, label: &str) -> Option<u64> {
-        let p = self.patterns.iter().find(|p| p.label == label)?;
-        let v: Vec<u64> = p
-            .run
-            .requests
-            .iter()
-            .filter(|r| r.reused)
-            .map(|r| r.total_us)
-            .collect();
-        (!v.is_empty()).then(|| whyslow_model::stats::median(v))
-    }
-
-    /// Mean total of every request of a pattern (what the case studies quote).
-    pub fn mean_total(&self, label: &str) -> Option<u64> {
-        let p = self.patterns.iter().find(|p| p.label == label)?;
-        let n = p.run.requests.len() as u64;
-        (n > 0).then(|| p.run.requests.iter().map(|r| r.total_us).sum::<u64>() / n)
+    /// The output document: everything `--json`, the text and the HTML show.
+    pub fn document(self, spec: &RequestSpec) -> DiagnoseDocument {
+        let client = format!(
+            "{}, TCP_NODELAY {}",
+            if spec.write == WritePattern::Split {
+                "headers then body"
+            } else {
+                "one write"
+            },
+            if spec.nodelay { "on" } else { "off" }
+        );
+        DiagnoseDocument {
+            report: self.report,
+            method: spec.method.clone(),
+            client,
+            load: self.load,
+            capture: self.capture.map(|c| c.info),
+            host: self.host,
+        }
     }
 }
-
-pub const AS_GIVEN: &str = "as given";
-pub const FRESH: &str = "fresh connections";
-pub const SPLIT_NO_NODELAY: &str = "split writes, TCP_NODELAY off";
 
 fn patterns(opts: &DiagnoseOptions) -> Vec<(&'static str, ProbeOptions)> {
     let base = ProbeOptions {
@@ -152,7 +144,7 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         _ => None,
     };
     let patterns = run_patterns(opts, stop, &mut report).await;
-    let reachable = patterns.first().is_some_and(|p| !p.run.requests.is_empty());
+    let reachable = patterns.first().is_some_and(|p| !p.requests.is_empty());
     let load = match &opts.load {
         Some(phase) if reachable && !*stop.borrow() => {
             run_load(opts, phase, stop, &mut report).await
@@ -233,7 +225,7 @@ async fn run_patterns(
     opts: &DiagnoseOptions,
     stop: &watch::Receiver<bool>,
     report: &mut Report,
-) -> Vec<PatternResult> {
+) -> Vec<ProbeRun> {
     let mut results = Vec::new();
     for (label, p) in patterns(opts) {
         if *stop.borrow() {
@@ -250,7 +242,7 @@ async fn run_patterns(
             requests: run.requests.clone(),
         });
         let failed = run.requests.is_empty();
-        results.push(PatternResult { label, run });
+        results.push(run);
         if failed {
             break; // the target is unreachable: more patterns would fail the same way
         }
@@ -306,18 +298,8 @@ fn finish_capture(
     }
     report.errors.extend(summary.errors.iter().cloned());
     report.timeline = Some(timeline);
-    summary.backing_ports = backing;
+    summary.info.backing_ports = backing;
     Some(summary)
-}
-
-/// The median reused request of a run, as the typical one.
-pub fn typical(run: &ProbeRun) -> Option<&RequestPhases> {
-    let mut reused: Vec<&RequestPhases> = run.requests.iter().filter(|r| r.reused).collect();
-    if reused.is_empty() {
-        reused = run.requests.iter().collect();
-    }
-    reused.sort_by_key(|r| r.total_us);
-    reused.get(reused.len() / 2).copied()
 }
 
 /// The load phase: the target under constant-rate load while the capture runs.

@@ -13,7 +13,6 @@ mod cmd_merge;
 mod cmd_probe;
 mod cmd_use;
 mod diagnose;
-mod limits;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

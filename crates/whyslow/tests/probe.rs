@@ -193,7 +193,7 @@ fn errors_name_the_phase_and_keep_completed_requests() {
 fn split_post_without_nodelay_waits_for_the_delayed_ack() {
     let a = app(AppConfig::default());
     let url = format!("http://{a}/search");
-    let reused_waits = |extra: &[&str]| -> Vec<u64> {
+    let reused_waits = |extra: &[&str]| -> (Vec<u64>, Vec<String>) {
         let mut args = vec![
             "probe",
             "--json",
@@ -206,24 +206,35 @@ fn split_post_without_nodelay_waits_for_the_delayed_ack() {
         args.extend_from_slice(extra);
         let out = whyslow(&args);
         assert!(out.status.success(), "{}", stderr(&out));
-        requests(&json(&out))
+        let report = json(&out);
+        let kinds = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap().to_string())
+            .collect();
+        let waits = requests(&report)
             .iter()
             .filter(|r| r["reused"] == true)
             .map(|r| us(r, "total_us"))
-            .collect()
+            .collect();
+        (waits, kinds)
     };
-    let split = reused_waits(&["--nodelay", "off", "--write", "split"]);
+    let (split, kinds) = reused_waits(&["--nodelay", "off", "--write", "split"]);
     assert_eq!(split.len(), 5);
     assert!(
         split.iter().all(|&t| t >= 30_000),
         "split, no NODELAY: {split:?}"
     );
+    // The timing signature is a finding of the probe's own report.
+    assert_eq!(kinds, ["nagle_delayed_ack"]);
     for fixed in [
         &["--nodelay", "off", "--write", "coalesced"][..],
         &["--nodelay", "on", "--write", "split"][..],
     ] {
-        let waits = reused_waits(fixed);
+        let (waits, kinds) = reused_waits(fixed);
         assert!(waits.iter().all(|&t| t < 5_000), "{fixed:?}: {waits:?}");
+        assert!(kinds.is_empty(), "{fixed:?}: {kinds:?}");
     }
 }
 

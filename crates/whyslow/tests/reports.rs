@@ -121,6 +121,23 @@ fn csp_blocked_fetches_show_in_the_console_check() {
     assert!(caught.is_err(), "a blocked fetch must fail the check");
 }
 
+/// The page's packet ladders show a Nagle × delayed-ACK stall: one
+/// delayed-ACK timer (≥ 40 ms on Linux) between two rows.
+fn assert_stall_ladder(html: &str) {
+    let ladder = section(html, "<h2>Packet ladders</h2>");
+    assert!(ladder.contains("nagle_delayed_ack"), "{ladder}");
+    let stalls: Vec<f64> = ladder
+        .split("class=\"stall\">+")
+        .skip(1)
+        .filter_map(|t| t.split(" ms").next()?.parse().ok())
+        .collect();
+    assert!(
+        stalls.iter().any(|ms| (38.0..=250.0).contains(ms)),
+        "{stalls:?}"
+    );
+    assert!(svgs_parse(html) >= 2);
+}
+
 #[test]
 fn diagnose_html_shows_the_stall_ladder_and_the_pool_waterfall() {
     let _one = serial();
@@ -132,21 +149,17 @@ fn diagnose_html_shows_the_stall_ladder_and_the_pool_waterfall() {
     let s = scenario("post-stall");
     let (_running, u) = url(s, false);
     let file = dir.join("post-stall.html");
-    let html = html_report(&file, &["diagnose", "-X", s.method, "-d", s.body, &u]);
-    let ladder = section(&html, "<h2>Packet ladders</h2>");
-    assert!(ladder.contains("nagle_delayed_ack"), "{ladder}");
-    // A stall of one delayed-ACK timer (≥ 40 ms on Linux) between two rows.
-    let stalls: Vec<f64> = ladder
-        .split("class=\"stall\">+")
-        .skip(1)
-        .filter_map(|t| t.split(" ms").next()?.parse().ok())
-        .collect();
-    assert!(
-        stalls.iter().any(|ms| (38.0..=250.0).contains(ms)),
-        "{stalls:?}"
-    );
-    assert!(svgs_parse(&html) >= 2);
+    let pcap = dir.join("post-stall.pcapng");
+    let pcap = pcap.to_str().unwrap();
+    let args = ["diagnose", "-X", s.method, "-d", s.body, "--save", pcap, &u];
+    let html = html_report(&file, &args);
+    assert_stall_ladder(&html);
     open_in_chromium("diagnose post-stall", &file);
+    // analyze --html on the same capture draws the same ladder.
+    let file = dir.join("post-stall-analyze.html");
+    let html = html_report(&file, &["analyze", pcap]);
+    assert_stall_ladder(&html);
+    open_in_chromium("analyze post-stall", &file);
 
     // fanout-pool: one lane per pooled backing connection.
     let s = scenario("fanout-pool");
@@ -390,7 +403,26 @@ fn demo_html_has_each_run_with_its_ladder() {
     }
     let dir = tmpdir("reports-demo");
     let file = dir.join("demo.html");
-    let html = html_report(&file, &["demo", "--only", "post-stall"]);
+    let out = whyslow(&[
+        "demo",
+        "--only",
+        "post-stall",
+        "--json",
+        "--html",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Broken against fixed, as `compare` judges it: the total is faster.
+    let doc = json(&out);
+    let total_p50 = doc["comparisons"][0]["stats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == "total" && s["stat"] == "p50")
+        .cloned()
+        .expect("total p50 compared");
+    assert_eq!(total_p50["change"], "faster", "{total_p50}");
+    let html = std::fs::read_to_string(&file).unwrap();
     let from_broken = &html[html.find("post-stall (broken)").expect("broken run")..];
     let fixed_at = from_broken.find("post-stall (fixed)").expect("fixed run");
     assert!(from_broken[..fixed_at].contains("Packet ladders"));

@@ -4,7 +4,7 @@
 
 use super::svg::{ticks, Scale, Svg};
 use std::fmt::Write;
-use whyslow_load::{LoadResult, Metric};
+use whyslow_load::{LoadResult, LoadResultExt, Metric};
 
 const WIDTH: f64 = 900.0;
 const HEIGHT: f64 = 260.0;

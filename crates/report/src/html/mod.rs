@@ -13,7 +13,7 @@ use crate::findings::evidence_line;
 use crate::fmt_ms;
 use std::fmt::Write;
 use whyslow_load::LoadResult;
-use whyslow_model::{Comparison, Finding, Report};
+use whyslow_model::{Comparison, DemoDocument, Finding, Report};
 
 /// Forbids every fetch: no script, no images or fonts from anywhere; inline
 /// styles only.
@@ -160,10 +160,13 @@ pub fn compare(c: &Comparison) -> String {
 }
 
 /// `demo`: every scenario's reports one after another.
-pub fn demo(sections: &[(String, String)]) -> String {
+/// Every run of `demo` that kept its report: findings, waterfall, ladders.
+pub fn demo(doc: &DemoDocument) -> String {
     let mut out = String::new();
-    for (title, body) in sections {
-        let _ = writeln!(out, "<h2>{}</h2>\n{body}", escape(title));
+    for row in &doc.rows {
+        let Some(r) = &row.report else { continue };
+        let title = format!("{} ({}): {}", row.scenario, row.variant, row.request);
+        let _ = writeln!(out, "<h2>{}</h2>\n{}", escape(&title), report_body(r));
     }
     page("whyslow demo", &out)
 }

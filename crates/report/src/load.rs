@@ -1,17 +1,11 @@
 //! What a person reads: the summary table of a run, the live progress line,
 //! and the find-max table.
 
-use crate::engine::Interval;
-use crate::findmax::Knee;
-use crate::histograms::Metric;
-use crate::result::{LoadResult, Percentiles};
 use std::fmt::Write;
+use whyslow_load::{Interval, LoadResultExt, Metric};
+use whyslow_model::{CheckResult, Knee, LoadDocument, LoadResult, Percentiles};
 
-pub use whyslow_model::fmt_ms as ms;
-
-/// The coordinated-omission note appears when the corrected p99 is at least
-/// twice the uncorrected one and 10 ms above it: a gap a person would act on.
-const HIDDEN_NOTE_US: u64 = 10_000;
+use whyslow_model::fmt_ms as ms;
 
 /// Rows of the summary table: distribution, label, what it means.
 const ROWS: [(Metric, &str, &str); 9] = [
@@ -112,21 +106,6 @@ pub fn summary(r: &LoadResult) -> String {
         };
         row(&mut out, label, p, note);
     }
-    if let (Some(c), Some(u)) = (
-        r.percentiles(Metric::Corrected),
-        r.percentiles(Metric::Uncorrected),
-    ) {
-        if s.model == "open" && c.p99 >= u.p99.saturating_mul(2) && c.p99 - u.p99 >= HIDDEN_NOTE_US
-        {
-            let _ = writeln!(
-                out,
-                "\n  The uncorrected p99 ({}) hides {} of waiting: requests that were due while \
-                 the server stalled started late (coordinated omission).",
-                ms(u.p99),
-                ms(c.p99 - u.p99)
-            );
-        }
-    }
     out
 }
 
@@ -206,6 +185,40 @@ pub fn knee(k: &Knee) -> String {
             "whyslow itself could not go faster here (generator_saturated): the real limit may be higher; \
              run from several machines and `whyslow merge` the results"
         );
+    }
+    out
+}
+
+/// One `--slo` check's line.
+pub fn check_line(c: &CheckResult) -> String {
+    let value = match c.unit.as_str() {
+        "percent" => format!("{:.3} %", c.observed),
+        _ => ms(c.observed as u64),
+    };
+    let verdict = if c.passed { "ok" } else { "BROKEN" };
+    format!("slo {}: {verdict} (observed {value})", c.rule)
+}
+
+/// The whole text of `load` and `merge`: the find-max table, the run's
+/// summary, its findings and its SLO checks.
+pub fn text(doc: &LoadDocument) -> String {
+    let mut out = String::new();
+    if let Some(k) = &doc.find_max {
+        out.push_str(&knee(k));
+        out.push('\n');
+    }
+    if let Some(r) = &doc.load {
+        out.push_str(&summary(r));
+    }
+    if !doc.report.findings.is_empty() {
+        out.push_str("\nfindings\n");
+        out.push_str(&crate::findings::text(&doc.report.findings));
+    }
+    if !doc.report.checks.is_empty() {
+        out.push('\n');
+    }
+    for c in &doc.report.checks {
+        let _ = writeln!(out, "{}", check_line(c));
     }
     out
 }

@@ -1,0 +1,147 @@
+//! A load run's result (`load -o result.json`, and the `load` object of
+//! `--json`): what a run measured, with its histograms encoded so that
+//! results from several machines merge exactly. The load engine fills it;
+//! reports and `compare` read it. Schema: docs/load-result.md.
+
+use crate::Finding;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The value of `format`: tells a result file from other JSON.
+pub const LOAD_FORMAT: &str = "whyslow-load-result";
+/// Bumped on any incompatible change to the result file.
+pub const LOAD_VERSION: u32 = 1;
+
+/// Percentiles of one distribution, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min: u64,
+    pub mean: f64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+/// One interval of the run (`--interval`): throughput and latency over time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IntervalPoint {
+    /// From the start of the run to the end of this interval.
+    pub at_ms: u64,
+    pub responses: u64,
+    pub errors: u64,
+    /// Responses per second in this interval.
+    pub rate: f64,
+    /// Percentiles of the corrected latency (the uncorrected one in the
+    /// closed model, which has no schedule to correct against).
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    /// How late the generator sent, p99 (open model).
+    pub lag_p99_us: u64,
+}
+
+/// How the run was set up: enough to read its numbers, and to merge like with like.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSetup {
+    pub target: String,
+    pub method: String,
+    /// "open" or "closed".
+    pub model: String,
+    /// "500 req/s", "ramp 100 → 1000 req/s over 30 s", "as fast as possible".
+    pub schedule: String,
+    /// Requests per second the schedule asked for, on average; None for the closed model.
+    pub target_rate: Option<f64>,
+    pub connections: u64,
+    pub streams: u64,
+}
+
+/// One run, or several merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadResult {
+    pub format: String,
+    pub version: u32,
+    pub setup: RunSetup,
+    /// Runs combined into this result (1 for a single run).
+    pub runs: u32,
+    pub started_at_us: u64,
+    pub ended_at_us: u64,
+    pub elapsed_us: u64,
+    /// Stopped by Ctrl-C before the schedule ended.
+    pub interrupted: bool,
+    /// Complete responses, whatever their status.
+    pub responses: u64,
+    /// Requests that got no complete response, by class ("connect_refused").
+    pub failures: BTreeMap<String, u64>,
+    /// Requests still in flight when the run was cut.
+    pub unfinished: u64,
+    /// Responses by status code.
+    pub statuses: BTreeMap<String, u64>,
+    /// Failed + unfinished + responses with a status outside 200–399.
+    pub errors: u64,
+    pub error_rate_pct: f64,
+    /// Responses per second over the run.
+    pub achieved_rate: f64,
+    /// Summary of every recorded distribution (`corrected`, `uncorrected`, `lag`, ...).
+    pub latency: BTreeMap<String, Percentiles>,
+    /// Each distribution as HdrHistogram's base64 V2-compressed encoding;
+    /// left out of the `--json` summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<BTreeMap<String, String>>,
+    pub findings: Vec<Finding>,
+    /// One point per interval of a single run; merged results have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalPoint>,
+}
+
+impl LoadResult {
+    /// The same result without histograms (for `--json`).
+    pub fn summary(&self) -> LoadResult {
+        LoadResult {
+            histograms: None,
+            ..self.clone()
+        }
+    }
+
+    /// Percentiles of one recorded distribution ("corrected", "lag", ...).
+    pub fn latency_of(&self, name: &str) -> Option<&Percentiles> {
+        self.latency.get(name)
+    }
+}
+
+/// One tried rate and what came of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub rate: f64,
+    pub achieved_rate: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub error_rate_pct: f64,
+    /// Rules broken (SLO rules, "rate not sustained"); empty when the step passed.
+    pub broken: Vec<String>,
+    /// whyslow could not keep this step's schedule: no higher rate is measurable here.
+    pub generator_saturated: bool,
+}
+
+impl Step {
+    pub fn passed(&self) -> bool {
+        self.broken.is_empty() && !self.generator_saturated
+    }
+}
+
+/// What the search concluded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Knee {
+    /// Highest rate that met the SLO.
+    pub max_rate: Option<f64>,
+    /// Lowest rate that broke it, and the rules it broke.
+    pub first_broken: Option<f64>,
+    pub broken: Vec<String>,
+    /// The search stopped because whyslow itself was the limit.
+    pub generator_limited: bool,
+    /// The search stopped at --max-rate with the SLO still met.
+    pub reached_limit: bool,
+    pub steps: Vec<Step>,
+}

@@ -1,0 +1,87 @@
+//! The text of `demo`: one row per scenario run, then broken against fixed
+//! for each scenario, as `compare` judged it.
+
+use crate::fmt_ms;
+use std::fmt::Write;
+use whyslow_model::{Change, Comparison, DemoDocument, DemoRow};
+
+fn cause(row: &DemoRow) -> String {
+    match row.top() {
+        Some(f) => format!(
+            "{} ({} per occurrence)",
+            f.kind,
+            fmt_ms(f.time_lost_per_occurrence_us)
+        ),
+        None => "no findings".into(),
+    }
+}
+
+/// "p50 44.1 ms → 0.42 ms (faster)" for one statistic of a comparison.
+fn verdict(c: &Comparison, metric: &str, stat: &str) -> Option<String> {
+    let s = c
+        .stats
+        .iter()
+        .find(|s| s.metric == metric && s.stat == stat)?;
+    let word = match s.change {
+        Change::NoSignificantChange => "no significant change",
+        other => other.as_str(),
+    };
+    Some(format!(
+        "{stat} {} → {} ({word})",
+        fmt_ms(s.a_us),
+        fmt_ms(s.b_us)
+    ))
+}
+
+pub fn text(doc: &DemoDocument) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<11} {:<7} {:<15} {:<30} {:>10}  finding",
+        "scenario", "variant", "request", "client", "avg total"
+    );
+    for r in &doc.rows {
+        let _ = writeln!(
+            out,
+            "{:<11} {:<7} {:<15} {:<30} {:>10}  {}",
+            r.scenario,
+            r.variant,
+            r.request,
+            r.client,
+            fmt_ms(r.mean_total_us),
+            cause(r)
+        );
+    }
+    out.push('\n');
+    for pair in doc.rows.chunks(2) {
+        let [broken, fixed] = pair else { continue };
+        let why = broken
+            .top()
+            .map(|f| f.kind.to_string())
+            .unwrap_or_else(|| "nothing to fix".into());
+        let c = doc
+            .comparisons
+            .iter()
+            .find(|c| c.a.file.starts_with(&format!("{} (", broken.scenario)));
+        let total = c.and_then(|c| verdict(c, "total", "p50"));
+        let load = c.and_then(|c| verdict(c, "load corrected", "p99"));
+        let mut line = format!(
+            "{}: {} avg {} → {}",
+            broken.scenario,
+            broken.request,
+            fmt_ms(broken.mean_total_us),
+            fmt_ms(fixed.mean_total_us)
+        );
+        if let Some(t) = total {
+            let _ = write!(line, "; {t}");
+        }
+        if let Some(l) = load {
+            let _ = write!(line, "; under load {l}");
+        }
+        let _ = writeln!(out, "{line}; cause: {why}");
+    }
+    if let Some(s) = doc.rows.iter().flat_map(|r| &r.skipped).next() {
+        let _ = writeln!(out, "not examined: {s}");
+    }
+    out
+}
