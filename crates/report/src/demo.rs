@@ -16,15 +16,24 @@ fn cause(row: &DemoRow) -> String {
     }
 }
 
-/// "p50 44.1 ms → 0.42 ms (faster)" for one statistic of a comparison.
+/// "p50 44.1 ms → 0.42 ms (faster, p = 0.004)": one statistic of a
+/// comparison, judged by the shift of the whole distribution (Mann–Whitney),
+/// which a handful of probes can show where a percentile's interval cannot.
 fn verdict(c: &Comparison, metric: &str, stat: &str) -> Option<String> {
     let s = c
         .stats
         .iter()
         .find(|s| s.metric == metric && s.stat == stat)?;
-    let word = match s.change {
-        Change::NoSignificantChange => "no significant change",
-        other => other.as_str(),
+    let p = |p: f64| match p < 0.001 {
+        true => "p < 0.001".to_string(),
+        false => format!("p = {p:.3}"),
+    };
+    let word = match c.shifts.iter().find(|t| t.metric == metric) {
+        Some(t) if t.change == Change::NoSignificantChange => {
+            format!("no significant change, {}", p(t.p_value))
+        }
+        Some(t) => format!("{}, {}", t.change.as_str(), p(t.p_value)),
+        None => s.change.as_str().to_string(),
     };
     Some(format!(
         "{stat} {} → {} ({word})",
