@@ -9,7 +9,7 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Real peers the tests run against or compare with: capture and HTTP peers,
 # the backing servers of the wire tests and the client libraries their apps use.
-packages=(tcpdump tshark nginx-light curl python3 libcap2-bin
+packages=(tcpdump tshark nginx-light curl openssl python3 libcap2-bin
   redis-server memcached postgresql postgresql-client nghttp2-server nghttp2-client
   chromium python3-redis python3-psycopg2 python3-pymemcache python3-requests python3-sqlalchemy)
 missing=()

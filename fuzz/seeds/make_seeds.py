@@ -7,7 +7,10 @@ chunks. Run again after changing an input format; scripts/fuzz-smoke.sh uses
 the files as they are committed.
 """
 import os
+import ssl
 import struct
+import subprocess
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REQ = b"GET /a?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -168,6 +171,52 @@ def lab_cache_replies():
     }
 
 
+def tls_session(version, ciphers=None):
+    """A real TLS session between Python's client and server over memory
+    BIOs: (key log text, [(to_client, bytes)])."""
+    d = tempfile.mkdtemp()
+    cert, key, log = (os.path.join(d, n) for n in ("c.pem", "k.pem", "keys"))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=seed"],
+                   check=True, capture_output=True)
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); sctx.load_cert_chain(cert, key)
+    cctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT); cctx.check_hostname = False; cctx.verify_mode = ssl.CERT_NONE
+    cctx.keylog_filename = log
+    for c in (sctx, cctx):
+        c.minimum_version = c.maximum_version = version
+        if ciphers: c.set_ciphers(ciphers)
+    cctx.set_alpn_protocols(["http/1.1"]); sctx.set_alpn_protocols(["http/1.1"])
+    bios = [ssl.MemoryBIO() for _ in range(4)]
+    client = cctx.wrap_bio(bios[0], bios[1], server_hostname="seed.test")
+    server = sctx.wrap_bio(bios[2], bios[3], server_side=True)
+    wire = []
+    def pump():
+        moved = False
+        out = bios[1].read()
+        if out: wire.append((False, out)); bios[2].write(out); moved = True
+        out = bios[3].read()
+        if out: wire.append((True, out)); bios[0].write(out); moved = True
+        return moved
+    done = [False, False]
+    while not all(done):
+        for i, s in enumerate((client, server)):
+            if not done[i]:
+                try: s.do_handshake(); done[i] = True
+                except ssl.SSLWantReadError: pass
+        if not pump() and not all(done): break
+    client.write(b"GET /seed HTTP/1.1\r\nHost: seed.test\r\n\r\n"); pump()
+    server.read(); server.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); pump()
+    client.read(); pump()
+    return open(log).read(), wire
+
+
+def tls_seed(version, ciphers=None):
+    """fuzz::tls input: the key log's length and text, then the session as chunks."""
+    log, wire = tls_session(version, ciphers)
+    text = log.encode()
+    return struct.pack("!H", len(text)) + text + b"".join(chunks(c, b) for c, b in wire)
+
+
 def write(target, name, data):
     d = os.path.join(HERE, target)
     os.makedirs(d, exist_ok=True)
@@ -200,6 +249,9 @@ if __name__ == "__main__":
     for name, data in PROC_TEXT.items():
         write("host_counters", name, data)
     write("compare_result", "probe.json", REPORT)
+    write("tls", "tls13", tls_seed(ssl.TLSVersion.TLSv1_3))
+    write("tls", "tls12_gcm", tls_seed(ssl.TLSVersion.TLSv1_2, "ECDHE-ECDSA-AES128-GCM-SHA256"))
+    write("tls", "tls12_chacha", tls_seed(ssl.TLSVersion.TLSv1_2, "ECDHE-ECDSA-CHACHA20-POLY1305"))
     frames = exchange_frames()
     write("read_capture", "http.pcap", pcap(frames))
     write("read_capture", "http.pcapng", pcapng(frames))

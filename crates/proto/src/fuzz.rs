@@ -68,3 +68,19 @@ pub fn analyzer<A: StreamAnalyzer>(
     let _ = sniff(data, start);
     feed_chunks(&mut new(0, start), data);
 }
+
+/// The TLS record layer with a key log: the first two bytes give the length
+/// of the key log's text that follows, the rest are chunks as for `http1`.
+/// Seeds carry a real session and its secrets, so mutations reach the
+/// decryption and the plaintext analyzers behind it.
+pub fn tls(data: &[u8]) {
+    let [hi, lo, rest @ ..] = data else {
+        return;
+    };
+    let n = usize::from(u16::from_be_bytes([*hi, *lo])).min(rest.len());
+    let (text, chunks) = rest.split_at(n);
+    let (keys, _) = crate::tls::KeyLog::parse(&String::from_utf8_lossy(text));
+    let mut a =
+        crate::tls::TlsAnalyzer::new(0, 443, Start::Beginning, Some(std::sync::Arc::new(keys)));
+    feed_chunks(&mut a, chunks);
+}

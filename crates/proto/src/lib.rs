@@ -16,6 +16,7 @@ pub mod sniff;
 mod span;
 #[cfg(test)]
 mod testkit;
+pub mod tls;
 
 pub use sniff::Sniffer;
 

@@ -8,7 +8,9 @@ use crate::http2::Http2Analyzer;
 use crate::memcached::MemcachedAnalyzer;
 use crate::postgres::PgAnalyzer;
 use crate::redis::RespAnalyzer;
+use crate::tls::{KeyLog, TlsAnalyzer, TlsFacts};
 use crate::{Sniff, Start, StreamAnalyzer};
+use std::sync::Arc;
 use whyslow_model::{Direction, Exchange, Protocol};
 
 /// Client bytes looked at before giving up: an HTTP/1 request line, a RESP
@@ -81,6 +83,7 @@ enum State {
         bytes: usize,
     },
     Http1(Box<Http1Analyzer>),
+    Tls(Box<TlsAnalyzer>),
     Other(Box<dyn StreamAnalyzer + Send>),
     /// Nothing to parse (TLS, an unknown protocol, or sniffing gave up).
     Opaque,
@@ -96,11 +99,24 @@ pub struct Sniffer {
     /// Notes of analyzers replaced on the way (HTTP/1 before an h2c upgrade).
     earlier_note: Option<String>,
     done: Vec<Exchange>,
+    /// TLS session secrets, to see inside TLS streams.
+    keys: Option<Arc<KeyLog>>,
 }
 
 impl Sniffer {
     pub fn new(connection: u32, server_port: u16, start: Start) -> Self {
+        Sniffer::with_keys(connection, server_port, start, None)
+    }
+
+    /// As `new`; a TLS stream is decrypted with `keys` when they hold its session.
+    pub fn with_keys(
+        connection: u32,
+        server_port: u16,
+        start: Start,
+        keys: Option<Arc<KeyLog>>,
+    ) -> Self {
         Sniffer {
+            keys,
             connection,
             server_port,
             start,
@@ -114,9 +130,21 @@ impl Sniffer {
         }
     }
 
-    /// What the stream was found to carry (`Unknown` while undecided).
+    /// What the stream was found to carry (`Unknown` while undecided); for
+    /// TLS, what its plaintext carries once decrypted.
     pub fn protocol(&self) -> Protocol {
-        self.protocol
+        match &self.state {
+            State::Tls(t) => t.inner_protocol().unwrap_or(Protocol::Tls),
+            _ => self.protocol,
+        }
+    }
+
+    /// The TLS handshake's facts, for a TLS stream.
+    pub fn tls_facts(&self) -> Option<&TlsFacts> {
+        match &self.state {
+            State::Tls(t) => Some(t.facts()),
+            _ => None,
+        }
     }
 
     fn hold(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64) {
@@ -163,7 +191,13 @@ impl Sniffer {
             Protocol::Postgres => State::Other(Box::new(PgAnalyzer::new(c, start))),
             Protocol::Redis => State::Other(Box::new(RespAnalyzer::new(c, start))),
             Protocol::Memcached => State::Other(Box::new(MemcachedAnalyzer::new(c, start))),
-            Protocol::Tls | Protocol::Unknown => State::Opaque,
+            Protocol::Tls => State::Tls(Box::new(TlsAnalyzer::new(
+                c,
+                self.server_port,
+                start,
+                self.keys.clone(),
+            ))),
+            Protocol::Unknown => State::Opaque,
         };
         self.protocol = p;
         let State::Undecided { held, .. } = std::mem::replace(&mut self.state, next) else {
@@ -182,6 +216,7 @@ impl Sniffer {
                     self.upgrade_to_h2c(up);
                 }
             }
+            State::Tls(a) => a.on_data(direction, data, at_us, packet),
             State::Other(a) => a.on_data(direction, data, at_us, packet),
             State::Undecided { .. } | State::Opaque => {}
         }
@@ -205,6 +240,7 @@ impl Sniffer {
     fn analyzer(&mut self) -> Option<&mut dyn StreamAnalyzer> {
         match &mut self.state {
             State::Http1(a) => Some(a.as_mut()),
+            State::Tls(a) => Some(a.as_mut()),
             State::Other(a) => Some(a.as_mut()),
             State::Undecided { .. } | State::Opaque => None,
         }
@@ -296,6 +332,7 @@ impl StreamAnalyzer for Sniffer {
                 self.start = Start::MidStream;
             }
             State::Http1(a) => a.on_gap(direction, missing),
+            State::Tls(a) => a.on_gap(direction, missing),
             State::Other(a) => a.on_gap(direction, missing),
             State::Opaque => {}
         }
@@ -339,6 +376,7 @@ impl StreamAnalyzer for Sniffer {
     fn error(&self) -> Option<&str> {
         match &self.state {
             State::Http1(a) => a.error(),
+            State::Tls(a) => a.error(),
             State::Other(a) => a.error(),
             _ => None,
         }

@@ -4,6 +4,7 @@ use clap::Args;
 use std::path::PathBuf;
 use whyslow_detect::pipeline::{self, Analysis, Service};
 use whyslow_model::Report;
+use whyslow_proto::tls::KeyLog;
 use whyslow_report::{breakdown, findings, sql_summary, timeline, to_json};
 use whyslow_wire::{timeline_from_file, AnalyzeOutcome, Limits};
 
@@ -29,19 +30,45 @@ pub struct LimitArgs {
     /// Connections kept in the timeline, first opened first; later ones are only counted (memory bound)
     #[arg(long, default_value_t = Limits::default().max_connections)]
     pub max_connections: usize,
+    /// TLS key log (SSLKEYLOGFILE, NSS format) to see inside TLS connections
+    /// with: TLS 1.2 and 1.3, AES-GCM and ChaCha20-Poly1305
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
 }
 
 impl LimitArgs {
-    pub fn limits(&self) -> Limits {
-        Limits {
+    pub fn limits(&self) -> Result<Limits, String> {
+        let keylog = match &self.keylog {
+            Some(path) => Some(std::sync::Arc::new(read_keylog(path)?)),
+            None => None,
+        };
+        Ok(Limits {
             max_events_per_connection: self.max_events,
             max_events_total: self.max_events_total,
             max_flows: self.max_flows,
             max_exchanges: self.max_exchanges,
             max_connections: self.max_connections,
+            keylog,
             ..Limits::default()
-        }
+        })
     }
+}
+
+/// Reads a key log; lines it cannot use are said once, not fatal.
+pub fn read_keylog(path: &std::path::Path) -> Result<KeyLog, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--keylog {}: {e}", path.display()))?;
+    let (log, bad) = KeyLog::parse(&text);
+    if bad > 0 {
+        eprintln!(
+            "whyslow: --keylog {}: {bad} line(s) are not key log lines",
+            path.display()
+        );
+    }
+    if log.is_empty() {
+        return Err(format!("--keylog {}: no TLS secrets in it", path.display()));
+    }
+    Ok(log)
 }
 
 #[derive(Args)]
@@ -83,7 +110,11 @@ pub fn write_html(path: Option<&std::path::Path>, render: impl FnOnce() -> Strin
 }
 
 pub fn run(args: AnalyzeArgs) -> u8 {
-    let outcome = match timeline_from_file(&args.file, &args.limits.limits()) {
+    let limits = match args.limits.limits() {
+        Ok(l) => l,
+        Err(e) => return crate::cmd_probe::usage(&e),
+    };
+    let outcome = match timeline_from_file(&args.file, &limits) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("whyslow: {}: {e}", args.file.display());
@@ -132,6 +163,9 @@ pub fn run(args: AnalyzeArgs) -> u8 {
         print!("{}", sql_summary::text(&report.sql_summary));
         println!("\nfindings, most time lost first:");
         print!("{}", findings::text(&report.findings));
+        for e in &outcome.protocol_errors {
+            println!("note: {e}");
+        }
     }
     if let Some(e) = &outcome.error {
         eprintln!("whyslow: {e}; the result above covers what was read");

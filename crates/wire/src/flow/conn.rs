@@ -5,9 +5,7 @@ use super::Limits;
 use crate::decode::TcpPacket;
 use crate::reassembly::{Budget, Chunk, Reassembler};
 use std::collections::HashSet;
-use whyslow_model::{
-    AckEvent, CloseKind, Connection, Direction, Exchange, Protocol, Segment, SegmentFlags,
-};
+use whyslow_model::{AckEvent, CloseKind, Connection, Direction, Exchange, Segment, SegmentFlags};
 use whyslow_proto::sniff::sender_is_client;
 use whyslow_proto::{Sniffer, Start, StreamAnalyzer};
 
@@ -49,7 +47,7 @@ pub struct Flow {
 
 impl Flow {
     /// `listeners`: server ports seen on connections whose SYN was captured.
-    pub fn new(id: u32, p: &TcpPacket, at_us: u64, listeners: &HashSet<u16>) -> Flow {
+    pub fn new(id: u32, p: &TcpPacket, at_us: u64, listeners: &HashSet<u16>, lim: &Limits) -> Flow {
         // The SYN sender is the client; a SYN/ACK's sender is the server.
         // Mid-stream: what the bytes say (a request line), then a port known
         // to listen, then the higher port as the ephemeral one. Loopback
@@ -84,7 +82,7 @@ impl Flow {
             wscale: [None; 2],
             reasm: Default::default(),
             // A flow first seen without its SYN began before the capture did.
-            proto: Sniffer::new(
+            proto: Sniffer::with_keys(
                 id,
                 server.port(),
                 if p.syn {
@@ -92,6 +90,7 @@ impl Flow {
                 } else {
                     Start::MidStream
                 },
+                lim.keylog.clone(),
             ),
             fin: [false; 2],
             fin_offset: [None; 2],
@@ -393,7 +392,7 @@ impl Flow {
 
     fn note_protocol(&mut self) {
         self.conn.protocol = self.proto.protocol();
-        self.conn.tls |= self.conn.protocol == Protocol::Tls;
+        self.conn.tls |= self.proto.tls_facts().is_some();
     }
 }
 

@@ -55,6 +55,9 @@ pub struct Limits {
     pub max_held_bytes_total: usize,
     pub max_exchanges: usize,
     pub max_connections: usize,
+    /// Not a bound: TLS session secrets (`analyze --keylog`) to see inside
+    /// TLS streams with. Held per session, a few hundred bytes each.
+    pub keylog: Option<std::sync::Arc<whyslow_proto::tls::KeyLog>>,
 }
 
 impl Default for Limits {
@@ -67,6 +70,7 @@ impl Default for Limits {
             max_held_bytes_total: DEFAULT_MAX_HELD_TOTAL,
             max_exchanges: DEFAULT_MAX_EXCHANGES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            keylog: None,
         }
     }
 }
@@ -293,7 +297,7 @@ impl FlowTable {
             let server = if tcp.ack_flag { tcp.src } else { tcp.dst };
             self.listeners.insert(server.port());
         }
-        let mut f = Flow::new(id, tcp, at_us, &self.listeners);
+        let mut f = Flow::new(id, tcp, at_us, &self.listeners, &self.limits);
         let mut out = std::mem::take(&mut self.scratch);
         f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
         if f.is_closed() {

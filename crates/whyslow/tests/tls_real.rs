@@ -1,0 +1,223 @@
+//! TLS seen through key logs: curl (OpenSSL) making several HTTPS requests
+//! to nginx over TLS 1.2 and TLS 1.3 with each cipher family, captured live
+//! with `whyslow capture`, then `analyze --keylog` with curl's SSLKEYLOGFILE.
+//! Every request curl sent is an exchange, as tshark counts them with the
+//! same keys; without the keys, or with wrong ones, each connection says why.
+
+mod common;
+use common::real::{free_port, have, needed, tmpdir, wait_listening};
+use common::*;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+struct Nginx(Child);
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+/// nginx serving HTTPS on `port` with a fresh self-signed ECDSA certificate.
+fn nginx_tls(dir: &Path, port: u16) -> Nginx {
+    let d = dir.display();
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args([
+            "-keyout",
+            &format!("{d}/key.pem"),
+            "-out",
+            &format!("{d}/cert.pem"),
+        ])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "openssl req");
+    let conf = format!(
+        "worker_processes 1; daemon off; error_log {d}/error.log; pid {d}/nginx.pid;
+events {{ worker_connections 64; }}
+http {{ access_log off;
+  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
+  uwsgi_temp_path {d}; scgi_temp_path {d};
+  server {{ listen 127.0.0.1:{port} ssl;
+    ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305;
+    location / {{ return 200 \"ok\\n\"; }} }} }}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).unwrap();
+    let child = Command::new("nginx")
+        .args(["-e", &format!("{d}/error.log"), "-c"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx");
+    wait_listening(port);
+    Nginx(child)
+}
+
+/// curl runs: (its TLS options, the paths it asks for on one connection).
+const RUNS: &[(&str, &[&str])] = &[
+    ("--tlsv1.2 --tls-max 1.2", &["/a", "/b", "/c"]),
+    (
+        "--tlsv1.2 --tls-max 1.2 --ciphers ECDHE-ECDSA-CHACHA20-POLY1305",
+        &["/d"],
+    ),
+    (
+        "--tlsv1.2 --tls-max 1.2 --ciphers ECDHE-ECDSA-AES256-GCM-SHA384",
+        &["/e"],
+    ),
+    ("--tlsv1.3", &["/f", "/g"]),
+    (
+        "--tlsv1.3 --tls13-ciphers TLS_CHACHA20_POLY1305_SHA256",
+        &["/h"],
+    ),
+    ("--tlsv1.3 --tls13-ciphers TLS_AES_128_GCM_SHA256", &["/i"]),
+];
+
+fn requests_in(report: &serde_json::Value) -> Vec<String> {
+    let mut r: Vec<String> = report["timeline"]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["request"].as_str().unwrap().to_string())
+        .collect();
+    r.sort();
+    r
+}
+
+#[test]
+fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
+    let test = "https_exchanges_are_seen_with_curls_key_log";
+    if !capture_allowed(test)
+        || !needed(test, "nginx", have("nginx"))
+        || !needed(test, "curl", have("curl"))
+        || !needed(test, "openssl", have("openssl"))
+    {
+        return;
+    }
+    let dir = tmpdir("tls-nginx");
+    let port = free_port();
+    let _nginx = nginx_tls(&dir, port);
+    let keys = dir.join("keys.log");
+    let script: Vec<String> = RUNS
+        .iter()
+        .map(|(opts, paths)| {
+            let urls: Vec<String> = paths
+                .iter()
+                .map(|p| format!("https://127.0.0.1:{port}{p}"))
+                .collect();
+            format!("curl -sfk -o /dev/null {opts} {}", urls.join(" "))
+        })
+        .collect();
+    let pcap = dir.join("https.pcapng");
+    let (p, f) = (port.to_string(), pcap.to_str().unwrap().to_string());
+    let out = Command::new(env!("CARGO_BIN_EXE_whyslow"))
+        .args(["capture", "-i", "lo", "-p", &p, "-w", &f, "--", "sh", "-ec"])
+        .arg(script.join("\n"))
+        .env("SSLKEYLOGFILE", &keys)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "capture: {}", stderr(&out));
+    let mut sent: Vec<String> = RUNS
+        .iter()
+        .flat_map(|(_, paths)| paths.iter().map(|p| format!("GET {p}")))
+        .collect();
+    sent.sort();
+
+    let k = keys.to_str().unwrap();
+    let out = whyslow(&["analyze", "--json", "--timeline", "--keylog", k, &f]);
+    assert!(out.status.success(), "analyze: {}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(requests_in(&report), sent, "{}", report["errors"]);
+    for e in report["timeline"]["exchanges"].as_array().unwrap() {
+        assert_eq!(e["protocol"], "http1", "{e}");
+        assert_eq!(e["status"]["http"], 200, "{e}");
+    }
+    assert_eq!(
+        report["errors"].as_array().unwrap().len(),
+        0,
+        "{}",
+        report["errors"]
+    );
+    let conns = report["timeline"]["connections"].as_array().unwrap();
+    assert_eq!(conns.len(), RUNS.len());
+    assert!(conns.iter().all(|c| c["tls"] == true));
+
+    if needed(test, "tshark", have("tshark")) {
+        let mut theirs: Vec<String> = tshark_tls_requests(&pcap, &keys, port);
+        theirs.sort();
+        assert_eq!(theirs, sent, "tshark with the same key log");
+    }
+
+    // Without the key log: no exchange, and each connection says why.
+    let out = whyslow(&["analyze", "--json", "--timeline", &f]);
+    let report = json(&out);
+    assert!(requests_in(&report).is_empty());
+    let errors = report["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), RUNS.len(), "{errors:?}");
+    assert!(errors
+        .iter()
+        .all(|e| e.as_str().unwrap().contains("no key log given")));
+
+    // A key log whose secrets are wrong: named, never garbage exchanges.
+    let text = std::fs::read_to_string(&keys).unwrap();
+    let wrong: String = text
+        .lines()
+        .map(|l| {
+            let (head, last) = l.split_at(l.len() - 1);
+            format!("{head}{}\n", if last == "0" { "1" } else { "0" })
+        })
+        .collect();
+    let bad = dir.join("wrong.log");
+    std::fs::write(&bad, wrong).unwrap();
+    let out = whyslow(&[
+        "analyze",
+        "--json",
+        "--timeline",
+        "--keylog",
+        bad.to_str().unwrap(),
+        &f,
+    ]);
+    let report = json(&out);
+    assert!(requests_in(&report).is_empty());
+    let errors = report["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), RUNS.len(), "{errors:?}");
+    assert!(errors
+        .iter()
+        .all(|e| e.as_str().unwrap().contains("do not authenticate")));
+}
+
+/// HTTP request URIs tshark decrypts with the key log.
+fn tshark_tls_requests(pcap: &Path, keys: &Path, port: u16) -> Vec<String> {
+    let out = Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap()])
+        .args(["-o", &format!("tls.keylog_file:{}", keys.display())])
+        .args(["-d", &format!("tcp.port=={port},tls")])
+        .args([
+            "-Y",
+            "http.request",
+            "-T",
+            "fields",
+            "-e",
+            "http.request.uri",
+        ])
+        .output()
+        .expect("tshark");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| format!("GET {l}"))
+        .collect()
+}
