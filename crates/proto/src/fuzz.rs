@@ -3,7 +3,7 @@
 
 use crate::http1::Http1Analyzer;
 use crate::{Sniffer, Start, StreamAnalyzer};
-use whyslow_model::Direction;
+use whyslow_model::{Direction, Exchange};
 
 /// Splits `data` into chunks for both directions and feeds an HTTP/1
 /// analyzer. Each chunk starts with one control byte: bit 7 = direction,
@@ -30,6 +30,12 @@ pub fn sniffed(data: &[u8]) {
 
 /// Feeds `data` as chunks (see `http1`) to `a`, draining as it goes.
 pub fn feed_chunks(a: &mut dyn StreamAnalyzer, data: &[u8]) {
+    collect_chunks(a, data, false);
+}
+
+/// As `feed_chunks`; returns the exchanges when `keep` (tests), drops them
+/// as they come otherwise (fuzzing: memory stays flat).
+pub fn collect_chunks(a: &mut dyn StreamAnalyzer, data: &[u8], keep: bool) -> Vec<Exchange> {
     let mut rest = data;
     let mut packet = 0u64;
     let mut out = Vec::new();
@@ -48,10 +54,13 @@ pub fn feed_chunks(a: &mut dyn StreamAnalyzer, data: &[u8]) {
         }
         rest = &tail[len..];
         a.drain_exchanges(&mut out);
-        out.clear();
+        if !keep {
+            out.clear();
+        }
     }
-    let _ = a.finish();
+    out.extend(a.finish());
     let _ = a.error();
+    out
 }
 
 /// One analyzer on `data`: its sniffer on the raw bytes, then the chunks

@@ -413,7 +413,7 @@ impl StreamAnalyzer for TlsAnalyzer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuzz::feed_chunks;
+    use crate::fuzz::{collect_chunks, feed_chunks};
 
     /// Sessions recorded between Python's ssl (OpenSSL) client and server,
     /// with the client's key log (fuzz/seeds/make_seeds.py): the request
@@ -429,8 +429,7 @@ mod tests {
             let (keys, bad) = KeyLog::parse(std::str::from_utf8(text).unwrap());
             assert_eq!(bad, 0);
             let mut a = TlsAnalyzer::new(0, 443, Start::Beginning, Some(Arc::new(keys)));
-            let mut out = Vec::new();
-            feed_chunks_keeping(&mut a, chunks, &mut out);
+            let out = collect_chunks(&mut a, chunks, true);
             assert_eq!(out.len(), 1, "{name}: {:?}", a.error());
             assert_eq!(out[0].request, "GET /seed", "{name}");
             let f = a.facts();
@@ -454,8 +453,7 @@ mod tests {
             wrong[last] = if wrong[last] == b'0' { b'1' } else { b'0' };
             let (keys, _) = KeyLog::parse(std::str::from_utf8(&wrong).unwrap());
             let mut bad = TlsAnalyzer::new(0, 443, Start::Beginning, Some(Arc::new(keys)));
-            let mut out = Vec::new();
-            feed_chunks_keeping(&mut bad, chunks, &mut out);
+            let out = collect_chunks(&mut bad, chunks, true);
             assert!(out.is_empty(), "{name}");
             assert!(
                 bad.error().unwrap().contains("authenticate"),
@@ -463,24 +461,5 @@ mod tests {
                 bad.error()
             );
         }
-    }
-
-    /// As `fuzz::feed_chunks`, keeping the exchanges.
-    fn feed_chunks_keeping(a: &mut TlsAnalyzer, data: &[u8], out: &mut Vec<Exchange>) {
-        let mut rest = data;
-        let mut packet = 0;
-        while let Some((&ctl, tail)) = rest.split_first() {
-            let dir = if ctl & 0x80 == 0 {
-                Direction::ToServer
-            } else {
-                Direction::ToClient
-            };
-            let len = usize::from(ctl & 0x3f).min(tail.len());
-            packet += 1;
-            a.on_data(dir, &tail[..len], packet * 10, packet);
-            rest = &tail[len..];
-            a.drain_exchanges(out);
-        }
-        out.extend(a.finish());
     }
 }
