@@ -162,14 +162,7 @@ fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
     }
 
     // Without the key log: no exchange, and each connection says why.
-    let out = whyslow(&["analyze", "--json", "--timeline", &f]);
-    let report = json(&out);
-    assert!(requests_in(&report).is_empty());
-    let errors = report["errors"].as_array().unwrap();
-    assert_eq!(errors.len(), RUNS.len(), "{errors:?}");
-    assert!(errors
-        .iter()
-        .all(|e| e.as_str().unwrap().contains("no key log given")));
+    assert_left_encrypted(&["analyze", "--json", "--timeline", &f], "no key log given");
 
     // A key log whose secrets are wrong: named, never garbage exchanges.
     let text = std::fs::read_to_string(&keys).unwrap();
@@ -182,21 +175,21 @@ fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
         .collect();
     let bad = dir.join("wrong.log");
     std::fs::write(&bad, wrong).unwrap();
-    let out = whyslow(&[
-        "analyze",
-        "--json",
-        "--timeline",
-        "--keylog",
-        bad.to_str().unwrap(),
-        &f,
-    ]);
-    let report = json(&out);
+    let bad = bad.to_str().unwrap();
+    let args = ["analyze", "--json", "--timeline", "--keylog", bad, &f];
+    assert_left_encrypted(&args, "do not authenticate");
+}
+
+/// `analyze` with `args` finds no exchange, and every connection says `why`.
+fn assert_left_encrypted(args: &[&str], why: &str) {
+    let report = json(&whyslow(args));
     assert!(requests_in(&report).is_empty());
     let errors = report["errors"].as_array().unwrap();
     assert_eq!(errors.len(), RUNS.len(), "{errors:?}");
-    assert!(errors
-        .iter()
-        .all(|e| e.as_str().unwrap().contains("do not authenticate")));
+    assert!(
+        errors.iter().all(|e| e.as_str().unwrap().contains(why)),
+        "{errors:?}"
+    );
 }
 
 /// HTTP request URIs tshark decrypts with the key log.
