@@ -112,12 +112,11 @@ impl Run {
         section: Option<&str>,
         load: Option<LoadResult>,
     ) -> Run {
-        let requests = report
-            .sections
-            .iter()
-            .find(|s| section.is_none_or(|l| s.label == l))
-            .map(|s| s.requests.as_slice())
-            .unwrap_or(&[]);
+        let requests = match section {
+            Some(label) => report.section(label),
+            None => report.sections.first().map(|s| s.requests.as_slice()),
+        }
+        .unwrap_or(&[]);
         let mut phases: Vec<PhaseName> = vec![PhaseName::Total];
         phases.extend(PhaseName::ALL.iter().filter(|p| **p != PhaseName::Total));
         let mut metrics: Vec<(String, Distribution)> = phases

@@ -104,11 +104,6 @@ impl LoadResult {
             ..self.clone()
         }
     }
-
-    /// Percentiles of one recorded distribution ("corrected", "lag", ...).
-    pub fn latency_of(&self, name: &str) -> Option<&Percentiles> {
-        self.latency.get(name)
-    }
 }
 
 /// One tried rate and what came of it.

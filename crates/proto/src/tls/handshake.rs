@@ -8,7 +8,6 @@
 pub const CLIENT_HELLO: u8 = 1;
 pub const SERVER_HELLO: u8 = 2;
 pub const ENCRYPTED_EXTENSIONS: u8 = 8;
-pub const FINISHED: u8 = 20;
 
 const EXT_SERVER_NAME: u16 = 0;
 const EXT_ALPN: u16 = 16;

@@ -94,29 +94,8 @@ impl KeyLog {
         true
     }
 
-    pub fn merge(&mut self, other: KeyLog) {
-        for (random, s) in other.sessions {
-            let e = self.sessions.entry(random).or_default();
-            for (mine, theirs) in [
-                (&mut e.master, s.master),
-                (&mut e.client_handshake, s.client_handshake),
-                (&mut e.server_handshake, s.server_handshake),
-                (&mut e.client_traffic, s.client_traffic),
-                (&mut e.server_traffic, s.server_traffic),
-            ] {
-                if theirs.is_some() {
-                    *mine = theirs;
-                }
-            }
-        }
-    }
-
     pub fn session(&self, client_random: &[u8; 32]) -> Option<&SessionSecrets> {
         self.sessions.get(client_random)
-    }
-
-    pub fn len(&self) -> usize {
-        self.sessions.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -166,7 +166,7 @@ impl TlsAnalyzer {
             }
             let payload = buf[at + HEADER..at + HEADER + len].to_vec();
             at += HEADER + len;
-            self.record(d, ty, ver, &payload);
+            self.record(d, ty, ver, payload);
             if self.stopped {
                 return;
             }
@@ -174,12 +174,12 @@ impl TlsAnalyzer {
         self.sides[i].buf.drain(..at);
     }
 
-    fn record(&mut self, d: Direction, ty: u8, ver: [u8; 2], payload: &[u8]) {
+    fn record(&mut self, d: Direction, ty: u8, ver: [u8; 2], payload: Vec<u8>) {
         let i = side(d);
         let tls13 = self.suite.is_some_and(|s| s.tls13);
         if !self.sides[i].protected {
             match ty {
-                HANDSHAKE => self.handshake_bytes(d, payload),
+                HANDSHAKE => self.handshake_bytes(d, &payload),
                 CHANGE_CIPHER_SPEC if !tls13 => self.change_cipher_spec(d),
                 _ => {}
             }
@@ -201,7 +201,13 @@ impl TlsAnalyzer {
 
     /// Opens a protected record with the current epoch, or the next one (a
     /// TLS 1.3 key change the records themselves announce).
-    fn open(&mut self, i: usize, ty: u8, ver: [u8; 2], payload: &[u8]) -> Option<(u8, Vec<u8>)> {
+    fn open(
+        &mut self,
+        i: usize,
+        ty: u8,
+        ver: [u8; 2],
+        mut payload: Vec<u8>,
+    ) -> Option<(u8, Vec<u8>)> {
         if self.sides[i].epochs.is_empty() {
             let why = self.why_no_keys();
             self.stop(&why);
@@ -209,8 +215,13 @@ impl TlsAnalyzer {
         }
         let tries = self.sides[i].epochs.len().min(2);
         for e in 0..tries {
-            let mut copy = payload.to_vec();
-            if let Some((t, plain)) = self.sides[i].epochs[e].open(ty, ver, &mut copy) {
+            // Opening is in place: only an attempt that may fail before the
+            // last one works on a copy.
+            let mut attempt = match e + 1 < tries {
+                true => payload.clone(),
+                false => std::mem::take(&mut payload),
+            };
+            if let Some((t, plain)) = self.sides[i].epochs[e].open(ty, ver, &mut attempt) {
                 let plain = plain.to_vec();
                 self.sides[i].epochs.drain(..e);
                 self.facts.decrypted = true;
