@@ -1,4 +1,5 @@
 use crate::error::{ErrorKind, ProbeError};
+use crate::keylog::KeyLogWriter;
 use crate::request::HttpVersion;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -13,6 +14,9 @@ pub struct TlsOptions {
     pub insecure: bool,
     /// Trust these PEM certificates instead of the built-in roots (curl --cacert).
     pub ca_file: Option<PathBuf>,
+    /// Where the sessions' secrets go (curl's SSLKEYLOGFILE), shared by every
+    /// connection of the run.
+    pub keylog: Option<Arc<KeyLogWriter>>,
 }
 
 /// A TLS client configuration built once per run, so that later connections
@@ -38,6 +42,9 @@ impl TlsSetup {
                 .with_root_certificates(roots(opts)?)
                 .with_no_client_auth()
         };
+        if let Some(k) = &opts.keylog {
+            config.key_log = k.clone();
+        }
         config.alpn_protocols = match version {
             HttpVersion::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             HttpVersion::Http1 => vec![b"http/1.1".to_vec()],

@@ -153,19 +153,28 @@ pub async fn handle_io<S: AsyncRead + AsyncWrite + Unpin>(
     cfg: Arc<AppConfig>,
 ) -> std::io::Result<()> {
     let mut buf = BytesMut::with_capacity(8192);
-    loop {
-        let head = loop {
-            if let Some(h) = parse_request(&buf).map_err(std::io::Error::other)? {
-                if buf.len() >= h.head_len + h.content_length {
-                    break h;
-                }
-            }
-            if stream.read_buf(&mut buf).await? == 0 {
-                return Ok(());
-            }
-        };
+    while let Some(head) = read_whole_request(&mut stream, &mut buf).await? {
         if respond(&mut stream, &mut buf, &head, &cfg).await? {
             return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Reads one whole request from any byte stream (TLS included) into `buf`.
+/// Returns None at the end of the stream.
+pub async fn read_whole_request<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+) -> std::io::Result<Option<RequestHead>> {
+    loop {
+        if let Some(h) = parse_request(buf).map_err(std::io::Error::other)? {
+            if buf.len() >= h.head_len + h.content_length {
+                return Ok(Some(h));
+            }
+        }
+        if stream.read_buf(buf).await? == 0 {
+            return Ok(None);
         }
     }
 }

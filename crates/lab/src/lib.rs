@@ -7,6 +7,7 @@ pub mod http1;
 pub mod latency;
 pub mod line;
 pub mod pgmini;
+pub mod pki;
 pub mod pool;
 pub mod proxy;
 pub mod respmini;

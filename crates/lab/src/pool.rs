@@ -1,15 +1,62 @@
 //! The front's clients to a backing API: an HTTP/1.1 keep-alive pool that
 //! allows at most P connections (as runtimes limit connections per host),
-//! or one HTTP/2 connection that multiplexes every call.
+//! or one HTTP/2 connection that multiplexes every call; either over plain
+//! TCP or over TLS.
 
 use crate::proxy::response_len;
 use bytes::{Bytes, BytesMut};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{OnceCell, Semaphore};
+use tokio_rustls::TlsConnector;
+
+/// A connection to the backing API: TCP, or TLS over it.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// How connections to the backing API are opened.
+#[derive(Clone)]
+pub struct Dialer {
+    addr: SocketAddr,
+    tls: Option<TlsConnector>,
+}
+
+impl Dialer {
+    pub fn plain(addr: SocketAddr) -> Dialer {
+        Dialer { addr, tls: None }
+    }
+
+    /// TLS with `config` (its ALPN picks HTTP/1.1 or HTTP/2).
+    pub fn tls(addr: SocketAddr, config: Arc<rustls::ClientConfig>) -> Dialer {
+        Dialer {
+            addr,
+            tls: Some(TlsConnector::from(config)),
+        }
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    async fn open(&self) -> io::Result<Box<dyn Stream>> {
+        let tcp = TcpStream::connect(self.addr).await?;
+        tcp.set_nodelay(true)?;
+        match &self.tls {
+            None => Ok(Box::new(tcp)),
+            Some(tls) => {
+                let name = rustls::pki_types::ServerName::IpAddress(self.addr.ip().into());
+                Ok(Box::new(tls.connect(name, tcp).await?))
+            }
+        }
+    }
+}
 
 /// How the front reaches its backing API.
 pub enum Upstream {
@@ -29,15 +76,15 @@ impl Upstream {
 
 /// At most `size` keep-alive connections; a call waits for a free one.
 pub struct Http1Pool {
-    addr: SocketAddr,
+    dialer: Dialer,
     permits: Semaphore,
-    idle: Mutex<Vec<(TcpStream, BytesMut)>>,
+    idle: Mutex<Vec<(Box<dyn Stream>, BytesMut)>>,
 }
 
 impl Http1Pool {
-    pub fn new(addr: SocketAddr, size: usize) -> Self {
+    pub fn new(dialer: Dialer, size: usize) -> Self {
         Http1Pool {
-            addr,
+            dialer,
             permits: Semaphore::new(size),
             idle: Mutex::new(Vec::new()),
         }
@@ -52,13 +99,9 @@ impl Http1Pool {
             .pop();
         let (mut stream, mut buf) = match idle {
             Some(c) => c,
-            None => {
-                let s = TcpStream::connect(self.addr).await?;
-                s.set_nodelay(true)?;
-                (s, BytesMut::with_capacity(8192))
-            }
+            None => (self.dialer.open().await?, BytesMut::with_capacity(8192)),
         };
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.addr);
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.dialer.addr);
         stream.write_all(request.as_bytes()).await?;
         let len = loop {
             if let Some(n) = response_len(&buf)? {
@@ -83,22 +126,21 @@ impl Http1Pool {
 /// One HTTP/2 connection (prior knowledge), opened on the first call so that
 /// a capture started before it sees the connection preface.
 pub struct H2Connection {
-    addr: SocketAddr,
+    dialer: Dialer,
     sender: OnceCell<h2::client::SendRequest<Bytes>>,
 }
 
 impl H2Connection {
-    pub fn new(addr: SocketAddr) -> Self {
+    pub fn new(dialer: Dialer) -> Self {
         H2Connection {
-            addr,
+            dialer,
             sender: OnceCell::new(),
         }
     }
 
     async fn connect(&self) -> io::Result<h2::client::SendRequest<Bytes>> {
-        let tcp = TcpStream::connect(self.addr).await?;
-        tcp.set_nodelay(true)?;
-        let (sender, conn) = h2::client::handshake(tcp).await.map_err(io::Error::other)?;
+        let io = self.dialer.open().await?;
+        let (sender, conn) = h2::client::handshake(io).await.map_err(io::Error::other)?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -108,7 +150,8 @@ impl H2Connection {
     async fn call(&self, path: &str) -> io::Result<()> {
         let sender = self.sender.get_or_try_init(|| self.connect()).await?;
         let mut sender = sender.clone().ready().await.map_err(io::Error::other)?;
-        let request = http::Request::get(format!("http://{}{path}", self.addr))
+        let (scheme, addr) = (self.dialer.scheme(), self.dialer.addr);
+        let request = http::Request::get(format!("{scheme}://{addr}{path}"))
             .body(())
             .map_err(io::Error::other)?;
         let (response, _) = sender

@@ -4,6 +4,7 @@
 use crate::scenarios;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::pin::Pin;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -65,6 +66,9 @@ pub struct Scenario {
     /// The load phase `demo` adds to the diagnosis, if the cause needs one.
     pub load: Option<LoadHint>,
     pub start: StartFn,
+    /// The same scenario with every hop over TLS, if it has that variant:
+    /// its servers and clients write their secrets to `Running::keylog`.
+    pub tls: Option<StartFn>,
 }
 
 impl std::fmt::Debug for Scenario {
@@ -93,12 +97,24 @@ pub struct Running {
     pub url: String,
     /// Every port the scenario listens on: the front door first, then the backing services.
     pub ports: Vec<u16>,
+    /// The TLS variant's key log (NSS format), removed when the scenario stops.
+    pub keylog: Option<PathBuf>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Running {
     pub fn new(url: String, ports: Vec<u16>, tasks: Vec<JoinHandle<()>>) -> Running {
-        Running { url, ports, tasks }
+        Running {
+            url,
+            ports,
+            keylog: None,
+            tasks,
+        }
+    }
+
+    pub fn with_keylog(mut self, path: PathBuf) -> Running {
+        self.keylog = Some(path);
+        self
     }
 }
 
@@ -106,6 +122,9 @@ impl Drop for Running {
     fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
+        }
+        if let Some(k) = &self.keylog {
+            let _ = std::fs::remove_file(k);
         }
     }
 }
@@ -136,5 +155,16 @@ impl Scenario {
     /// Starts the scenario's servers on loopback (ephemeral ports).
     pub async fn start(&self, fixed: bool) -> std::io::Result<Running> {
         (self.start)(fixed).await
+    }
+
+    /// Starts the TLS variant, or says that the scenario has none.
+    pub async fn start_tls(&self, fixed: bool) -> std::io::Result<Running> {
+        match self.tls {
+            Some(start) => start(fixed).await,
+            None => Err(std::io::Error::other(format!(
+                "{} has no TLS variant",
+                self.name
+            ))),
+        }
     }
 }

@@ -61,6 +61,8 @@ pub async fn serve_tls(listener: TcpListener, tls: Arc<rustls::ServerConfig>, cf
         let Ok((tcp, _)) = listener.accept().await else {
             continue;
         };
+        // As nginx (tcp_nodelay on): TLS records leave without Nagle's delay.
+        let _ = tcp.set_nodelay(true);
         let (acceptor, cfg) = (acceptor.clone(), cfg.clone());
         tokio::spawn(async move {
             let Ok(stream) = acceptor.accept(tcp).await else {

@@ -37,20 +37,29 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
+    /// The bounds, with the key log read now (a capture file's keys exist already).
     pub fn limits(&self) -> Result<Limits, String> {
         let keylog = match &self.keylog {
             Some(path) => Some(std::sync::Arc::new(read_keylog(path)?)),
             None => None,
         };
         Ok(Limits {
+            keylog,
+            ..self.bounds()
+        })
+    }
+
+    /// The bounds alone: `diagnose` reads the service's key log after the
+    /// run, once the service has written the keys of the connections it made.
+    pub fn bounds(&self) -> Limits {
+        Limits {
             max_events_per_connection: self.max_events,
             max_events_total: self.max_events_total,
             max_flows: self.max_flows,
             max_exchanges: self.max_exchanges,
             max_connections: self.max_connections,
-            keylog,
             ..Limits::default()
-        })
+        }
     }
 }
 

@@ -65,6 +65,7 @@ async fn run_one(
         capture: true,
         keep_capture: None,
         limits: Default::default(),
+        service_keylog: running.keylog.clone(),
         load: s.load.map(|l| LoadPhase {
             rate: l.rate as f64,
             duration: Duration::from_millis(l.duration_ms),

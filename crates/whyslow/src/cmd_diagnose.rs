@@ -60,10 +60,8 @@ pub fn run(args: DiagnoseArgs) -> u8 {
         iface: args.iface.clone(),
         capture: !args.no_capture,
         keep_capture: args.save.clone(),
-        limits: match args.limits.limits() {
-            Ok(l) => l,
-            Err(e) => return usage(&e),
-        },
+        limits: args.limits.bounds(),
+        service_keylog: args.limits.keylog.clone(),
         load: match args.rate {
             Some(rate) if !(rate.is_finite() && rate > 0.0) => {
                 return usage("--rate must be above 0")

@@ -13,6 +13,10 @@ pub enum LabCommand {
         /// Run the fixed variant
         #[arg(long)]
         fixed: bool,
+        /// Every hop over TLS (scenarios that have that variant); the lab's
+        /// secrets go to a key log for `diagnose --keylog` and `analyze --keylog`
+        #[arg(long)]
+        tls: bool,
     },
 }
 
@@ -23,10 +27,13 @@ pub fn run(cmd: LabCommand) -> u8 {
                 println!("{:<12} case {:<4} {}", s.name, s.case, s.summary);
                 println!("{:<12}   broken: {}", "", s.broken);
                 println!("{:<12}   fixed:  {}", "", s.fixed);
+                if s.tls.is_some() {
+                    println!("{:<12}   also over TLS (--tls)", "");
+                }
             }
             0
         }
-        LabCommand::Run { name, fixed } => {
+        LabCommand::Run { name, fixed, tls } => {
             let Some(s) = whyslow_lab::find(&name) else {
                 let names: Vec<&str> = whyslow_lab::SCENARIOS.iter().map(|s| s.name).collect();
                 return crate::cmd_probe::usage(&format!(
@@ -35,7 +42,11 @@ pub fn run(cmd: LabCommand) -> u8 {
                 ));
             };
             runtime(2).block_on(async {
-                let running = match s.start(fixed).await {
+                let started = match tls {
+                    true => s.start_tls(fixed).await,
+                    false => s.start(fixed).await,
+                };
+                let running = match started {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("whyslow: cannot start {name}: {e}");
@@ -43,6 +54,9 @@ pub fn run(cmd: LabCommand) -> u8 {
                     }
                 };
                 println!("{}", running.url);
+                if let Some(keys) = &running.keylog {
+                    println!("key log: {} (removed on exit)", keys.display());
+                }
                 println!(
                     "{} {} ({}); Ctrl-C to stop",
                     s.method,

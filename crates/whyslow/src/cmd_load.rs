@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use whyslow_check::{parse_duration, parse_rules, slo_checks, Rule, SLO_METRICS};
-use whyslow_client::redact_url;
+use whyslow_client::{redact_url, TlsOptions};
 use whyslow_load::findmax::{Knee, Search, Step, RATE_KEPT};
 use whyslow_load::hdrlog::HdrLog;
 use whyslow_load::histograms::{error_class_exit_code, Recorded};
@@ -93,6 +93,9 @@ pub struct LoadArgs {
     /// No progress line (it is shown only on a terminal anyway)
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Append the TLS secrets to FILE, NSS key log format (default: $SSLKEYLOGFILE, as curl)
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
     #[command(flatten)]
     pub request: RequestArgs,
 }
@@ -187,7 +190,10 @@ fn setup(args: &LoadArgs) -> Result<Setup, String> {
     let plan = LoadPlan {
         url: args.url.clone(),
         spec,
-        tls: args.request.tls(),
+        tls: TlsOptions {
+            keylog: crate::cmd_probe::keylog_writer(args.keylog.as_deref())?,
+            ..args.request.tls()
+        },
         model,
         connections: args.connections,
         streams: args.streams,

@@ -3,11 +3,12 @@
 use crate::{ctrl_c, runtime, EXIT_BREACH, EXIT_USAGE};
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use whyslow_check::{check_budget, parse_duration, parse_rules, BUDGET_METRICS};
 use whyslow_client::{
-    probe_until, redact_url, HttpVersion, ProbeOptions, ProbeRun, RequestSpec, TlsOptions,
-    WritePattern,
+    probe_until, redact_url, HttpVersion, KeyLogWriter, ProbeOptions, ProbeRun, RequestSpec,
+    TlsOptions, WritePattern, SSLKEYLOGFILE,
 };
 use whyslow_model::{CheckResult, Report, ReportSection};
 use whyslow_report::{probe as table, to_json, writeout};
@@ -109,8 +110,20 @@ impl RequestArgs {
         TlsOptions {
             insecure: self.insecure,
             ca_file: self.cacert.clone(),
+            keylog: None,
         }
     }
+}
+
+/// Where this run's TLS secrets go: `--keylog FILE`, else `SSLKEYLOGFILE` (as curl).
+pub fn keylog_writer(path: Option<&Path>) -> Result<Option<Arc<KeyLogWriter>>, String> {
+    let writer = match path {
+        Some(p) => KeyLogWriter::to_file(p)
+            .map(Some)
+            .map_err(|e| format!("--keylog {}: {e}", p.display()))?,
+        None => KeyLogWriter::from_env().map_err(|e| format!("{SSLKEYLOGFILE}: {e}"))?,
+    };
+    Ok(writer.map(Arc::new))
 }
 
 #[derive(Args)]
@@ -135,6 +148,9 @@ pub struct ProbeArgs {
     /// Print the JSON report instead of text
     #[arg(long)]
     pub json: bool,
+    /// Append the TLS secrets to FILE, NSS key log format (default: $SSLKEYLOGFILE, as curl)
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
 }
 
 pub fn run(args: ProbeArgs) -> u8 {
@@ -154,12 +170,19 @@ pub fn run(args: ProbeArgs) -> u8 {
     if args.requests == 0 {
         return usage("-n must be at least 1");
     }
+    let keylog = match keylog_writer(args.keylog.as_deref()) {
+        Ok(k) => k,
+        Err(e) => return usage(&e),
+    };
     let opts = ProbeOptions {
         url: args.url.clone(),
         requests: args.requests,
         fresh: args.fresh,
         spec,
-        tls: args.request.tls(),
+        tls: TlsOptions {
+            keylog,
+            ..args.request.tls()
+        },
     };
     let run = runtime(1).block_on(probe_until(&opts, ctrl_c()));
     let checks = check_budget(&rules, &run.requests);

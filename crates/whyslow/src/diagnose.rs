@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{
-    probe_until, redact_url, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions, WritePattern,
+    probe_until, redact_url, KeyLogWriter, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions,
+    WritePattern, SSLKEYLOGFILE,
 };
 use whyslow_detect::{attribution, periodic_stall, pipeline};
 use whyslow_load::{LoadPlan, LoadResult, LoadResultExt, Model, Schedule, Stop};
 use whyslow_model::{
-    DiagnoseDocument, ExchangeRole, Finding, FindingKind, Report, ReportSection, Skipped, AS_GIVEN,
-    FRESH, SPLIT_NO_NODELAY,
+    DiagnoseDocument, ExchangeRole, Finding, FindingKind, Protocol, Report, ReportSection, Skipped,
+    Timeline, AS_GIVEN, FRESH, SPLIT_NO_NODELAY,
 };
 use whyslow_wire::Limits;
 
@@ -41,6 +42,8 @@ pub struct DiagnoseOptions {
     /// Keep the capture here (pcapng); otherwise a temporary file is removed.
     pub keep_capture: Option<PathBuf>,
     pub limits: Limits,
+    /// The service's key log (`--keylog`), read once the run is over.
+    pub service_keylog: Option<PathBuf>,
     /// Constant-rate load under capture after the probes (`--rate`).
     pub load: Option<LoadPhase>,
 }
@@ -138,6 +141,14 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
     let mut report = Report::new("diagnose", Some(redact_url(&opts.url)));
     let host = whyslow_host::Sampler::start(crate::cmd_use::proc_root(), whyslow_host::EVERY);
     let target = Target::parse(&opts.url).ok();
+    let own_keys = own_keys(target.as_ref(), &mut report);
+    let opts = &DiagnoseOptions {
+        tls: TlsOptions {
+            keylog: own_keys.clone().or(opts.tls.keylog.clone()),
+            ..opts.tls.clone()
+        },
+        ..opts.clone()
+    };
     let session = start_capture(opts, target.as_ref(), &mut report);
     let watcher = match (&session, &target) {
         (Some(_), Some(t)) => Some(Watcher::start(t.port)),
@@ -156,14 +167,8 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         tokio::time::sleep(CAPTURE_DRAIN).await;
         let front = target.as_ref().map_or(0, |t| t.port);
         let backing = watcher.map(Watcher::finish).unwrap_or_default();
-        capture = finish_capture(s, opts, front, backing, &mut report);
-    }
-    if target.as_ref().is_some_and(|t| t.https) {
-        report.skipped.push(Skipped {
-            what: "HTTP exchanges inside TLS".into(),
-            why: "payload is encrypted: TCP-level findings only; client phases cover the rest"
-                .into(),
-        });
+        let limits = with_keys(opts, own_keys.as_deref(), &mut report);
+        capture = finish_capture(s, opts, &limits, front, backing, &mut report);
     }
     if let Some(l) = &load {
         report.findings.extend(l.findings.iter().cloned());
@@ -179,6 +184,66 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         capture,
         host,
     }
+}
+
+/// diagnose's own TLS secrets, for an https target: kept in memory so that
+/// the capture sees inside its own probes, and appended to `SSLKEYLOGFILE`
+/// too when it is set (as curl does).
+fn own_keys(target: Option<&Target>, report: &mut Report) -> Option<Arc<KeyLogWriter>> {
+    if !target?.https {
+        return None;
+    }
+    let writer = KeyLogWriter::from_env().unwrap_or_else(|e| {
+        report.errors.push(format!("{SSLKEYLOGFILE}: {e}"));
+        None
+    });
+    Some(Arc::new(writer.unwrap_or_default().keeping()))
+}
+
+/// The limits with the secrets of the service's key log and of our own
+/// connections; a key log that cannot be read is said in the report.
+fn with_keys(opts: &DiagnoseOptions, own: Option<&KeyLogWriter>, report: &mut Report) -> Limits {
+    let mut log = opts.limits.keylog.as_deref().cloned().unwrap_or_default();
+    if let Some(path) = &opts.service_keylog {
+        match crate::cmd_analyze::read_keylog(path) {
+            Ok(service) => log.extend(service),
+            Err(e) => report.errors.push(e),
+        }
+    }
+    if let Some(own) = own {
+        log.add_text(&own.kept());
+    }
+    Limits {
+        keylog: (!log.is_empty()).then(|| Arc::new(log)),
+        ..opts.limits.clone()
+    }
+}
+
+/// The kept TLS connections the analysis could not open, by server, as
+/// one line for the report.
+fn left_encrypted(timeline: &Timeline) -> Option<Skipped> {
+    let mut servers: Vec<String> = Vec::new();
+    let mut count = 0;
+    for c in timeline
+        .connections
+        .iter()
+        .filter(|c| c.protocol == Protocol::Tls)
+    {
+        count += 1;
+        let server = c.server.to_string();
+        if !servers.contains(&server) {
+            servers.push(server);
+        }
+    }
+    (count > 0).then(|| Skipped {
+        what: format!(
+            "exchanges inside {count} TLS connection(s) to {}",
+            servers.join(", ")
+        ),
+        why: "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
+              with --keylog; TCP-level findings only there"
+            .into(),
+    })
 }
 
 /// Starts the capture, or says in the report why there is none.
@@ -255,11 +320,12 @@ async fn run_patterns(
 fn finish_capture(
     session: CaptureSession,
     opts: &DiagnoseOptions,
+    limits: &Limits,
     front: u16,
     mut backing: Vec<u16>,
     report: &mut Report,
 ) -> Option<CaptureSummary> {
-    let (mut summary, mut timeline) = match session.finish(&opts.limits) {
+    let (mut summary, mut timeline) = match session.finish(limits) {
         Ok(done) => done,
         Err(why) => {
             report.skipped.push(Skipped {
@@ -277,6 +343,7 @@ fn finish_capture(
         .chain(backing.iter().copied())
         .collect();
     timeline.retain_servers(&keep);
+    report.skipped.extend(left_encrypted(&timeline));
     let analysis = pipeline::analyze(&mut timeline, Some(&[front]));
     report.findings = analysis.findings;
     report.time_breakdown = analysis.time_breakdown;

@@ -19,12 +19,22 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn diagnose(s: &Scenario, fixed: bool) -> serde_json::Value {
     let running = rt().block_on(s.start(fixed)).unwrap();
+    diagnose_running(s, &running, &[])
+}
+
+/// `diagnose --json` on a started scenario, with `extra` arguments.
+fn diagnose_running(
+    s: &Scenario,
+    running: &whyslow_lab::Running,
+    extra: &[String],
+) -> serde_json::Value {
     let mut args = vec![
         "diagnose".to_string(),
         "--json".into(),
         "-X".into(),
         s.method.into(),
     ];
+    args.extend(extra.iter().cloned());
     if !s.body.is_empty() {
         args.extend(["-d".into(), s.body.into()]);
     }
@@ -332,6 +342,81 @@ fn fanout_pool_before_and_after(rows: &[serde_json::Value]) {
         (gain - truth).abs() <= 2.0 * TIME_LOST_TOLERANCE * truth,
         "faster by {gain} µs, injected {truth} µs"
     );
+}
+
+/// The backing calls per request the wire showed to `port`, per request kind.
+fn calls_per_request(report: &serde_json::Value, port: u16) -> Vec<f64> {
+    let suffix = format!(":{port}");
+    let mut out = Vec::new();
+    for kind in report["time_breakdown"].as_array().unwrap() {
+        for b in kind["backing"].as_array().unwrap() {
+            if b["server"].as_str().unwrap().ends_with(&suffix) {
+                out.push(b["calls_per_request"].as_f64().unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The report's lines about TLS connections it could not open.
+fn left_encrypted(report: &serde_json::Value) -> Vec<String> {
+    report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["what"].as_str().unwrap().to_string())
+        .filter(|w| w.contains("TLS connection"))
+        .collect()
+}
+
+/// fanout-pool with every hop over TLS, as in the case: diagnose sees inside
+/// its own probes by itself, and inside the backing calls with the lab's key
+/// log; it names the same pool_queueing, counts and cost as in cleartext.
+/// The fixed variant (HTTP/2 over TLS) has none. Without the service's key
+/// log, the backing connections are named as left encrypted and nothing is
+/// made up about them.
+#[test]
+fn fanout_pool_over_tls_is_seen_through_key_logs() {
+    let _one_at_a_time = serial();
+    if !capture_allowed("fanout_pool_over_tls_is_seen_through_key_logs") {
+        return;
+    }
+    let s = whyslow_lab::find("fanout-pool").unwrap();
+    let calls = s.truth.fact("calls").unwrap() as f64;
+    for fixed in [false, true] {
+        let running = rt().block_on(s.start_tls(fixed)).unwrap();
+        assert!(running.url.starts_with("https://"), "{}", running.url);
+        let api = running.ports[1];
+        let keys = running.keylog.clone().unwrap();
+        let with_keys = [
+            "-k".to_string(),
+            "--keylog".into(),
+            keys.display().to_string(),
+        ];
+        let report = diagnose_running(s, &running, &with_keys);
+        assert!(left_encrypted(&report).is_empty(), "{}", report["skipped"]);
+        assert_eq!(
+            calls_per_request(&report, api),
+            vec![calls],
+            "fixed {fixed}"
+        );
+        let found = finding_kinds(&report);
+        if fixed {
+            assert!(!found.contains(&"pool_queueing".into()), "{found:?}");
+        } else {
+            broken_top(s, &report);
+        }
+
+        let report = diagnose_running(s, &running, &["-k".to_string()]);
+        let unopened = left_encrypted(&report);
+        assert_eq!(unopened.len(), 1, "{}", report["skipped"]);
+        assert!(unopened[0].ends_with(&format!(":{api}")), "{unopened:?}");
+        // Our own probes are still seen inside: the page requests, without calls.
+        let breakdown = report["time_breakdown"].as_array().unwrap();
+        assert!(breakdown.iter().any(|k| k["requests"].as_u64() >= Some(5)));
+        assert!(calls_per_request(&report, api).is_empty());
+        assert!(!finding_kinds(&report).contains(&"pool_queueing".into()));
+    }
 }
 
 /// diagnose finds the service's backing services on this host by itself and

@@ -12,22 +12,11 @@ struct Pki {
 }
 
 fn pki(tag: &str) -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let leaf_params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let leaf = leaf_params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
+    let pki = whyslow_lab::pki::Pki::generate().unwrap();
     let path =
         std::env::temp_dir().join(format!("whyslow-test-ca-{}-{tag}.pem", std::process::id()));
-    std::fs::write(&path, ca.pem()).unwrap();
-    let server = whyslow_lab::tls_h2::server_config(
-        vec![leaf.der().to_vec(), ca.der().to_vec()],
-        leaf_key.serialize_der(),
-    )
-    .unwrap();
+    std::fs::write(&path, &pki.ca_pem).unwrap();
+    let server = whyslow_lab::tls_h2::server_config(pki.chain, pki.key_pkcs8).unwrap();
     Pki {
         ca_pem_path: path,
         server,

@@ -19,8 +19,9 @@ impl Drop for Nginx {
     }
 }
 
-/// nginx serving HTTPS on `port` with a fresh self-signed ECDSA certificate.
-fn nginx_tls(dir: &Path, port: u16) -> Nginx {
+/// nginx serving HTTPS on `port` with a fresh self-signed ECDSA certificate;
+/// `listen` adds `http2` to offer HTTP/2 by ALPN.
+fn nginx_tls(dir: &Path, port: u16, listen: &str) -> Nginx {
     let d = dir.display();
     let ok = Command::new("openssl")
         .args([
@@ -48,7 +49,7 @@ events {{ worker_connections 64; }}
 http {{ access_log off;
   client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
   uwsgi_temp_path {d}; scgi_temp_path {d};
-  server {{ listen 127.0.0.1:{port} ssl;
+  server {{ listen 127.0.0.1:{port} {listen};
     ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305;
@@ -109,7 +110,7 @@ fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
     }
     let dir = tmpdir("tls-nginx");
     let port = free_port();
-    let _nginx = nginx_tls(&dir, port);
+    let _nginx = nginx_tls(&dir, port, "ssl");
     let keys = dir.join("keys.log");
     let script: Vec<String> = RUNS
         .iter()
@@ -180,6 +181,72 @@ fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
     assert_left_encrypted(&args, "do not authenticate");
 }
 
+/// whyslow's own client writes key logs that open its sessions: probe with
+/// `--keylog` (HTTP/1.1 and HTTP/2 by ALPN) and load with `SSLKEYLOGFILE`,
+/// to nginx; `analyze --keylog` sees every request they sent, as tshark does.
+#[test]
+fn whyslows_own_key_logs_open_its_sessions() {
+    let test = "whyslows_own_key_logs_open_its_sessions";
+    if !capture_allowed(test)
+        || !needed(test, "nginx", have("nginx"))
+        || !needed(test, "openssl", have("openssl"))
+    {
+        return;
+    }
+    let dir = tmpdir("tls-own");
+    let port = free_port();
+    let _nginx = nginx_tls(&dir, port, "ssl http2");
+    let keys = dir.join("keys.log");
+    let load_json = dir.join("load.json");
+    let (bin, k) = (env!("CARGO_BIN_EXE_whyslow"), keys.display());
+    let url = format!("https://127.0.0.1:{port}");
+    let script = format!(
+        "{bin} probe -k -n 3 --http1.1 --keylog {k} {url}/one >/dev/null
+{bin} probe -k -n 2 --http2 --keylog {k} {url}/two >/dev/null
+SSLKEYLOGFILE={k} {bin} load -k -q -n 20 -c 2 --http1.1 --json {url}/three >{}",
+        load_json.display()
+    );
+    let pcap = dir.join("own.pcapng");
+    let (p, f) = (port.to_string(), pcap.to_str().unwrap().to_string());
+    let out = whyslow(&[
+        "capture", "-i", "lo", "-p", &p, "-w", &f, "--", "sh", "-ec", &script,
+    ]);
+    assert!(out.status.success(), "capture: {}", stderr(&out));
+    let load: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&load_json).unwrap()).unwrap();
+    let loaded = load["load"]["responses"].as_u64().unwrap() as usize;
+    assert!(loaded >= 20, "{}", load["load"]);
+    assert_eq!(load["load"]["unfinished"], 0, "{}", load["load"]);
+    assert!(load["load"]["failures"].as_object().unwrap().is_empty());
+    let mut sent = vec!["GET /one".to_string(); 3];
+    sent.extend(vec!["GET /two".to_string(); 2]);
+    sent.extend(vec!["GET /three".to_string(); loaded]);
+    sent.sort();
+
+    let out = whyslow(&[
+        "analyze",
+        "--json",
+        "--timeline",
+        "--keylog",
+        &k.to_string(),
+        &f,
+    ]);
+    assert!(out.status.success(), "analyze: {}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(requests_in(&report), sent, "{}", report["errors"]);
+    for e in report["timeline"]["exchanges"].as_array().unwrap() {
+        let h2 = e["request"] == "GET /two";
+        assert_eq!(e["protocol"], if h2 { "http2" } else { "http1" }, "{e}");
+        assert_eq!(e["status"]["http"], 200, "{e}");
+    }
+    if needed(test, "tshark", have("tshark")) {
+        let mut theirs = tshark_tls_requests(&pcap, &keys, port);
+        theirs.extend(tshark_fields(&pcap, &keys, port, "http2.headers.path"));
+        theirs.sort();
+        assert_eq!(theirs, sent, "tshark with the same key log");
+    }
+}
+
 /// `analyze` with `args` finds no exchange, and every connection says `why`.
 fn assert_left_encrypted(args: &[&str], why: &str) {
     let report = json(&whyslow(args));
@@ -194,18 +261,17 @@ fn assert_left_encrypted(args: &[&str], why: &str) {
 
 /// HTTP request URIs tshark decrypts with the key log.
 fn tshark_tls_requests(pcap: &Path, keys: &Path, port: u16) -> Vec<String> {
+    tshark_fields(pcap, keys, port, "http.request.uri")
+}
+
+/// Every value of a request path `field` tshark decrypts with the key log,
+/// as "GET path".
+fn tshark_fields(pcap: &Path, keys: &Path, port: u16, field: &str) -> Vec<String> {
     let out = Command::new("tshark")
         .args(["-r", pcap.to_str().unwrap()])
         .args(["-o", &format!("tls.keylog_file:{}", keys.display())])
         .args(["-d", &format!("tcp.port=={port},tls")])
-        .args([
-            "-Y",
-            "http.request",
-            "-T",
-            "fields",
-            "-e",
-            "http.request.uri",
-        ])
+        .args(["-Y", field, "-T", "fields", "-e", field])
         .output()
         .expect("tshark");
     String::from_utf8_lossy(&out.stdout)

@@ -63,6 +63,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: None,
     start: boxed,
+    tls: None,
 };
 
 /// The page's cache connections: one for both (broken) or one each.

@@ -4,16 +4,18 @@
 //! a free connection. Multiplexing them over one connection (SPDY, now
 //! HTTP/2) fixed it.
 
-use crate::http1::{self, read_request, AppConfig};
-use crate::pool::{H2Connection, Http1Pool, Upstream};
+use crate::http1::{self, read_whole_request, AppConfig};
+use crate::pki::{self, Pki};
+use crate::pool::{Dialer, H2Connection, Http1Pool, Stream, Upstream};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
 use crate::tls_h2;
 use bytes::BytesMut;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 use whyslow_model::FindingKind;
 
 /// Calls the page makes to the backing API (the case's 11).
@@ -62,6 +64,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: None,
     start: boxed,
+    tls: Some(boxed_tls),
 };
 
 /// A page of the size a dashboard's HTML might have, kept small for loopback.
@@ -73,10 +76,9 @@ fn page() -> Vec<u8> {
 }
 
 /// Serves the page: every call at once through `upstream`, then rendering.
-async fn front(mut stream: TcpStream, upstream: Arc<Upstream>, page: Arc<Vec<u8>>) {
-    let _ = stream.set_nodelay(true);
+async fn front<S: Stream>(mut stream: S, upstream: Arc<Upstream>, page: Arc<Vec<u8>>) {
     let mut buf = BytesMut::with_capacity(8192);
-    while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
+    while let Ok(Some(head)) = read_whole_request(&mut stream, &mut buf).await {
         let _ = buf.split_to(head.head_len + head.content_length);
         let close = head.close;
         let mut calls = JoinSet::new();
@@ -102,32 +104,54 @@ async fn front(mut stream: TcpStream, upstream: Arc<Upstream>, page: Arc<Vec<u8>
     }
 }
 
-async fn serve_front(listener: TcpListener, upstream: Upstream) {
+/// The front door, over TLS when `tls` is given (HTTP/1.1 either way).
+async fn serve_front(
+    listener: TcpListener,
+    upstream: Upstream,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     let upstream = Arc::new(upstream);
     let page = Arc::new(page());
-    accept_each(listener, |stream| {
-        front(stream, upstream.clone(), page.clone())
+    let acceptor = tls.map(TlsAcceptor::from);
+    accept_each(listener, |tcp| {
+        let (upstream, page, acceptor) = (upstream.clone(), page.clone(), acceptor.clone());
+        async move {
+            let _ = tcp.set_nodelay(true);
+            match acceptor {
+                None => front(tcp, upstream, page).await,
+                Some(a) => {
+                    if let Ok(s) = a.accept(tcp).await {
+                        front(s, upstream, page).await
+                    }
+                }
+            }
+        }
     })
     .await;
+}
+
+/// Each backing call's response.
+fn api_config() -> AppConfig {
+    AppConfig {
+        work: Duration::from_micros(CALL_LATENCY_US),
+        body: b"{\"points\":[1,2,3]}\n".to_vec(),
+        ..AppConfig::default()
+    }
 }
 
 /// client → front → backing API (HTTP/1.1 pool of 5, or one HTTP/2 connection).
 async fn start(fixed: bool) -> std::io::Result<Running> {
     let (api_l, api) = listen().await?;
     let (front_l, addr) = listen().await?;
-    let cfg = AppConfig {
-        work: Duration::from_micros(CALL_LATENCY_US),
-        body: b"{\"points\":[1,2,3]}\n".to_vec(),
-        ..AppConfig::default()
-    };
     let (api_task, upstream) = if fixed {
-        let task = tokio::spawn(tls_h2::serve_h2c(api_l, cfg));
-        (task, Upstream::Http2(H2Connection::new(api)))
+        let task = tokio::spawn(tls_h2::serve_h2c(api_l, api_config()));
+        (task, Upstream::Http2(H2Connection::new(Dialer::plain(api))))
     } else {
-        let task = tokio::spawn(http1::serve(api_l, cfg));
-        (task, Upstream::Http1(Http1Pool::new(api, POOL as usize)))
+        let task = tokio::spawn(http1::serve(api_l, api_config()));
+        let pool = Http1Pool::new(Dialer::plain(api), POOL as usize);
+        (task, Upstream::Http1(pool))
     };
-    let front_task = tokio::spawn(serve_front(front_l, upstream));
+    let front_task = tokio::spawn(serve_front(front_l, upstream, None));
     Ok(Running::new(
         format!("http://{addr}{PATH}"),
         vec![addr.port(), api.port()],
@@ -135,6 +159,45 @@ async fn start(fixed: bool) -> std::io::Result<Running> {
     ))
 }
 
+/// The same over TLS, as in the case (the backing API was HTTPS): the front
+/// door and the backing API serve a certificate of the lab's own authority,
+/// and every endpoint of the lab writes its secrets to one key log.
+async fn start_tls(fixed: bool) -> std::io::Result<Running> {
+    let pki = Pki::generate().map_err(std::io::Error::other)?;
+    let (keylog_path, keylog) = pki::private_keylog()?;
+    let server = tls_h2::server_config(pki.chain.clone(), pki.key_pkcs8.clone())
+        .map_err(std::io::Error::other)?;
+    let mut server = (*server).clone();
+    server.key_log = keylog.clone();
+    let mut front_server = server.clone();
+    front_server.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let alpn: &[u8] = if fixed { b"h2" } else { b"http/1.1" };
+    let client = pki
+        .client_config(&[alpn], keylog)
+        .map_err(std::io::Error::other)?;
+
+    let (api_l, api) = listen().await?;
+    let (front_l, addr) = listen().await?;
+    let api_task = tokio::spawn(tls_h2::serve_tls(api_l, Arc::new(server), api_config()));
+    let dialer = Dialer::tls(api, client);
+    let upstream = if fixed {
+        Upstream::Http2(H2Connection::new(dialer))
+    } else {
+        Upstream::Http1(Http1Pool::new(dialer, POOL as usize))
+    };
+    let front_task = tokio::spawn(serve_front(front_l, upstream, Some(Arc::new(front_server))));
+    Ok(Running::new(
+        format!("https://{addr}{PATH}"),
+        vec![addr.port(), api.port()],
+        vec![front_task, api_task],
+    )
+    .with_keylog(keylog_path))
+}
+
 fn boxed(fixed: bool) -> BoxedStart {
     Box::pin(start(fixed))
+}
+
+fn boxed_tls(fixed: bool) -> BoxedStart {
+    Box::pin(start_tls(fixed))
 }

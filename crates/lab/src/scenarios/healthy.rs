@@ -22,6 +22,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: None,
     start: boxed,
+    tls: None,
 };
 
 async fn start() -> std::io::Result<Running> {

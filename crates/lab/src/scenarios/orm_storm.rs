@@ -78,6 +78,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: None,
     start: boxed,
+    tls: None,
 };
 
 /// The statements a connection prepared, by the SQL they run.

@@ -25,6 +25,7 @@ pub const SCENARIO: Scenario = Scenario {
     truth: Truth { kind: Some(FindingKind::NagleDelayedAck), time_lost_us: LINUX_DELACK_MIN_US, facts: &[] },
     load: None,
     start: boxed,
+    tls: None,
 };
 
 /// client → proxy (delayed or quick ACKs) → app.

@@ -4,7 +4,7 @@
 //! once at start-up: no call on the request path.
 
 use crate::http1::{json_response, read_request};
-use crate::pool::{Http1Pool, Upstream};
+use crate::pool::{Dialer, Http1Pool, Upstream};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, LoadHint, Running, Scenario, Truth};
 use bytes::BytesMut;
 use std::sync::Arc;
@@ -61,6 +61,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: Some(LOAD),
     start: boxed,
+    tls: None,
 };
 
 /// Answers requests on one connection. One lock for the whole service:
@@ -124,7 +125,7 @@ async fn start(fixed: bool) -> std::io::Result<Running> {
     let (tax_l, tax) = listen().await?;
     let (front_l, addr) = listen().await?;
     let tax_task = tokio::spawn(serve_tax(tax_l));
-    let upstream = Arc::new(Upstream::Http1(Http1Pool::new(tax, POOL)));
+    let upstream = Arc::new(Upstream::Http1(Http1Pool::new(Dialer::plain(tax), POOL)));
     // Both variants read the rates at start-up; only the broken one calls
     // again per checkout.
     upstream.call("/rates").await?;

@@ -48,16 +48,23 @@ impl KeyLog {
     /// in the second value, never fatal (files are appended to by many processes).
     pub fn parse(text: &str) -> (KeyLog, usize) {
         let mut log = KeyLog::default();
+        let bad = log.add_text(text);
+        (log, bad)
+    }
+
+    /// Adds another key log's text (a second file, the secrets of this
+    /// process's own connections); returns the lines it could not use.
+    pub fn add_text(&mut self, text: &str) -> usize {
         let mut bad = 0;
         for line in text.lines().map(str::trim) {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            if !log.add_line(line) {
+            if !self.add_line(line) {
                 bad += 1;
             }
         }
-        (log, bad)
+        bad
     }
 
     /// Adds one line; false when it is not a key log line.
@@ -92,6 +99,11 @@ impl KeyLog {
         };
         *slot = Some(secret);
         true
+    }
+
+    /// Adds every session of another key log (its secrets win).
+    pub fn extend(&mut self, other: KeyLog) {
+        self.sessions.extend(other.sessions);
     }
 
     pub fn session(&self, client_random: &[u8; 32]) -> Option<&SessionSecrets> {
