@@ -171,9 +171,13 @@ def lab_cache_replies():
     }
 
 
-def tls_session(version, ciphers=None):
+HTTP_TALK = [(b"GET /seed HTTP/1.1\r\nHost: seed.test\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")]
+
+
+def tls_session(version, ciphers=None, talk=HTTP_TALK, alpn=("http/1.1",), server_curve=None):
     """A real TLS session between Python's client and server over memory
-    BIOs: (key log text, [(to_client, bytes)])."""
+    BIOs, carrying `talk` (client bytes, server bytes) after the handshake:
+    (key log text, [(to_client, bytes)])."""
     d = tempfile.mkdtemp()
     cert, key, log = (os.path.join(d, n) for n in ("c.pem", "k.pem", "keys"))
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
@@ -185,7 +189,9 @@ def tls_session(version, ciphers=None):
     for c in (sctx, cctx):
         c.minimum_version = c.maximum_version = version
         if ciphers: c.set_ciphers(ciphers)
-    cctx.set_alpn_protocols(["http/1.1"]); sctx.set_alpn_protocols(["http/1.1"])
+    if alpn: cctx.set_alpn_protocols(list(alpn)); sctx.set_alpn_protocols(list(alpn))
+    # One group only, as PostgreSQL sets: a client offering X25519 first gets a HelloRetryRequest.
+    if server_curve: sctx.set_ecdh_curve(server_curve)
     bios = [ssl.MemoryBIO() for _ in range(4)]
     client = cctx.wrap_bio(bios[0], bios[1], server_hostname="seed.test")
     server = sctx.wrap_bio(bios[2], bios[3], server_side=True)
@@ -204,17 +210,31 @@ def tls_session(version, ciphers=None):
                 try: s.do_handshake(); done[i] = True
                 except ssl.SSLWantReadError: pass
         if not pump() and not all(done): break
-    client.write(b"GET /seed HTTP/1.1\r\nHost: seed.test\r\n\r\n"); pump()
-    server.read(); server.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); pump()
-    client.read(); pump()
+    for c, r in talk:
+        client.write(c); pump()
+        server.read(); server.write(r); pump()
+        client.read(); pump()
     return open(log).read(), wire
 
 
-def tls_seed(version, ciphers=None):
+def tls_seed(version, ciphers=None, server_curve=None):
     """fuzz::tls input: the key log's length and text, then the session as chunks."""
-    log, wire = tls_session(version, ciphers)
+    log, wire = tls_session(version, ciphers, server_curve=server_curve)
     text = log.encode()
     return struct.pack("!H", len(text)) + text + b"".join(chunks(c, b) for c, b in wire)
+
+
+def pg_tls_seed():
+    """As tls_seed, for PostgreSQL: SSLRequest answered S, then the startup
+    and one simple query inside TLS 1.3."""
+    pg = backing_conversations()["postgres"]
+    ssl_request, startup = pg[0][0][:8], pg[0][0][8:]
+    server_hello = pg[0][1][1:]
+    talk = [(startup, server_hello), pg[1]]
+    log, wire = tls_session(ssl.TLSVersion.TLSv1_3, talk=talk, alpn=())
+    text = log.encode()
+    return (struct.pack("!H", len(text)) + text + chunks(False, ssl_request) + chunks(True, b"S")
+            + b"".join(chunks(c, b) for c, b in wire))
 
 
 def write(target, name, data):
@@ -252,6 +272,8 @@ if __name__ == "__main__":
     write("tls", "tls13", tls_seed(ssl.TLSVersion.TLSv1_3))
     write("tls", "tls12_gcm", tls_seed(ssl.TLSVersion.TLSv1_2, "ECDHE-ECDSA-AES128-GCM-SHA256"))
     write("tls", "tls12_chacha", tls_seed(ssl.TLSVersion.TLSv1_2, "ECDHE-ECDSA-CHACHA20-POLY1305"))
+    write("tls", "tls13_hrr", tls_seed(ssl.TLSVersion.TLSv1_3, server_curve="prime256v1"))
+    write("tls", "postgres_ssl", pg_tls_seed())
     frames = exchange_frames()
     write("read_capture", "http.pcap", pcap(frames))
     write("read_capture", "http.pcapng", pcapng(frames))

@@ -79,7 +79,8 @@ pub fn analyzer<A: StreamAnalyzer>(
 }
 
 /// The TLS record layer with a key log: the first two bytes give the length
-/// of the key log's text that follows, the rest are chunks as for `http1`.
+/// of the key log's text that follows, the rest are chunks as for `http1`,
+/// fed to the sniffer.
 /// Seeds carry a real session and its secrets, so mutations reach the
 /// decryption and the plaintext analyzers behind it.
 pub fn tls(data: &[u8]) {
@@ -89,7 +90,9 @@ pub fn tls(data: &[u8]) {
     let n = usize::from(u16::from_be_bytes([*hi, *lo])).min(rest.len());
     let (text, chunks) = rest.split_at(n);
     let (keys, _) = crate::tls::KeyLog::parse(&String::from_utf8_lossy(text));
-    let mut a =
-        crate::tls::TlsAnalyzer::new(0, 443, Start::Beginning, Some(std::sync::Arc::new(keys)));
+    // Through the sniffer, so that TLS negotiated in-band (PostgreSQL's
+    // SSLRequest) is reached too.
+    let keys = Some(std::sync::Arc::new(keys));
+    let mut a = crate::sniff::Sniffer::with_keys(0, 443, Start::Beginning, keys);
     feed_chunks(&mut a, chunks);
 }

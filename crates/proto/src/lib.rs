@@ -44,6 +44,11 @@ pub trait StreamAnalyzer {
     /// First problem met on this stream (parse error, resynchronization),
     /// if any: a note for the report. Exchanges before it are kept.
     fn error(&self) -> Option<&str>;
+    /// The stream asked for TLS in-band and the server agreed (PostgreSQL's
+    /// SSLRequest answered `S`): what follows is a TLS handshake.
+    fn tls_follows(&self) -> bool {
+        false
+    }
 }
 
 /// Where in a connection an analyzer starts reading.

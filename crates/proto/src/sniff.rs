@@ -217,9 +217,29 @@ impl Sniffer {
                 }
             }
             State::Tls(a) => a.on_data(direction, data, at_us, packet),
-            State::Other(a) => a.on_data(direction, data, at_us, packet),
+            State::Other(a) => {
+                a.on_data(direction, data, at_us, packet);
+                if a.tls_follows() {
+                    self.start_tls();
+                }
+            }
             State::Undecided { .. } | State::Opaque => {}
         }
+    }
+
+    /// TLS negotiated in-band: the analyzer's exchanges so far are kept and
+    /// the rest of the stream, from its ClientHello, goes to TLS (whose inner
+    /// sniffer finds the protocol again in the plaintext). The server's
+    /// one-byte answer ends its segment: the client speaks next.
+    fn start_tls(&mut self) {
+        let State::Other(mut old) = std::mem::replace(&mut self.state, State::Opaque) else {
+            return;
+        };
+        self.done.append(&mut old.finish());
+        let (c, port, keys) = (self.connection, self.server_port, self.keys.clone());
+        let tls = TlsAnalyzer::new(c, port, Start::Beginning, keys);
+        self.state = State::Tls(Box::new(tls));
+        self.protocol = Protocol::Tls;
     }
 
     /// HTTP/1.1 `Upgrade: h2c` answered 101: the rest of the stream is HTTP/2.

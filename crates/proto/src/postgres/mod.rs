@@ -135,6 +135,8 @@ pub struct PgAnalyzer {
     copy_in: Option<u64>,
     /// Startup code awaiting its one-byte answer (SSLRequest/GSSENCRequest).
     negotiating: u32,
+    /// SSLRequest was answered `S`: the rest of the stream is TLS.
+    tls_follows: bool,
     /// Backend messages are not paired until the next ReadyForQuery: what
     /// was asked before it is flushed unanswered (after a gap, mid-stream).
     server_discard: bool,
@@ -171,6 +173,7 @@ impl PgAnalyzer {
             last_exec: None,
             copy_in: None,
             negotiating: 0,
+            tls_follows: false,
             server_discard: !beginning,
             done: Vec::new(),
             error: None,
@@ -407,6 +410,10 @@ impl StreamAnalyzer for PgAnalyzer {
 
     fn error(&self) -> Option<&str> {
         self.error.as_deref()
+    }
+
+    fn tls_follows(&self) -> bool {
+        self.tls_follows
     }
 }
 

@@ -66,7 +66,10 @@ impl PgAnalyzer {
         let what = std::mem::take(&mut self.negotiating);
         let note = match (what, b) {
             (SSL_REQUEST | GSSENC_REQUEST, b'N') => return,
-            (SSL_REQUEST, b'S') => "TLS after SSLRequest",
+            (SSL_REQUEST, b'S') => {
+                self.tls_follows = true;
+                "TLS after SSLRequest"
+            }
             (GSSENC_REQUEST, b'G') => "GSSAPI encryption after GSSENCRequest",
             _ => "unexpected answer to SSLRequest/GSSENCRequest",
         };

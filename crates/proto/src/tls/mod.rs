@@ -180,7 +180,16 @@ impl TlsAnalyzer {
         if !self.sides[i].protected {
             match ty {
                 HANDSHAKE => self.handshake_bytes(d, &payload),
-                CHANGE_CIPHER_SPEC if !tls13 => self.change_cipher_spec(d),
+                // Only after a TLS 1.2 ServerHello: TLS 1.3 sends a dummy
+                // CCS too, after a HelloRetryRequest before the real hello.
+                CHANGE_CIPHER_SPEC
+                    if self
+                        .server
+                        .as_ref()
+                        .is_some_and(|h| h.version != handshake::TLS13) =>
+                {
+                    self.change_cipher_spec(d)
+                }
                 _ => {}
             }
             return;
@@ -433,7 +442,7 @@ mod tests {
     #[test]
     fn real_sessions_decrypt_with_their_key_log() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/tls");
-        for name in ["tls13", "tls12_gcm", "tls12_chacha"] {
+        for name in ["tls13", "tls13_hrr", "tls12_gcm", "tls12_chacha"] {
             let seed = std::fs::read(dir.join(name)).unwrap();
             let n = usize::from(u16::from_be_bytes([seed[0], seed[1]]));
             let (text, chunks) = seed[2..].split_at(n);
@@ -472,5 +481,32 @@ mod tests {
                 bad.error()
             );
         }
+    }
+
+    /// PostgreSQL's SSLRequest answered `S`, then TLS 1.3 from Python's ssl
+    /// carrying the startup and one query (fuzz/seeds/make_seeds.py): the
+    /// sniffer hands the stream to TLS, and the query inside is an exchange.
+    #[test]
+    fn postgres_after_sslrequest_is_decrypted() {
+        use crate::sniff::Sniffer;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/seeds/tls/postgres_ssl");
+        let seed = std::fs::read(path).unwrap();
+        let n = usize::from(u16::from_be_bytes([seed[0], seed[1]]));
+        let (text, chunks) = seed[2..].split_at(n);
+        let (keys, _) = KeyLog::parse(std::str::from_utf8(text).unwrap());
+        let mut s = Sniffer::with_keys(0, 5432, Start::Beginning, Some(Arc::new(keys)));
+        let out = collect_chunks(&mut s, chunks, true);
+        assert!(s.error().is_none(), "{:?}", s.error());
+        assert_eq!(s.protocol(), Protocol::Postgres);
+        assert!(s.tls_facts().is_some_and(|f| f.decrypted));
+        let queries: Vec<&str> = out.iter().map(|e| e.request.as_str()).collect();
+        assert_eq!(queries, ["SELECT ? AS a"], "{out:?}");
+        assert_eq!(out[0].rows, Some(1));
+
+        let mut locked = Sniffer::with_keys(0, 5432, Start::Beginning, None);
+        assert!(collect_chunks(&mut locked, chunks, true).is_empty());
+        assert_eq!(locked.protocol(), Protocol::Tls);
+        assert!(locked.error().unwrap().contains("no key log"));
     }
 }

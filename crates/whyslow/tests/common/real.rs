@@ -237,9 +237,69 @@ fn as_pg_user(program: &Path) -> Command {
     }
 }
 
+/// A self-signed certificate and its key in `dir` (cert.pem, key.pem), made by openssl.
+pub fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let ok = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "openssl req");
+    (cert, key)
+}
+
+/// redis-server serving only TLS (`--tls-port`), clients not authenticated.
+pub fn redis_tls(dir: &Path) -> Server {
+    let (cert, key) = self_signed(dir);
+    let port = free_port();
+    let p = port.to_string();
+    spawn(
+        Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &p, "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--tls-auth-clients",
+                "no",
+            ])
+            .arg("--tls-cert-file")
+            .arg(&cert)
+            .arg("--tls-key-file")
+            .arg(&key)
+            .arg("--tls-ca-cert-file")
+            .arg(&cert),
+        port,
+    )
+}
+
 /// A throwaway cluster (trust auth, no fsync) on a free loopback port.
 pub fn postgres() -> (Server, PathBuf) {
+    postgres_with(false)
+}
+
+/// As `postgres`; `ssl`: TLS on (`ssl=on`) with a self-signed certificate.
+pub fn postgres_with(ssl: bool) -> (Server, PathBuf) {
     let dir = tmpdir("pg");
+    let mut settings = Vec::new();
+    if ssl {
+        let (cert, key) = self_signed(&dir);
+        use std::os::unix::fs::PermissionsExt;
+        // The server refuses a key others can read.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        settings.extend([
+            "ssl=on".to_string(),
+            format!("ssl_cert_file={}", cert.display()),
+            format!("ssl_key_file={}", key.display()),
+        ]);
+    }
     // SAFETY: getuid(2) has no preconditions.
     if unsafe { libc::getuid() } == 0 {
         let ok = Command::new("chown")
@@ -267,18 +327,20 @@ pub fn postgres() -> (Server, PathBuf) {
     );
     let port = free_port();
     let server = spawn(
-        as_pg_user(&pg_bin("postgres")).args([
-            "-D",
-            data.to_str().unwrap(),
-            "-p",
-            &port.to_string(),
-            "-k",
-            dir.to_str().unwrap(),
-            "-c",
-            "listen_addresses=127.0.0.1",
-            "-c",
-            "fsync=off",
-        ]),
+        as_pg_user(&pg_bin("postgres"))
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-p",
+                &port.to_string(),
+                "-k",
+                dir.to_str().unwrap(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+            ])
+            .args(settings.iter().flat_map(|s| ["-c", s.as_str()])),
         port,
     );
     // Accepting TCP is not accepting queries yet: wait for a query to pass.
