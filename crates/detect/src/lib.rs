@@ -26,6 +26,7 @@ pub mod tcp_retransmission;
 #[cfg(test)]
 mod testkit;
 pub mod thresholds;
+pub mod tls_full_handshake;
 pub mod zero_window;
 
 use calls::RequestCalls;
@@ -53,6 +54,7 @@ pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
     tcp_retransmission::detect,
     zero_window::detect,
     no_keepalive::detect,
+    tls_full_handshake::detect,
 ];
 
 /// A detector over inbound requests and the calls made for them.

@@ -34,7 +34,7 @@ pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
 pub use sql_summary::{SqlRequest, SqlShape, SqlSummary, StatementCounts};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
-    Segment, SegmentFlags, Status, Timeline, TxState,
+    Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState,
 };
 
 /// Milliseconds for people, from microseconds kept internally.

@@ -140,11 +140,33 @@ pub struct Connection {
     pub acks: Vec<AckEvent>,
     /// True when per-segment events were dropped to keep memory bounded.
     pub events_truncated: bool,
-    /// TLS was seen on this connection (payload not decoded).
+    /// TLS was seen on this connection.
     pub tls: bool,
+    /// What its TLS handshake said, decrypted or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_facts: Option<TlsFacts>,
     /// What the stream carries, as sniffed from its first bytes.
     #[serde(default = "unknown_protocol")]
     pub protocol: Protocol,
+}
+
+/// What a TLS handshake said, read from its cleartext messages (and
+/// EncryptedExtensions when decrypted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsFacts {
+    /// "1.2", "1.3".
+    pub version: Option<String>,
+    pub cipher: Option<String>,
+    pub alpn: Option<String>,
+    pub sni: Option<String>,
+    /// Resumed (TLS 1.2 session id or ticket, TLS 1.3 PSK) rather than full.
+    pub resumed: bool,
+    /// ClientHello → the later of each side's first protected record: the
+    /// client's Finished (TLS 1.3, resumed 1.2) or the server's (full 1.2),
+    /// after which the client may send data. Known with or without keys.
+    pub handshake_us: Option<u64>,
+    /// Records opened with the key log's keys.
+    pub decrypted: bool,
 }
 
 fn unknown_protocol() -> Protocol {
@@ -169,6 +191,7 @@ impl Connection {
             acks: Vec::new(),
             events_truncated: false,
             tls: false,
+            tls_facts: None,
             protocol: Protocol::Unknown,
         }
     }

@@ -3,22 +3,56 @@
 use crate::{fmt_ms, Summary};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-use whyslow_model::{ExchangeRole, Protocol, Timeline};
+use whyslow_model::{Connection, ExchangeRole, Protocol, Timeline, TlsFacts};
 
 /// Request groups shown in text; JSON has every exchange.
 const GROUPS_SHOWN: usize = 15;
 
 pub fn summary(t: &Timeline) -> String {
     let mut out = counts(t);
-    let mut servers: BTreeMap<(String, &str), usize> = BTreeMap::new();
+    let mut servers: BTreeMap<(String, &str), Vec<&Connection>> = BTreeMap::new();
     for c in &t.connections {
         let key = (c.server.to_string(), c.protocol.name());
-        *servers.entry(key).or_default() += 1;
+        servers.entry(key).or_default().push(c);
     }
-    for ((server, proto), n) in servers.iter().take(GROUPS_SHOWN) {
-        let _ = writeln!(out, "    server {server} ({proto}): {n} connection(s)");
+    for ((server, proto), conns) in servers.iter().take(GROUPS_SHOWN) {
+        let n = conns.len();
+        let _ = writeln!(
+            out,
+            "    server {server} ({proto}): {n} connection(s){}",
+            tls_note(conns)
+        );
     }
     out.push_str(&request_groups(t));
+    out
+}
+
+/// "; TLS 1.3 TLS_AES_128_GCM_SHA256 ALPN h2, handshakes 1 full + 3 resumed,
+/// median 2.31 ms" for one server's TLS connections; empty without TLS.
+fn tls_note(conns: &[&Connection]) -> String {
+    let facts: Vec<&TlsFacts> = conns.iter().filter_map(|c| c.tls_facts.as_ref()).collect();
+    let Some(first) = facts.first() else {
+        return String::new();
+    };
+    let mut out = String::from("; TLS");
+    for p in [&first.version, &first.cipher].into_iter().flatten() {
+        let _ = write!(out, " {p}");
+    }
+    if let Some(alpn) = &first.alpn {
+        let _ = write!(out, " ALPN {alpn}");
+    }
+    let resumed = facts.iter().filter(|f| f.resumed).count();
+    let _ = write!(
+        out,
+        ", handshakes {} full + {resumed} resumed",
+        facts.len() - resumed
+    );
+    let mut times: Vec<u64> = facts.iter().filter_map(|f| f.handshake_us).collect();
+    times.sort_unstable();
+    if !times.is_empty() {
+        let median = whyslow_model::stats::percentile(&times, 0.5);
+        let _ = write!(out, ", median {}", fmt_ms(median));
+    }
     out
 }
 

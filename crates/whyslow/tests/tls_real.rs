@@ -247,6 +247,66 @@ SSLKEYLOGFILE={k} {bin} load -k -q -n 20 -c 2 --http1.1 --json {url}/three >{}",
     }
 }
 
+/// tls_full_handshake from the cleartext hellos, no keys needed: five curl
+/// processes to nginx each make a full handshake (nothing to resume across
+/// processes); one curl fetching five URLs on new connections resumes its
+/// session after the first, and is not named.
+#[test]
+fn full_handshakes_on_repeated_connections_are_named() {
+    let test = "full_handshakes_on_repeated_connections_are_named";
+    if !capture_allowed(test)
+        || !needed(test, "nginx", have("nginx"))
+        || !needed(test, "curl", have("curl"))
+        || !needed(test, "openssl", have("openssl"))
+    {
+        return;
+    }
+    let dir = tmpdir("tls-resume");
+    let port = free_port();
+    let _nginx = nginx_tls(&dir, port, "ssl");
+    let url = format!("https://127.0.0.1:{port}/");
+    let urls = [url.as_str(); 5].join(" ");
+    let runs = [
+        (
+            "processes",
+            format!("for i in 1 2 3 4 5; do curl -sfk -o /dev/null {url}; done"),
+            true,
+        ),
+        (
+            "one-client",
+            format!("curl -sfk -H 'Connection: close' -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null {urls}"),
+            false,
+        ),
+    ];
+    for (name, script, named) in runs {
+        let pcap = dir.join(format!("{name}.pcapng"));
+        let (p, f) = (port.to_string(), pcap.to_str().unwrap().to_string());
+        let out = whyslow(&[
+            "capture", "-i", "lo", "-p", &p, "-w", &f, "--", "sh", "-ec", &script,
+        ]);
+        assert!(out.status.success(), "capture: {}", stderr(&out));
+        let report = json(&whyslow(&["analyze", "--json", "--timeline", &f]));
+        let conns = report["timeline"]["connections"].as_array().unwrap();
+        assert_eq!(conns.len(), 5, "{name}");
+        let resumed = conns
+            .iter()
+            .filter(|c| c["tls_facts"]["resumed"] == true)
+            .count();
+        assert!(conns
+            .iter()
+            .all(|c| c["tls_facts"]["handshake_us"].is_u64()));
+        let finding = finding(&report, "tls_full_handshake");
+        if named {
+            assert_eq!(resumed, 0, "{name}");
+            let f = finding.unwrap_or_else(|| panic!("{name}: {}", report["findings"]));
+            assert_eq!(f["occurrences"], 4, "{f}");
+        } else {
+            assert_eq!(resumed, 4, "{name}: {conns:?}");
+            assert!(finding.is_none(), "{name}: {}", report["findings"]);
+        }
+    }
+}
+
 /// `analyze` with `args` finds no exchange, and every connection says `why`.
 fn assert_left_encrypted(args: &[&str], why: &str) {
     let report = json(&whyslow(args));

@@ -38,22 +38,7 @@ const HELLO_RETRY: [u8; 32] = [
     0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
 ];
 
-/// What a handshake said, decrypted or not.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsFacts {
-    /// "1.2", "1.3".
-    pub version: Option<String>,
-    pub cipher: Option<String>,
-    pub alpn: Option<String>,
-    pub sni: Option<String>,
-    /// Resumed (TLS 1.2 session id or ticket, TLS 1.3 PSK) rather than full.
-    pub resumed: bool,
-    /// ClientHello → the client's first application data (the handshake as
-    /// the client waited for it).
-    pub handshake_us: Option<u64>,
-    /// Records opened with the key log's keys.
-    pub decrypted: bool,
-}
+pub use whyslow_model::TlsFacts;
 
 #[derive(Default)]
 struct Side {
@@ -85,6 +70,10 @@ pub struct TlsAnalyzer {
     /// Decryption stopped on this connection: why.
     note: Option<String>,
     stopped: bool,
+    /// No keys for this session: only record headers are read, for timing.
+    locked: bool,
+    /// Each side's first protected record (client, server).
+    first_protected: [Option<u64>; 2],
 }
 
 fn side(d: Direction) -> usize {
@@ -109,6 +98,8 @@ impl TlsAnalyzer {
             inner: None,
             note: None,
             stopped: false,
+            locked: false,
+            first_protected: [None; 2],
         };
         if start == Start::MidStream {
             a.stop("TLS: the capture began after the handshake, so no key can be looked up");
@@ -198,6 +189,10 @@ impl TlsAnalyzer {
             // TLS 1.3's middlebox-compatibility CCS, or a plaintext alert.
             return;
         }
+        self.protected_record(i);
+        if self.locked {
+            return;
+        }
         let Some((inner_ty, plain)) = self.open(i, ty, ver, payload) else {
             return;
         };
@@ -205,6 +200,22 @@ impl TlsAnalyzer {
             APPLICATION_DATA => self.application_data(d, &plain),
             HANDSHAKE if tls13 => self.handshake_bytes(d, &plain),
             _ => {}
+        }
+    }
+
+    /// Times the handshake by each side's first protected record (see
+    /// `TlsFacts::handshake_us`); a stream without keys is given up once
+    /// that is known.
+    fn protected_record(&mut self, i: usize) {
+        let at = self.sides[i].at_us;
+        self.first_protected[i].get_or_insert(at);
+        if self.facts.handshake_us.is_none() {
+            if let ([Some(c), Some(s)], Some(hello)) = (self.first_protected, self.hello_at_us) {
+                self.facts.handshake_us = Some(c.max(s).saturating_sub(hello));
+            }
+        }
+        if self.locked && self.facts.handshake_us.is_some() {
+            self.stop("");
         }
     }
 
@@ -218,8 +229,13 @@ impl TlsAnalyzer {
         mut payload: Vec<u8>,
     ) -> Option<(u8, Vec<u8>)> {
         if self.sides[i].epochs.is_empty() {
+            // No keys: record headers are still read until the handshake is timed.
             let why = self.why_no_keys();
-            self.stop(&why);
+            self.note.get_or_insert(why);
+            self.locked = true;
+            if self.facts.handshake_us.is_some() {
+                self.stop("");
+            }
             return None;
         }
         let tries = self.sides[i].epochs.len().min(2);
@@ -366,10 +382,6 @@ impl TlsAnalyzer {
 
     fn application_data(&mut self, d: Direction, plain: &[u8]) {
         let i = side(d);
-        if d == Direction::ToServer && self.facts.handshake_us.is_none() {
-            let start = self.hello_at_us.unwrap_or(self.sides[i].at_us);
-            self.facts.handshake_us = Some(self.sides[i].at_us.saturating_sub(start));
-        }
         let (at_us, packet) = (self.sides[i].at_us, self.sides[i].packet);
         let (c, port) = (self.connection, self.server_port);
         let inner = self
@@ -467,6 +479,10 @@ mod tests {
             let mut locked = TlsAnalyzer::new(0, 443, Start::Beginning, None);
             feed_chunks(&mut locked, chunks);
             assert!(locked.error().unwrap().contains("no key log"), "{name}");
+            // The handshake is timed and described the same without the keys.
+            assert!(f.handshake_us.is_some(), "{name}");
+            assert_eq!(locked.facts().handshake_us, f.handshake_us, "{name}");
+            assert_eq!(locked.facts().cipher, f.cipher, "{name}");
             // A flipped bit in a protected record fails authentication: named, no exchange.
             let mut wrong = text.to_vec();
             let last = wrong.len() - 2;

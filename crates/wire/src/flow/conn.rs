@@ -392,7 +392,10 @@ impl Flow {
 
     fn note_protocol(&mut self) {
         self.conn.protocol = self.proto.protocol();
-        self.conn.tls |= self.proto.tls_facts().is_some();
+        if let Some(f) = self.proto.tls_facts() {
+            self.conn.tls = true;
+            self.conn.tls_facts = Some(f.clone());
+        }
     }
 }
 
