@@ -28,7 +28,8 @@ pub fn summary(t: &Timeline) -> String {
 }
 
 /// "; TLS 1.3 TLS_AES_128_GCM_SHA256 ALPN h2, handshakes 1 full + 3 resumed,
-/// median 2.31 ms" for one server's TLS connections; empty without TLS.
+/// median 2.31 ms" for one server's TLS connections (the first one's version,
+/// suite and ALPN); empty without TLS.
 fn tls_note(conns: &[&Connection]) -> String {
     let facts: Vec<&TlsFacts> = conns.iter().filter_map(|c| c.tls_facts.as_ref()).collect();
     let Some(first) = facts.first() else {
@@ -40,6 +41,13 @@ fn tls_note(conns: &[&Connection]) -> String {
     }
     if let Some(alpn) = &first.alpn {
         let _ = write!(out, " ALPN {alpn}");
+    }
+    let mut suites: Vec<(&Option<String>, &Option<String>)> =
+        facts.iter().map(|f| (&f.version, &f.cipher)).collect();
+    suites.sort_unstable();
+    suites.dedup();
+    if suites.len() > 1 {
+        let _ = write!(out, " (and {} other suite(s))", suites.len() - 1);
     }
     let resumed = facts.iter().filter(|f| f.resumed).count();
     let _ = write!(

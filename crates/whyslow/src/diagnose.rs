@@ -167,7 +167,11 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         tokio::time::sleep(CAPTURE_DRAIN).await;
         let front = target.as_ref().map_or(0, |t| t.port);
         let backing = watcher.map(Watcher::finish).unwrap_or_default();
-        let limits = with_keys(opts, own_keys.as_deref(), &mut report);
+        let mut limits = with_keys(opts, own_keys.as_deref(), &mut report);
+        limits.listening = std::iter::once(front)
+            .chain(backing.iter().copied())
+            .chain(opts.extra_ports.iter().copied())
+            .collect();
         capture = finish_capture(s, opts, &limits, front, backing, &mut report);
     }
     if let Some(l) = &load {
@@ -219,31 +223,43 @@ fn with_keys(opts: &DiagnoseOptions, own: Option<&KeyLogWriter>, report: &mut Re
     }
 }
 
-/// The kept TLS connections the analysis could not open, by server, as
-/// one line for the report.
-fn left_encrypted(timeline: &Timeline) -> Option<Skipped> {
-    let mut servers: Vec<String> = Vec::new();
-    let mut count = 0;
+/// The kept TLS connections the analysis could not open, by reason, each
+/// as one line for the report: no key for the session, or opened before the
+/// capture began (no ClientHello to look a key up by).
+fn left_encrypted(timeline: &Timeline) -> Vec<Skipped> {
+    let mut by_why: Vec<(bool, usize, Vec<String>)> =
+        vec![(false, 0, Vec::new()), (true, 0, Vec::new())];
     for c in timeline
         .connections
         .iter()
         .filter(|c| c.protocol == Protocol::Tls)
     {
-        count += 1;
+        let before = c.syn_at_us.is_none();
+        let (_, count, servers) = &mut by_why[usize::from(before)];
+        *count += 1;
         let server = c.server.to_string();
         if !servers.contains(&server) {
             servers.push(server);
         }
     }
-    (count > 0).then(|| Skipped {
-        what: format!(
-            "exchanges inside {count} TLS connection(s) to {}",
-            servers.join(", ")
-        ),
-        why: "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
-              with --keylog; TCP-level findings only there"
+    by_why
+        .into_iter()
+        .filter(|(_, count, _)| *count > 0)
+        .map(|(before, count, servers)| Skipped {
+            what: format!(
+                "exchanges inside {count} TLS connection(s) to {}",
+                servers.join(", ")
+            ),
+            why: if before {
+                "opened before the capture began: no handshake to look a key up by; \
+                 have the service reconnect (restart it or its pool) while diagnosing"
+            } else {
+                "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
+                 with --keylog; TCP-level findings only there"
+            }
             .into(),
-    })
+        })
+        .collect()
 }
 
 /// Starts the capture, or says in the report why there is none.

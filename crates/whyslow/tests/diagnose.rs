@@ -358,23 +358,42 @@ fn calls_per_request(report: &serde_json::Value, port: u16) -> Vec<f64> {
     out
 }
 
-/// The report's lines about TLS connections it could not open.
-fn left_encrypted(report: &serde_json::Value) -> Vec<String> {
+/// The report's lines about TLS connections it could not open: (what, why).
+fn left_encrypted(report: &serde_json::Value) -> Vec<(String, String)> {
     report["skipped"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| s["what"].as_str().unwrap().to_string())
-        .filter(|w| w.contains("TLS connection"))
+        .map(|s| {
+            (
+                s["what"].as_str().unwrap().to_string(),
+                s["why"].as_str().unwrap().to_string(),
+            )
+        })
+        .filter(|(w, _)| w.contains("TLS connection"))
         .collect()
+}
+
+/// Without the service's key log: the backing connections are named with
+/// `why`, our own probes are still seen inside (page requests, no calls),
+/// and nothing is made up about the calls.
+fn check_without_service_keys(report: &serde_json::Value, api: u16, why: &str) {
+    let unopened = left_encrypted(report);
+    assert_eq!(unopened.len(), 1, "{}", report["skipped"]);
+    assert!(unopened[0].0.ends_with(&format!(":{api}")), "{unopened:?}");
+    assert!(unopened[0].1.contains(why), "{unopened:?}");
+    let breakdown = report["time_breakdown"].as_array().unwrap();
+    assert!(breakdown.iter().any(|k| k["requests"].as_u64() >= Some(5)));
+    assert!(calls_per_request(report, api).is_empty());
+    assert!(!finding_kinds(report).contains(&"pool_queueing".into()));
 }
 
 /// fanout-pool with every hop over TLS, as in the case: diagnose sees inside
 /// its own probes by itself, and inside the backing calls with the lab's key
 /// log; it names the same pool_queueing, counts and cost as in cleartext.
 /// The fixed variant (HTTP/2 over TLS) has none. Without the service's key
-/// log, the backing connections are named as left encrypted and nothing is
-/// made up about them.
+/// log, or on connections opened before the capture, the backing
+/// connections are named with the reason and nothing is made up about them.
 #[test]
 fn fanout_pool_over_tls_is_seen_through_key_logs() {
     let _one_at_a_time = serial();
@@ -383,6 +402,7 @@ fn fanout_pool_over_tls_is_seen_through_key_logs() {
     }
     let s = whyslow_lab::find("fanout-pool").unwrap();
     let calls = s.truth.fact("calls").unwrap() as f64;
+    let insecure = ["-k".to_string()];
     for fixed in [false, true] {
         let running = rt().block_on(s.start_tls(fixed)).unwrap();
         assert!(running.url.starts_with("https://"), "{}", running.url);
@@ -406,16 +426,14 @@ fn fanout_pool_over_tls_is_seen_through_key_logs() {
         } else {
             broken_top(s, &report);
         }
+        // The pool's connections are open already: no handshake to be seen.
+        let report = diagnose_running(s, &running, &with_keys);
+        check_without_service_keys(&report, api, "before the capture began");
+        drop(running);
 
-        let report = diagnose_running(s, &running, &["-k".to_string()]);
-        let unopened = left_encrypted(&report);
-        assert_eq!(unopened.len(), 1, "{}", report["skipped"]);
-        assert!(unopened[0].ends_with(&format!(":{api}")), "{unopened:?}");
-        // Our own probes are still seen inside: the page requests, without calls.
-        let breakdown = report["time_breakdown"].as_array().unwrap();
-        assert!(breakdown.iter().any(|k| k["requests"].as_u64() >= Some(5)));
-        assert!(calls_per_request(&report, api).is_empty());
-        assert!(!finding_kinds(&report).contains(&"pool_queueing".into()));
+        let running = rt().block_on(s.start_tls(fixed)).unwrap();
+        let report = diagnose_running(s, &running, &insecure);
+        check_without_service_keys(&report, running.ports[1], "no key for their sessions");
     }
 }
 

@@ -17,7 +17,7 @@ fn small_limits() -> Limits {
         max_held_bytes_total: 1024,
         max_exchanges: 16,
         max_connections: 4,
-        keylog: None,
+        ..Limits::default()
     }
 }
 

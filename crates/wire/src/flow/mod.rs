@@ -58,6 +58,10 @@ pub struct Limits {
     /// Not a bound: TLS session secrets (`analyze --keylog`) to see inside
     /// TLS streams with. Held per session, a few hundred bytes each.
     pub keylog: Option<std::sync::Arc<whyslow_proto::tls::KeyLog>>,
+    /// Not a bound: ports known to listen (diagnose finds the target's and
+    /// its backing services' on this host), so that a connection first seen
+    /// mid-stream between two ephemeral ports is given the right server.
+    pub listening: Vec<u16>,
 }
 
 impl Default for Limits {
@@ -71,6 +75,7 @@ impl Default for Limits {
             max_exchanges: DEFAULT_MAX_EXCHANGES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             keylog: None,
+            listening: Vec::new(),
         }
     }
 }
@@ -203,6 +208,7 @@ impl FlowTable {
             max_events: limits.max_events_total,
         };
         FlowTable {
+            listeners: limits.listening.iter().copied().collect(),
             limits,
             flows: HashMap::with_hasher(FlowHashState::new()),
             closed: VecDeque::new(),
@@ -215,7 +221,6 @@ impl FlowTable {
             counters: Counters::default(),
             errors: Vec::new(),
             errors_dropped: 0,
-            listeners: HashSet::new(),
         }
     }
 
