@@ -19,6 +19,7 @@ use whyslow_model::{
     DiagnoseDocument, ExchangeRole, Finding, FindingKind, Protocol, Report, ReportSection, Skipped,
     Timeline, AS_GIVEN, FRESH, SPLIT_NO_NODELAY,
 };
+use whyslow_proto::tls::KeyLog;
 use whyslow_wire::Limits;
 
 /// Fresh-connection probes: enough to see handshakes and TLS resumption.
@@ -41,6 +42,7 @@ pub struct DiagnoseOptions {
     pub capture: bool,
     /// Keep the capture here (pcapng); otherwise a temporary file is removed.
     pub keep_capture: Option<PathBuf>,
+    /// Bounds only: the keys and listening ports are this run's own (see `analysis_limits`).
     pub limits: Limits,
     /// The service's key log (`--keylog`), read once the run is over.
     pub service_keylog: Option<PathBuf>,
@@ -167,11 +169,7 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         tokio::time::sleep(CAPTURE_DRAIN).await;
         let front = target.as_ref().map_or(0, |t| t.port);
         let backing = watcher.map(Watcher::finish).unwrap_or_default();
-        let mut limits = with_keys(opts, own_keys.as_deref(), &mut report);
-        limits.listening = std::iter::once(front)
-            .chain(backing.iter().copied())
-            .chain(opts.extra_ports.iter().copied())
-            .collect();
+        let limits = analysis_limits(opts, own_keys.as_deref(), front, &backing, &mut report);
         capture = finish_capture(s, opts, &limits, front, backing, &mut report);
     }
     if let Some(l) = &load {
@@ -204,10 +202,17 @@ fn own_keys(target: Option<&Target>, report: &mut Report) -> Option<Arc<KeyLogWr
     Some(Arc::new(writer.unwrap_or_default().keeping()))
 }
 
-/// The limits with the secrets of the service's key log and of our own
-/// connections; a key log that cannot be read is said in the report.
-fn with_keys(opts: &DiagnoseOptions, own: Option<&KeyLogWriter>, report: &mut Report) -> Limits {
-    let mut log = opts.limits.keylog.as_deref().cloned().unwrap_or_default();
+/// The bounds for the capture's analysis, with what this run knows: the
+/// secrets of the service's key log and of our own connections, and the
+/// ports that listen. A key log that cannot be read is said in the report.
+fn analysis_limits(
+    opts: &DiagnoseOptions,
+    own: Option<&KeyLogWriter>,
+    front: u16,
+    backing: &[u16],
+    report: &mut Report,
+) -> Limits {
+    let mut log = KeyLog::default();
     if let Some(path) = &opts.service_keylog {
         match crate::cmd_analyze::read_keylog(path) {
             Ok(service) => log.extend(service),
@@ -217,8 +222,13 @@ fn with_keys(opts: &DiagnoseOptions, own: Option<&KeyLogWriter>, report: &mut Re
     if let Some(own) = own {
         log.add_text(&own.kept());
     }
+    let listening = std::iter::once(front)
+        .chain(backing.iter().copied())
+        .chain(opts.extra_ports.iter().copied())
+        .collect();
     Limits {
         keylog: (!log.is_empty()).then(|| Arc::new(log)),
+        listening,
         ..opts.limits.clone()
     }
 }
@@ -227,37 +237,36 @@ fn with_keys(opts: &DiagnoseOptions, own: Option<&KeyLogWriter>, report: &mut Re
 /// as one line for the report: no key for the session, or opened before the
 /// capture began (no ClientHello to look a key up by).
 fn left_encrypted(timeline: &Timeline) -> Vec<Skipped> {
-    let mut by_why: Vec<(bool, usize, Vec<String>)> =
-        vec![(false, 0, Vec::new()), (true, 0, Vec::new())];
+    const WHY: [&str; 2] = [
+        "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
+         with --keylog; TCP-level findings only there",
+        "opened before the capture began: no handshake to look a key up by; \
+         have the service reconnect (restart it or its pool) while diagnosing",
+    ];
+    // Connection count and servers, per reason (index into WHY).
+    let mut groups: [(usize, Vec<String>); 2] = Default::default();
     for c in timeline
         .connections
         .iter()
         .filter(|c| c.protocol == Protocol::Tls)
     {
-        let before = c.syn_at_us.is_none();
-        let (_, count, servers) = &mut by_why[usize::from(before)];
+        let (count, servers) = &mut groups[usize::from(c.syn_at_us.is_none())];
         *count += 1;
         let server = c.server.to_string();
         if !servers.contains(&server) {
             servers.push(server);
         }
     }
-    by_why
+    groups
         .into_iter()
-        .filter(|(_, count, _)| *count > 0)
-        .map(|(before, count, servers)| Skipped {
+        .zip(WHY)
+        .filter(|((count, _), _)| *count > 0)
+        .map(|((count, servers), why)| Skipped {
             what: format!(
                 "exchanges inside {count} TLS connection(s) to {}",
                 servers.join(", ")
             ),
-            why: if before {
-                "opened before the capture began: no handshake to look a key up by; \
-                 have the service reconnect (restart it or its pool) while diagnosing"
-            } else {
-                "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
-                 with --keylog; TCP-level findings only there"
-            }
-            .into(),
+            why: why.into(),
         })
         .collect()
 }

@@ -120,10 +120,15 @@ impl TlsAnalyzer {
     }
 
     fn stop(&mut self, why: &str) {
-        self.stopped = true;
         if self.note.is_none() {
             self.note = Some(why.to_string());
         }
+        self.end();
+    }
+
+    /// Nothing more is read on this connection; buffers are let go.
+    fn end(&mut self) {
+        self.stopped = true;
         for s in &mut self.sides {
             s.buf = Vec::new();
             s.hs = Vec::new();
@@ -215,7 +220,7 @@ impl TlsAnalyzer {
             }
         }
         if self.locked && self.facts.handshake_us.is_some() {
-            self.stop("");
+            self.end();
         }
     }
 
@@ -234,7 +239,7 @@ impl TlsAnalyzer {
             self.note.get_or_insert(why);
             self.locked = true;
             if self.facts.handshake_us.is_some() {
-                self.stop("");
+                self.end();
             }
             return None;
         }
