@@ -192,10 +192,21 @@ fn hit(w: &Wait, connection: u32, lost: u64) -> Hit<Facts> {
 }
 
 /// "GET hot:config waited 14.2 ms behind a 16.0 MiB SET stash:? on the same
-/// redis connection", told of the request whose loss is the median.
+/// redis connection", told of the cause that cost most in all (a write
+/// queued behind a small read that was itself waiting is not the story),
+/// by its request whose loss is nearest the median.
 fn summary(hits: &[Hit<Facts>], per: u64) -> String {
+    let mut cost: HashMap<&str, u64> = HashMap::new();
+    for h in hits {
+        *cost.entry(h.facts.culprit.as_str()).or_default() += h.lost_us;
+    }
+    let main = cost
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .map(|(c, _)| c);
     let typical = hits
         .iter()
+        .filter(|h| Some(h.facts.culprit.as_str()) == main)
         .min_by_key(|h| h.lost_us.abs_diff(per))
         .map(|h| &h.facts);
     let max = hits.iter().map(|h| h.lost_us).max().unwrap_or(0);
@@ -217,6 +228,35 @@ fn summary(hits: &[Hit<Facts>], per: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn told(waiting: &str, culprit: &str, lost_us: u64) -> Hit<Facts> {
+        Hit {
+            lost_us,
+            evidence: Evidence::Measurement {
+                note: String::new(),
+            },
+            facts: Facts {
+                waiting: waiting.into(),
+                culprit: culprit.into(),
+                culprit_bytes: 1,
+                protocol: "redis",
+            },
+        }
+    }
+
+    #[test]
+    fn the_summary_tells_of_the_cause_that_cost_most() {
+        // The write behind a small read has the median loss, but the reads
+        // behind the large write cost most in all.
+        let hits = [
+            told("GET hot:config", "SET stash:?", 12_000),
+            told("GET hot:config", "SET stash:?", 16_000),
+            told("SET stash:?", "GET hot:config", 14_000),
+        ];
+        let s = summary(&hits, 14_000);
+        assert!(s.starts_with("GET hot:config waited"), "{s}");
+        assert!(s.contains("SET stash:?"), "{s}");
+    }
     use crate::calls::tests::conn;
     use crate::testkit::exchange;
     use whyslow_model::{ExchangeRole, Protocol};
