@@ -43,10 +43,21 @@ pub struct Analysis {
 /// Attributes calls to requests (setting roles and parents), runs every
 /// detector, marks background findings and breaks requests' time down. `service`: the service's ports, or None to find it from the wire.
 pub fn analyze(timeline: &mut Timeline, service: Option<&[u16]>) -> Analysis {
-    let service = match service {
+    let service = decide_service(timeline, service);
+    analyze_as(timeline, service)
+}
+
+/// The service under investigation: given, or found from the wire.
+pub fn decide_service(timeline: &Timeline, given: Option<&[u16]>) -> Service {
+    match given {
         Some(ports) => Service::Given(ports.to_vec()),
         None => attribution::find_service(timeline).map_or(Service::None, Service::Found),
-    };
+    }
+}
+
+/// As `analyze`, with the service already decided (a window of a capture
+/// analyzed as the first window decided).
+pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
     let front = service.ports();
     let backing = if front.is_empty() {
         Vec::new()

@@ -7,6 +7,7 @@
 //! end in `_us`.
 
 mod breakdown;
+mod capture_summary;
 mod comparison;
 mod document;
 mod finding;
@@ -19,6 +20,7 @@ pub mod stats;
 mod timeline;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
+pub use capture_summary::{CaptureSummary, ExchangeGroup, ServerCount};
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{
     CaptureInfo, DemoDocument, DemoRow, DiagnoseDocument, LoadDocument, AS_GIVEN, FRESH,

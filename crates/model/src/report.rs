@@ -1,4 +1,4 @@
-use crate::{Finding, RequestPhases, SqlSummary, TimeBreakdown, Timeline};
+use crate::{CaptureSummary, Finding, RequestPhases, SqlSummary, TimeBreakdown, Timeline};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to the JSON report (see docs/report-schema.md).
@@ -41,6 +41,9 @@ pub struct Report {
     pub target: Option<String>,
     pub sections: Vec<ReportSection>,
     pub timeline: Option<Timeline>,
+    /// Counts and latency distributions over a whole capture (`analyze`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureSummary>,
     pub findings: Vec<Finding>,
     /// Where each kind of inbound request spent its time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -69,6 +72,7 @@ impl Report {
             target,
             sections: Vec::new(),
             timeline: None,
+            capture: None,
             findings: Vec::new(),
             time_breakdown: Vec::new(),
             sql_summary: Vec::new(),

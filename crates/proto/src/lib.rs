@@ -49,6 +49,19 @@ pub trait StreamAnalyzer {
     fn tls_follows(&self) -> bool {
         false
     }
+    /// First-byte time of the oldest request not yet taken as an exchange
+    /// (unanswered, or partly read), None when none is open. A windowed
+    /// analysis cuts before it, so that a request and the calls made for it
+    /// land in the same window.
+    fn open_since(&self) -> Option<u64>;
+}
+
+/// The earlier of two optional times.
+pub fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Where in a connection an analyzer starts reading.

@@ -393,6 +393,20 @@ impl StreamAnalyzer for Sniffer {
         out
     }
 
+    fn open_since(&self) -> Option<u64> {
+        match &self.state {
+            State::Undecided { held, .. } => held
+                .iter()
+                .filter(|h| h.direction == Direction::ToServer)
+                .map(|h| h.at_us)
+                .min(),
+            State::Http1(a) => a.open_since(),
+            State::Tls(a) => a.open_since(),
+            State::Other(a) => a.open_since(),
+            State::Opaque => None,
+        }
+    }
+
     fn error(&self) -> Option<&str> {
         match &self.state {
             State::Http1(a) => a.error(),

@@ -26,6 +26,11 @@ impl Span {
         self.bytes == 0
     }
 
+    /// When its first byte was seen, if any was.
+    pub fn started_at(&self) -> Option<u64> {
+        (!self.is_empty()).then_some(self.first_at)
+    }
+
     /// (first, last) packet numbers.
     pub fn packets(&self) -> (u64, u64) {
         (self.first_pkt, self.last_pkt)

@@ -3,7 +3,9 @@
 use crate::{fmt_ms, Summary};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-use whyslow_model::{Connection, ExchangeRole, Protocol, Timeline, TlsFacts};
+use whyslow_model::{
+    CaptureSummary, Connection, ExchangeGroup, ExchangeRole, Protocol, Timeline, TlsFacts,
+};
 
 /// Request groups shown in text; JSON has every exchange.
 const GROUPS_SHOWN: usize = 15;
@@ -25,6 +27,81 @@ pub fn summary(t: &Timeline) -> String {
     }
     out.push_str(&request_groups(t));
     out
+}
+
+/// A whole capture's counts and request groups (`analyze`): every exchange
+/// counted, percentiles from each group's histogram. `evidence`: the
+/// connections kept, for each server's TLS note.
+pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
+    let mut out = format!(
+        "  {} TCP connections ({} TLS), {} exchanges; {} retransmissions, {} zero windows\n",
+        s.connections, s.tls_connections, s.exchanges, s.retransmissions, s.zero_windows
+    );
+    for server in s.servers.iter().take(GROUPS_SHOWN) {
+        let conns: Vec<&Connection> = evidence
+            .connections
+            .iter()
+            .filter(|c| c.server.to_string() == server.server && c.protocol == server.protocol)
+            .collect();
+        let _ = writeln!(
+            out,
+            "    server {} ({}): {} connection(s){}",
+            server.server,
+            server.protocol.name(),
+            server.connections,
+            tls_note(&conns)
+        );
+    }
+    if s.groups.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<44} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9}",
+        "request", "count", "per req", "median", "p90", "p99", "max"
+    );
+    let inbound = s.groups.iter().filter(|g| g.made_for.is_none());
+    for kind in inbound.take(GROUPS_SHOWN) {
+        group_line(&mut out, kind, "");
+        let calls = s
+            .groups
+            .iter()
+            .filter(|g| g.made_for.as_deref() == Some(kind.label.as_str()));
+        for call in calls.take(GROUPS_SHOWN) {
+            group_line(&mut out, call, "  ");
+        }
+    }
+    let orphans = s
+        .groups
+        .iter()
+        .filter(|g| g.made_for.as_deref() == Some(""));
+    for call in orphans.take(GROUPS_SHOWN) {
+        group_line(&mut out, call, "  ");
+    }
+    out
+}
+
+fn group_line(out: &mut String, g: &ExchangeGroup, indent: &str) {
+    let per = g
+        .requests_of_kind
+        .filter(|&n| n > 0)
+        .map_or(String::new(), |n| {
+            format!("{:.1}", g.count as f64 / n as f64)
+        });
+    let label = match g.made_for.as_deref() {
+        Some("") => format!("{indent}{} (no request)", g.label),
+        _ => format!("{indent}{}", g.label),
+    };
+    let _ = writeln!(
+        out,
+        "  {:<44} {:>8} {per:>7} {:>9} {:>9} {:>9} {:>9}",
+        truncate(&label, 44),
+        g.count,
+        fmt_ms(g.p50_us),
+        fmt_ms(g.p90_us),
+        fmt_ms(g.p99_us),
+        fmt_ms(g.max_us)
+    );
 }
 
 /// "; TLS 1.3 TLS_AES_128_GCM_SHA256 ALPN h2, handshakes 1 full + 3 resumed,

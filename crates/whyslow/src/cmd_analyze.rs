@@ -2,11 +2,12 @@
 
 use clap::Args;
 use std::path::PathBuf;
-use whyslow_detect::pipeline::{self, Analysis, Service};
-use whyslow_model::Report;
+use whyslow_detect::pipeline::{Analysis, Service};
+use whyslow_detect::whole::{Keep, Whole, WholeAnalysis};
+use whyslow_model::{CaptureSummary, Report, Timeline};
 use whyslow_proto::tls::KeyLog;
 use whyslow_report::{breakdown, findings, sql_summary, timeline, to_json};
-use whyslow_wire::{timeline_from_file, AnalyzeOutcome, Limits};
+use whyslow_wire::{windows_from_file, Limits, Window, WindowSink};
 
 /// Exit code when the capture was cut or corrupt: the partial result is printed.
 pub const EXIT_PARTIAL: u8 = 3;
@@ -24,12 +25,18 @@ pub struct LimitArgs {
     /// Connections tracked at once (memory bound)
     #[arg(long, default_value_t = Limits::default().max_flows)]
     pub max_flows: usize,
-    /// Exchanges kept in the timeline; later ones are only counted (memory bound)
+    /// Exchanges kept as evidence (--timeline, --html); analyze counts and
+    /// analyzes them all (memory bound)
     #[arg(long, default_value_t = Limits::default().max_exchanges)]
     pub max_exchanges: usize,
-    /// Connections kept in the timeline, first opened first; later ones are only counted (memory bound)
+    /// Connections kept as evidence, first opened first; analyze counts and
+    /// analyzes them all (memory bound)
     #[arg(long, default_value_t = Limits::default().max_connections)]
     pub max_connections: usize,
+    /// analyze: finished exchanges per analysis window (memory bound; a
+    /// request and the calls made for it always share a window)
+    #[arg(long, default_value_t = Limits::default().window_exchanges)]
+    pub window: usize,
     /// TLS key log (SSLKEYLOGFILE, NSS format) to see inside TLS connections
     /// with: TLS 1.2 and 1.3, AES-GCM and ChaCha20-Poly1305
     #[arg(long, value_name = "FILE")]
@@ -58,6 +65,7 @@ impl LimitArgs {
             max_flows: self.max_flows,
             max_exchanges: self.max_exchanges,
             max_connections: self.max_connections,
+            window_exchanges: self.window.max(1),
             ..Limits::default()
         }
     }
@@ -118,41 +126,70 @@ pub fn write_html(path: Option<&std::path::Path>, render: impl FnOnce() -> Strin
     }
 }
 
+/// Hands the capture's windows to the whole-capture analysis.
+struct Sink<'a>(&'a mut WholeAnalysis);
+
+impl WindowSink for Sink<'_> {
+    fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
+        self.0.front(first, last_chance)
+    }
+    fn window(&mut self, w: Window) {
+        self.0.window(w.timeline, &w.headers);
+    }
+}
+
 pub fn run(args: AnalyzeArgs) -> u8 {
     let limits = match args.limits.limits() {
         Ok(l) => l,
         Err(e) => return crate::cmd_probe::usage(&e),
     };
-    let outcome = match timeline_from_file(&args.file, &limits) {
+    let given = (!args.service.is_empty()).then_some(args.service.as_slice());
+    let keep = Keep {
+        exchanges: limits.max_exchanges,
+        connections: limits.max_connections,
+    };
+    let mut whole = WholeAnalysis::new(given, keep);
+    let outcome = match windows_from_file(&args.file, &limits, &mut Sink(&mut whole)) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("whyslow: {}: {e}", args.file.display());
             return EXIT_UNREADABLE;
         }
     };
-    let mut outcome = outcome;
-    let given = (!args.service.is_empty()).then_some(args.service.as_slice());
-    let analysis = pipeline::analyze(&mut outcome.timeline, given);
+    let Whole {
+        analysis,
+        mut summary,
+        evidence,
+    } = whole.finish();
+    summary.packets = outcome.packets;
+    summary.exchanges = outcome.exchanges_seen;
+    summary.windows = outcome.windows;
+    summary.windows_forced = outcome.windows_forced;
     let mut report = Report::new("analyze", Some(args.file.display().to_string()));
     report.findings = analysis.findings.clone();
     report.time_breakdown = analysis.time_breakdown.clone();
     report.sql_summary = analysis.sql_summary.clone();
-    let dropped = dropped_notes(&outcome);
-    report.errors.extend(dropped.iter().cloned());
+    let kept = kept_notes(&summary, &evidence);
+    if args.output.timeline && summary.kept_exchanges < summary.exchanges {
+        report.errors.push(format!(
+            "--timeline holds the first {} of {} exchanges (--max-exchanges); \
+             counts, percentiles and findings cover them all",
+            summary.kept_exchanges, summary.exchanges
+        ));
+    }
     report.errors.extend(outcome.error.iter().cloned());
     report
         .errors
         .extend(outcome.protocol_errors.iter().cloned());
-    if args.output.html.is_some() {
-        report.timeline = Some(std::mem::take(&mut outcome.timeline));
-        write_html(args.output.html.as_deref(), || {
-            whyslow_report::html::report(&report, None)
-        });
-        outcome.timeline = report.timeline.take().unwrap_or_default();
-    }
+    report.capture = Some(summary);
+    report.timeline = Some(evidence);
+    write_html(args.output.html.as_deref(), || {
+        whyslow_report::html::report(&report, None)
+    });
+    let evidence = report.timeline.take().unwrap_or_default();
     if args.output.json {
         if args.output.timeline {
-            report.timeline = Some(outcome.timeline);
+            report.timeline = Some(evidence);
         }
         println!("{}", to_json(&report));
     } else {
@@ -163,11 +200,13 @@ pub fn run(args: AnalyzeArgs) -> u8 {
             outcome.non_tcp,
             outcome.truncated_packets
         );
-        for note in &dropped {
+        for note in &kept {
             println!("{note}");
         }
         println!("{}", service_line(&analysis));
-        print!("{}", timeline::summary(&outcome.timeline));
+        if let Some(s) = &report.capture {
+            print!("{}", timeline::capture_summary(s, &evidence));
+        }
         print!("{}", breakdown::text(&report.time_breakdown));
         print!("{}", sql_summary::text(&report.sql_summary));
         println!("\nfindings, most time lost first:");
@@ -206,25 +245,27 @@ fn service_line(a: &Analysis) -> String {
     }
 }
 
-/// One line per limit that left part of the capture out of the timeline.
-fn dropped_notes(o: &AnalyzeOutcome) -> Vec<String> {
-    let mut notes = Vec::new();
-    if o.connections_dropped > 0 {
+/// What was analyzed, and what was kept as evidence when not everything was.
+fn kept_notes(s: &CaptureSummary, evidence: &Timeline) -> Vec<String> {
+    let mut notes = vec![format!(
+        "analyzed every exchange ({}) and connection ({}), in {} window(s)",
+        s.exchanges, s.connections, s.windows
+    )];
+    if s.windows_forced > 0 {
         notes.push(format!(
-            "kept the first {} connections of {} (--max-connections); findings cover those",
-            o.connections_seen - o.connections_dropped,
-            o.connections_seen
+            "{} window(s) were cut while a request of the service stayed open for long: \
+             calls near those cuts may be counted as made for no request",
+            s.windows_forced
         ));
     }
-    if o.exchanges_dropped > 0 {
+    if s.kept_exchanges < s.exchanges || s.kept_connections < s.connections {
         notes.push(format!(
-            "kept the first {} exchanges of {} (--max-exchanges); findings cover those",
-            o.exchanges_seen - o.exchanges_dropped,
-            o.exchanges_seen
+            "kept the first {} exchanges and {} connections as evidence for --timeline/--html \
+             (--max-exchanges, --max-connections)",
+            s.kept_exchanges, s.kept_connections
         ));
     }
-    let cut = o
-        .timeline
+    let cut = evidence
         .connections
         .iter()
         .filter(|c| c.events_truncated)

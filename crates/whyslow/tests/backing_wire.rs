@@ -344,6 +344,23 @@ fn an_apps_backing_calls_belong_to_the_requests_they_served() {
             );
         }
     }
+    // Cut into windows of 1 and 3 finished exchanges, the capture gives the
+    // same answer: no request is split from its calls.
+    let parents = |r: &Value| -> Vec<(u64, Option<u64>)> {
+        r["timeline"]["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["id"].as_u64().unwrap(), e["parent"].as_u64()))
+            .collect()
+    };
+    for window in ["1", "3"] {
+        let (small, _) = analyze(&file, &["--window", window]);
+        assert_eq!(parents(&small), parents(&report), "--window {window}");
+        assert_eq!(small["capture"]["groups"], report["capture"]["groups"]);
+        assert!(small["capture"]["windows"].as_u64().unwrap() > 1);
+        assert_eq!(small["capture"]["windows_forced"], 0);
+    }
     // The text report lists the calls under the request kind they served.
     let out = whyslow(&["analyze", file.to_str().unwrap()]);
     let text = stdout(&out);

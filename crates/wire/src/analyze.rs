@@ -2,9 +2,9 @@
 //! connections and the limits, not on the file size.
 
 use crate::decode::{decode_tcp, Skip, TcpPacket};
-use crate::flow::{FlowTable, Limits};
+use crate::flow::{FlowTable, Limits, Window};
 use crate::packet::Packet;
-use crate::read::{read_packets_buffered, INITIAL_BUFFER};
+use crate::read::{read_packets_buffered, ReadOutcome, INITIAL_BUFFER};
 use crate::WireError;
 use std::fs::File;
 use std::io::Read;
@@ -30,6 +30,82 @@ pub struct AnalyzeOutcome {
     pub connections_dropped: u64,
     pub exchanges_seen: u64,
     pub exchanges_dropped: u64,
+    /// Windowed analysis: windows handed out, and those whose cut was forced.
+    pub windows: u64,
+    pub windows_forced: u64,
+}
+
+/// Receives the windows of a capture, in capture order.
+pub trait WindowSink {
+    /// Ports of the service under investigation, decided from what finished
+    /// before the first cut (empty: no service; every exchange stands alone),
+    /// or None to wait for more. `last_chance`: the end of the capture, or
+    /// `SERVICE_SAMPLE` exchanges waiting; the answer must then be Some.
+    fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>>;
+    fn window(&mut self, window: Window);
+}
+
+/// Reads a capture and hands its connections and exchanges to `sink` in
+/// windows of `limits.window_exchanges`: every exchange is analyzed, and
+/// memory depends on the window and the open flows, not on the file.
+/// `outcome.timeline` is empty: the timeline went to the sink.
+pub fn windows_from_file(
+    path: &Path,
+    limits: &Limits,
+    sink: &mut dyn WindowSink,
+) -> Result<AnalyzeOutcome, WireError> {
+    windows_from(File::open(path)?, FILE_BUFFER, limits, sink)
+}
+
+/// As `windows_from_file`, from any reader.
+pub fn windows_from_reader<R: Read + Send>(
+    reader: R,
+    limits: &Limits,
+    sink: &mut dyn WindowSink,
+) -> Result<AnalyzeOutcome, WireError> {
+    windows_from(reader, INITIAL_BUFFER, limits, sink)
+}
+
+/// Exchanges looked at, at most, before the service under investigation
+/// must be decided: enough for thousands of requests and their calls.
+const SERVICE_SAMPLE: usize = 10_000;
+
+fn windows_from<R: Read + Send>(
+    reader: R,
+    buffer: usize,
+    limits: &Limits,
+    sink: &mut dyn WindowSink,
+) -> Result<AnalyzeOutcome, WireError> {
+    let mut table = FlowTable::windowed(limits.clone());
+    let mut front: Option<Vec<u16>> = None;
+    let (mut windows, mut forced) = (0u64, 0u64);
+    let mut cut = |table: &mut FlowTable, sink: &mut dyn WindowSink, end: bool| {
+        if front.is_none() {
+            let last_chance = end || table.waiting_exchanges() >= SERVICE_SAMPLE;
+            front = sink.front(&table.peek(), last_chance);
+            if last_chance && front.is_none() {
+                front = Some(Vec::new());
+            }
+        }
+        let Some(ports) = &front else {
+            return;
+        };
+        let w = table.take_window(ports);
+        windows += 1;
+        forced += u64::from(!w.exact);
+        sink.window(w);
+    };
+    let read = drive(reader, buffer, &mut table, |table| {
+        if table.window_ready() {
+            cut(table, sink, false);
+        }
+    });
+    table.close_all();
+    cut(&mut table, sink, true);
+    let mut outcome = outcome_of(read, table, Timeline::default())?;
+    outcome.windows = windows;
+    outcome.windows_forced = forced;
+    Ok(outcome)
 }
 
 /// Reads a pcap/pcapng file and rebuilds its TCP connections and exchanges.
@@ -44,10 +120,6 @@ pub fn timeline_from_file(path: &Path, limits: &Limits) -> Result<AnalyzeOutcome
 const FILE_BUFFER: usize = 1 << 20;
 
 /// As `timeline_from_file`, from any reader.
-///
-/// Two threads: one reads the capture and decodes its packets' headers, the
-/// other rebuilds flows and exchanges; packets pass between them in small
-/// batches, so memory stays bounded and the two halves of the work overlap.
 pub fn timeline_from_reader<R: Read + Send>(
     reader: R,
     limits: &Limits,
@@ -61,7 +133,24 @@ fn timeline_from<R: Read + Send>(
     limits: &Limits,
 ) -> Result<AnalyzeOutcome, WireError> {
     let mut table = FlowTable::new(limits.clone());
-    let outcome = std::thread::scope(|s| {
+    let read = drive(reader, buffer, &mut table, |_| {});
+    let timeline = table.take_timeline();
+    outcome_of(read, table, timeline)
+}
+
+/// Feeds every packet of `reader` to `table`, calling `after_batch` after
+/// each batch of packets.
+///
+/// Two threads: one reads the capture and decodes its packets' headers, the
+/// other rebuilds flows and exchanges; packets pass between them in small
+/// batches, so memory stays bounded and the two halves of the work overlap.
+fn drive<R: Read + Send>(
+    reader: R,
+    buffer: usize,
+    table: &mut FlowTable,
+    mut after_batch: impl FnMut(&mut FlowTable),
+) -> ReadOutcome {
+    std::thread::scope(|s| {
         let (full_tx, full_rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT);
         let (free_tx, free_rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT + 1);
         let reading = s.spawn(move || {
@@ -92,32 +181,41 @@ fn timeline_from<R: Read + Send>(
             }
             batch.clear();
             let _ = free_tx.try_send(batch);
+            after_batch(table);
         }
         reading
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    });
-    let error = match outcome.error {
-        Some(e @ (WireError::NotACapture | WireError::Io(_))) if outcome.packets_read == 0 => {
+    })
+}
+
+/// The outcome of a read whose flows are all closed.
+fn outcome_of(
+    read: ReadOutcome,
+    table: FlowTable,
+    timeline: Timeline,
+) -> Result<AnalyzeOutcome, WireError> {
+    let error = match read.error {
+        Some(e @ (WireError::NotACapture | WireError::Io(_))) if read.packets_read == 0 => {
             return Err(e)
         }
         Some(e) => Some(e.to_string()),
         None => None,
     };
-    table.close_all();
     let c = table.counters();
-    let protocol_errors = table.errors().to_vec();
     Ok(AnalyzeOutcome {
-        timeline: table.finish(),
+        timeline,
         packets: c.packets,
         non_tcp: c.non_tcp,
         truncated_packets: c.truncated_packets,
         error,
-        protocol_errors,
+        protocol_errors: table.errors().to_vec(),
         connections_seen: c.connections_seen,
         connections_dropped: c.connections_dropped,
         exchanges_seen: c.exchanges_seen,
         exchanges_dropped: c.exchanges_dropped,
+        windows: 0,
+        windows_forced: 0,
     })
 }
 

@@ -13,9 +13,12 @@ pub mod read;
 pub mod reassembly;
 pub mod write;
 
-pub use analyze::{timeline_from_file, timeline_from_reader, AnalyzeOutcome};
+pub use analyze::{
+    timeline_from_file, timeline_from_reader, windows_from_file, windows_from_reader,
+    AnalyzeOutcome, WindowSink,
+};
 pub use error::WireError;
-pub use flow::{Counters, FlowTable, Limits};
+pub use flow::{Counters, FlowTable, Limits, Window};
 #[cfg(target_os = "linux")]
 pub use live::{capture_to_file, CaptureHandle, CaptureStats, LiveCapture};
 pub use packet::{LinkType, Packet};

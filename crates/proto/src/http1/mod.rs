@@ -398,6 +398,11 @@ impl StreamAnalyzer for Http1Analyzer {
         std::mem::take(&mut self.done)
     }
 
+    fn open_since(&self) -> Option<u64> {
+        let oldest = self.pending.front().and_then(|p| p.request.started_at());
+        crate::earliest(oldest, self.req_span.started_at())
+    }
+
     fn error(&self) -> Option<&str> {
         self.error.as_deref().or(self.note.as_deref())
     }

@@ -454,6 +454,13 @@ impl StreamAnalyzer for Http2Analyzer {
         std::mem::take(&mut self.done)
     }
 
+    fn open_since(&self) -> Option<u64> {
+        self.streams
+            .values()
+            .filter_map(|s| s.request.started_at())
+            .min()
+    }
+
     fn error(&self) -> Option<&str> {
         self.error.as_deref()
     }

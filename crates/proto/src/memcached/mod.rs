@@ -510,6 +510,11 @@ impl StreamAnalyzer for MemcachedAnalyzer {
         std::mem::take(&mut self.done)
     }
 
+    fn open_since(&self) -> Option<u64> {
+        let oldest = self.pending.front().and_then(|p| p.request.started_at());
+        crate::earliest(oldest, self.cspan.started_at())
+    }
+
     fn error(&self) -> Option<&str> {
         self.error.as_deref()
     }

@@ -408,6 +408,10 @@ impl StreamAnalyzer for PgAnalyzer {
         std::mem::take(&mut self.done)
     }
 
+    fn open_since(&self) -> Option<u64> {
+        crate::earliest(self.queue.oldest_start(), self.cmsg.span.started_at())
+    }
+
     fn error(&self) -> Option<&str> {
         self.error.as_deref()
     }

@@ -90,6 +90,11 @@ pub struct Queue {
 }
 
 impl Queue {
+    /// First-byte time of the oldest request not yet answered in full.
+    pub fn oldest_start(&self) -> Option<u64> {
+        self.pending.iter().find_map(|p| p.req.started_at())
+    }
+
     pub fn full(&self, more: usize) -> bool {
         self.pending.len().saturating_add(more) > MAX_PENDING || self.waits.len() >= MAX_WAITS
     }

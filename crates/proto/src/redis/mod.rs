@@ -465,6 +465,11 @@ impl StreamAnalyzer for RespAnalyzer {
         std::mem::take(&mut self.done)
     }
 
+    fn open_since(&self) -> Option<u64> {
+        let oldest = self.pending.front().and_then(|p| p.span.started_at());
+        crate::earliest(oldest, self.req_span.started_at())
+    }
+
     fn error(&self) -> Option<&str> {
         self.error.as_deref()
     }

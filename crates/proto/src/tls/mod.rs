@@ -440,6 +440,10 @@ impl StreamAnalyzer for TlsAnalyzer {
         self.inner.as_mut().map(|s| s.finish()).unwrap_or_default()
     }
 
+    fn open_since(&self) -> Option<u64> {
+        self.inner.as_ref().and_then(|s| s.open_since())
+    }
+
     fn error(&self) -> Option<&str> {
         self.note
             .as_deref()

@@ -98,6 +98,21 @@ impl Flow {
         }
     }
 
+    /// First-byte time of the oldest request on this connection not yet
+    /// handed out as an exchange (see `StreamAnalyzer::open_since`).
+    pub fn open_since(&self) -> Option<u64> {
+        self.proto.open_since()
+    }
+
+    /// Who and what the connection is, for a window that carries some of its
+    /// exchanges before it ends: no events, counters or handshake, which
+    /// come once, with the whole connection, in the window where it ends.
+    pub fn header(&self) -> Connection {
+        let mut h = super::window::header(&self.conn);
+        h.protocol = self.proto.protocol();
+        h
+    }
+
     pub fn is_closed(&self) -> bool {
         self.rst || (self.fin[0] && self.fin[1])
     }

@@ -3,6 +3,7 @@
 
 mod analysis;
 mod conn;
+mod window;
 
 use crate::decode::{decode_tcp, Skip, TcpPacket};
 use crate::packet::{LinkType, Packet};
@@ -14,6 +15,7 @@ use std::net::SocketAddr;
 use whyslow_model::{Connection, Exchange, Timeline};
 
 pub use analysis::{seq_gt, seq_lt};
+pub use window::{Window, DEFAULT_WINDOW_EXCHANGES};
 
 /// Per-segment events kept per connection. At ~40 bytes an event, 100 000
 /// events is ~4 MB: enough for minutes of a busy keep-alive connection.
@@ -55,6 +57,8 @@ pub struct Limits {
     pub max_held_bytes_total: usize,
     pub max_exchanges: usize,
     pub max_connections: usize,
+    /// Windowed analysis: finished exchanges (or connections) per window.
+    pub window_exchanges: usize,
     /// Not a bound: TLS session secrets (`analyze --keylog`) to see inside
     /// TLS streams with. Held per session, a few hundred bytes each.
     pub keylog: Option<std::sync::Arc<whyslow_proto::tls::KeyLog>>,
@@ -74,6 +78,7 @@ impl Default for Limits {
             max_held_bytes_total: DEFAULT_MAX_HELD_TOTAL,
             max_exchanges: DEFAULT_MAX_EXCHANGES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            window_exchanges: DEFAULT_WINDOW_EXCHANGES,
             keylog: None,
             listening: Vec::new(),
         }
@@ -197,6 +202,9 @@ pub struct FlowTable {
     /// Server ports of connections whose SYN was seen: which side of a
     /// connection first seen mid-stream is the server.
     listeners: HashSet<u16>,
+    /// Windows are taken as it goes (`take_window`): nothing is left out,
+    /// and `max_exchanges`/`max_connections` do not apply.
+    windowed: bool,
 }
 
 impl FlowTable {
@@ -221,6 +229,15 @@ impl FlowTable {
             counters: Counters::default(),
             errors: Vec::new(),
             errors_dropped: 0,
+            windowed: false,
+        }
+    }
+
+    /// A table whose exchanges and connections are taken in windows.
+    pub fn windowed(limits: Limits) -> Self {
+        FlowTable {
+            windowed: true,
+            ..FlowTable::new(limits)
         }
     }
 
@@ -369,7 +386,7 @@ impl FlowTable {
     /// Connections are kept in the order they were opened (ids are given
     /// then), so the timeline holds the first `max_connections` of them.
     fn keeps_connection(&self, id: u32) -> bool {
-        (id as usize) < self.limits.max_connections
+        self.windowed || (id as usize) < self.limits.max_connections
     }
 
     /// Numbers and keeps (within the limits) the exchanges in `ex`, emptying it.
@@ -378,8 +395,9 @@ impl FlowTable {
             e.id = self.next_exchange;
             self.next_exchange = self.next_exchange.saturating_add(1);
             self.counters.exchanges_seen += 1;
-            if self.exchanges.len() < self.limits.max_exchanges
-                && self.keeps_connection(e.connection)
+            if self.windowed
+                || (self.exchanges.len() < self.limits.max_exchanges
+                    && self.keeps_connection(e.connection))
             {
                 self.exchanges.push(e);
             } else {
@@ -408,10 +426,15 @@ impl FlowTable {
     /// The timeline: connections by id (tshark's tcp.stream order), exchanges
     /// by request start.
     pub fn finish(mut self) -> Timeline {
+        self.take_timeline()
+    }
+
+    /// As `finish`, leaving the table's counters and errors to read.
+    pub fn take_timeline(&mut self) -> Timeline {
         self.close_all();
         let mut t = Timeline {
-            connections: self.connections,
-            exchanges: self.exchanges,
+            connections: std::mem::take(&mut self.connections),
+            exchanges: std::mem::take(&mut self.exchanges),
         };
         t.connections.sort_by_key(|c| c.id);
         t.exchanges.sort_by_key(|e| (e.request_first_at_us, e.id));

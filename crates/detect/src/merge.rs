@@ -1,0 +1,359 @@
+//! Findings and summaries of the windows of one capture, merged into one
+//! answer. Sums merge exactly (occurrences, time lost, requests, means
+//! weighted by requests); a typical time per occurrence is the median of
+//! the windows' typical times weighted by their occurrences; the evidence
+//! kept is bounded, the worst window's first.
+
+use hdrhistogram::Histogram;
+use std::collections::HashMap;
+use whyslow_model::{fmt_ms, Evidence, Finding, FindingKind, SqlShape, SqlSummary, TimeBreakdown};
+
+/// Evidence items kept per merged finding: enough to look at, bounded
+/// whatever the number of windows.
+pub const MAX_EVIDENCE: usize = 20;
+
+/// What one finding is about, beyond its kind: the server or request its
+/// first evidence names. Connection ids and packet numbers differ from
+/// window to window and do not name a subject.
+fn subject(f: &Finding) -> String {
+    f.evidence
+        .iter()
+        .find_map(|e| match e {
+            Evidence::Calls { server, .. } | Evidence::Connection { server, .. } => {
+                Some(server.clone())
+            }
+            Evidence::Queued { request, .. } | Evidence::Exchange { request, .. } => {
+                Some(request.clone())
+            }
+            Evidence::Packets { .. } | Evidence::Measurement { .. } => None,
+        })
+        .unwrap_or_default()
+}
+
+type Key = (FindingKind, bool, String);
+
+struct Merging {
+    /// The window's finding that lost the most time: its summary and fix.
+    worst: Finding,
+    time_lost_us: u64,
+    occurrences: u64,
+    /// Windows' typical time per occurrence, weighted by their occurrences.
+    typical: Histogram<u64>,
+    windows: u32,
+    evidence: Vec<Evidence>,
+}
+
+/// Findings merged across windows.
+#[derive(Default)]
+pub struct MergedFindings {
+    merging: HashMap<Key, Merging>,
+}
+
+impl MergedFindings {
+    pub fn add(&mut self, findings: Vec<Finding>) {
+        for f in findings {
+            let key = (f.kind, f.background, subject(&f));
+            match self.merging.get_mut(&key) {
+                Some(m) => m.add(f),
+                None => {
+                    let m = Merging::new(f);
+                    self.merging.insert(key, m);
+                }
+            }
+        }
+    }
+
+    /// The merged findings, ranked.
+    pub fn finish(self) -> Vec<Finding> {
+        let mut out: Vec<Finding> = self.merging.into_values().map(Merging::finish).collect();
+        Finding::sort(&mut out);
+        out
+    }
+}
+
+fn typical_histogram() -> Histogram<u64> {
+    Histogram::new(3).expect("3 significant digits is a valid precision")
+}
+
+impl Merging {
+    fn new(f: Finding) -> Self {
+        let mut typical = typical_histogram();
+        let _ = typical.record_n(
+            f.time_lost_per_occurrence_us,
+            u64::from(f.occurrences.max(1)),
+        );
+        let mut evidence = f.evidence.clone();
+        evidence.truncate(MAX_EVIDENCE);
+        Merging {
+            time_lost_us: f.time_lost_us,
+            occurrences: u64::from(f.occurrences),
+            typical,
+            windows: 1,
+            evidence,
+            worst: f,
+        }
+    }
+
+    fn add(&mut self, mut f: Finding) {
+        self.time_lost_us = self.time_lost_us.saturating_add(f.time_lost_us);
+        self.occurrences += u64::from(f.occurrences);
+        self.windows += 1;
+        let _ = self.typical.record_n(
+            f.time_lost_per_occurrence_us,
+            u64::from(f.occurrences.max(1)),
+        );
+        let severity = self.worst.severity.max(f.severity);
+        if f.time_lost_us > self.worst.time_lost_us {
+            // The worst window's evidence first, then what was kept before.
+            let mut evidence = std::mem::take(&mut f.evidence);
+            evidence.append(&mut self.evidence);
+            self.evidence = evidence;
+            self.worst = f;
+        } else {
+            self.evidence.append(&mut f.evidence);
+        }
+        self.evidence.truncate(MAX_EVIDENCE);
+        self.worst.severity = severity;
+    }
+
+    fn finish(self) -> Finding {
+        let mut f = self.worst;
+        if self.windows > 1 {
+            f.summary = format!(
+                "{} (the worst of {} windows; over the whole capture: {} occurrence(s), {} lost)",
+                f.summary,
+                self.windows,
+                self.occurrences,
+                fmt_ms(self.time_lost_us)
+            );
+            f.time_lost_per_occurrence_us = self.typical.value_at_quantile(0.5);
+        }
+        f.time_lost_us = self.time_lost_us;
+        f.occurrences = u32::try_from(self.occurrences).unwrap_or(u32::MAX);
+        f.evidence = self.evidence;
+        f
+    }
+}
+
+/// Time breakdowns of the windows merged per (service, request kind): the
+/// means of every part, weighted by the windows' requests.
+#[derive(Default)]
+pub struct MergedBreakdowns {
+    kinds: HashMap<(String, String), Vec<TimeBreakdown>>,
+}
+
+impl MergedBreakdowns {
+    pub fn add(&mut self, breakdowns: Vec<TimeBreakdown>) {
+        for b in breakdowns {
+            let key = (b.server.clone(), b.request.clone());
+            self.kinds.entry(key).or_default().push(b);
+        }
+    }
+
+    pub fn finish(self) -> Vec<TimeBreakdown> {
+        let mut out: Vec<TimeBreakdown> = self.kinds.into_values().map(weighted).collect();
+        out.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.request.cmp(&b.request)));
+        out
+    }
+}
+
+/// One breakdown from several of the same kind.
+fn weighted(parts: Vec<TimeBreakdown>) -> TimeBreakdown {
+    let requests: u64 = parts.iter().map(|b| u64::from(b.requests)).sum();
+    let mean = |f: &dyn Fn(&TimeBreakdown) -> u64| -> u64 {
+        let sum: u128 = parts
+            .iter()
+            .map(|b| u128::from(f(b)) * u128::from(b.requests))
+            .sum();
+        u64::try_from(sum / u128::from(requests.max(1))).unwrap_or(u64::MAX)
+    };
+    let mut backing: Vec<whyslow_model::BackingTime> = Vec::new();
+    for b in &parts {
+        for s in &b.backing {
+            if !backing.iter().any(|x| x.server == s.server) {
+                let share = |f: &dyn Fn(&whyslow_model::BackingTime) -> f64| -> f64 {
+                    let sum: f64 = parts
+                        .iter()
+                        .flat_map(|p| {
+                            p.backing
+                                .iter()
+                                .filter(|x| x.server == s.server)
+                                .map(move |x| f(x) * f64::from(p.requests))
+                        })
+                        .sum();
+                    sum / requests.max(1) as f64
+                };
+                backing.push(whyslow_model::BackingTime {
+                    server: s.server.clone(),
+                    protocol: s.protocol,
+                    calls_per_request: share(&|x| x.calls_per_request),
+                    critical_us: share(&|x| x.critical_us as f64) as u64,
+                });
+            }
+        }
+    }
+    backing.sort_by_key(|b| std::cmp::Reverse(b.critical_us));
+    TimeBreakdown {
+        server: parts[0].server.clone(),
+        request: parts[0].request.clone(),
+        requests: u32::try_from(requests).unwrap_or(u32::MAX),
+        total_us: mean(&|b| b.total_us),
+        server_us: mean(&|b| b.server_us),
+        queued_us: mean(&|b| b.queued_us),
+        backing,
+        network_us: mean(&|b| b.network_us),
+    }
+}
+
+/// SQL summaries of the windows merged per (service, request kind):
+/// requests summed, the slowest request of all, shapes' statements and time
+/// per request weighted by the windows' requests (a shape past a window's
+/// top list counts as absent there), the median request from the window
+/// with the most requests.
+#[derive(Default)]
+pub struct MergedSql {
+    kinds: HashMap<(String, String), Vec<SqlSummary>>,
+}
+
+impl MergedSql {
+    pub fn add(&mut self, summaries: Vec<SqlSummary>) {
+        for s in summaries {
+            let key = (s.server.clone(), s.request.clone());
+            self.kinds.entry(key).or_default().push(s);
+        }
+    }
+
+    pub fn finish(self) -> Vec<SqlSummary> {
+        let mut out: Vec<SqlSummary> = self.kinds.into_values().map(sql_weighted).collect();
+        out.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.request.cmp(&b.request)));
+        out
+    }
+}
+
+fn sql_weighted(mut parts: Vec<SqlSummary>) -> SqlSummary {
+    let requests: u64 = parts.iter().map(|s| u64::from(s.requests)).sum();
+    let shapes = |pick: fn(&SqlSummary) -> &Vec<SqlShape>| -> Vec<SqlShape> {
+        let mut merged: Vec<SqlShape> = Vec::new();
+        for p in &parts {
+            let w = f64::from(p.requests) / requests.max(1) as f64;
+            for s in pick(p) {
+                let at = merged.iter().position(|m| m.statement == s.statement);
+                let m = match at {
+                    Some(i) => &mut merged[i],
+                    None => {
+                        merged.push(SqlShape {
+                            statement: s.statement.clone(),
+                            per_request: 0.0,
+                            time_us_per_request: 0,
+                        });
+                        merged.last_mut().expect("just pushed")
+                    }
+                };
+                m.per_request += s.per_request * w;
+                m.time_us_per_request += (s.time_us_per_request as f64 * w) as u64;
+            }
+        }
+        merged
+    };
+    let mut by_count = shapes(|s| &s.top_by_count);
+    let mut by_time = shapes(|s| &s.top_by_time);
+    let shown = parts
+        .iter()
+        .map(|p| p.top_by_count.len())
+        .max()
+        .unwrap_or(0);
+    by_count.sort_by(|a, b| b.per_request.total_cmp(&a.per_request));
+    by_time.sort_by_key(|b| std::cmp::Reverse(b.time_us_per_request));
+    by_count.truncate(shown);
+    by_time.truncate(shown);
+    let worst = parts
+        .iter()
+        .map(|p| p.worst.clone())
+        .max_by_key(|w| w.total_us)
+        .unwrap_or_default();
+    parts.sort_by_key(|p| std::cmp::Reverse(p.requests));
+    let mut out = parts.swap_remove(0);
+    out.requests = u32::try_from(requests).unwrap_or(u32::MAX);
+    out.worst = worst;
+    out.top_by_count = by_count;
+    out.top_by_time = by_time;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use whyslow_model::Severity;
+
+    fn finding(lost: u64, occurrences: u32, server: &str) -> Finding {
+        Finding {
+            kind: FindingKind::PoolQueueing,
+            severity: Severity::Warning,
+            summary: format!("{occurrences} waited"),
+            time_lost_us: lost,
+            time_lost_per_occurrence_us: lost / u64::from(occurrences),
+            occurrences,
+            evidence: vec![Evidence::Connection {
+                id: occurrences,
+                client: "c".into(),
+                server: server.into(),
+            }],
+            fix: String::new(),
+            background: false,
+        }
+    }
+
+    #[test]
+    fn windows_of_one_cause_add_up_and_others_stay_apart() {
+        let mut m = MergedFindings::default();
+        m.add(vec![finding(1_000, 2, "a:1"), finding(50, 1, "b:2")]);
+        m.add(vec![finding(9_000, 3, "a:1")]);
+        let out = m.finish();
+        assert_eq!(out.len(), 2);
+        assert_eq!((out[0].time_lost_us, out[0].occurrences), (10_000, 5));
+        // The worst window speaks, and its evidence comes first.
+        assert!(out[0]
+            .summary
+            .starts_with("3 waited (the worst of 2 windows"));
+        assert!(matches!(
+            out[0].evidence[0],
+            Evidence::Connection { id: 3, .. }
+        ));
+        // Typical: 3 occurrences of 3 ms outweigh 2 of 0.5 ms.
+        assert_eq!(out[0].time_lost_per_occurrence_us / 10, 300);
+        assert_eq!(
+            (out[1].time_lost_us, out[1].summary.as_str()),
+            (50, "1 waited")
+        );
+    }
+
+    #[test]
+    fn evidence_stays_bounded_over_many_windows() {
+        let mut m = MergedFindings::default();
+        for _ in 0..100 {
+            m.add(vec![finding(10, 1, "a:1")]);
+        }
+        let out = m.finish();
+        assert_eq!(out[0].evidence.len(), MAX_EVIDENCE);
+        assert_eq!(out[0].occurrences, 100);
+    }
+
+    #[test]
+    fn breakdowns_are_weighted_by_requests() {
+        let b = |requests, total_us| TimeBreakdown {
+            server: "s".into(),
+            request: "GET /".into(),
+            requests,
+            total_us,
+            server_us: total_us,
+            queued_us: 0,
+            backing: Vec::new(),
+            network_us: 0,
+        };
+        let mut m = MergedBreakdowns::default();
+        m.add(vec![b(1, 1_000)]);
+        m.add(vec![b(3, 5_000)]);
+        let out = m.finish();
+        assert_eq!((out[0].requests, out[0].total_us), (4, 4_000));
+    }
+}

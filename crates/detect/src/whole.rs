@@ -1,0 +1,137 @@
+//! A whole capture, analyzed window by window: each window runs the one
+//! pipeline (attribution, every detector, breakdowns), and the results merge
+//! into one answer over every exchange. Only a bounded timeline is kept, as
+//! evidence for `--timeline` and the HTML report.
+
+use crate::groups::ExchangeGroups;
+use crate::merge::{MergedBreakdowns, MergedFindings, MergedSql};
+use crate::pipeline::{self, Analysis, Service};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use whyslow_model::{CaptureSummary, Timeline};
+
+/// How much of the timeline to keep as evidence.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    pub exchanges: usize,
+    pub connections: usize,
+}
+
+/// Results of the windows so far.
+pub struct WholeAnalysis {
+    given: Option<Vec<u16>>,
+    service: Option<Service>,
+    backing: BTreeSet<u16>,
+    findings: MergedFindings,
+    breakdowns: MergedBreakdowns,
+    sql: MergedSql,
+    groups: ExchangeGroups,
+    keep: Keep,
+    evidence: Timeline,
+    /// Position of each kept connection in `evidence.connections`.
+    kept: HashMap<u32, usize>,
+}
+
+/// The merged answer.
+pub struct Whole {
+    pub analysis: Analysis,
+    /// Counts and groups; the caller adds what the reader counted (packets,
+    /// exchanges, windows).
+    pub summary: CaptureSummary,
+    /// The first exchanges and connections, within `Keep`.
+    pub evidence: Timeline,
+}
+
+impl WholeAnalysis {
+    /// `given`: the service's ports (`--service`), or None to find it from
+    /// the first window.
+    pub fn new(given: Option<&[u16]>, keep: Keep) -> Self {
+        WholeAnalysis {
+            given: given.map(<[u16]>::to_vec),
+            service: None,
+            backing: BTreeSet::new(),
+            findings: MergedFindings::default(),
+            breakdowns: MergedBreakdowns::default(),
+            sql: MergedSql::default(),
+            groups: ExchangeGroups::default(),
+            keep,
+            evidence: Timeline::default(),
+            kept: HashMap::new(),
+        }
+    }
+
+    /// Decides the service from what finished before the first cut; its
+    /// ports are the ones whose open requests bound the cuts. None: no
+    /// server's requests enclose another's yet, and more may tell
+    /// (`last_chance` false).
+    pub fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
+        let service = pipeline::decide_service(first, self.given.as_deref());
+        if service == Service::None && !last_chance {
+            return None;
+        }
+        let ports = service.ports();
+        self.service = Some(service);
+        Some(ports)
+    }
+
+    /// Analyzes one window. `headers`: connections it carries only as
+    /// headers (they come whole in a later window).
+    pub fn window(&mut self, mut t: Timeline, headers: &HashSet<u32>) {
+        if self.service.is_none() {
+            self.front(&t, true);
+        }
+        let service = self.service.clone().unwrap_or(Service::None);
+        let a = pipeline::analyze_as(&mut t, service);
+        self.backing.extend(a.backing);
+        self.findings.add(a.findings);
+        self.breakdowns.add(a.time_breakdown);
+        self.sql.add(a.sql_summary);
+        self.groups.add(&t, headers);
+        self.keep_evidence(t, headers);
+    }
+
+    /// Keeps the first exchanges and connections. A connection kept as a
+    /// header is replaced when it comes whole.
+    fn keep_evidence(&mut self, t: Timeline, headers: &HashSet<u32>) {
+        let room = self
+            .keep
+            .exchanges
+            .saturating_sub(self.evidence.exchanges.len());
+        self.evidence
+            .exchanges
+            .extend(t.exchanges.into_iter().take(room));
+        for c in t.connections {
+            match self.kept.get(&c.id) {
+                Some(&i) if !headers.contains(&c.id) => self.evidence.connections[i] = c,
+                Some(_) => {}
+                None if self.kept.len() < self.keep.connections => {
+                    self.kept.insert(c.id, self.evidence.connections.len());
+                    self.evidence.connections.push(c);
+                }
+                None => {}
+            }
+        }
+    }
+
+    pub fn finish(self) -> Whole {
+        let mut summary = CaptureSummary::default();
+        self.groups.finish(&mut summary);
+        summary.kept_exchanges = self.evidence.exchanges.len() as u64;
+        summary.kept_connections = self.evidence.connections.len() as u64;
+        let mut evidence = self.evidence;
+        evidence.connections.sort_by_key(|c| c.id);
+        evidence
+            .exchanges
+            .sort_by_key(|e| (e.request_first_at_us, e.id));
+        Whole {
+            analysis: Analysis {
+                service: self.service.unwrap_or(Service::None),
+                backing: self.backing.into_iter().collect(),
+                findings: self.findings.finish(),
+                time_breakdown: self.breakdowns.finish(),
+                sql_summary: self.sql.finish(),
+            },
+            summary,
+            evidence,
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! What a whole capture held, counted over every packet, connection and
+//! exchange, however much of it was kept as evidence.
+
+use crate::Protocol;
+use serde::{Deserialize, Serialize};
+
+/// Counts and latency distributions over the whole capture.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaptureSummary {
+    pub packets: u64,
+    pub connections: u64,
+    pub tls_connections: u64,
+    /// Every exchange rebuilt from the capture, each analyzed.
+    pub exchanges: u64,
+    pub retransmissions: u64,
+    pub zero_windows: u64,
+    /// Per server: connections and protocol.
+    pub servers: Vec<ServerCount>,
+    /// Inbound request kinds, each followed by the call groups made for it;
+    /// calls made for no request last.
+    pub groups: Vec<ExchangeGroup>,
+    /// What was kept for evidence (`--timeline`, `--html`, findings'
+    /// examples), within the `--max-*` bounds; everything else was counted
+    /// and analyzed, then let go.
+    pub kept_exchanges: u64,
+    pub kept_connections: u64,
+    /// Windows the capture was analyzed in, and those cut at a moment
+    /// when a request of the service was still open for too long.
+    pub windows: u64,
+    pub windows_forced: u64,
+}
+
+/// One server seen in the capture.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerCount {
+    /// "127.0.0.1:8080".
+    pub server: String,
+    pub protocol: Protocol,
+    pub connections: u64,
+}
+
+/// The exchanges of one request kind, or of one call group made for a kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExchangeGroup {
+    /// The request kind ("GET /dashboard"), or for calls "→ postgres :5432 SELECT …".
+    pub label: String,
+    /// For a call group: the inbound request kind it was made for; "" when
+    /// made for no request. None for an inbound kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_for: Option<String>,
+    /// For a call group: how many requests of that kind there were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_of_kind: Option<u64>,
+    pub count: u64,
+    /// Durations (first request byte → last response byte), from an HDR
+    /// histogram of every exchange of the group (3 significant digits).
+    pub min_us: u64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    pub mean_us: u64,
+}

@@ -1,0 +1,271 @@
+//! Cutting the stream of finished exchanges and connections into windows
+//! of bounded size, so that a capture of any length is analyzed whole with
+//! flat memory.
+//!
+//! A cut must not separate an inbound request from the calls made for it.
+//! Attribution gives a call to an inbound request whose wait (first request
+//! byte → first response byte) encloses the call, so a cut at time T is
+//! exact when:
+//! - T is no later than the first byte of any request of the service still
+//!   open (its calls may still come), and
+//! - no inbound request that started before T encloses a call held back
+//!   (one that started at T or later): such requests are held back too,
+//!   which moves T earlier, until nothing changes.
+
+use super::FlowTable;
+use std::collections::{HashMap, HashSet};
+use whyslow_model::{Connection, Exchange, Timeline};
+
+/// Exchanges of one window, by default: ~10 MB of exchanges at ~200 bytes
+/// each, and as many connections (~1 KB each with their events).
+pub const DEFAULT_WINDOW_EXCHANGES: usize = 50_000;
+/// Exchanges held back past this many windows' worth force a cut at the
+/// present (a request of the service open for the whole capture, say): the
+/// window is then marked `exact: false`.
+const FORCE_AFTER_WINDOWS: usize = 4;
+/// Rounds of "hold back the requests that enclose a held call" before a
+/// cut gives up on the exchanges still in doubt and holds them all.
+const MAX_CLOSURE_ROUNDS: usize = 64;
+
+/// One window of a capture: whole connections that ended in it (with their
+/// events), the exchanges cut into it, and an event-free copy of each
+/// connection still open that carried one of them.
+#[derive(Debug, Default)]
+pub struct Window {
+    pub timeline: Timeline,
+    /// Connections in `timeline` that are only headers (`Flow::header`):
+    /// they come whole in a later window.
+    pub headers: HashSet<u32>,
+    /// False when the cut was forced (see FORCE_AFTER_WINDOWS): a request
+    /// and its calls may then sit in two windows.
+    pub exact: bool,
+}
+
+/// When a call ended, and when an inbound request began answering: the
+/// span attribution compares.
+fn call_end(e: &Exchange) -> u64 {
+    e.response_last_at_us.unwrap_or(e.request_last_at_us)
+}
+
+fn answer(e: &Exchange) -> u64 {
+    e.response_first_at_us.unwrap_or(u64::MAX)
+}
+
+/// The exact cut at or before `cut` (see the module comment). `front`:
+/// whether an exchange is an inbound request of the service.
+fn closed_cut(exchanges: &[Exchange], mut cut: u64, front: impl Fn(&Exchange) -> bool) -> u64 {
+    for _ in 0..MAX_CLOSURE_ROUNDS {
+        let held_end = exchanges
+            .iter()
+            .filter(|e| e.request_first_at_us >= cut && !front(e))
+            .map(call_end)
+            .min();
+        let Some(held_end) = held_end else {
+            return cut;
+        };
+        let pull = exchanges
+            .iter()
+            .filter(|e| e.request_first_at_us < cut && front(e) && answer(e) >= held_end)
+            .map(|e| e.request_first_at_us)
+            .min();
+        match pull {
+            Some(start) => cut = start,
+            None => return cut,
+        }
+    }
+    0
+}
+
+impl FlowTable {
+    /// Enough finished exchanges or connections wait for a window.
+    pub fn window_ready(&self) -> bool {
+        let n = self.limits.window_exchanges.max(1);
+        self.exchanges.len() >= n || self.connections.len() >= n
+    }
+
+    /// Finished exchanges not yet taken in a window.
+    pub fn waiting_exchanges(&self) -> usize {
+        self.exchanges.len()
+    }
+
+    /// The exchanges and connections finished so far, as a timeline, without
+    /// taking them: to find the service under investigation before the
+    /// first cut.
+    pub fn peek(&self) -> Timeline {
+        let mut t = Timeline {
+            connections: self.connections.iter().map(without_events).collect(),
+            exchanges: self.exchanges.clone(),
+        };
+        let ids: HashSet<u32> = t.exchanges.iter().map(|e| e.connection).collect();
+        t.connections.extend(
+            self.flows
+                .values()
+                .filter(|f| ids.contains(&f.conn.id))
+                .map(|f| f.header()),
+        );
+        sort(&mut t);
+        t
+    }
+
+    /// Takes the next window. `front`: ports of the service under
+    /// investigation, whose open requests bound the cut; empty when there is
+    /// none (every exchange finished so far is then taken).
+    pub fn take_window(&mut self, front: &[u16]) -> Window {
+        let port = self.server_ports();
+        let is_front = |e: &Exchange| port.get(&e.connection).is_some_and(|p| front.contains(p));
+        let open = self
+            .flows
+            .values()
+            .filter(|f| front.contains(&f.conn.server.port()))
+            .filter_map(|f| f.open_since())
+            .min();
+        let mut cut = if front.is_empty() {
+            u64::MAX
+        } else {
+            closed_cut(&self.exchanges, open.unwrap_or(u64::MAX), is_front)
+        };
+        let force = FORCE_AFTER_WINDOWS * self.limits.window_exchanges.max(1);
+        let taken = self
+            .exchanges
+            .iter()
+            .filter(|e| e.request_first_at_us < cut)
+            .count();
+        let exact = self.exchanges.len() - taken < force;
+        if !exact {
+            cut = u64::MAX;
+        }
+        let (out, held): (Vec<Exchange>, Vec<Exchange>) = std::mem::take(&mut self.exchanges)
+            .into_iter()
+            .partition(|e| e.request_first_at_us < cut);
+        self.exchanges = held;
+        let mut t = Timeline {
+            connections: self.take_connections(),
+            exchanges: out,
+        };
+        let headers = self.add_headers(&mut t);
+        sort(&mut t);
+        Window {
+            timeline: t,
+            headers,
+            exact,
+        }
+    }
+
+    /// Server port of every connection with an exchange waiting.
+    fn server_ports(&self) -> HashMap<u32, u16> {
+        let ids: HashSet<u32> = self.exchanges.iter().map(|e| e.connection).collect();
+        let open = self.flows.values().map(|f| &f.conn);
+        self.connections
+            .iter()
+            .chain(open)
+            .filter(|c| ids.contains(&c.id))
+            .map(|c| (c.id, c.server.port()))
+            .collect()
+    }
+
+    /// Ended connections none of whose exchanges are held back; their events
+    /// leave the table's budget with them.
+    fn take_connections(&mut self) -> Vec<Connection> {
+        let held: HashSet<u32> = self.exchanges.iter().map(|e| e.connection).collect();
+        let (out, kept): (Vec<Connection>, Vec<Connection>) = std::mem::take(&mut self.connections)
+            .into_iter()
+            .partition(|c| !held.contains(&c.id));
+        self.connections = kept;
+        let events: usize = out.iter().map(|c| c.segments.len() + c.acks.len()).sum();
+        self.budget.events = self.budget.events.saturating_sub(events);
+        out
+    }
+
+    /// Event-free copies of the connections the window's exchanges ran on
+    /// that are not in it whole (still open, or ended with exchanges held).
+    fn add_headers(&self, t: &mut Timeline) -> HashSet<u32> {
+        let whole: HashSet<u32> = t.connections.iter().map(|c| c.id).collect();
+        let missing: HashSet<u32> = t
+            .exchanges
+            .iter()
+            .map(|e| e.connection)
+            .filter(|id| !whole.contains(id))
+            .collect();
+        if missing.is_empty() {
+            return missing;
+        }
+        let open = self
+            .flows
+            .values()
+            .filter(|f| missing.contains(&f.conn.id))
+            .map(|f| f.header());
+        let ended = self
+            .connections
+            .iter()
+            .filter(|c| missing.contains(&c.id))
+            .map(header);
+        t.connections.extend(open.chain(ended));
+        missing
+    }
+}
+
+/// Who and what a connection is, without events, counters or handshake.
+pub(super) fn header(c: &Connection) -> Connection {
+    let mut h = Connection::new(c.id, c.client, c.server, c.first_at_us);
+    h.protocol = c.protocol;
+    h.tls = c.tls;
+    h
+}
+
+fn without_events(c: &Connection) -> Connection {
+    Connection {
+        segments: Vec::new(),
+        acks: Vec::new(),
+        ..c.clone()
+    }
+}
+
+fn sort(t: &mut Timeline) {
+    t.connections.sort_by_key(|c| c.id);
+    t.exchanges.sort_by_key(|e| (e.request_first_at_us, e.id));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ex(connection: u32, start: u64, answer: u64, end: u64) -> Exchange {
+        let mut e = Exchange::new(connection, whyslow_model::Protocol::Http1, "x".into());
+        e.request_first_at_us = start;
+        e.request_last_at_us = start;
+        e.response_first_at_us = Some(answer);
+        e.response_last_at_us = Some(end);
+        e
+    }
+
+    #[test]
+    fn a_request_enclosing_a_held_call_is_held_with_it() {
+        // Inbound 1 on connection 1 (front) waits 100..500; its call on
+        // connection 2 runs 300..400. An open request at 250 holds the call
+        // back, so the inbound request is held back too.
+        let front = |e: &Exchange| e.connection == 1;
+        let exs = vec![
+            ex(1, 100, 500, 510),
+            ex(2, 300, 390, 400),
+            ex(1, 10, 50, 60),
+        ];
+        assert_eq!(closed_cut(&exs, 250, front), 100);
+        // Nothing held back encloses: the cut stays.
+        let exs = vec![ex(1, 100, 200, 210), ex(2, 300, 390, 400)];
+        assert_eq!(closed_cut(&exs, 250, front), 250);
+    }
+
+    #[test]
+    fn holding_back_cascades_to_earlier_requests() {
+        let front = |e: &Exchange| e.connection == 1;
+        // Inbound 50..600 encloses the call 120..130, which inbound
+        // 100..500 (held for the call at 300) pulled back.
+        let exs = vec![
+            ex(1, 100, 500, 510),
+            ex(2, 300, 390, 400),
+            ex(1, 50, 600, 610),
+            ex(2, 120, 125, 130),
+        ];
+        assert_eq!(closed_cut(&exs, 250, front), 50);
+    }
+}
