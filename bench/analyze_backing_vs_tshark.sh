@@ -2,10 +2,10 @@
 # whyslow analyze vs tshark on a capture of backing-service traffic, one run:
 # Redis (redis-benchmark, pipelined and not) and PostgreSQL (pgbench,
 # simple and prepared) on 127.0.0.1, captured by `whyslow capture` until the
-# file holds at least MIN_MB (default 100) MB. Then times
+# file holds at least MIN_MB (default 1000) MB. Then times
 #   whyslow analyze FILE                       (every analyzer on)
 #   tshark -r FILE -d tcp.port==R,resp -d tcp.port==P,pgsql -q -z conv,tcp -z expert
-# (median wall seconds of RUNS=3, max RSS), RSS on half the packets vs all,
+# (median wall seconds of RUNS=3, max RSS), RSS on a quarter and half of the packets vs all,
 # and the exchange counts: whyslow's per protocol vs tshark's RESP arrays
 # sent and PostgreSQL CommandComplete/Error messages.
 #
@@ -13,7 +13,7 @@
 #   KEEP=1 bench/analyze_backing_vs_tshark.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MIN_MB=${MIN_MB:-100}
+MIN_MB=${MIN_MB:-1000}
 
 
 . bench/lib.sh
@@ -66,20 +66,13 @@ read -r w_s w_kb < <(timed "$dir/w" "$bin" analyze "$cap")
 packets=$(awk 'NR == 1 {print $2}' "$dir/w.out")
 echo "== tshark ${decode[*]} -q -z conv,tcp -z expert"
 read -r t_s t_kb < <(timed "$dir/t" tshark -r "$cap" "${decode[@]}" -q -z conv,tcp -z expert)
-half=$dir/half.pcapng
-editcap -r "$cap" "$half" "1-$((packets / 2))"
-read -r h_s h_kb < <(timed "$dir/h" "$bin" analyze "$half")
+echo "== whyslow analyze on a quarter and a half of the packets (editcap -r)"
+read -r q_s q_kb h_s h_kb < <(flatness "$bin" "$cap" "$packets" "$dir")
 
-echo "== exchange counts (whyslow --json vs tshark fields)"
-"$bin" analyze --json --timeline "$cap" | python3 -c '
-import json, sys
-r = json.load(sys.stdin)
-proto = {c["id"]: c["protocol"] for c in r["timeline"]["connections"]}
-n = {}
-for e in r["timeline"]["exchanges"]:
-    n[e["protocol"]] = n.get(e["protocol"], 0) + 1
-print(n.get("redis", 0), n.get("postgres", 0))' >"$dir/w.counts"
-read -r w_redis w_pg <"$dir/w.counts"
+echo "== exchange counts (whyslow's per-server lines vs tshark fields)"
+server_exchanges() { grep -oE "server 127.0.0.1:$1 \([a-z0-9/]+\): [0-9]+ connection\(s\), [0-9]+ exchange" "$dir/w.out" | grep -oE '[0-9]+ exchange' | grep -oE '[0-9]+' || echo 0; }
+w_redis=$(server_exchanges "$rport")
+w_pg=$(server_exchanges "$pport")
 t_redis=$(tshark -r "$cap" "${decode[@]}" -Y "tcp.dstport==$rport" -T fields -E occurrence=a -E aggregator='|' \
   -e resp.array.length | tr '|' '\n' | grep -c . || true)
 t_pg=$(tshark -r "$cap" "${decode[@]}" -Y "tcp.srcport==$pport" -T fields -E occurrence=a -E aggregator='|' \
@@ -87,6 +80,6 @@ t_pg=$(tshark -r "$cap" "${decode[@]}" -Y "tcp.srcport==$pport" -T fields -E occ
 
 echo
 echo "capture: $(( $(stat -c %s "$cap") / 1000000 )) MB, $packets packets (Redis :$rport, PostgreSQL :$pport)"
-grep -E '^kept the first' "$dir/w.out" | sed 's/^/whyslow: /' || true
-print_vs "tshark -d resp,pgsql -z conv,tcp -z expert" "$t_s" "$t_kb" "$w_s" "$w_kb" "$h_s" "$h_kb"
+grep -E '^(analyzed|kept)' "$dir/w.out" | sed 's/^/whyslow: /' || true
+print_vs "tshark -d resp,pgsql -z conv,tcp -z expert" "$t_s" "$t_kb" "$w_s" "$w_kb" "$q_s" "$q_kb" "$h_s" "$h_kb"
 echo "exchanges: redis whyslow $w_redis / tshark $t_redis; postgres whyslow $w_pg / tshark $t_pg"

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # whyslow analyze vs tshark on the same capture, one run.
 #
-# Makes a capture of at least MIN_MB (default 200) MB of small keep-alive HTTP
+# Makes a capture of at least MIN_MB (default 1000) MB of small keep-alive HTTP
 # requests itself (nginx, 1 worker, on 127.0.0.1, loaded by wrk while
 # `whyslow capture` writes it), then times
 #   whyslow analyze FILE
 #   tshark -r FILE -q -z conv,tcp -z expert
 # with /usr/bin/time (median wall seconds of RUNS=3, max RSS) and prints the ratio (goal:
-# whyslow ≥ 20× faster). Memory flatness: whyslow's RSS on the first half of
-# the packets vs on all of them. Agreement: TCP connection counts of both.
+# whyslow ≥ 20× faster). Memory flatness: whyslow's RSS on the first quarter
+# and half of the packets vs on all of them (goal: all ≤ 1.1× a quarter).
+# Agreement: TCP connections, and whyslow's exchanges vs tshark's http.request.
 #
 #   MIN_MB=500 bench/analyze_vs_tshark.sh
 #   KEEP=1 bench/analyze_vs_tshark.sh      # keep the capture (printed path)
 #   CAPTURE=FILE bench/analyze_vs_tshark.sh # measure an existing capture
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MIN_MB=${MIN_MB:-200}
+MIN_MB=${MIN_MB:-1000}
 PORT=${PORT:-18480}
 
 . bench/lib.sh
@@ -67,25 +68,23 @@ read -r w_s w_kb < <(timed "$dir/w" "$bin" analyze "$cap")
 packets=$(awk 'NR == 1 {print $2}' "$dir/w.out")
 echo "== tshark -q -z conv,tcp -z expert"
 read -r t_s t_kb < <(timed "$dir/t" tshark -r "$cap" -q -z conv,tcp -z expert)
+echo "== whyslow analyze on a quarter and a half of the packets (editcap -r)"
+read -r q_s q_kb h_s h_kb < <(flatness "$bin" "$cap" "$packets" "$dir")
+echo "== tshark -Y http.request (the request count)"
+t_requests=$(tshark -r "$cap" -Y http.request -T fields -e frame.number | wc -l)
 
-echo "== whyslow analyze on the first half of the packets (editcap -r)"
-half=$dir/half.pcapng
-editcap -r "$cap" "$half" "1-$((packets / 2))"
-read -r h_s h_kb < <(timed "$dir/h" "$bin" analyze "$half")
-
-# Connection counts: whyslow's summary line vs tshark's conversation rows.
+# Counts: whyslow's summary lines vs tshark's conversation rows and requests.
 w_conns=$(grep -oE '^ *[0-9]+ TCP connections' "$dir/w.out" | grep -oE '[0-9]+')
+w_exchanges=$(grep -oE 'analyzed every exchange \([0-9]+\)' "$dir/w.out" | grep -oE '[0-9]+')
 t_conns=$(awk '/TCP Conversations/ {on = 1} on && /<->/ {n++} on && /^=+$/ && n {on = 0} END {print n + 0}' "$dir/t.out")
 
 echo
 echo "capture: $(( $(stat -c %s "$cap") / 1000000 )) MB, $packets packets, $w_conns TCP connections"
-grep -E '^kept the first' "$dir/w.out" | sed 's/^/whyslow: /' || true
-print_vs "tshark -q -z conv,tcp -z expert" "$t_s" "$t_kb" "$w_s" "$w_kb" "$h_s" "$h_kb"
-if [ "$w_conns" = "$t_conns" ]; then
-  echo "connections: whyslow $w_conns, tshark conv,tcp $t_conns: agree"
-else
-  echo "connections: whyslow $w_conns, tshark conv,tcp $t_conns: DIFFER"
-fi
+grep -E '^(analyzed|kept)' "$dir/w.out" | sed 's/^/whyslow: /' || true
+print_vs "tshark -q -z conv,tcp -z expert" "$t_s" "$t_kb" "$w_s" "$w_kb" "$q_s" "$q_kb" "$h_s" "$h_kb"
+agree() { if [ "$2" = "$3" ]; then echo "$1: whyslow $2, $4 $3: agree"; else echo "$1: whyslow $2, $4 $3: DIFFER"; fi; }
+agree connections "$w_conns" "$t_conns" "tshark conv,tcp"
+agree exchanges "$w_exchanges" "$t_requests" "tshark http.request"
 
 # The second run: backing-service traffic with every protocol analyzer on.
 if [ -z "${SKIP_BACKING:-}" ] && [ -z "${CAPTURE:-}" ]; then

@@ -59,15 +59,28 @@ timed() {
   sort -n "$out.times" | awk '{w[NR] = $1; if ($2 > m) m = $2} END {print w[int((NR + 1) / 2)], m}'
 }
 
-# print_vs PEER_LABEL PEER_S PEER_KB WHYSLOW_S WHYSLOW_KB HALF_S HALF_KB:
-# the wall/RSS table, the speed and memory ratios, and memory flatness.
+# flatness BIN CAP PACKETS DIR: whyslow analyze on the first quarter and the
+# first half of the packets (editcap -r): "quarter_s quarter_kb half_s half_kb".
+flatness() {
+  local bin=$1 cap=$2 packets=$3 dir=$4 part
+  for part in 4 2; do
+    editcap -r "$cap" "$dir/part.pcapng" "1-$((packets / part))"
+    timed "$dir/part$part" "$bin" analyze "$dir/part.pcapng"
+  done | tr '\n' ' '
+  rm -f "$dir/part.pcapng"
+  echo
+}
+
+# print_vs PEER_LABEL PEER_S PEER_KB WHYSLOW_S WHYSLOW_KB Q_S Q_KB H_S H_KB:
+# the wall/RSS table, the speed and memory ratios, and memory flatness (RSS
+# on a quarter, half and all of the packets; goal: all within 1.1x a quarter).
 print_vs() {
-  local peer=$1 t_s=$2 t_kb=$3 w_s=$4 w_kb=$5 h_s=$6 h_kb=$7
+  local peer=$1 t_s=$2 t_kb=$3 w_s=$4 w_kb=$5 q_s=$6 q_kb=$7 h_s=$8 h_kb=$9
   printf '%-44s %10s %12s\n' "" "wall (s)" "max RSS (MB)"
   printf '%-44s %10s %12d\n' "$peer" "$t_s" $((t_kb / 1024))
   printf '%-44s %10s %12d\n' "whyslow analyze" "$w_s" $((w_kb / 1024))
   awk -v t="$t_s" -v w="$w_s" -v tk="$t_kb" -v wk="$w_kb" 'BEGIN {
     printf "whyslow is %.1fx faster (goal >= 20x) and uses %.1fx less memory\n", t / (w > 0 ? w : 0.01), tk / wk }'
-  awk -v h="$h_kb" -v f="$w_kb" -v hs="$h_s" -v fs="$w_s" 'BEGIN {
-    printf "memory flatness: RSS %d MB on half the packets (%.2f s), %d MB on all (%.2f s): x%.2f\n", h / 1024, hs, f / 1024, fs, f / h }'
+  awk -v q="$q_kb" -v h="$h_kb" -v f="$w_kb" -v qs="$q_s" -v hs="$h_s" -v fs="$w_s" 'BEGIN {
+    printf "memory flatness: RSS %d MB on a quarter of the packets (%.2f s), %d MB on half (%.2f s), %d MB on all (%.2f s): all/quarter x%.2f (goal <= 1.10)\n", q / 1024, qs, h / 1024, hs, f / 1024, fs, f / q }'
 }

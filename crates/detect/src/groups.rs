@@ -41,7 +41,8 @@ pub struct ExchangeGroups {
     kinds: HashMap<String, Group>,
     /// (kind made for, or "" for none; call label).
     calls: HashMap<(String, String), Group>,
-    servers: HashMap<(String, Protocol), u64>,
+    /// (connections, exchanges) per (server, protocol).
+    servers: HashMap<(String, Protocol), (u64, u64)>,
     connections: u64,
     tls_connections: u64,
     retransmissions: u64,
@@ -77,10 +78,20 @@ impl ExchangeGroups {
             self.tls_connections += u64::from(c.tls);
             self.retransmissions += c.to_server.retransmissions + c.to_client.retransmissions;
             self.zero_windows += c.to_server.zero_windows + c.to_client.zero_windows;
-            *self
-                .servers
+            self.servers
                 .entry((c.server.to_string(), c.protocol))
-                .or_default() += 1;
+                .or_default()
+                .0 += 1;
+        }
+        let mut per_connection: HashMap<u32, u64> = HashMap::new();
+        for e in &t.exchanges {
+            *per_connection.entry(e.connection).or_default() += 1;
+        }
+        for c in &t.connections {
+            if let Some(&n) = per_connection.get(&c.id) {
+                let key = (c.server.to_string(), c.protocol);
+                self.servers.entry(key).or_default().1 += n;
+            }
         }
         let on: HashMap<u32, (u16, Protocol)> = t
             .connections
@@ -129,11 +140,14 @@ impl ExchangeGroups {
         let mut servers: Vec<ServerCount> = self
             .servers
             .into_iter()
-            .map(|((server, protocol), connections)| ServerCount {
-                server,
-                protocol,
-                connections,
-            })
+            .map(
+                |((server, protocol), (connections, exchanges))| ServerCount {
+                    server,
+                    protocol,
+                    connections,
+                    exchanges,
+                },
+            )
             .collect();
         servers.sort_by(|a, b| {
             a.server
@@ -233,6 +247,8 @@ mod tests {
         let mut s = CaptureSummary::default();
         g.finish(&mut s);
         assert_eq!(s.connections, 3);
+        let exchanges: Vec<u64> = s.servers.iter().map(|s| s.exchanges).collect();
+        assert_eq!(exchanges, [110, 1]);
         let kind = &s.groups[0];
         assert_eq!(kind.count, 110);
         assert_eq!((kind.min_us, kind.max_us), (100, 199));

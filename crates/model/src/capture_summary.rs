@@ -14,7 +14,7 @@ pub struct CaptureSummary {
     pub exchanges: u64,
     pub retransmissions: u64,
     pub zero_windows: u64,
-    /// Per server: connections and protocol.
+    /// Per server: protocol, connections and exchanges.
     pub servers: Vec<ServerCount>,
     /// Inbound request kinds, each followed by the call groups made for it;
     /// calls made for no request last.
@@ -37,6 +37,8 @@ pub struct ServerCount {
     pub server: String,
     pub protocol: Protocol,
     pub connections: u64,
+    /// Exchanges on its connections.
+    pub exchanges: u64,
 }
 
 /// The exchanges of one request kind, or of one call group made for a kind.

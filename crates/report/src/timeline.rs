@@ -45,10 +45,11 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "    server {} ({}): {} connection(s){}",
+            "    server {} ({}): {} connection(s), {} exchange(s){}",
             server.server,
             server.protocol.name(),
             server.connections,
+            server.exchanges,
             tls_note(&conns)
         );
     }

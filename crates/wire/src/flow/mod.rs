@@ -189,6 +189,10 @@ pub struct FlowTable {
     flows: HashMap<Key, Flow, FlowHashState>,
     /// Flows that were closed when last seen: eviction candidates, oldest first.
     closed: VecDeque<Key>,
+    /// Every flow (key, connection id, last seen when queued), oldest first:
+    /// the idle ones to evict when none is closed, found without a walk
+    /// over every flow (see `evict`).
+    ages: VecDeque<(Key, u32, u64)>,
     budget: Budget,
     next_connection: u32,
     next_exchange: u32,
@@ -220,6 +224,7 @@ impl FlowTable {
             limits,
             flows: HashMap::with_hasher(FlowHashState::new()),
             closed: VecDeque::new(),
+            ages: VecDeque::new(),
             budget,
             next_connection: 0,
             next_exchange: 0,
@@ -325,6 +330,7 @@ impl FlowTable {
         if f.is_closed() {
             self.note_closed(k);
         }
+        self.note_age(k, id, at_us);
         self.flows.insert(k, f);
         self.add_exchanges(&mut out);
         self.scratch = out;
@@ -348,16 +354,41 @@ impl FlowTable {
                 break;
             }
         }
-        let victim = victim.or_else(|| {
-            self.flows
-                .iter()
-                .min_by_key(|(_, f)| (!f.is_closed(), f.last_seen_us))
-                .map(|(k, _)| *k)
-        });
+        let victim = victim.or_else(|| self.idlest());
         if let Some(f) = victim.and_then(|k| self.flows.remove(&k)) {
             self.counters.evicted_flows += 1;
             self.retire(f);
         }
+    }
+
+    fn note_age(&mut self, k: Key, id: u32, at_us: u64) {
+        if self.ages.len() >= 2 * self.limits.max_flows.max(1) {
+            // Entries of flows gone (port reuse) pile up: drop them.
+            let flows = &self.flows;
+            self.ages
+                .retain(|(k, id, _)| flows.get(k).is_some_and(|f| f.conn.id == *id));
+        }
+        self.ages.push_back((k, id, at_us));
+    }
+
+    /// The flow idle longest, nearly: the oldest in the queue that was not
+    /// seen since it was queued; one seen since goes to the back (a second
+    /// chance). Each requeue follows a packet of that flow, so the cost per
+    /// packet stays constant, where a walk over every flow would make a
+    /// flood of new connections quadratic.
+    fn idlest(&mut self) -> Option<Key> {
+        while let Some((k, id, queued)) = self.ages.pop_front() {
+            let Some(f) = self.flows.get(&k).filter(|f| f.conn.id == id) else {
+                continue; // gone
+            };
+            if f.last_seen_us > queued {
+                let seen = f.last_seen_us;
+                self.ages.push_back((k, id, seen));
+                continue;
+            }
+            return Some(k);
+        }
+        None
     }
 
     fn retire(&mut self, f: Flow) {
