@@ -14,6 +14,9 @@ use whyslow_model::{CaptureSummary, Timeline};
 pub struct Keep {
     pub exchanges: usize,
     pub connections: usize,
+    /// Per-segment events kept on those connections, in all; connections
+    /// past it are kept without their events (`events_truncated`).
+    pub events: usize,
 }
 
 /// Results of the windows so far.
@@ -29,6 +32,8 @@ pub struct WholeAnalysis {
     evidence: Timeline,
     /// Position of each kept connection in `evidence.connections`.
     kept: HashMap<u32, usize>,
+    /// Events on the kept connections.
+    events: usize,
 }
 
 /// The merged answer.
@@ -56,6 +61,7 @@ impl WholeAnalysis {
             keep,
             evidence: Timeline::default(),
             kept: HashMap::new(),
+            events: 0,
         }
     }
 
@@ -99,7 +105,15 @@ impl WholeAnalysis {
         self.evidence
             .exchanges
             .extend(t.exchanges.into_iter().take(room));
-        for c in t.connections {
+        for mut c in t.connections {
+            let events = c.segments.len() + c.acks.len();
+            if self.events + events > self.keep.events {
+                c.segments = Vec::new();
+                c.acks = Vec::new();
+                c.events_truncated |= events > 0;
+            } else {
+                self.events += events;
+            }
             match self.kept.get(&c.id) {
                 Some(&i) if !headers.contains(&c.id) => self.evidence.connections[i] = c,
                 Some(_) => {}

@@ -126,6 +126,11 @@ pub fn write_html(path: Option<&std::path::Path>, render: impl FnOnce() -> Strin
     }
 }
 
+/// Share of `--max-events-total` kept as evidence on finished connections:
+/// a quarter, so the evidence stops growing early in a large capture and
+/// the rest stays for the flows still open.
+const EVIDENCE_EVENTS_SHARE: usize = 4;
+
 /// Hands the capture's windows to the whole-capture analysis.
 struct Sink<'a>(&'a mut WholeAnalysis);
 
@@ -147,6 +152,7 @@ pub fn run(args: AnalyzeArgs) -> u8 {
     let keep = Keep {
         exchanges: limits.max_exchanges,
         connections: limits.max_connections,
+        events: limits.max_events_total / EVIDENCE_EVENTS_SHARE,
     };
     let mut whole = WholeAnalysis::new(given, keep);
     let outcome = match windows_from_file(&args.file, &limits, &mut Sink(&mut whole)) {
