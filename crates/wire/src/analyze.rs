@@ -81,7 +81,9 @@ fn windows_from<R: Read + Send>(
     let (mut windows, mut forced) = (0u64, 0u64);
     let mut cut = |table: &mut FlowTable, sink: &mut dyn WindowSink, end: bool| {
         if front.is_none() {
-            let last_chance = end || table.waiting_exchanges() >= SERVICE_SAMPLE;
+            let last_chance = end
+                || table.waiting_exchanges() >= SERVICE_SAMPLE
+                || table.waiting_connections() >= SERVICE_SAMPLE;
             front = sink.front(&table.peek(), last_chance);
             if last_chance && front.is_none() {
                 front = Some(Vec::new());

@@ -22,8 +22,11 @@ struct Count {
 }
 
 impl WindowSink for Count {
-    fn front(&mut self, _: &Timeline, _: bool) -> Option<Vec<u16>> {
-        Some(Vec::new())
+    /// As analyze's sink does when no service shows: wait until told it
+    /// is the last chance (connections piling up must not be copied again
+    /// and again while it waits).
+    fn front(&mut self, _: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
+        last_chance.then(Vec::new)
     }
     fn window(&mut self, w: Window) {
         for c in w

@@ -88,6 +88,11 @@ impl FlowTable {
         self.exchanges.len()
     }
 
+    /// Ended connections not yet taken in a window.
+    pub fn waiting_connections(&self) -> usize {
+        self.connections.len()
+    }
+
     /// The exchanges and connections finished so far, as a timeline, without
     /// taking them: to find the service under investigation before the
     /// first cut.
