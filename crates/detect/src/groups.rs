@@ -60,15 +60,6 @@ fn group<K: Eq + std::hash::Hash>(
     map.entry(key).or_insert_with(Group::new)
 }
 
-/// An inbound request kind: HTTP requests as they are, other protocols with
-/// their name and server port ("redis :6379 GET user:?").
-pub fn kind_label(request: &str, port: u16, proto: Protocol) -> String {
-    match proto {
-        Protocol::Http1 | Protocol::Http2 => request.to_string(),
-        _ => format!("{} :{port} {request}", proto.name()),
-    }
-}
-
 impl ExchangeGroups {
     /// Counts one window. `headers`: connections the window carries only as
     /// headers (counted in the window where they end).
@@ -105,7 +96,7 @@ impl ExchangeGroups {
             .filter(|e| e.role == ExchangeRole::Inbound)
             .map(|e| {
                 let (port, proto) = on(e.connection);
-                (e.id, kind_label(&e.request, port, proto))
+                (e.id, proto.request_kind(&e.request, port))
             })
             .collect();
         for e in &t.exchanges {

@@ -230,6 +230,15 @@ pub enum Protocol {
 
 impl Protocol {
     /// The name people know the protocol by.
+    /// An inbound request kind: HTTP requests as they are, other protocols
+    /// with their name and server port ("redis :6379 GET user:?").
+    pub fn request_kind(self, request: &str, port: u16) -> String {
+        match self {
+            Protocol::Http1 | Protocol::Http2 => request.to_string(),
+            _ => format!("{} :{port} {request}", self.name()),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Http1 => "http",

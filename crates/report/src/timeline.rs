@@ -182,7 +182,10 @@ fn request_groups(t: &Timeline) -> String {
         .exchanges
         .iter()
         .filter(|e| e.role == ExchangeRole::Inbound)
-        .map(|e| (e.id, kind_label(&e.request, on(e.connection))))
+        .map(|e| {
+            let (port, proto) = on(e.connection);
+            (e.id, proto.request_kind(&e.request, port))
+        })
         .collect();
     let mut kinds: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut calls: BTreeMap<(&str, String), Vec<u64>> = BTreeMap::new();
@@ -221,15 +224,6 @@ fn request_groups(t: &Timeline) -> String {
         r
     }));
     render_rows(&rows)
-}
-
-/// An inbound request kind: HTTP requests as they are, other protocols with
-/// their name and server port ("redis :6379 GET user:?").
-fn kind_label(request: &str, (port, proto): (u16, Protocol)) -> String {
-    match proto {
-        Protocol::Http1 | Protocol::Http2 => request.to_string(),
-        _ => format!("{} :{port} {request}", proto.name()),
-    }
 }
 
 /// The call groups made for requests of `kind`, most frequent first.
