@@ -5,6 +5,7 @@
 
 use hdrhistogram::Histogram;
 use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use whyslow_model::{CaptureSummary, ExchangeGroup, ExchangeRole, Protocol, ServerCount, Timeline};
 
 /// Groups kept apart per list (kinds, call groups); the rest share one
@@ -35,89 +36,138 @@ impl Group {
     }
 }
 
+/// Groups by key, each at a fixed slot; past MAX_GROUPS, new keys share
+/// the "other" group.
+struct Slots<K> {
+    index: HashMap<K, usize>,
+    list: Vec<(K, Group)>,
+}
+
+impl<K> Default for Slots<K> {
+    fn default() -> Self {
+        Slots {
+            index: HashMap::new(),
+            list: Vec::new(),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone> Slots<K> {
+    fn slot(&mut self, key: K, other: impl FnOnce() -> K) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let key = if self.list.len() >= MAX_GROUPS {
+            other()
+        } else {
+            key
+        };
+        let list = &mut self.list;
+        *self.index.entry(key.clone()).or_insert_with(|| {
+            list.push((key, Group::new()));
+            list.len() - 1
+        })
+    }
+}
+
+/// No inbound request: the calls made for it are made for none.
+const NO_KIND: usize = usize::MAX;
+
 /// Counts over a capture, fed window by window (after attribution).
 #[derive(Default)]
 pub struct ExchangeGroups {
-    kinds: HashMap<String, Group>,
-    /// (kind made for, or "" for none; call label).
-    calls: HashMap<(String, String), Group>,
-    /// (connections, exchanges) per (server, protocol).
-    servers: HashMap<(String, Protocol), (u64, u64)>,
+    kinds: Slots<String>,
+    /// (slot of the kind made for, or NO_KIND; call label).
+    calls: Slots<(usize, String)>,
+    /// (server, protocol) → (connections, exchanges).
+    servers: HashMap<(String, Protocol), usize>,
+    server_counts: Vec<(u64, u64)>,
     connections: u64,
     tls_connections: u64,
     retransmissions: u64,
     zero_windows: u64,
 }
 
-fn group<K: Eq + std::hash::Hash>(
-    map: &mut HashMap<K, Group>,
-    key: K,
-    other: impl FnOnce() -> K,
-) -> &mut Group {
-    if map.len() >= MAX_GROUPS && !map.contains_key(&key) {
-        return map.entry(other()).or_insert_with(Group::new);
-    }
-    map.entry(key).or_insert_with(Group::new)
-}
-
 impl ExchangeGroups {
     /// Counts one window. `headers`: connections the window carries only as
     /// headers (counted in the window where they end).
     pub fn add(&mut self, t: &Timeline, headers: &HashSet<u32>) {
-        for c in t.connections.iter().filter(|c| !headers.contains(&c.id)) {
+        // Per connection: server port, protocol and the server's slot.
+        let mut on: HashMap<u32, (u16, Protocol, usize)> = HashMap::new();
+        for c in &t.connections {
+            let slot = self.server_slot(c.server.to_string(), c.protocol);
+            on.insert(c.id, (c.server.port(), c.protocol, slot));
+            if headers.contains(&c.id) {
+                continue;
+            }
             self.connections += 1;
             self.tls_connections += u64::from(c.tls);
             self.retransmissions += c.to_server.retransmissions + c.to_client.retransmissions;
             self.zero_windows += c.to_server.zero_windows + c.to_client.zero_windows;
-            self.servers
-                .entry((c.server.to_string(), c.protocol))
-                .or_default()
-                .0 += 1;
+            self.server_counts[slot].0 += 1;
         }
-        let mut per_connection: HashMap<u32, u64> = HashMap::new();
-        for e in &t.exchanges {
-            *per_connection.entry(e.connection).or_default() += 1;
-        }
-        for c in &t.connections {
-            if let Some(&n) = per_connection.get(&c.id) {
-                let key = (c.server.to_string(), c.protocol);
-                self.servers.entry(key).or_default().1 += n;
-            }
-        }
-        let on: HashMap<u32, (u16, Protocol)> = t
-            .connections
-            .iter()
-            .map(|c| (c.id, (c.server.port(), c.protocol)))
-            .collect();
-        let on = |id: u32| on.get(&id).copied().unwrap_or((0, Protocol::Unknown));
-        let kind_of: HashMap<u32, String> = t
+        // A window repeats a few requests many times: each distinct one is
+        // labelled and looked up once.
+        let mut kind_slots: HashMap<(&str, u16, Protocol), usize> = HashMap::new();
+        let mut call_slots: HashMap<(usize, &str, u16, Protocol), usize> = HashMap::new();
+        let any_calls = t.exchanges.iter().any(|e| e.role == ExchangeRole::Outbound);
+        let mut kind_of: HashMap<u32, usize> = HashMap::new();
+        for e in t
             .exchanges
             .iter()
             .filter(|e| e.role == ExchangeRole::Inbound)
-            .map(|e| {
-                let (port, proto) = on(e.connection);
-                (e.id, proto.request_kind(&e.request, port))
-            })
-            .collect();
-        for e in &t.exchanges {
-            let us = e.duration_us();
-            if e.role == ExchangeRole::Inbound {
-                let kind = kind_of[&e.id].clone();
-                group(&mut self.kinds, kind, || OTHER_KINDS.to_string()).record(us);
-            } else {
-                let made_for = e
-                    .parent
-                    .and_then(|p| kind_of.get(&p))
-                    .cloned()
-                    .unwrap_or_default();
-                let (port, proto) = on(e.connection);
-                let label = format!("→ {} :{port} {}", proto.name(), e.request);
-                let other = made_for.clone();
-                group(&mut self.calls, (made_for, label), || {
-                    (other, OTHER_CALLS.to_string())
-                })
-                .record(us);
+        {
+            let (port, proto) = self.count_on(&on, e.connection);
+            let kinds = &mut self.kinds;
+            let slot = *kind_slots
+                .entry((e.request.as_str(), port, proto))
+                .or_insert_with(|| {
+                    kinds.slot(proto.request_kind(&e.request, port), || {
+                        OTHER_KINDS.to_string()
+                    })
+                });
+            self.kinds.list[slot].1.record(e.duration_us());
+            if any_calls {
+                kind_of.insert(e.id, slot);
             }
+        }
+        for e in t
+            .exchanges
+            .iter()
+            .filter(|e| e.role == ExchangeRole::Outbound)
+        {
+            let (port, proto) = self.count_on(&on, e.connection);
+            let made_for = e
+                .parent
+                .and_then(|p| kind_of.get(&p).copied())
+                .unwrap_or(NO_KIND);
+            let calls = &mut self.calls;
+            let slot = *call_slots
+                .entry((made_for, e.request.as_str(), port, proto))
+                .or_insert_with(|| {
+                    let label = format!("→ {} :{port} {}", proto.name(), e.request);
+                    calls.slot((made_for, label), || (made_for, OTHER_CALLS.to_string()))
+                });
+            self.calls.list[slot].1.record(e.duration_us());
+        }
+    }
+
+    fn server_slot(&mut self, server: String, protocol: Protocol) -> usize {
+        let counts = &mut self.server_counts;
+        *self.servers.entry((server, protocol)).or_insert_with(|| {
+            counts.push((0, 0));
+            counts.len() - 1
+        })
+    }
+
+    /// Counts an exchange on its server; its connection's port and protocol.
+    fn count_on(&mut self, on: &HashMap<u32, (u16, Protocol, usize)>, id: u32) -> (u16, Protocol) {
+        match on.get(&id) {
+            Some(&(port, proto, slot)) => {
+                self.server_counts[slot].1 += 1;
+                (port, proto)
+            }
+            None => (0, Protocol::Unknown),
         }
     }
 
@@ -128,17 +178,17 @@ impl ExchangeGroups {
         summary.tls_connections = self.tls_connections;
         summary.retransmissions = self.retransmissions;
         summary.zero_windows = self.zero_windows;
+        let counts = self.server_counts;
         let mut servers: Vec<ServerCount> = self
             .servers
             .into_iter()
-            .map(
-                |((server, protocol), (connections, exchanges))| ServerCount {
-                    server,
-                    protocol,
-                    connections,
-                    exchanges,
-                },
-            )
+            .map(|((server, protocol), slot)| ServerCount {
+                server,
+                protocol,
+                connections: counts[slot].0,
+                exchanges: counts[slot].1,
+            })
+            .filter(|s| s.connections + s.exchanges > 0)
             .collect();
         servers.sort_by(|a, b| {
             a.server
@@ -146,21 +196,26 @@ impl ExchangeGroups {
                 .then(a.protocol.name().cmp(b.protocol.name()))
         });
         summary.servers = servers;
-        let mut kinds: Vec<(String, Group)> = self.kinds.into_iter().collect();
-        kinds.sort_by(|a, b| by_count(&a.1, &b.1).then(a.0.cmp(&b.0)));
-        let mut calls: Vec<((String, String), Group)> = self.calls.into_iter().collect();
-        calls.sort_by(|a, b| by_count(&a.1, &b.1).then(a.0.cmp(&b.0)));
+        let kinds = self.kinds.list;
+        let mut order: Vec<usize> = (0..kinds.len()).collect();
+        order
+            .sort_by(|&a, &b| by_count(&kinds[a].1, &kinds[b].1).then(kinds[a].0.cmp(&kinds[b].0)));
+        let mut calls = self.calls.list;
+        calls.sort_by(|a, b| by_count(&a.1, &b.1).then(a.0 .1.cmp(&b.0 .1)));
         let mut groups = Vec::new();
-        for (kind, g) in &kinds {
+        for &k in &order {
+            let (kind, g) = &kinds[k];
             let n = g.durations.len();
             groups.push(row(kind.clone(), None, None, g));
-            for ((made_for, label), c) in calls.iter().filter(|((k, _), _)| k == kind) {
-                groups.push(row(label.clone(), Some(made_for.clone()), Some(n), c));
+            for ((_, label), c) in calls.iter().filter(|((made_for, _), _)| *made_for == k) {
+                groups.push(row(label.clone(), Some(kind.clone()), Some(n), c));
             }
         }
-        let known: HashSet<&String> = kinds.iter().map(|(k, _)| k).collect();
-        for ((made_for, label), c) in calls.iter().filter(|((k, _), _)| !known.contains(k)) {
-            groups.push(row(label.clone(), Some(made_for.clone()), None, c));
+        for ((_, label), c) in calls
+            .iter()
+            .filter(|((made_for, _), _)| *made_for == NO_KIND)
+        {
+            groups.push(row(label.clone(), Some(String::new()), None, c));
         }
         summary.groups = groups;
     }

@@ -229,7 +229,6 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// The name people know the protocol by.
     /// An inbound request kind: HTTP requests as they are, other protocols
     /// with their name and server port ("redis :6379 GET user:?").
     pub fn request_kind(self, request: &str, port: u16) -> String {
@@ -239,6 +238,7 @@ impl Protocol {
         }
     }
 
+    /// The name people know the protocol by.
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Http1 => "http",

@@ -62,6 +62,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Analyze(_) | Command::Compare(_) | Command::Merge(_)
+    ) {
+        stop_quietly_when_stdout_closes();
+    }
     let code = match cli.command {
         Command::Probe(args) => cmd_probe::run(args),
         Command::Lab(cmd) => cmd_lab::run(cmd),
@@ -75,6 +81,17 @@ fn main() -> ExitCode {
         Command::Use(args) => cmd_use::run(args),
     };
     ExitCode::from(code)
+}
+
+/// Commands that only read files and print (`analyze … | head`) stop as
+/// cat and grep do when their reader goes away, instead of panicking on the
+/// failed write. Commands with sockets keep SIGPIPE ignored: a peer's reset
+/// must be an error on that socket, not the end of the run.
+fn stop_quietly_when_stdout_closes() {
+    // SAFETY: called before any thread starts; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 /// Completes on Ctrl-C (SIGINT). Commands race it against their work so that

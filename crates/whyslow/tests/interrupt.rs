@@ -1,5 +1,6 @@
 //! Ctrl-C mid-run: every command stops, reports what it measured, and exits
-//! 130 (128 + SIGINT) — never a lost result.
+//! 130 (128 + SIGINT) — never a lost result. A reader of stdout that goes
+//! away (`| head`) ends a report command quietly, never with a panic.
 
 mod common;
 use common::*;
@@ -72,7 +73,30 @@ fn capture_finishes_its_file() {
     assert!(analyzed.status.success(), "{}", stderr(&analyzed));
     let report = json(&analyzed);
     assert_eq!(report["timeline"]["exchanges"].as_array().unwrap().len(), 3);
+    analyze_into_a_closed_pipe(&file);
     let _ = std::fs::remove_file(&file);
+}
+
+/// `whyslow analyze FILE | head -0`: the reader is gone before the first
+/// line is written.
+fn analyze_into_a_closed_pipe(file: &std::path::Path) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = bin()
+        .args(["analyze", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?} {err}",
+        out.status
+    );
 }
 
 #[test]

@@ -52,7 +52,7 @@ pub trait WindowSink {
 pub fn windows_from_file(
     path: &Path,
     limits: &Limits,
-    sink: &mut dyn WindowSink,
+    sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
     windows_from(File::open(path)?, FILE_BUFFER, limits, sink)
 }
@@ -61,7 +61,7 @@ pub fn windows_from_file(
 pub fn windows_from_reader<R: Read + Send>(
     reader: R,
     limits: &Limits,
-    sink: &mut dyn WindowSink,
+    sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
     windows_from(reader, INITIAL_BUFFER, limits, sink)
 }
@@ -70,40 +70,67 @@ pub fn windows_from_reader<R: Read + Send>(
 /// must be decided: enough for thousands of requests and their calls.
 const SERVICE_SAMPLE: usize = 10_000;
 
+/// Windows queued for the sink's thread beyond the one it analyzes: none,
+/// so at most two windows are in memory besides the flow table's.
+const WINDOWS_IN_FLIGHT: usize = 0;
+
 fn windows_from<R: Read + Send>(
     reader: R,
     buffer: usize,
     limits: &Limits,
-    sink: &mut dyn WindowSink,
+    sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
     let mut table = FlowTable::windowed(limits.clone());
-    let mut front: Option<Vec<u16>> = None;
     let (mut windows, mut forced) = (0u64, 0u64);
-    let mut cut = |table: &mut FlowTable, sink: &mut dyn WindowSink, end: bool| {
-        if front.is_none() {
-            let last_chance = end
-                || table.waiting_exchanges() >= SERVICE_SAMPLE
-                || table.waiting_connections() >= SERVICE_SAMPLE;
-            front = sink.front(&table.peek(), last_chance);
-            if last_chance && front.is_none() {
-                front = Some(Vec::new());
+    // Once the service is decided, windows are analyzed on their own thread
+    // while the next one is rebuilt: the two halves of the work overlap.
+    let read = std::thread::scope(|s| {
+        let mut deciding = Some(sink);
+        let mut front: Option<Vec<u16>> = None;
+        let mut analyzing = None;
+        let mut cut = |table: &mut FlowTable, end: bool| {
+            if let (None, Some(sink)) = (&front, deciding.as_mut()) {
+                let last_chance = end
+                    || table.waiting_exchanges() >= SERVICE_SAMPLE
+                    || table.waiting_connections() >= SERVICE_SAMPLE;
+                front = sink.front(&table.peek(), last_chance);
+                if last_chance && front.is_none() {
+                    front = Some(Vec::new());
+                }
+            }
+            let Some(ports) = &front else {
+                return;
+            };
+            let w = table.take_window(ports);
+            windows += 1;
+            forced += u64::from(!w.exact);
+            let (to_sink, _) = analyzing.get_or_insert_with(|| {
+                let (tx, rx) = sync_channel::<Window>(WINDOWS_IN_FLIGHT);
+                let sink = deciding.take().expect("the sink is still here");
+                (
+                    tx,
+                    s.spawn(move || rx.into_iter().for_each(|w| sink.window(w))),
+                )
+            });
+            // A send fails only when the sink's thread panicked; the join
+            // below carries that panic on.
+            let _ = to_sink.send(w);
+        };
+        let read = drive(reader, buffer, &mut table, |table| {
+            if table.window_ready() {
+                cut(table, false);
+            }
+        });
+        table.close_all();
+        cut(&mut table, true);
+        if let Some((to_sink, thread)) = analyzing {
+            drop(to_sink);
+            if let Err(panic) = thread.join() {
+                std::panic::resume_unwind(panic);
             }
         }
-        let Some(ports) = &front else {
-            return;
-        };
-        let w = table.take_window(ports);
-        windows += 1;
-        forced += u64::from(!w.exact);
-        sink.window(w);
-    };
-    let read = drive(reader, buffer, &mut table, |table| {
-        if table.window_ready() {
-            cut(table, sink, false);
-        }
+        read
     });
-    table.close_all();
-    cut(&mut table, sink, true);
     let mut outcome = outcome_of(read, table, Timeline::default())?;
     outcome.windows = windows;
     outcome.windows_forced = forced;

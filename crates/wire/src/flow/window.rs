@@ -139,10 +139,21 @@ impl FlowTable {
         if !exact {
             cut = u64::MAX;
         }
-        let (out, held): (Vec<Exchange>, Vec<Exchange>) = std::mem::take(&mut self.exchanges)
-            .into_iter()
-            .partition(|e| e.request_first_at_us < cut);
-        self.exchanges = held;
+        let out = if taken == self.exchanges.len() {
+            std::mem::take(&mut self.exchanges)
+        } else {
+            let all = std::mem::take(&mut self.exchanges);
+            let mut out = Vec::with_capacity(taken);
+            self.exchanges.reserve(all.len() - taken);
+            for e in all {
+                if e.request_first_at_us < cut {
+                    out.push(e);
+                } else {
+                    self.exchanges.push(e);
+                }
+            }
+            out
+        };
         let mut t = Timeline {
             connections: self.take_connections(),
             exchanges: out,
