@@ -54,7 +54,8 @@ timed() {
   : >"$out.times"
   for _ in $(seq "${RUNS:-3}"); do
     /usr/bin/time -f '%e %M' -o "$out.time" "$@" >"$out.out" 2>"$out.err" || true
-    cat "$out.time" >>"$out.times"
+    # A non-zero exit puts "Command exited with non-zero status N" first.
+    tail -n 1 "$out.time" >>"$out.times"
   done
   sort -n "$out.times" | awk '{w[NR] = $1; if ($2 > m) m = $2} END {print w[int((NR + 1) / 2)], m}'
 }

@@ -73,11 +73,15 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
     let server: HashMap<u32, SocketAddr> = t.connections.iter().map(|c| (c.id, c.server)).collect();
     let mut out = Vec::new();
     let mut index: HashMap<u32, usize> = HashMap::new();
+    // Most windows of plain HTTP traffic carry no call: no index to build.
+    let any_call = t.exchanges.iter().any(|e| e.parent.is_some());
     for e in &t.exchanges {
         let answered = e.response_last_at_us.is_some();
         if e.role == ExchangeRole::Inbound && answered {
             if let Some(&s) = server.get(&e.connection) {
-                index.insert(e.id, out.len());
+                if any_call {
+                    index.insert(e.id, out.len());
+                }
                 out.push(RequestCalls {
                     inbound: e,
                     server: s,
@@ -86,7 +90,7 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
             }
         }
     }
-    for e in &t.exchanges {
+    for e in t.exchanges.iter().filter(|_| any_call) {
         let (Some(parent), Some(&s)) = (e.parent, server.get(&e.connection)) else {
             continue;
         };

@@ -407,3 +407,38 @@ fn h2c_upgrade_hands_over_with_the_bytes_after_101() {
     assert_eq!(up.leftover[0].1.len(), 9, "the server's SETTINGS frame");
     assert!(a.finish().is_empty(), "stream 1 is the HTTP/2 analyzer's");
 }
+
+/// Repeated heads come from the memo: the same fields as parsing them, and
+/// a head that differs in one byte is parsed anew.
+#[test]
+fn repeated_heads_are_the_same_exchange_as_parsed_ones() {
+    let get = |q: &str| format!("GET /items/{q}?k=v HTTP/1.1\r\nHost: x\r\n\r\n");
+    let ok = |body: &str| {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let (a, b, c) = (get("7"), get("7"), get("8"));
+    let (r1, r2, r3) = (ok("hello"), ok("hello"), ok("hi"));
+    let (ex, err) = run(&[
+        (ToServer, a.as_bytes()),
+        (ToClient, r1.as_bytes()),
+        (ToServer, b.as_bytes()),
+        (ToClient, r2.as_bytes()),
+        (ToServer, c.as_bytes()),
+        (ToClient, r3.as_bytes()),
+    ]);
+    assert_eq!(err, None);
+    let alone =
+        |req: &str, resp: &str| run(&[(ToServer, req.as_bytes()), (ToClient, resp.as_bytes())]).0;
+    for (e, (req, resp)) in ex.iter().zip([(&a, &r1), (&b, &r2), (&c, &r3)]) {
+        let fresh = &alone(req, resp)[0];
+        assert_eq!(e.request, fresh.request);
+        assert_eq!(e.params_digest, fresh.params_digest);
+        assert_eq!(e.response_bytes, resp.len() as u64);
+        assert_eq!(e.status, Some(Status::Http(200)));
+    }
+    assert_eq!(ex[0].params_digest, ex[1].params_digest);
+    assert_ne!(ex[1].params_digest, ex[2].params_digest);
+}
