@@ -96,9 +96,11 @@ pub fn bounds_help() -> String {
             kib(sniff::HELD_BYTES)
         ),
         format!(
-            "  HTTP/1         head {} KiB, {} unanswered requests; bodies counted, never kept",
+            "  HTTP/1         head {} KiB, {} unanswered requests, last head of {} bytes each way \
+             remembered; bodies counted, never kept",
             kib(h1::MAX_HEAD_BYTES),
-            h1::MAX_OUTSTANDING
+            h1::MAX_OUTSTANDING,
+            h1::HEAD_MEMO_BYTES
         ),
         format!(
             "  HTTP/2         header block {} KiB, HPACK table {} KiB, {} open streams",

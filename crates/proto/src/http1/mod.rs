@@ -32,7 +32,7 @@ const EAGER_CHECK_BYTES: usize = 1024;
 /// with the same head (nginx's changes with its Date, once a second). A
 /// head equal to the last one is not parsed again; parsing was half of the
 /// analyzer's time on such traffic. 2 × 512 bytes per connection at most.
-const HEAD_MEMO_BYTES: usize = 512;
+pub const HEAD_MEMO_BYTES: usize = 512;
 
 /// The last head seen in one direction, and what it parsed to.
 #[derive(Debug)]
