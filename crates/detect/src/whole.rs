@@ -132,10 +132,7 @@ impl WholeAnalysis {
         summary.kept_exchanges = self.evidence.exchanges.len() as u64;
         summary.kept_connections = self.evidence.connections.len() as u64;
         let mut evidence = self.evidence;
-        evidence.connections.sort_by_key(|c| c.id);
-        evidence
-            .exchanges
-            .sort_by_key(|e| (e.request_first_at_us, e.id));
+        evidence.sort();
         Whole {
             analysis: Analysis {
                 service: self.service.unwrap_or(Service::None),

@@ -9,6 +9,38 @@ pub struct Timeline {
 }
 
 impl Timeline {
+    /// Connections by id (tshark's tcp.stream order), exchanges by request
+    /// start. Exchanges are large and arrive in order of completion, far
+    /// from sorted when calls are pipelined: their keys are sorted, then the
+    /// exchanges are permuted in place, each cycle followed once.
+    pub fn sort(&mut self) {
+        self.connections.sort_by_key(|c| c.id);
+        let mut keys: Vec<(u64, u32, usize)> = self
+            .exchanges
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.request_first_at_us, e.id, i))
+            .collect();
+        if keys.is_sorted() {
+            return;
+        }
+        keys.sort_unstable();
+        // from[k]: where the exchange that belongs at k is now.
+        let mut from: Vec<usize> = keys.into_iter().map(|(_, _, i)| i).collect();
+        for start in 0..from.len() {
+            let mut at = start;
+            while from[at] != at {
+                let next = from[at];
+                from[at] = at;
+                if next == start {
+                    break;
+                }
+                self.exchanges.swap(at, next);
+                at = next;
+            }
+        }
+    }
+
     pub fn connection(&self, id: u32) -> Option<&Connection> {
         self.connections.iter().find(|c| c.id == id)
     }
@@ -404,5 +436,35 @@ impl Exchange {
             self.response_first_at_us?
                 .saturating_sub(self.request_last_at_us),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_orders_exchanges_by_start_then_id_like_a_stable_sort() {
+        // Pseudo-random starts with many ties, ids unique.
+        let mut t = Timeline::default();
+        let mut x: u64 = 7;
+        for id in 0..500u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let mut e = Exchange::new(id % 7, Protocol::Redis, format!("r{id}"));
+            e.id = 499 - id;
+            e.request_first_at_us = (x >> 33) % 50;
+            t.exchanges.push(e);
+        }
+        let mut want = t.exchanges.clone();
+        want.sort_by_key(|e| (e.request_first_at_us, e.id));
+        t.sort();
+        let ids = |v: &[Exchange]| {
+            v.iter()
+                .map(|e| (e.id, e.request.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&t.exchanges), ids(&want));
     }
 }

@@ -470,8 +470,7 @@ impl FlowTable {
             connections: std::mem::take(&mut self.connections),
             exchanges: std::mem::take(&mut self.exchanges),
         };
-        t.connections.sort_by_key(|c| c.id);
-        t.exchanges.sort_by_key(|e| (e.request_first_at_us, e.id));
+        t.sort();
         t
     }
 }

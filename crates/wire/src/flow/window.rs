@@ -108,7 +108,7 @@ impl FlowTable {
                 .filter(|f| ids.contains(&f.conn.id))
                 .map(|f| f.header()),
         );
-        sort(&mut t);
+        t.sort();
         t
     }
 
@@ -159,7 +159,7 @@ impl FlowTable {
             exchanges: out,
         };
         let headers = self.add_headers(&mut t);
-        sort(&mut t);
+        t.sort();
         Window {
             timeline: t,
             headers,
@@ -234,11 +234,6 @@ fn without_events(c: &Connection) -> Connection {
         acks: Vec::new(),
         ..c.clone()
     }
-}
-
-fn sort(t: &mut Timeline) {
-    t.connections.sort_by_key(|c| c.id);
-    t.exchanges.sort_by_key(|e| (e.request_first_at_us, e.id));
 }
 
 #[cfg(test)]
