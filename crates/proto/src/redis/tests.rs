@@ -490,3 +490,55 @@ fn digest_covers_arguments_and_ignores_chunking() {
     );
     assert_eq!(digest(b"GET a\r\n", 1), digest(&cmd(&[b"GET", b"a"]), 9));
 }
+
+/// A repeated command is described from the memo: the same label and the
+/// same effect (CLIENT REPLY OFF twice still silences both) as described
+/// anew; a changed argument is described again.
+#[test]
+fn repeated_commands_are_described_as_fresh_ones() {
+    let set = |k: &[u8], v: &[u8]| cmd(&[b"SET", k, v]);
+    let off = cmd(&[b"CLIENT", b"REPLY", b"OFF"]);
+    let on = cmd(&[b"CLIENT", b"REPLY", b"ON"]);
+    let steps = [
+        (C, set(b"user:1", b"a")),
+        (S, b"+OK\r\n".to_vec()),
+        (C, set(b"user:1", b"a")),
+        (S, b"+OK\r\n".to_vec()),
+        (C, set(b"user:2", b"b")),
+        (S, b"+OK\r\n".to_vec()),
+        (C, off.clone()),
+        (C, off),
+        (C, set(b"user:2", b"b")),
+        (C, on),
+        (S, b"+OK\r\n".to_vec()),
+        (C, cmd(&[b"GET", b"user:1"])),
+        (S, b"$1\r\na\r\n".to_vec()),
+    ];
+    let (ex, err) = run(Start::Beginning, &steps);
+    assert_eq!(err, None);
+    let set_label = format!("SET {}", key("user:1"));
+    assert_eq!(
+        labels(&ex),
+        [
+            set_label.as_str(),
+            &set_label,
+            &set_label,
+            "CLIENT REPLY",
+            "CLIENT REPLY",
+            &set_label,
+            "CLIENT REPLY",
+            &format!("GET {}", key("user:1")),
+        ]
+    );
+    // Silenced: the two OFFs and the SET between them got no reply.
+    let answered: Vec<bool> = ex
+        .iter()
+        .map(|e| e.response_first_at_us.is_some())
+        .collect();
+    assert_eq!(
+        answered,
+        [true, true, true, false, false, false, true, true]
+    );
+    assert_eq!(ex[0].params_digest, ex[1].params_digest);
+    assert_ne!(ex[1].params_digest, ex[2].params_digest);
+}
