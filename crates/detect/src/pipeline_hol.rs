@@ -14,6 +14,7 @@
 use crate::critical_path::{lanes, waited_for, Lane};
 use crate::hits::{self, Hit};
 use crate::thresholds::WORTH_SHARE;
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use whyslow_model::{
     fmt_bytes, fmt_ms, Evidence, Exchange, Finding, FindingKind, Severity, Timeline,
@@ -110,7 +111,9 @@ struct Facts {
 }
 
 pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let by_id: HashMap<u32, &Exchange> = t.exchanges.iter().map(|e| (e.id, e)).collect();
+    // Built on first need: most windows have no exchange queued behind another.
+    let index: OnceCell<HashMap<u32, &Exchange>> = OnceCell::new();
+    let by_id = || index.get_or_init(|| t.exchanges.iter().map(|e| (e.id, e)).collect());
     let lanes = lanes(t);
     // The worst wait per inbound request: waits of one request overlap.
     let mut worst: BTreeMap<u32, (Wait, u32)> = BTreeMap::new();
@@ -120,7 +123,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
             if lane.ahead(j).is_empty() || !waited_for(b) {
                 continue;
             }
-            let request = b.parent.and_then(|p| by_id.get(&p)).copied().unwrap_or(b);
+            let request = b.parent.and_then(|p| by_id().get(&p)).copied().unwrap_or(b);
             let arrived = if request.id == b.id {
                 0
             } else {
@@ -137,7 +140,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
     }
     let mut hits = Vec::new();
     for (id, (w, conn)) in worst {
-        let total = by_id[&id].duration_us();
+        let total = by_id()[&id].duration_us();
         let lost = w.waited_us.min(total);
         if lost < MIN_WAIT_US || (lost as f64) < WORTH_SHARE * total as f64 {
             continue;

@@ -140,7 +140,9 @@ impl FlowTable {
             cut = u64::MAX;
         }
         let out = if taken == self.exchanges.len() {
-            std::mem::take(&mut self.exchanges)
+            // The next window fills a vector of about this size again.
+            let room = self.exchanges.capacity().min(self.limits.window_exchanges);
+            std::mem::replace(&mut self.exchanges, Vec::with_capacity(room))
         } else {
             let all = std::mem::take(&mut self.exchanges);
             let mut out = Vec::with_capacity(taken);
