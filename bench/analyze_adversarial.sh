@@ -25,13 +25,15 @@ OUT_OF_ORDER=${OUT_OF_ORDER:-200000}
 MANY_EXCHANGES=${MANY_EXCHANGES:-1000000}
 
 # Peak RSS ceiling, from the default bounds (crates/wire/src/flow/mod.rs):
-#   flow table: --max-flows 10 000 × ~20 KiB (4 KiB head buffer each way,
-#     64 pending request labels × 200 B)                           ≈ 200 MB
+#   flow table: --max-flows 10 000 × ~21 KiB (4 KiB head buffer each way,
+#     64 pending request labels × 200 B, the last head each way
+#     remembered, 512 B each)                                      ≈ 210 MB
 #   out-of-order bytes held over all flows (DEFAULT_MAX_HELD_TOTAL)    64 MiB
 #   evidence: 200 000 exchanges × 200 B + 100 000 connections × 1 KB ≈ 140 MB
-#   one analysis window: 50 000 exchanges and their connections     ≈  60 MB
-# ≈ 460 MB, rounded up:
-RSS_CEILING_MB=512
+#   two analysis windows (one analyzed while the next fills): 50 000
+#     exchanges and their connections each                         ≈ 120 MB
+# ≈ 534 MB, rounded up:
+RSS_CEILING_MB=576
 # Wall ceiling: 10 µs per packet, i.e. at least 100 000 packets/s on this
 # machine (10 s per million packets), and never under 1 s (start-up).
 WALL_US_PER_PACKET=10
