@@ -1,4 +1,4 @@
-use super::lex::{Kind, Lexer, KEYWORDS};
+use super::lex::{keyword, Kind, Lexer, KEYWORDS};
 use super::*;
 use std::time::{Duration, Instant};
 
@@ -405,6 +405,27 @@ fn keywords_sorted_and_upper() {
     assert!(KEYWORDS
         .iter()
         .all(|k| k.bytes().all(|b| b.is_ascii_uppercase())));
+}
+
+/// Every keyword in any case, and nothing else, whatever its initial.
+#[test]
+fn keyword_lookup_matches_the_list() {
+    for k in KEYWORDS {
+        assert_eq!(keyword(k.as_bytes()), Some(*k));
+        assert_eq!(keyword(k.to_ascii_lowercase().as_bytes()), Some(*k));
+        let longer = format!("{k}S");
+        assert_eq!(
+            keyword(longer.as_bytes()),
+            KEYWORDS.iter().find(|x| **x == longer).copied()
+        );
+        assert_eq!(
+            keyword(&k.as_bytes()[..k.len() - 1]),
+            KEYWORDS.iter().find(|x| **x == &k[..k.len() - 1]).copied()
+        );
+    }
+    for w in ["", "_x", "9", "users", "zeta", "é", "selec", "[", "`"] {
+        assert_eq!(keyword(w.as_bytes()), None, "{w}");
+    }
 }
 
 #[test]
