@@ -35,7 +35,7 @@ pub struct AnalyzeOutcome {
     pub windows_forced: u64,
 }
 
-/// Receives the windows of a capture, in capture order.
+/// Receives the windows of a capture, in capture order, each timeline sorted.
 pub trait WindowSink {
     /// Ports of the service under investigation, decided from what finished
     /// before the first cut (empty: no service; every exchange stands alone),
@@ -109,7 +109,12 @@ fn windows_from<R: Read + Send>(
                 let sink = deciding.take().expect("the sink is still here");
                 (
                     tx,
-                    s.spawn(move || rx.into_iter().for_each(|w| sink.window(w))),
+                    s.spawn(move || {
+                        rx.into_iter().for_each(|mut w: Window| {
+                            w.timeline.sort();
+                            sink.window(w)
+                        })
+                    }),
                 )
             });
             // A send fails only when the sink's thread panicked; the join

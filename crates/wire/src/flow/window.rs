@@ -114,7 +114,9 @@ impl FlowTable {
 
     /// Takes the next window. `front`: ports of the service under
     /// investigation, whose open requests bound the cut; empty when there is
-    /// none (every exchange finished so far is then taken).
+    /// none (every exchange finished so far is then taken). The timeline is
+    /// in the order things finished: the receiver sorts it (`Timeline::sort`),
+    /// on its own thread, so the table can go on reading.
     pub fn take_window(&mut self, front: &[u16]) -> Window {
         let port = self.server_ports();
         let is_front = |e: &Exchange| port.get(&e.connection).is_some_and(|p| front.contains(p));
@@ -139,14 +141,15 @@ impl FlowTable {
         if !exact {
             cut = u64::MAX;
         }
+        // The next window fills a vector of about this size again: growing
+        // one from small costs a copy of every exchange per doubling.
+        let room = self.exchanges.capacity().min(self.limits.window_exchanges);
         let out = if taken == self.exchanges.len() {
-            // The next window fills a vector of about this size again.
-            let room = self.exchanges.capacity().min(self.limits.window_exchanges);
             std::mem::replace(&mut self.exchanges, Vec::with_capacity(room))
         } else {
-            let all = std::mem::take(&mut self.exchanges);
+            let held = self.exchanges.len() - taken;
+            let all = std::mem::replace(&mut self.exchanges, Vec::with_capacity(room.max(held)));
             let mut out = Vec::with_capacity(taken);
-            self.exchanges.reserve(all.len() - taken);
             for e in all {
                 if e.request_first_at_us < cut {
                     out.push(e);
@@ -161,7 +164,6 @@ impl FlowTable {
             exchanges: out,
         };
         let headers = self.add_headers(&mut t);
-        t.sort();
         Window {
             timeline: t,
             headers,
