@@ -181,11 +181,18 @@ impl RespAnalyzer {
         let (label, effect) = match &self.last {
             // describe() reads only the kept arguments and the count.
             Some((argc, args, label, effect)) if *argc == cmd.argc && *args == cmd.args => {
-                (label.clone(), *effect)
+                let described = (label.clone(), *effect);
+                self.req.recycle(cmd.args);
+                described
             }
             _ => {
                 let (label, effect) = command::describe(&cmd);
-                self.last = Some((cmd.argc, cmd.args, label.clone(), effect));
+                let old = self
+                    .last
+                    .replace((cmd.argc, cmd.args, label.clone(), effect));
+                if let Some((_, args, _, _)) = old {
+                    self.req.recycle(args);
+                }
                 (label, effect)
             }
         };

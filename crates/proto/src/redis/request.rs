@@ -46,6 +46,8 @@ struct ArgSink {
     digest: ParamDigest,
     secret: bool,
     lost: bool,
+    /// Emptied argument buffers of earlier commands, reused for the next.
+    spare: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ArgSink {
@@ -84,7 +86,8 @@ impl ArgSink {
             .ok()
             .filter(|&i| i < MAX_KEPT_ARGS)?;
         while self.args.len() <= i {
-            self.args.push(Vec::new());
+            let buf = self.spare.pop().unwrap_or_default();
+            self.args.push(buf);
         }
         self.args.get_mut(i)
     }
@@ -108,7 +111,14 @@ impl ArgSink {
     }
 
     fn finish(&mut self) -> Command {
-        let sink = std::mem::take(self);
+        let spare = std::mem::take(&mut self.spare);
+        let sink = std::mem::replace(
+            self,
+            ArgSink {
+                spare,
+                ..ArgSink::default()
+            },
+        );
         Command {
             argc: sink.index,
             args: sink.args,
@@ -150,6 +160,11 @@ impl RequestReader {
 
     /// Reads up to the end of one command; returns the bytes used.
     pub fn feed(&mut self, data: &[u8]) -> (usize, Outcome<Command>) {
+        if self.state == State::Start {
+            if let Some(used) = self.whole_command(data) {
+                return (used, Outcome::Done(self.sink.finish()));
+            }
+        }
         let mut i = 0;
         while let Some(rest) = data.get(i..).filter(|r| !r.is_empty()) {
             let (used, step) = match self.state {
@@ -163,6 +178,42 @@ impl RequestReader {
             }
         }
         (i, Outcome::More)
+    }
+
+    /// A command that lies whole and well formed in `data`, read in place:
+    /// the same `Command` the byte-by-byte states build, without walking its
+    /// framing a byte at a time. None leaves everything to those states
+    /// (partial commands, errors, inline commands, empty multibulks).
+    fn whole_command(&mut self, data: &[u8]) -> Option<usize> {
+        let (argc, mut at) = length_at(data, 0, b'*', MAX_ARGS)?;
+        let first = at;
+        for _ in 0..argc {
+            let (len, body) = length_at(data, at, b'$', MAX_BULK_LEN)?;
+            at = body_end(data, body, len)?;
+        }
+        let end = at;
+        self.argc = argc;
+        at = first;
+        while at < end {
+            let (len, body) = length_at(data, at, b'$', MAX_BULK_LEN)?;
+            let arg = &data[body..body + len as usize];
+            if !arg.is_empty() {
+                self.sink.bytes(arg);
+            }
+            self.sink.end_arg();
+            at = body + len as usize + 2;
+        }
+        Some(end)
+    }
+
+    /// Takes back the argument buffers of a command read earlier.
+    pub fn recycle(&mut self, args: Vec<Vec<u8>>) {
+        for mut a in args {
+            if self.sink.spare.len() < MAX_KEPT_ARGS {
+                a.clear();
+                self.sink.spare.push(a);
+            }
+        }
     }
 
     fn step(&mut self, rest: &[u8]) -> (usize, Outcome<Command>) {
@@ -328,4 +379,32 @@ impl RequestReader {
         self.state = State::Start;
         Some((self.sink.finish(), missing - tail))
     }
+}
+
+/// A "<kind><n>\r\n" line at `at` with 1 <= n <= max (0 too for bulk
+/// lengths), as the states read it: the number and where the line ends.
+fn length_at(data: &[u8], at: usize, kind: u8, max: u64) -> Option<(u64, usize)> {
+    let rest = data.get(at..)?;
+    if rest.first() != Some(&kind) {
+        return None;
+    }
+    let window = &rest[1..rest.len().min(MAX_HEADER_LINE + 2)];
+    let nl = memchr::memchr(b'\n', window)?;
+    let line = &window[..nl];
+    if line.len() > MAX_HEADER_LINE {
+        return None;
+    }
+    let text = line.strip_suffix(b"\r").unwrap_or(line);
+    let n = u64::try_from(parse_int(text)?).ok()?;
+    let counting = kind == b'*';
+    if n > max || (counting && n == 0) {
+        return None;
+    }
+    Some((n, at + 1 + nl + 1))
+}
+
+/// The end of a bulk body of `len` bytes at `body` and its CRLF.
+fn body_end(data: &[u8], body: usize, len: u64) -> Option<usize> {
+    let end = body.checked_add(usize::try_from(len).ok()?)?;
+    (data.get(end..end + 2)? == b"\r\n").then_some(end + 2)
 }

@@ -542,3 +542,46 @@ fn repeated_commands_are_described_as_fresh_ones() {
     assert_eq!(ex[0].params_digest, ex[1].params_digest);
     assert_ne!(ex[1].params_digest, ex[2].params_digest);
 }
+
+/// Commands lying whole in one delivery are read in place; the same bytes a
+/// byte at a time go through the states. Both must build the same commands
+/// (count, kept arguments, digest), credentials and odd framing included.
+#[test]
+fn commands_read_in_place_equal_commands_read_byte_by_byte() {
+    let long = vec![b'k'; request::MAX_ARG_BYTES + 10];
+    let mut bytes = Vec::new();
+    for c in [
+        cmd(&[b"GET", b"user:1"]),
+        cmd(&[b"SET", b"user:2", b"", b"EX", b"10"]),
+        cmd(&[b"AUTH", b"alice", b"s3cret"]),
+        cmd(&[b"HELLO", b"3", b"AUTH", b"u", b"p"]),
+        cmd(&[b"OBJECT", b"ENCODING", &long]),
+        cmd(&[b"PING"]),
+        b"*2\n$3\nGET\r\n$1\nk\r\n".to_vec(),
+        b"*0\r\n".to_vec(),
+        b"PING\r\n".to_vec(),
+        cmd(&[b"MSET", b"a", b"1", b"b", b"2"]),
+    ] {
+        bytes.extend_from_slice(&c);
+    }
+    let read = |chunk: usize| {
+        let mut r = request::RequestReader::new();
+        let mut out = Vec::new();
+        for mut part in bytes.chunks(chunk) {
+            while !part.is_empty() {
+                let (used, outcome) = r.feed(part);
+                part = &part[used..];
+                match outcome {
+                    frame::Outcome::Done(c) => out.push((c.argc, c.args, c.digest)),
+                    frame::Outcome::Error(e) => panic!("{e}"),
+                    _ => {}
+                }
+            }
+        }
+        out
+    };
+    let whole = read(bytes.len());
+    assert_eq!(whole.len(), 9);
+    assert_eq!(whole, read(1));
+    assert_eq!(whole, read(7));
+}
