@@ -18,10 +18,14 @@ pub struct Prepared {
     pub digest: ParamDigest,
 }
 
-/// Name → `Prepared`, at most `cap` entries; on overflow the oldest entry is
+/// Name → `Prepared`, at most `cap` named entries; on overflow the oldest is
 /// forgotten (a Bind of it later is labeled unknown, nothing else breaks).
+/// The unnamed statement and portal, which most clients use for every
+/// query, have their own slot: no hashing, and no comparison of empty keys
+/// (memcmp of zero bytes at a dangling address stalls some CPUs' masked loads).
 pub struct Names {
     map: HashMap<Vec<u8>, (Prepared, u64)>,
+    unnamed: Option<Prepared>,
     cap: usize,
     seq: u64,
 }
@@ -30,12 +34,17 @@ impl Names {
     pub fn new(cap: usize) -> Self {
         Names {
             map: HashMap::new(),
+            unnamed: None,
             cap,
             seq: 0,
         }
     }
 
     pub fn insert(&mut self, name: &[u8], p: Prepared) {
+        if name.is_empty() {
+            self.unnamed = Some(p);
+            return;
+        }
         if !self.map.contains_key(name) && self.map.len() >= self.cap {
             // O(cap), only when full: rare, and cap is small.
             let oldest = self.map.iter().min_by_key(|(_, (_, s))| *s);
@@ -48,15 +57,22 @@ impl Names {
     }
 
     pub fn get(&self, name: &[u8]) -> Option<&Prepared> {
+        if name.is_empty() {
+            return self.unnamed.as_ref();
+        }
         self.map.get(name).map(|(p, _)| p)
     }
 
     pub fn remove(&mut self, name: &[u8]) {
-        self.map.remove(name);
+        if name.is_empty() {
+            self.unnamed = None;
+        } else {
+            self.map.remove(name);
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.map.len() + usize::from(self.unnamed.is_some())
     }
 }
 
