@@ -142,8 +142,10 @@ impl FlowTable {
             cut = u64::MAX;
         }
         // The next window fills a vector of about this size again: growing
-        // one from small costs a copy of every exchange per doubling.
-        let room = self.exchanges.capacity().min(self.limits.window_exchanges);
+        // one costs a copy of every exchange per doubling. The window is cut
+        // after the batch of packets that filled it, so it runs a little over.
+        let window = self.limits.window_exchanges;
+        let room = self.exchanges.capacity().min(window + window / 4);
         let out = if taken == self.exchanges.len() {
             std::mem::replace(&mut self.exchanges, Vec::with_capacity(room))
         } else {
