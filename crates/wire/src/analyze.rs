@@ -11,7 +11,7 @@ use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc::sync_channel;
-use whyslow_model::Timeline;
+use whyslow_model::{Exchange, Timeline};
 
 /// What analyzing a capture produced.
 #[derive(Debug)]
@@ -33,6 +33,10 @@ pub struct AnalyzeOutcome {
     /// Windowed analysis: windows handed out, and those whose cut was forced.
     pub windows: u64,
     pub windows_forced: u64,
+    /// Flows closed early because `Limits::max_flows` were open at once.
+    pub evicted_flows: u64,
+    /// Packets of connections closed and handed on long before: ignored.
+    pub late_packets: u64,
 }
 
 /// Receives the windows of a capture, in capture order, each timeline sorted.
@@ -42,7 +46,11 @@ pub trait WindowSink {
     /// or None to wait for more. `last_chance`: the end of the capture, or
     /// `SERVICE_SAMPLE` exchanges waiting; the answer must then be Some.
     fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>>;
-    fn window(&mut self, window: Window);
+    /// One window: the sink takes what it keeps. The exchanges' vector left
+    /// behind goes back to the flow table for a later window, so windows
+    /// reuse a few large buffers instead of allocating and faulting in new
+    /// ones (and memory does not drift with the allocator's thresholds).
+    fn window(&mut self, window: &mut Window);
 }
 
 /// Reads a capture and hands its connections and exchanges to `sink` in
@@ -74,6 +82,9 @@ const SERVICE_SAMPLE: usize = 10_000;
 /// so at most two windows are in memory besides the flow table's.
 const WINDOWS_IN_FLIGHT: usize = 0;
 
+/// Emptied window vectors on their way back to the flow table.
+const SPARE_WINDOWS: usize = 1;
+
 fn windows_from<R: Read + Send>(
     reader: R,
     buffer: usize,
@@ -88,6 +99,8 @@ fn windows_from<R: Read + Send>(
         let mut deciding = Some(sink);
         let mut front: Option<Vec<u16>> = None;
         let mut analyzing = None;
+        let (spare_tx, spare_rx) = sync_channel::<Vec<Exchange>>(SPARE_WINDOWS);
+        let mut spare_tx = Some(spare_tx);
         let mut cut = |table: &mut FlowTable, end: bool| {
             if let (None, Some(sink)) = (&front, deciding.as_mut()) {
                 let last_chance = end
@@ -101,19 +114,27 @@ fn windows_from<R: Read + Send>(
             let Some(ports) = &front else {
                 return;
             };
+            if let Ok(room) = spare_rx.try_recv() {
+                table.recycle(room);
+            }
             let w = table.take_window(ports);
             windows += 1;
             forced += u64::from(!w.exact);
             let (to_sink, _) = analyzing.get_or_insert_with(|| {
                 let (tx, rx) = sync_channel::<Window>(WINDOWS_IN_FLIGHT);
                 let sink = deciding.take().expect("the sink is still here");
+                let give_back = spare_tx.take().expect("one analyzing thread");
                 (
                     tx,
                     s.spawn(move || {
-                        rx.into_iter().for_each(|mut w: Window| {
+                        for mut w in rx {
                             w.timeline.sort();
-                            sink.window(w)
-                        })
+                            sink.window(&mut w);
+                            let mut room = std::mem::take(&mut w.timeline.exchanges);
+                            room.clear();
+                            // Full: the table has one already; this one is freed.
+                            let _ = give_back.try_send(room);
+                        }
                     }),
                 )
             });
@@ -250,6 +271,8 @@ fn outcome_of(
         exchanges_dropped: c.exchanges_dropped,
         windows: 0,
         windows_forced: 0,
+        evicted_flows: c.evicted_flows,
+        late_packets: c.late_packets,
     })
 }
 

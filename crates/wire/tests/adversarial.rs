@@ -28,7 +28,7 @@ impl WindowSink for Count {
     fn front(&mut self, _: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
         last_chance.then(Vec::new)
     }
-    fn window(&mut self, w: Window) {
+    fn window(&mut self, w: &mut Window) {
         for c in w
             .timeline
             .connections
@@ -151,4 +151,31 @@ fn a_body_in_pathological_order_is_rebuilt_once() {
         count.response_bytes,
         (head.len() as u32 + SEGMENTS * SIZE) as u64
     );
+}
+
+/// Closed connections are handed on after a bounded number of later closes,
+/// not held until `max_flows` open ones force them out: twice `max_flows`
+/// connections, one after another, evict nothing. A packet of the first one
+/// long after its close is ignored, not taken for a new connection.
+#[test]
+fn closed_connections_leave_the_flow_table() {
+    const N: u16 = 2_000;
+    let mut s = Sim::new(1, 6379);
+    for port in 1..=N {
+        s.cport = port;
+        s.handshake();
+        s.send(true, b"*1\r\n$4\r\nPING\r\n");
+        s.send(false, b"+PONG\r\n");
+        s.fin(true);
+        s.fin(false);
+        s.ack(true);
+    }
+    s.cport = 1;
+    s.ack(true);
+    let (out, count) = run(&s.bytes(), &small());
+    assert_eq!(out.evicted_flows, 0);
+    assert_eq!(out.late_packets, 1);
+    assert_eq!(out.connections_seen, u64::from(N));
+    assert_eq!(count.connections, u64::from(N));
+    assert_eq!(count.exchanges, u64::from(N));
 }

@@ -33,6 +33,15 @@ pub const DEFAULT_MAX_EVENTS_TOTAL: usize = 250_000;
 /// incomplete) and at most 64 pending request labels of up to 200 bytes;
 /// past the bound the idlest flow is closed early.
 pub const DEFAULT_MAX_FLOWS: usize = 10_000;
+/// Closed flows kept for their last packets (the final ACK, a retransmitted
+/// FIN) before they are handed on; loopback and LAN captures carry those
+/// within microseconds, so a few hundred connection closes later is long
+/// after. Without this bound a closed flow stayed until `max_flows` forced
+/// it out, and memory grew with every connection up to that bound.
+const MAX_CLOSED_FLOWS: usize = 256;
+/// Keys of handed-on connections remembered, so a packet of theirs even
+/// later is ignored rather than taken for a connection seen mid-stream.
+const RECENTLY_RETIRED: usize = 4096;
 /// Out-of-order bytes held per direction while waiting for a hole to fill.
 /// 1 MiB covers several round trips of a fast link's window.
 pub const DEFAULT_MAX_HELD_PER_FLOW: usize = 1 << 20;
@@ -106,6 +115,9 @@ pub struct Counters {
     /// or on a connection left out).
     pub exchanges_seen: u64,
     pub exchanges_dropped: u64,
+    /// Packets of a connection already closed and handed on (a last ACK or
+    /// retransmitted FIN long after the close): ignored, not a new connection.
+    pub late_packets: u64,
 }
 
 type Key = (SocketAddr, SocketAddr);
@@ -192,6 +204,11 @@ pub struct FlowTable {
     flows: HashMap<Key, Flow, FlowHashState>,
     /// Flows that were closed when last seen: eviction candidates, oldest first.
     closed: VecDeque<Key>,
+    /// Keys of connections closed and handed on, newest last (at most
+    /// `RECENTLY_RETIRED`), with the id they had: their late packets are not
+    /// taken for new connections.
+    retired: HashMap<Key, u32, FlowHashState>,
+    retired_order: VecDeque<(Key, u32)>,
     /// Every flow (key, connection id, last seen when queued), oldest first:
     /// the idle ones to evict when none is closed, found without a walk
     /// over every flow (see `evict`).
@@ -203,6 +220,8 @@ pub struct FlowTable {
     exchanges: Vec<Exchange>,
     /// Exchanges completed by the packet being pushed (reused buffer).
     scratch: Vec<Exchange>,
+    /// An emptied window vector given back for the next window.
+    spare: Vec<Exchange>,
     counters: Counters,
     errors: Vec<String>,
     errors_dropped: u64,
@@ -227,6 +246,8 @@ impl FlowTable {
             limits,
             flows: HashMap::with_hasher(FlowHashState::new()),
             closed: VecDeque::new(),
+            retired: HashMap::with_hasher(FlowHashState::new()),
+            retired_order: VecDeque::new(),
             ages: VecDeque::new(),
             budget,
             next_connection: 0,
@@ -234,6 +255,7 @@ impl FlowTable {
             connections: Vec::new(),
             exchanges: Vec::new(),
             scratch: Vec::new(),
+            spare: Vec::new(),
             counters: Counters::default(),
             errors: Vec::new(),
             errors_dropped: 0,
@@ -313,6 +335,10 @@ impl FlowTable {
                 return;
             }
         }
+        if !tcp.syn && self.retired.contains_key(&k) {
+            self.counters.late_packets += 1;
+            return;
+        }
         // A new flow, or a new SYN on a tracked 4-tuple (port reuse).
         if let Some(old) = self.flows.remove(&k) {
             self.retire(old);
@@ -340,10 +366,32 @@ impl FlowTable {
     }
 
     fn note_closed(&mut self, k: Key) {
-        if self.closed.len() >= self.limits.max_flows {
-            self.closed.pop_front(); // stale or not, the scan still finds it
-        }
         self.closed.push_back(k);
+        while self.closed.len() > MAX_CLOSED_FLOWS {
+            let Some(old) = self.closed.pop_front() else {
+                break;
+            };
+            // Stale entries (reopened, evicted) are skipped.
+            if !self.flows.get(&old).is_some_and(Flow::is_closed) {
+                continue;
+            }
+            if let Some(f) = self.flows.remove(&old) {
+                self.remember_retired(old, f.conn.id);
+                self.retire(f);
+            }
+        }
+    }
+
+    fn remember_retired(&mut self, k: Key, id: u32) {
+        if self.retired_order.len() >= RECENTLY_RETIRED {
+            if let Some((gone, gone_id)) = self.retired_order.pop_front() {
+                if self.retired.get(&gone) == Some(&gone_id) {
+                    self.retired.remove(&gone);
+                }
+            }
+        }
+        self.retired.insert(k, id);
+        self.retired_order.push_back((k, id));
     }
 
     /// Closes a closed flow if there is one (oldest closed first), else the

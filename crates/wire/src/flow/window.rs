@@ -141,26 +141,15 @@ impl FlowTable {
         if !exact {
             cut = u64::MAX;
         }
-        // The next window fills a vector of about this size again: growing
-        // one costs a copy of every exchange per doubling. The window is cut
-        // after the batch of packets that filled it, so it runs a little over.
-        let window = self.limits.window_exchanges;
-        let room = self.exchanges.capacity().min(window + window / 4);
-        let out = if taken == self.exchanges.len() {
-            std::mem::replace(&mut self.exchanges, Vec::with_capacity(room))
+        let mut out = self.spare_window(taken);
+        if taken == self.exchanges.len() {
+            std::mem::swap(&mut out, &mut self.exchanges);
         } else {
-            let held = self.exchanges.len() - taken;
-            let all = std::mem::replace(&mut self.exchanges, Vec::with_capacity(room.max(held)));
-            let mut out = Vec::with_capacity(taken);
-            for e in all {
-                if e.request_first_at_us < cut {
-                    out.push(e);
-                } else {
-                    self.exchanges.push(e);
-                }
-            }
-            out
-        };
+            out.extend(
+                self.exchanges
+                    .extract_if(.., |e| e.request_first_at_us < cut),
+            );
+        }
         let mut t = Timeline {
             connections: self.take_connections(),
             exchanges: out,
@@ -171,6 +160,27 @@ impl FlowTable {
             headers,
             exact,
         }
+    }
+
+    /// An emptied window vector to reuse (see `recycle`).
+    pub fn recycle(&mut self, mut room: Vec<Exchange>) {
+        room.clear();
+        if room.capacity() > self.spare.capacity() {
+            self.spare = room;
+        }
+    }
+
+    /// A vector for the next window's exchanges, or for the `taken` cut
+    /// from this one: the recycled one when there is one, else one with
+    /// room for a window. Growing one costs a copy of every exchange per
+    /// doubling; a window is cut after the batch of packets that filled it,
+    /// so it runs a little over.
+    fn spare_window(&mut self, taken: usize) -> Vec<Exchange> {
+        let window = self.limits.window_exchanges;
+        let room = (window + window / 4).min(self.exchanges.capacity().max(taken));
+        let mut v = std::mem::take(&mut self.spare);
+        v.reserve(room);
+        v
     }
 
     /// Server port of every connection with an exchange waiting.
