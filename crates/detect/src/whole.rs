@@ -80,33 +80,32 @@ impl WholeAnalysis {
     }
 
     /// Analyzes one window. `headers`: connections it carries only as
-    /// headers (they come whole in a later window). What is kept as
-    /// evidence is taken; `t` is left empty, its vectors' room intact.
-    pub fn window(&mut self, t: &mut Timeline, headers: &HashSet<u32>) {
+    /// headers (they come whole in a later window).
+    pub fn window(&mut self, mut t: Timeline, headers: &HashSet<u32>) {
         if self.service.is_none() {
-            self.front(t, true);
+            self.front(&t, true);
         }
         let service = self.service.clone().unwrap_or(Service::None);
-        let a = pipeline::analyze_as(t, service);
+        let a = pipeline::analyze_as(&mut t, service);
         self.backing.extend(a.backing);
         self.findings.add(a.findings);
         self.breakdowns.add(a.time_breakdown);
         self.sql.add(a.sql_summary);
-        self.groups.add(t, headers);
+        self.groups.add(&t, headers);
         self.keep_evidence(t, headers);
     }
 
     /// Keeps the first exchanges and connections. A connection kept as a
     /// header is replaced when it comes whole.
-    fn keep_evidence(&mut self, t: &mut Timeline, headers: &HashSet<u32>) {
+    fn keep_evidence(&mut self, t: Timeline, headers: &HashSet<u32>) {
         let room = self
             .keep
             .exchanges
             .saturating_sub(self.evidence.exchanges.len());
         self.evidence
             .exchanges
-            .extend(t.exchanges.drain(..).take(room));
-        for mut c in t.connections.drain(..) {
+            .extend(t.exchanges.into_iter().take(room));
+        for mut c in t.connections {
             let events = c.segments.len() + c.acks.len();
             if self.events + events > self.keep.events {
                 c.segments = Vec::new();

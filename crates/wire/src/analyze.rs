@@ -11,7 +11,7 @@ use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc::sync_channel;
-use whyslow_model::{Exchange, Timeline};
+use whyslow_model::Timeline;
 
 /// What analyzing a capture produced.
 #[derive(Debug)]
@@ -46,11 +46,7 @@ pub trait WindowSink {
     /// or None to wait for more. `last_chance`: the end of the capture, or
     /// `SERVICE_SAMPLE` exchanges waiting; the answer must then be Some.
     fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>>;
-    /// One window: the sink takes what it keeps. The exchanges' vector left
-    /// behind goes back to the flow table for a later window, so windows
-    /// reuse a few large buffers instead of allocating and faulting in new
-    /// ones (and memory does not drift with the allocator's thresholds).
-    fn window(&mut self, window: &mut Window);
+    fn window(&mut self, window: Window);
 }
 
 /// Reads a capture and hands its connections and exchanges to `sink` in
@@ -82,9 +78,6 @@ const SERVICE_SAMPLE: usize = 10_000;
 /// so at most two windows are in memory besides the flow table's.
 const WINDOWS_IN_FLIGHT: usize = 0;
 
-/// Emptied window vectors on their way back to the flow table.
-const SPARE_WINDOWS: usize = 1;
-
 fn windows_from<R: Read + Send>(
     reader: R,
     buffer: usize,
@@ -99,8 +92,6 @@ fn windows_from<R: Read + Send>(
         let mut deciding = Some(sink);
         let mut front: Option<Vec<u16>> = None;
         let mut analyzing = None;
-        let (spare_tx, spare_rx) = sync_channel::<Vec<Exchange>>(SPARE_WINDOWS);
-        let mut spare_tx = Some(spare_tx);
         let mut cut = |table: &mut FlowTable, end: bool| {
             if let (None, Some(sink)) = (&front, deciding.as_mut()) {
                 let last_chance = end
@@ -114,26 +105,18 @@ fn windows_from<R: Read + Send>(
             let Some(ports) = &front else {
                 return;
             };
-            if let Ok(room) = spare_rx.try_recv() {
-                table.recycle(room);
-            }
             let w = table.take_window(ports);
             windows += 1;
             forced += u64::from(!w.exact);
             let (to_sink, _) = analyzing.get_or_insert_with(|| {
                 let (tx, rx) = sync_channel::<Window>(WINDOWS_IN_FLIGHT);
                 let sink = deciding.take().expect("the sink is still here");
-                let give_back = spare_tx.take().expect("one analyzing thread");
                 (
                     tx,
                     s.spawn(move || {
                         for mut w in rx {
                             w.timeline.sort();
-                            sink.window(&mut w);
-                            let mut room = std::mem::take(&mut w.timeline.exchanges);
-                            room.clear();
-                            // Full: the table has one already; this one is freed.
-                            let _ = give_back.try_send(room);
+                            sink.window(w);
                         }
                     }),
                 )

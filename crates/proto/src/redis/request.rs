@@ -183,7 +183,9 @@ impl RequestReader {
     /// A command that lies whole and well formed in `data`, read in place:
     /// the same `Command` the byte-by-byte states build, without walking its
     /// framing a byte at a time. None leaves everything to those states
-    /// (partial commands, errors, inline commands, empty multibulks).
+    /// (partial commands, errors, inline commands, empty multibulks). The
+    /// framing is checked in a first pass, so a command cut short leaves the
+    /// reader as it was; the second feeds the arguments.
     fn whole_command(&mut self, data: &[u8]) -> Option<usize> {
         let (argc, mut at) = length_at(data, 0, b'*', MAX_ARGS)?;
         let first = at;

@@ -220,8 +220,6 @@ pub struct FlowTable {
     exchanges: Vec<Exchange>,
     /// Exchanges completed by the packet being pushed (reused buffer).
     scratch: Vec<Exchange>,
-    /// An emptied window vector given back for the next window.
-    spare: Vec<Exchange>,
     counters: Counters,
     errors: Vec<String>,
     errors_dropped: u64,
@@ -255,7 +253,6 @@ impl FlowTable {
             connections: Vec::new(),
             exchanges: Vec::new(),
             scratch: Vec::new(),
-            spare: Vec::new(),
             counters: Counters::default(),
             errors: Vec::new(),
             errors_dropped: 0,

@@ -141,15 +141,19 @@ impl FlowTable {
         if !exact {
             cut = u64::MAX;
         }
-        let mut out = self.spare_window(taken);
-        if taken == self.exchanges.len() {
-            std::mem::swap(&mut out, &mut self.exchanges);
+        // The next window fills a vector of about this size again: growing
+        // one costs a copy of every exchange per doubling. A window is cut
+        // after the batch of packets that filled it, so it runs a little over.
+        let window = self.limits.window_exchanges;
+        let room = self.exchanges.capacity().min(window + window / 4);
+        let out = if taken == self.exchanges.len() {
+            std::mem::replace(&mut self.exchanges, Vec::with_capacity(room))
         } else {
-            out.extend(
-                self.exchanges
-                    .extract_if(.., |e| e.request_first_at_us < cut),
-            );
-        }
+            // The held-back ones stay in place, with the vector's room.
+            self.exchanges
+                .extract_if(.., |e| e.request_first_at_us < cut)
+                .collect()
+        };
         let mut t = Timeline {
             connections: self.take_connections(),
             exchanges: out,
@@ -160,27 +164,6 @@ impl FlowTable {
             headers,
             exact,
         }
-    }
-
-    /// An emptied window vector to reuse (see `recycle`).
-    pub fn recycle(&mut self, mut room: Vec<Exchange>) {
-        room.clear();
-        if room.capacity() > self.spare.capacity() {
-            self.spare = room;
-        }
-    }
-
-    /// A vector for the next window's exchanges, or for the `taken` cut
-    /// from this one: the recycled one when there is one, else one with
-    /// room for a window. Growing one costs a copy of every exchange per
-    /// doubling; a window is cut after the batch of packets that filled it,
-    /// so it runs a little over.
-    fn spare_window(&mut self, taken: usize) -> Vec<Exchange> {
-        let window = self.limits.window_exchanges;
-        let room = (window + window / 4).min(self.exchanges.capacity().max(taken));
-        let mut v = std::mem::take(&mut self.spare);
-        v.reserve(room);
-        v
     }
 
     /// Server port of every connection with an exchange waiting.
