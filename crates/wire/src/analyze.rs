@@ -124,6 +124,7 @@ fn windows_from<R: Read + Send>(
             // A send fails only when the sink's thread panicked; the join
             // below carries that panic on.
             let _ = to_sink.send(w);
+            table.make_room();
         };
         let read = drive(reader, buffer, &mut table, |table| {
             if table.window_ready() {

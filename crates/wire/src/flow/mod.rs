@@ -218,6 +218,8 @@ pub struct FlowTable {
     next_exchange: u32,
     connections: Vec<Connection>,
     exchanges: Vec<Exchange>,
+    /// Capacity of the last window's vector (see `make_room`).
+    room: usize,
     /// Exchanges completed by the packet being pushed (reused buffer).
     scratch: Vec<Exchange>,
     counters: Counters,
@@ -252,6 +254,7 @@ impl FlowTable {
             next_exchange: 0,
             connections: Vec::new(),
             exchanges: Vec::new(),
+            room: 0,
             scratch: Vec::new(),
             counters: Counters::default(),
             errors: Vec::new(),

@@ -141,19 +141,14 @@ impl FlowTable {
         if !exact {
             cut = u64::MAX;
         }
-        // The next window fills a vector of about this size again: growing
-        // one costs a copy of every exchange per doubling. A window is cut
-        // after the batch of packets that filled it, so it runs a little over.
-        let window = self.limits.window_exchanges;
-        let room = self.exchanges.capacity().min(window + window / 4);
-        let out = if taken == self.exchanges.len() {
-            std::mem::replace(&mut self.exchanges, Vec::with_capacity(room))
-        } else {
-            // The held-back ones stay in place, with the vector's room.
-            self.exchanges
-                .extract_if(.., |e| e.request_first_at_us < cut)
-                .collect()
-        };
+        // The whole vector goes: the held-back ones (few) move to a new one.
+        let mut out = std::mem::take(&mut self.exchanges);
+        if taken < out.len() {
+            self.exchanges = out
+                .extract_if(.., |e| e.request_first_at_us >= cut)
+                .collect();
+        }
+        self.room = out.capacity();
         let mut t = Timeline {
             connections: self.take_connections(),
             exchanges: out,
@@ -164,6 +159,18 @@ impl FlowTable {
             headers,
             exact,
         }
+    }
+
+    /// Gives the next window its room once the last one has been handed on
+    /// (and the one before it freed): the table then never holds a third
+    /// window's vector, whose memory the allocator would keep. A window is
+    /// cut after the batch of packets that filled it, so it runs a little
+    /// over; growing a vector would copy every exchange per doubling.
+    pub fn make_room(&mut self) {
+        let window = self.limits.window_exchanges;
+        let room = self.room.min(window + window / 4);
+        self.exchanges
+            .reserve(room.saturating_sub(self.exchanges.len()));
     }
 
     /// Server port of every connection with an exchange waiting.
@@ -246,6 +253,30 @@ mod tests {
         e.response_first_at_us = Some(answer);
         e.response_last_at_us = Some(end);
         e
+    }
+
+    #[test]
+    fn the_next_windows_room_waits_for_the_hand_over() {
+        // Two windows' vectors at most: the one analyzed and the one handed
+        // on. The table's own comes after the hand-over (`make_room`).
+        let limits = super::super::Limits {
+            window_exchanges: 8,
+            ..Default::default()
+        };
+        let mut table = FlowTable::windowed(limits);
+        table.exchanges = (0..10).map(|i| ex(1, i, i + 1, i + 2)).collect();
+        let w = table.take_window(&[]);
+        assert_eq!(w.timeline.exchanges.len(), 10);
+        assert_eq!(
+            table.exchanges.capacity(),
+            0,
+            "no room before the hand-over"
+        );
+        table.make_room();
+        assert!(
+            table.exchanges.capacity() >= 10,
+            "room for a window that runs over"
+        );
     }
 
     #[test]
