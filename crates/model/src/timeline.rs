@@ -27,16 +27,31 @@ impl Timeline {
         keys.sort_unstable();
         // from[k]: where the exchange that belongs at k is now.
         let mut from: Vec<usize> = keys.into_iter().map(|(_, _, i)| i).collect();
+        // Each cycle of the permutation rotates with every exchange moved
+        // once (a swap moves two, through a third place).
+        let base = self.exchanges.as_mut_ptr();
         for start in 0..from.len() {
-            let mut at = start;
-            while from[at] != at {
-                let next = from[at];
-                from[at] = at;
-                if next == start {
-                    break;
+            if from[start] == start {
+                continue;
+            }
+            // SAFETY: `from` is a permutation of 0..len (the positions in
+            // `keys`), so every index is in bounds and each slot is read
+            // once and written once. `hole` is the one slot moved out and
+            // not yet refilled; nothing between the read and the last write
+            // can panic.
+            unsafe {
+                let held = std::ptr::read(base.add(start));
+                let mut hole = start;
+                loop {
+                    let next = *from.get_unchecked(hole);
+                    *from.get_unchecked_mut(hole) = hole;
+                    if next == start {
+                        std::ptr::write(base.add(hole), held);
+                        break;
+                    }
+                    std::ptr::copy_nonoverlapping(base.add(next), base.add(hole), 1);
+                    hole = next;
                 }
-                self.exchanges.swap(at, next);
-                at = next;
             }
         }
     }

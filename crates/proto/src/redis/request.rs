@@ -5,7 +5,6 @@
 
 use super::command;
 use super::frame::{parse_int, Line, Outcome, MAX_BULK_LEN, MAX_HEADER_LINE};
-use crate::digest::ParamDigest;
 use std::hash::{DefaultHasher, Hasher};
 
 /// Arguments kept for the label: name, then subcommand or key, then the key
@@ -42,8 +41,11 @@ struct ArgSink {
     index: u64,
     args: Vec<Vec<u8>>,
     len: u64,
+    /// One stream for the whole command: each argument's bytes, then its
+    /// length. A length after each value keeps the stream unambiguous
+    /// (read from the end), as a length before it would, without knowing it
+    /// before the value streams by.
     hasher: DefaultHasher,
-    digest: ParamDigest,
     secret: bool,
     lost: bool,
     /// Emptied argument buffers of earlier commands, reused for the next.
@@ -98,9 +100,7 @@ impl ArgSink {
             self.secret = self.args.first().is_some_and(|n| command::is_secret(n));
         } else if !self.secret {
             self.hasher.write_u64(self.len);
-            self.digest.add(&self.hasher.finish().to_le_bytes());
         }
-        self.hasher = DefaultHasher::new();
         self.len = 0;
         self.index += 1;
     }
@@ -122,7 +122,7 @@ impl ArgSink {
         Command {
             argc: sink.index,
             args: sink.args,
-            digest: (!sink.secret && !sink.lost).then(|| sink.digest.finish()),
+            digest: (!sink.secret && !sink.lost).then(|| sink.hasher.finish()),
         }
     }
 }
@@ -188,22 +188,28 @@ impl RequestReader {
     /// reader as it was; the second feeds the arguments.
     fn whole_command(&mut self, data: &[u8]) -> Option<usize> {
         let (argc, mut at) = length_at(data, 0, b'*', MAX_ARGS)?;
-        let first = at;
-        for _ in 0..argc {
+        // Where the first arguments' bodies are, from the first pass.
+        let mut bodies = [(0usize, 0usize); REMEMBERED_ARGS];
+        for i in 0..argc {
             let (len, body) = length_at(data, at, b'$', MAX_BULK_LEN)?;
             at = body_end(data, body, len)?;
+            if let Some(slot) = bodies.get_mut(i as usize) {
+                *slot = (body, len as usize);
+            }
         }
         let end = at;
         self.argc = argc;
-        at = first;
-        while at < end {
-            let (len, body) = length_at(data, at, b'$', MAX_BULK_LEN)?;
-            let arg = &data[body..body + len as usize];
-            if !arg.is_empty() {
-                self.sink.bytes(arg);
+        at = bodies[0].0;
+        for i in 0..argc {
+            let (body, len) = match bodies.get(i as usize) {
+                Some(&known) => known,
+                None => length_at(data, at, b'$', MAX_BULK_LEN).map(|(n, b)| (b, n as usize))?,
+            };
+            if len > 0 {
+                self.sink.bytes(&data[body..body + len]);
             }
             self.sink.end_arg();
-            at = body + len as usize + 2;
+            at = body + len + 2;
         }
         Some(end)
     }
@@ -383,12 +389,34 @@ impl RequestReader {
     }
 }
 
+/// Arguments of a whole command whose place the first pass remembers for
+/// the second: a command name and a few keys or values.
+const REMEMBERED_ARGS: usize = 8;
+
 /// A "<kind><n>\r\n" line at `at` with 1 <= n <= max (0 too for bulk
 /// lengths), as the states read it: the number and where the line ends.
 fn length_at(data: &[u8], at: usize, kind: u8, max: u64) -> Option<(u64, usize)> {
     let rest = data.get(at..)?;
     if rest.first() != Some(&kind) {
         return None;
+    }
+    // Plain digits and CRLF, as every client writes them, without a search;
+    // anything else (a sign, a bare LF, a cut line) takes the general way.
+    let digits = rest[1..]
+        .iter()
+        .take(MAX_FAST_DIGITS + 1)
+        .take_while(|d| d.is_ascii_digit())
+        .count();
+    if (1..=MAX_FAST_DIGITS).contains(&digits) && rest.get(1 + digits..3 + digits) == Some(b"\r\n")
+    {
+        let n = rest[1..=digits]
+            .iter()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        let counting = kind == b'*';
+        if n > max || (counting && n == 0) {
+            return None;
+        }
+        return Some((n, at + digits + 3));
     }
     let window = &rest[1..rest.len().min(MAX_HEADER_LINE + 2)];
     let nl = memchr::memchr(b'\n', window)?;
@@ -404,6 +432,9 @@ fn length_at(data: &[u8], at: usize, kind: u8, max: u64) -> Option<(u64, usize)>
     }
     Some((n, at + 1 + nl + 1))
 }
+
+/// Digits the fast way reads: 18 cannot overflow a u64.
+const MAX_FAST_DIGITS: usize = 18;
 
 /// The end of a bulk body of `len` bytes at `body` and its CRLF.
 fn body_end(data: &[u8], body: usize, len: u64) -> Option<usize> {

@@ -561,6 +561,16 @@ fn commands_read_in_place_equal_commands_read_byte_by_byte() {
         b"*0\r\n".to_vec(),
         b"PING\r\n".to_vec(),
         cmd(&[b"MSET", b"a", b"1", b"b", b"2"]),
+        // More arguments than the first pass remembers the place of.
+        cmd(&[
+            b"MSET", b"a", b"1", b"b", b"2", b"c", b"3", b"d", b"4", b"e", b"5",
+        ]),
+        // Lengths the fast way does not read: leading zeros, a sign.
+        b"*2\r\n$03\r\nGET\r\n$001\r\nk\r\n".to_vec(),
+        b"*+2\r\n$3\r\nGET\r\n$1\r\nk\r\n".to_vec(),
+        // Argument boundaries count: ("ab", "c") is not ("a", "bc").
+        cmd(&[b"MSET", b"ab", b"c"]),
+        cmd(&[b"MSET", b"a", b"bc"]),
     ] {
         bytes.extend_from_slice(&c);
     }
@@ -581,7 +591,15 @@ fn commands_read_in_place_equal_commands_read_byte_by_byte() {
         out
     };
     let whole = read(bytes.len());
-    assert_eq!(whole.len(), 9);
+    assert_eq!(whole.len(), 14);
+    assert_eq!(
+        whole[10].1, whole[11].1,
+        "the same command, leading zeros or a sign"
+    );
+    assert_ne!(
+        whole[12].2, whole[13].2,
+        "other argument boundaries, another digest"
+    );
     assert_eq!(whole, read(1));
     assert_eq!(whole, read(7));
 }
