@@ -5,7 +5,8 @@
 //! behind it on the same connection. Time lost is time lost by inbound
 //! requests, so only these spans can make a backing stall a cause.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
+use foldhash::HashMapExt;
 use whyslow_model::{Exchange, ExchangeRole, Timeline};
 
 /// The exchanges of one connection in request order, and for each the

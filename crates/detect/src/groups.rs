@@ -3,6 +3,7 @@
 //! made for a kind — with an HDR histogram of durations per group, so that
 //! counts and percentiles cover the whole capture at fixed memory.
 
+use foldhash::HashMapExt;
 use hdrhistogram::Histogram;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -93,7 +94,7 @@ impl ExchangeGroups {
     /// headers (counted in the window where they end).
     pub fn add(&mut self, t: &Timeline, headers: &HashSet<u32>) {
         // Per connection: server port, protocol and the server's slot.
-        let mut on: HashMap<u32, (u16, Protocol, usize)> = HashMap::new();
+        let mut on: foldhash::HashMap<u32, (u16, Protocol, usize)> = foldhash::HashMap::new();
         for c in &t.connections {
             let slot = self.server_slot(c.server.to_string(), c.protocol);
             on.insert(c.id, (c.server.port(), c.protocol, slot));
@@ -108,10 +109,12 @@ impl ExchangeGroups {
         }
         // A window repeats a few requests many times: each distinct one is
         // labelled and looked up once.
-        let mut kind_slots: HashMap<(&str, u16, Protocol), usize> = HashMap::new();
-        let mut call_slots: HashMap<(usize, &str, u16, Protocol), usize> = HashMap::new();
+        let mut kind_slots: foldhash::HashMap<(&str, u16, Protocol), usize> =
+            foldhash::HashMap::new();
+        let mut call_slots: foldhash::HashMap<(usize, &str, u16, Protocol), usize> =
+            foldhash::HashMap::new();
         let any_calls = t.exchanges.iter().any(|e| e.role == ExchangeRole::Outbound);
-        let mut kind_of: HashMap<u32, usize> = HashMap::new();
+        let mut kind_of: foldhash::HashMap<u32, usize> = foldhash::HashMap::new();
         for e in t
             .exchanges
             .iter()
@@ -161,7 +164,11 @@ impl ExchangeGroups {
     }
 
     /// Counts an exchange on its server; its connection's port and protocol.
-    fn count_on(&mut self, on: &HashMap<u32, (u16, Protocol, usize)>, id: u32) -> (u16, Protocol) {
+    fn count_on(
+        &mut self,
+        on: &foldhash::HashMap<u32, (u16, Protocol, usize)>,
+        id: u32,
+    ) -> (u16, Protocol) {
         match on.get(&id) {
             Some(&(port, proto, slot)) => {
                 self.server_counts[slot].1 += 1;

@@ -14,8 +14,9 @@
 use crate::critical_path::{lanes, waited_for, Lane};
 use crate::hits::{self, Hit};
 use crate::thresholds::WORTH_SHARE;
+use foldhash::{HashMap, HashMapExt};
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use whyslow_model::{
     fmt_bytes, fmt_ms, Evidence, Exchange, Finding, FindingKind, Severity, Timeline,
 };
@@ -115,8 +116,9 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
     let index: OnceCell<HashMap<u32, &Exchange>> = OnceCell::new();
     let by_id = || index.get_or_init(|| t.exchanges.iter().map(|e| (e.id, e)).collect());
     let lanes = lanes(t);
-    // The worst wait per inbound request: waits of one request overlap.
-    let mut worst: BTreeMap<u32, (Wait, u32)> = BTreeMap::new();
+    // The worst wait per inbound request (waits of one request overlap),
+    // its connection and the request's duration.
+    let mut worst: BTreeMap<u32, (Wait, u32, u64)> = BTreeMap::new();
     for (&conn, lane) in &lanes {
         for j in 0..lane.exchanges.len() {
             let b = lane.exchanges[j];
@@ -132,15 +134,15 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
             let Some(w) = wait(lane, j, arrived) else {
                 continue;
             };
-            let entry = worst.entry(request.id).or_insert((w.clone(), conn));
+            let total = request.duration_us();
+            let entry = worst.entry(request.id).or_insert((w.clone(), conn, total));
             if w.waited_us > entry.0.waited_us {
-                *entry = (w, conn);
+                *entry = (w, conn, total);
             }
         }
     }
     let mut hits = Vec::new();
-    for (id, (w, conn)) in worst {
-        let total = by_id()[&id].duration_us();
+    for (w, conn, total) in worst.into_values() {
         let lost = w.waited_us.min(total);
         if lost < MIN_WAIT_US || (lost as f64) < WORTH_SHARE * total as f64 {
             continue;
