@@ -13,7 +13,7 @@
 //!   which moves T earlier, until nothing changes.
 
 use super::FlowTable;
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use whyslow_model::{Connection, Exchange, Timeline};
 
 /// Exchanges of one window, by default: ~10 MB of exchanges at ~200 bytes
@@ -35,7 +35,7 @@ pub struct Window {
     pub timeline: Timeline,
     /// Connections in `timeline` that are only headers (`Flow::header`):
     /// they come whole in a later window.
-    pub headers: HashSet<u32>,
+    pub headers: std::collections::HashSet<u32>,
     /// False when the cut was forced (see FORCE_AFTER_WINDOWS): a request
     /// and its calls may then sit in two windows.
     pub exact: bool,
@@ -118,17 +118,18 @@ impl FlowTable {
     /// in the order things finished: the receiver sorts it (`Timeline::sort`),
     /// on its own thread, so the table can go on reading.
     pub fn take_window(&mut self, front: &[u16]) -> Window {
-        let port = self.server_ports();
-        let is_front = |e: &Exchange| port.get(&e.connection).is_some_and(|p| front.contains(p));
-        let open = self
-            .flows
-            .values()
-            .filter(|f| front.contains(&f.conn.server.port()))
-            .filter_map(|f| f.open_since())
-            .min();
         let mut cut = if front.is_empty() {
             u64::MAX
         } else {
+            let port = self.server_ports();
+            let is_front =
+                |e: &Exchange| port.get(&e.connection).is_some_and(|p| front.contains(p));
+            let open = self
+                .flows
+                .values()
+                .filter(|f| front.contains(&f.conn.server.port()))
+                .filter_map(|f| f.open_since())
+                .min();
             closed_cut(&self.exchanges, open.unwrap_or(u64::MAX), is_front)
         };
         let force = FORCE_AFTER_WINDOWS * self.limits.window_exchanges.max(1);
@@ -200,7 +201,7 @@ impl FlowTable {
 
     /// Event-free copies of the connections the window's exchanges ran on
     /// that are not in it whole (still open, or ended with exchanges held).
-    fn add_headers(&self, t: &mut Timeline) -> HashSet<u32> {
+    fn add_headers(&self, t: &mut Timeline) -> std::collections::HashSet<u32> {
         let whole: HashSet<u32> = t.connections.iter().map(|c| c.id).collect();
         let missing: HashSet<u32> = t
             .exchanges
@@ -209,7 +210,7 @@ impl FlowTable {
             .filter(|id| !whole.contains(id))
             .collect();
         if missing.is_empty() {
-            return missing;
+            return Default::default();
         }
         let open = self
             .flows
@@ -222,7 +223,7 @@ impl FlowTable {
             .filter(|c| missing.contains(&c.id))
             .map(header);
         t.connections.extend(open.chain(ended));
-        missing
+        missing.into_iter().collect()
     }
 }
 
