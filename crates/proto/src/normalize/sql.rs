@@ -135,6 +135,14 @@ pub(super) fn normalize(statement: &str, digest: &mut ParamDigest) -> String {
 
 /// See `normalize::split_sql`.
 pub(super) fn split(text: &str) -> Vec<&str> {
+    if plain(text) {
+        return split_plain(text);
+    }
+    split_lexed(text)
+}
+
+/// `split` by the lexer, whatever the text.
+pub(super) fn split_lexed(text: &str) -> Vec<&str> {
     let mut parts = Vec::new();
     let (mut start, mut has_token) = (0, false);
     for token in Lexer::new(text.as_bytes()) {
@@ -157,6 +165,40 @@ pub(super) fn split(text: &str) -> Vec<&str> {
     }
     if has_token {
         parts.push(text.get(start..).unwrap_or_default().trim());
+    }
+    parts
+}
+
+/// Whether every `;` of `text` ends a statement and only whitespace lies
+/// between tokens: printable ASCII and whitespace, with no string, quoted
+/// identifier, dollar quote or comment (what an ORM or pgbench sends).
+fn plain(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.iter().enumerate().all(|(i, &c)| match c {
+        b'\'' | b'"' | b'$' => false,
+        b'-' | b'/' => !matches!((c, b.get(i + 1)), (b'-', Some(b'-')) | (b'/', Some(b'*'))),
+        b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => true,
+        _ => c.is_ascii_graphic(),
+    })
+}
+
+/// `split` of a `plain` text, without lexing it: the same pieces.
+fn split_plain(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (i, _) in text.match_indices(';') {
+        let piece = text[start..i].trim();
+        if !piece.is_empty() {
+            parts.push(piece);
+        }
+        start = i + 1;
+        if parts.len() + 1 >= MAX_STATEMENTS {
+            break;
+        }
+    }
+    let rest = text[start..].trim();
+    if !rest.is_empty() {
+        parts.push(rest);
     }
     parts
 }

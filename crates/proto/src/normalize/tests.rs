@@ -454,6 +454,32 @@ fn split_statements() {
 }
 
 #[test]
+fn plain_texts_split_as_the_lexer_splits_them() {
+    // Short texts from an alphabet of separators, whitespace, comment and
+    // quote starts: the fast way must give the lexer's pieces, or not apply.
+    let alphabet: &[&str] = &[
+        ";", " ", "\n", "\t", "\x0b", "a", "1", "-", "/", "*", "'", "\"", "$", "(", "é", "\x01",
+    ];
+    let mut x: u64 = 12345;
+    for _ in 0..20_000 {
+        let mut text = String::new();
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        for _ in 0..(x >> 60) {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            text.push_str(alphabet[(x >> 33) as usize % alphabet.len()]);
+        }
+        let lexed = super::sql::split_lexed(&text);
+        assert_eq!(split_sql(&text), lexed, "{text:?}");
+    }
+    let many = "UPDATE t SET a = a + -1 WHERE id = 7;".repeat(MAX_STATEMENTS + 5);
+    assert_eq!(split_sql(&many), super::sql::split_lexed(&many));
+}
+
+#[test]
 fn split_is_bounded() {
     let text = "SELECT 1;".repeat(MAX_STATEMENTS + 500);
     let parts = split_sql(&text);
