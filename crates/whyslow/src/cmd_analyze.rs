@@ -138,8 +138,8 @@ impl WindowSink for Sink<'_> {
     fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
         self.0.front(first, last_chance)
     }
-    fn window(&mut self, w: Window) {
-        self.0.window(w.timeline, &w.headers);
+    fn window(&mut self, w: &mut Window) {
+        self.0.window(&mut w.timeline, &w.headers);
     }
 }
 

@@ -28,7 +28,7 @@ impl WindowSink for Count {
     fn front(&mut self, _: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
         last_chance.then(Vec::new)
     }
-    fn window(&mut self, w: Window) {
+    fn window(&mut self, w: &mut Window) {
         for c in w
             .timeline
             .connections

@@ -167,7 +167,14 @@ impl FlowTable {
     /// window's vector, whose memory the allocator would keep. A window is
     /// cut after the batch of packets that filled it, so it runs a little
     /// over; growing a vector would copy every exchange per doubling.
-    pub fn make_room(&mut self) {
+    ///
+    /// `spare`: the emptied vector of an earlier window, used instead of a
+    /// new one (the held-back exchanges move into it).
+    pub fn make_room(&mut self, spare: Option<Vec<Exchange>>) {
+        if let Some(mut v) = spare {
+            v.append(&mut self.exchanges);
+            self.exchanges = v;
+        }
         let window = self.limits.window_exchanges;
         let room = self.room.min(window + window / 4);
         self.exchanges
@@ -273,11 +280,21 @@ mod tests {
             0,
             "no room before the hand-over"
         );
-        table.make_room();
+        table.make_room(None);
         assert!(
             table.exchanges.capacity() >= 10,
             "room for a window that runs over"
         );
+        // An emptied vector that comes back is the next window's, with the
+        // exchanges held back moved into it.
+        let w = table.take_window(&[]);
+        table.exchanges.push(ex(2, 50, 51, 52));
+        let mut spare = w.timeline.exchanges;
+        spare.clear();
+        let at = spare.as_ptr();
+        table.make_room(Some(spare));
+        assert_eq!(table.exchanges.as_ptr(), at, "the same vector");
+        assert_eq!(table.exchanges.len(), 1);
     }
 
     #[test]
