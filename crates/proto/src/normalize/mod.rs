@@ -83,8 +83,21 @@ struct Capped {
 }
 
 const ELLIPSIS: &str = "…";
+/// Bytes a normalized text may outgrow its source by before it regrows: a
+/// space after each comma written without one, the cut's "…".
+const SLACK: usize = 16;
 
 impl Capped {
+    /// Room for the normalized form of `source_len` bytes, which is rarely
+    /// longer (literals shrink to `?`, whitespace to one space): no regrowth
+    /// token by token.
+    fn for_source(source_len: usize) -> Self {
+        Capped {
+            text: String::with_capacity(source_len.min(MAX_NORMALIZED) + SLACK),
+            dropped: false,
+        }
+    }
+
     fn push(&mut self, s: &str) {
         if self.dropped {
             return;

@@ -117,7 +117,7 @@ struct Normalizer<'a> {
 pub(super) fn normalize(statement: &str, digest: &mut ParamDigest) -> String {
     let mut n = Normalizer {
         src: statement,
-        out: Capped::default(),
+        out: Capped::for_source(statement.len()),
         frames: vec![Frame::new(FrameKind::Plain)],
         overflow: 0,
         skip_depth: 0,
