@@ -116,10 +116,12 @@ pub fn bounds_help() -> String {
             rs::MAX_PENDING
         ),
         format!(
-            "  PostgreSQL     query text {} KiB, {} named statements, {} unanswered; rows skipped by length",
+            "  PostgreSQL     query text {} KiB, {} named statements, {} unanswered, {} statement shapes of {} bytes; rows skipped by length",
             kib(pg::MAX_QUERY_TEXT),
             pg::MAX_STATEMENTS,
-            pg::MAX_PENDING
+            pg::MAX_PENDING,
+            crate::normalize::MEMO_SHAPES,
+            crate::normalize::MAX_SHAPE
         ),
         format!(
             "  memcached      line {} KiB, {} unanswered requests; values skipped by length",

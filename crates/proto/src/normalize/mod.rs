@@ -11,12 +11,14 @@
 
 mod key;
 mod lex;
+mod memo;
 mod sql;
 #[cfg(test)]
 mod tests;
 
 use crate::digest::ParamDigest;
 
+pub use memo::{SqlMemo, MAX_SHAPE, MEMO_SHAPES};
 pub use sql::MAX_STATEMENTS;
 
 /// Longest normalized text kept; longer ones are cut on a char boundary and end in "…".

@@ -115,6 +115,16 @@ struct Normalizer<'a> {
 
 /// See `normalize::sql`.
 pub(super) fn normalize(statement: &str, digest: &mut ParamDigest) -> String {
+    normalize_recording(statement, digest, None)
+}
+
+/// As `normalize`, also saying where each literal added to `digest` lies
+/// in `statement` (start, end).
+pub(super) fn normalize_recording(
+    statement: &str,
+    digest: &mut ParamDigest,
+    mut literals: Option<&mut Vec<(usize, usize)>>,
+) -> String {
     let mut n = Normalizer {
         src: statement,
         out: Capped::for_source(statement.len()),
@@ -127,6 +137,9 @@ pub(super) fn normalize(statement: &str, digest: &mut ParamDigest) -> String {
     for token in Lexer::new(statement.as_bytes()) {
         if token.kind == Kind::Literal {
             digest.add(n.text(&token).as_bytes());
+            if let Some(l) = literals.as_deref_mut() {
+                l.push((token.start, token.end));
+            }
         }
         n.token(token);
     }
@@ -172,7 +185,7 @@ pub(super) fn split_lexed(text: &str) -> Vec<&str> {
 /// Whether every `;` of `text` ends a statement and only whitespace lies
 /// between tokens: printable ASCII and whitespace, with no string, quoted
 /// identifier, dollar quote or comment (what an ORM or pgbench sends).
-fn plain(text: &str) -> bool {
+pub(super) fn plain(text: &str) -> bool {
     let b = text.as_bytes();
     b.iter().enumerate().all(|(i, &c)| match c {
         b'\'' | b'"' | b'$' => false,

@@ -179,7 +179,7 @@ impl PgAnalyzer {
                 .take(MAX_QUERY_STATEMENTS)
             {
                 let mut d = ParamDigest::new();
-                let label = normalize::sql(stmt, &mut d);
+                let label = self.shapes.sql(stmt, &mut d);
                 labels.push((label, Some(d)));
             }
         }

@@ -40,6 +40,7 @@ mod tests;
 #[cfg(test)]
 mod tests_hostile;
 
+use crate::normalize::SqlMemo;
 use crate::{Sniff, Span, Start, StreamAnalyzer};
 use bind::{BindParser, Names};
 use frame::{Framer, Side, Step};
@@ -142,6 +143,8 @@ pub struct PgAnalyzer {
     server_discard: bool,
     done: Vec<Exchange>,
     error: Option<String>,
+    /// Simple-query statements by shape: the same texts with other numbers.
+    shapes: SqlMemo,
 }
 
 impl std::fmt::Debug for PgAnalyzer {
@@ -177,6 +180,7 @@ impl PgAnalyzer {
             server_discard: !beginning,
             done: Vec::new(),
             error: None,
+            shapes: SqlMemo::default(),
         }
     }
 
