@@ -97,7 +97,7 @@ pub fn summarize(requests: &[RequestCalls]) -> Vec<TimeBreakdown> {
     for r in requests {
         let p = parts(r);
         let s = kinds
-            .entry((r.server, r.inbound.request.clone()))
+            .entry((r.server, r.inbound.request.to_string()))
             .or_default();
         s.requests += 1;
         s.total += p.total_us;

@@ -53,7 +53,7 @@ impl<'a> RequestCalls<'a> {
     pub fn inbound_evidence(&self, note: String) -> Evidence {
         Evidence::Exchange {
             id: self.inbound.id,
-            request: self.inbound.request.clone(),
+            request: self.inbound.request.to_string(),
             note,
         }
     }

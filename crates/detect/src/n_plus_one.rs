@@ -47,7 +47,7 @@ pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
     let lost = covered.saturating_sub(one);
     Some(Storm {
         server: first.server,
-        shape: first.exchange.request.clone(),
+        shape: first.exchange.request.to_string(),
         calls: calls.len(),
         distinct_params: params.len(),
         time_lost_us: lost,

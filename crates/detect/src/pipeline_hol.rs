@@ -181,15 +181,15 @@ fn hit(w: &Wait, connection: u32, lost: u64) -> Hit<Facts> {
         evidence: Evidence::Queued {
             connection,
             exchange: w.waiting.id,
-            request: w.waiting.request.clone(),
+            request: w.waiting.request.to_string(),
             ahead: w.ahead.iter().take(AHEAD_LISTED).map(|a| a.id).collect(),
             bytes_ahead,
             waited_us: w.waited_us,
             note,
         },
         facts: Facts {
-            waiting: w.waiting.request.clone(),
-            culprit: c.request.clone(),
+            waiting: w.waiting.request.to_string(),
+            culprit: c.request.to_string(),
             culprit_bytes: c.request_bytes.max(c.response_bytes),
             protocol: c.protocol.name(),
         },

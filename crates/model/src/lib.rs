@@ -33,6 +33,9 @@ pub use load_result::{
 };
 pub use phases::{PhaseName, RequestPhases, TlsInfo};
 pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
+/// Exchange labels: short ones inline, long ones shared, so that an
+/// analyzer hands the same label to many exchanges without copying it.
+pub use smol_str::SmolStr;
 pub use sql_summary::{SqlRequest, SqlShape, SqlSummary, StatementCounts};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,

@@ -1,4 +1,5 @@
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 use std::net::SocketAddr;
 
 /// Everything seen during one run: connections and the exchanges on them.
@@ -359,7 +360,7 @@ pub struct Exchange {
     pub protocol: Protocol,
     /// Normalized request: "POST /search" (query string dropped), "GET user:?",
     /// "SELECT * FROM t WHERE id = ?". Never carries literals, bodies or credentials.
-    pub request: String,
+    pub request: SmolStr,
     pub status: Option<Status>,
     pub request_first_at_us: u64,
     pub request_last_at_us: u64,
@@ -413,7 +414,7 @@ mod digest_hex {
 impl Exchange {
     /// A request on `connection` with nothing measured yet: analyzers fill in
     /// what their protocol says.
-    pub fn new(connection: u32, protocol: Protocol, request: String) -> Self {
+    pub fn new(connection: u32, protocol: Protocol, request: SmolStr) -> Self {
         Exchange {
             id: 0,
             connection,
@@ -467,7 +468,7 @@ mod tests {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            let mut e = Exchange::new(id % 7, Protocol::Redis, format!("r{id}"));
+            let mut e = Exchange::new(id % 7, Protocol::Redis, format!("r{id}").into());
             e.id = 499 - id;
             e.request_first_at_us = (x >> 33) % 50;
             t.exchanges.push(e);

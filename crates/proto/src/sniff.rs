@@ -249,7 +249,8 @@ impl Sniffer {
         };
         self.done.append(&mut old.finish());
         self.earlier_note = old.error().map(str::to_string);
-        let h2 = Http2Analyzer::after_h2c_upgrade(self.connection, up.label, up.request);
+        let h2 =
+            Http2Analyzer::after_h2c_upgrade(self.connection, up.label.to_string(), up.request);
         self.state = State::Other(Box::new(h2));
         self.protocol = Protocol::Http2;
         for (direction, data, at_us, packet) in up.leftover {

@@ -5,6 +5,7 @@ use super::framing::BodyKind;
 use crate::digest::ParamDigest;
 use crate::normalize;
 use std::mem::MaybeUninit;
+use whyslow_model::SmolStr;
 
 /// Header fields parsed per head. Apache's LimitRequestFields defaults to
 /// 100; a little above that accepts real traffic and bounds stack use.
@@ -45,7 +46,7 @@ const ENCODING_SHOWN: usize = 32;
 #[derive(Debug, Clone)]
 pub struct RequestHead {
     /// "METHOD /path", query and fragment dropped.
-    pub label: String,
+    pub label: SmolStr,
     pub is_head: bool,
     pub is_connect: bool,
     pub body: BodyKind,
@@ -111,7 +112,7 @@ pub fn parse_request(head: &[u8]) -> Result<RequestHead, String> {
         BodyKind::Length(framing.content_length.unwrap_or(0))
     };
     Ok(RequestHead {
-        label: request_label_digest(method, req.path.unwrap_or(""), &mut digest),
+        label: request_label_digest(method, req.path.unwrap_or(""), &mut digest).into(),
         digest: (!digest.is_empty()).then(|| digest.finish()),
         is_head: method == "HEAD",
         is_connect: method == "CONNECT",

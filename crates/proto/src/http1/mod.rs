@@ -12,7 +12,7 @@ use crate::{Sniff, Span, Start, StreamAnalyzer};
 use head::RequestHead;
 use resync::Hunt;
 use std::collections::VecDeque;
-use whyslow_model::{Direction, Exchange, Protocol, Status};
+use whyslow_model::{Direction, Exchange, Protocol, SmolStr, Status};
 
 pub use framing::{BodyKind, Framer, Gap, Step, MAX_HEAD_BYTES};
 pub use head::{parse_response_prefix, request_label, request_label_digest, ResponseHead};
@@ -110,7 +110,7 @@ pub struct Http1Analyzer {
 /// stream, with this request as stream 1.
 #[derive(Debug)]
 pub struct H2cUpgrade {
-    pub label: String,
+    pub label: SmolStr,
     pub request: Span,
     /// Bytes after the 101 response in the chunk that carried it.
     pub leftover: Vec<(Direction, Vec<u8>, u64, u64)>,

@@ -77,7 +77,7 @@ impl Stream {
 
     pub fn exchange(self, connection: u32, id: u32) -> Exchange {
         let label = self.label.unwrap_or_else(|| UNKNOWN_LABEL.into());
-        let mut e = Exchange::new(connection, Protocol::Http2, label);
+        let mut e = Exchange::new(connection, Protocol::Http2, label.into());
         let resp = (!self.response.is_empty()).then_some(self.response);
         e.stream = Some(id);
         e.status = self.status.map(Status::Http);

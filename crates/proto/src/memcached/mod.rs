@@ -404,7 +404,11 @@ impl MemcachedAnalyzer {
     }
 
     fn exchange(&self, p: Pending) -> Exchange {
-        let mut e = Exchange::new(self.connection, Protocol::Memcached, p.cmd.label.clone());
+        let mut e = Exchange::new(
+            self.connection,
+            Protocol::Memcached,
+            p.cmd.label.clone().into(),
+        );
         e.request_first_at_us = p.request.first_at;
         e.request_last_at_us = p.request.last_at;
         e.request_bytes = p.request.bytes;

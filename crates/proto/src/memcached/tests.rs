@@ -105,7 +105,7 @@ fn shape(ex: &[Exchange]) -> Vec<Shape> {
     ex.iter()
         .map(|e| {
             (
-                e.request.clone(),
+                e.request.to_string(),
                 e.status.clone(),
                 e.request_bytes,
                 e.response_bytes,

@@ -13,6 +13,7 @@
 use super::sql;
 use crate::digest::ParamDigest;
 use std::collections::VecDeque;
+use whyslow_model::SmolStr;
 
 /// Shapes remembered per connection: pgbench's scripts have at most seven
 /// statements, an ORM's hot path a few more.
@@ -34,7 +35,7 @@ struct Literal {
 #[derive(Debug)]
 struct Shape {
     shape: Vec<u8>,
-    label: String,
+    label: SmolStr,
     literals: Vec<Literal>,
 }
 
@@ -51,9 +52,9 @@ pub struct SqlMemo {
 
 impl SqlMemo {
     /// As `normalize::sql`, with the same text and digest.
-    pub fn sql(&mut self, statement: &str, digest: &mut ParamDigest) -> String {
+    pub fn sql(&mut self, statement: &str, digest: &mut ParamDigest) -> SmolStr {
         if !self.scan(statement) {
-            return sql::normalize(statement, digest);
+            return sql::normalize(statement, digest).into();
         }
         let src = statement.as_bytes();
         if let Some(known) = self.shapes.iter().find(|s| s.shape == self.shape) {
@@ -69,7 +70,11 @@ impl SqlMemo {
         }
         let before = digest.clone();
         let mut ranges = Vec::new();
-        let label = sql::normalize_recording(statement, digest, Some(&mut ranges));
+        let label = SmolStr::from(sql::normalize_recording(
+            statement,
+            digest,
+            Some(&mut ranges),
+        ));
         if let Some(literals) = self.literals(&ranges) {
             // Kept only when its literals give back the very same digest.
             let mut check = before;

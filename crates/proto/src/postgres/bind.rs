@@ -5,6 +5,7 @@
 use crate::digest::ParamDigest;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hasher};
+use whyslow_model::SmolStr;
 
 /// Bytes of a statement or portal name kept. The server truncates names to
 /// NAMEDATALEN-1 = 63 bytes; a little more keeps odd clients apart.
@@ -13,7 +14,7 @@ pub const MAX_NAME: usize = 256;
 /// What a prepared statement or portal stands for.
 #[derive(Clone)]
 pub struct Prepared {
-    pub label: String,
+    pub label: SmolStr,
     /// Literals of the statement text (and, for a portal, its bind values).
     pub digest: ParamDigest,
 }

@@ -9,6 +9,7 @@ use super::{merge, PgAnalyzer, FUNCTION_CALL, LOST_TEXT, MAX_QUERY_STATEMENTS, M
 use crate::digest::ParamDigest;
 use crate::normalize;
 use crate::Span;
+use whyslow_model::SmolStr;
 
 /// Cut the buffer at its first NUL: (C string, rest after the NUL).
 fn cstr(b: &[u8]) -> (&[u8], &[u8]) {
@@ -18,10 +19,10 @@ fn cstr(b: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
-fn normalized(text: &[u8]) -> (String, ParamDigest) {
+fn normalized(text: &[u8]) -> (SmolStr, ParamDigest) {
     let mut d = ParamDigest::new();
     let label = normalize::sql(&String::from_utf8_lossy(text), &mut d);
-    (label, d)
+    (label.into(), d)
 }
 
 impl PgAnalyzer {
@@ -127,7 +128,7 @@ impl PgAnalyzer {
         }
     }
 
-    fn new_exchange(&mut self, label: String, digest: Option<ParamDigest>, span: Span) -> u64 {
+    fn new_exchange(&mut self, label: SmolStr, digest: Option<ParamDigest>, span: Span) -> u64 {
         self.queue.push(Pending {
             label: Some(label),
             digest,
@@ -170,7 +171,7 @@ impl PgAnalyzer {
                 "query text longer than {MAX_QUERY_TEXT} bytes: cut"
             ));
         }
-        let mut labels: Vec<(String, Option<ParamDigest>)> = Vec::new();
+        let mut labels: Vec<(SmolStr, Option<ParamDigest>)> = Vec::new();
         if self.cmsg.damaged {
             labels.push((LOST_TEXT.into(), None));
         } else {
@@ -213,7 +214,7 @@ impl PgAnalyzer {
         let (name, rest) = cstr(&self.cmsg.buf);
         let name = name.to_vec();
         let (label, digest) = if self.cmsg.damaged {
-            (LOST_TEXT.to_string(), ParamDigest::new())
+            (LOST_TEXT.into(), ParamDigest::new())
         } else {
             normalized(cstr(rest).0)
         };
@@ -242,7 +243,7 @@ impl PgAnalyzer {
         let damaged = self.cmsg.damaged || !parser.complete;
         let label = match self.statements.get(&parser.statement) {
             Some(s) => s.label.clone(),
-            None => UNKNOWN_STATEMENT.to_string(),
+            None => UNKNOWN_STATEMENT.into(),
         };
         let digest = parser.digest.filter(|_| !damaged);
         if let Some(d) = &digest {

@@ -334,7 +334,7 @@ impl PgAnalyzer {
         if p.skipped || (!p.executed && p.status.is_none()) {
             return None;
         }
-        let label = p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.to_string());
+        let label = p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.into());
         let mut e = Exchange::new(self.connection, Protocol::Postgres, label);
         let resp = (!p.resp.is_empty()).then_some(p.resp);
         e.status = p.status;

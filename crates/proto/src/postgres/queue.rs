@@ -5,7 +5,7 @@
 use crate::digest::ParamDigest;
 use crate::Span;
 use std::collections::VecDeque;
-use whyslow_model::{Status, TxState};
+use whyslow_model::{SmolStr, Status, TxState};
 
 /// Exchanges not yet complete. libpq's pipeline mode and JDBC batches keep
 /// a few hundred statements in flight at most; the bound keeps one flooding
@@ -19,7 +19,7 @@ pub const MAX_WAITS: usize = 4 * MAX_PENDING + 64;
 /// Parse/Bind/Describe before it, or a function call.
 #[derive(Default)]
 pub struct Pending {
-    pub label: Option<String>,
+    pub label: Option<SmolStr>,
     /// None when a gap took part of the values.
     pub digest: Option<ParamDigest>,
     pub req: Span,

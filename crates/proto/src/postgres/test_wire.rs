@@ -153,7 +153,7 @@ pub(super) fn literals_normalized() -> bool {
 }
 
 pub(super) fn labels(ex: &[Exchange]) -> Vec<String> {
-    ex.iter().map(|e| e.request.clone()).collect()
+    ex.iter().map(|e| e.request.to_string()).collect()
 }
 
 /// The label `normalize::sql` makes of `text` (expected values in tests).

@@ -172,7 +172,7 @@ fn client_gap_resyncs_and_never_mispairs() {
     let paired: Vec<_> = ex
         .iter()
         .filter(|e| e.response_packets.is_some())
-        .map(|e| (e.request.clone(), e.rows))
+        .map(|e| (e.request.to_string(), e.rows))
         .collect();
     assert_eq!(paired, [(norm("SELECT four"), Some(4))]);
 }
@@ -188,7 +188,7 @@ fn garbage_from_the_client_resyncs() {
     let ex = a.finish();
     assert!(a.error().unwrap().contains("unknown message type"));
     assert_eq!(
-        ex.last().map(|e| (e.request.clone(), e.rows)),
+        ex.last().map(|e| (e.request.to_string(), e.rows)),
         Some((norm("SELECT six"), Some(1)))
     );
 }

@@ -21,7 +21,7 @@ use frame::{Outcome, Reply, ReplyReader};
 use request::{Command, RequestReader};
 use std::collections::VecDeque;
 use sync::{ReplyScan, RequestScan};
-use whyslow_model::{Direction, Exchange, Protocol, Status};
+use whyslow_model::{Direction, Exchange, Protocol, SmolStr, Status};
 
 /// Requests sent and not yet answered. Deep pipelines are Redis's normal
 /// (redis-benchmark -P, `redis-cli --pipe`); past this many the oldest is
@@ -42,7 +42,7 @@ const MESSAGES: [&[u8]; 3] = [b"message", b"pmessage", b"smessage"];
 /// A command waiting for its reply.
 #[derive(Debug)]
 struct Pending {
-    label: String,
+    label: SmolStr,
     digest: Option<u64>,
     span: Span,
     /// Order of completion among the connection's commands.
@@ -90,7 +90,7 @@ pub struct RespAnalyzer {
     /// clients repeat commands (a pipeline of SETs to one key, a poll of
     /// one GET), and describing them again was a third of the analyzer's
     /// time. At most MAX_KEPT_ARGS × MAX_ARG_BYTES per connection.
-    last: Option<(u64, Vec<Vec<u8>>, String, command::Effect)>,
+    last: Option<(u64, Vec<Vec<u8>>, SmolStr, command::Effect)>,
 }
 
 impl RespAnalyzer {
@@ -187,6 +187,7 @@ impl RespAnalyzer {
             }
             _ => {
                 let (label, effect) = command::describe(&cmd);
+                let label = SmolStr::from(label);
                 let old = self
                     .last
                     .replace((cmd.argc, cmd.args, label.clone(), effect));
