@@ -93,11 +93,11 @@ struct Sums {
 
 /// Mean parts per (service, request kind), busiest kind first.
 pub fn summarize(requests: &[RequestCalls]) -> Vec<TimeBreakdown> {
-    let mut kinds: BTreeMap<(SocketAddr, String), Sums> = BTreeMap::new();
+    let mut kinds: BTreeMap<(SocketAddr, &str), Sums> = BTreeMap::new();
     for r in requests {
         let p = parts(r);
         let s = kinds
-            .entry((r.server, r.inbound.request.to_string()))
+            .entry((r.server, r.inbound.request.as_str()))
             .or_default();
         s.requests += 1;
         s.total += p.total_us;
@@ -112,7 +112,7 @@ pub fn summarize(requests: &[RequestCalls]) -> Vec<TimeBreakdown> {
     }
     let mut out: Vec<TimeBreakdown> = kinds
         .into_iter()
-        .map(|((server, request), s)| mean(server, request, s))
+        .map(|((server, request), s)| mean(server, request.to_string(), s))
         .collect();
     out.sort_by_key(|b| std::cmp::Reverse(b.requests));
     out

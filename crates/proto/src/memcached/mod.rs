@@ -29,7 +29,7 @@ use command::{Command, Kind};
 use line::{Event, Gap, Reader};
 use reply::{fits, may_answer, Form, Reply};
 use std::collections::VecDeque;
-use whyslow_model::{Direction, Exchange, Protocol, Status};
+use whyslow_model::{Direction, Exchange, Protocol, SmolStr, Status};
 
 pub use command::MAX_KEY;
 pub use line::MAX_LINE;
@@ -407,7 +407,7 @@ impl MemcachedAnalyzer {
         let mut e = Exchange::new(
             self.connection,
             Protocol::Memcached,
-            p.cmd.label.clone().into(),
+            SmolStr::new(&p.cmd.label),
         );
         e.request_first_at_us = p.request.first_at;
         e.request_last_at_us = p.request.last_at;
