@@ -1,6 +1,7 @@
 //! Entry points shared by the cargo-fuzz targets and the in-tree tests that
 //! run them on pseudo-random input.
 
+use crate::digest::ParamDigest;
 use crate::http1::Http1Analyzer;
 use crate::{Sniffer, Start, StreamAnalyzer};
 use whyslow_model::{Direction, Exchange};
@@ -95,4 +96,26 @@ pub fn tls(data: &[u8]) {
     let keys = Some(std::sync::Arc::new(keys));
     let mut a = crate::sniff::Sniffer::with_keys(0, 443, Start::Beginning, keys);
     feed_chunks(&mut a, chunks);
+}
+
+/// The statement memo against the normalizer: the input as SQL text, then
+/// the same text with every digit changed (the same shape, so the second
+/// is a memo hit when the first was remembered). Label and digest must be
+/// the normalizer's.
+pub fn sql_memo(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let other: String = text
+        .chars()
+        .map(|c| match c.to_digit(10) {
+            Some(d) => char::from_digit((d + 7) % 10, 10).unwrap_or(c),
+            None => c,
+        })
+        .collect();
+    let mut memo = crate::normalize::SqlMemo::default();
+    for statement in [text.as_ref(), other.as_str()] {
+        let (mut via_memo, mut direct) = (ParamDigest::new(), ParamDigest::new());
+        let label = memo.sql(statement, &mut via_memo);
+        assert_eq!(label, crate::normalize::sql(statement, &mut direct));
+        assert_eq!(via_memo.finish(), direct.finish());
+    }
 }

@@ -428,6 +428,7 @@ impl StreamAnalyzer for PgAnalyzer {
 /// Fuzz entry: see `crate::fuzz::analyzer` (an odd first byte starts mid-stream).
 pub fn fuzz(data: &[u8]) {
     crate::fuzz::analyzer(data, PgAnalyzer::sniff, PgAnalyzer::new);
+    crate::fuzz::sql_memo(data);
 }
 
 /// For a connection first seen mid-stream: Some(true) when `payload` opens
