@@ -27,6 +27,16 @@ pub struct Parts {
 pub fn parts(r: &RequestCalls) -> Parts {
     let total = r.total_us();
     let (from, to) = r.waiting();
+    if r.calls.is_empty() {
+        // All the waiting is the service's own: nothing to share out.
+        return Parts {
+            total_us: total,
+            server_us: to - from,
+            queued_us: 0,
+            backing: BTreeMap::new(),
+            network_us: total.saturating_sub(to - from),
+        };
+    }
     let mut backing = critical_shares(&r.calls, (from, to));
     let mut queued = 0;
     for (server, calls) in r.per_server() {

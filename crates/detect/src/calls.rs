@@ -2,7 +2,8 @@
 //! attribution set roles and parents): what the request-level detectors and
 //! the time breakdown read.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{Evidence, Exchange, ExchangeRole, Protocol, Timeline};
 

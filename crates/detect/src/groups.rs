@@ -40,14 +40,14 @@ impl Group {
 /// Groups by key, each at a fixed slot; past MAX_GROUPS, new keys share
 /// the "other" group.
 struct Slots<K> {
-    index: HashMap<K, usize>,
+    index: foldhash::HashMap<K, usize>,
     list: Vec<(K, Group)>,
 }
 
 impl<K> Default for Slots<K> {
     fn default() -> Self {
         Slots {
-            index: HashMap::new(),
+            index: foldhash::HashMap::new(),
             list: Vec::new(),
         }
     }

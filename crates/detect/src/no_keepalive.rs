@@ -1,6 +1,7 @@
 //! `no_keepalive`: a new connection (and handshake) for every request to a server.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
 

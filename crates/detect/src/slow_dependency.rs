@@ -35,7 +35,8 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .iter()
         .map(|t| t.server)
         .collect();
-    for r in requests {
+    // A request without calls has no backing time to dominate it.
+    for r in requests.iter().filter(|r| !r.calls.is_empty()) {
         let p = parts(r);
         let per_server = r.per_server();
         for (server, (protocol, calls, us)) in p.backing {

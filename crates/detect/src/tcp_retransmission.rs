@@ -2,7 +2,7 @@
 //! the original transmission and the retransmission; a wait at or above the
 //! minimum RTO means the loss was recovered by timeout, not by fast retransmit.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use whyslow_model::{Direction, Evidence, Finding, FindingKind, Segment, Severity, Timeline};
 
 /// Linux TCP_RTO_MIN = 200 ms (include/net/tcp.h): a retransmission after at
@@ -17,6 +17,10 @@ const LOOKBACK: usize = 1_000;
 /// Each retransmission's wait, timed from the previous send of those bytes
 /// (so an RTO backoff of 200 then 400 ms counts 600 ms, not 800).
 fn waits(segments: &[Segment]) -> Vec<(usize, u64)> {
+    // Most connections retransmit nothing: no sends to remember.
+    if !segments.iter().any(|s| s.flags.retransmission) {
+        return Vec::new();
+    }
     let mut last_send: HashMap<(Direction, u64), u64> = HashMap::new();
     let mut out = Vec::new();
     for (i, s) in segments.iter().enumerate() {

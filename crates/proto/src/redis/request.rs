@@ -50,6 +50,8 @@ struct ArgSink {
     lost: bool,
     /// Emptied argument buffers of earlier commands, reused for the next.
     spare: Vec<Vec<u8>>,
+    /// An emptied argument list of an earlier command, the next one's.
+    spare_list: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ArgSink {
@@ -112,10 +114,12 @@ impl ArgSink {
 
     fn finish(&mut self) -> Command {
         let spare = std::mem::take(&mut self.spare);
+        let args = std::mem::take(&mut self.spare_list);
         let sink = std::mem::replace(
             self,
             ArgSink {
                 spare,
+                args,
                 ..ArgSink::default()
             },
         );
@@ -215,12 +219,15 @@ impl RequestReader {
     }
 
     /// Takes back the argument buffers of a command read earlier.
-    pub fn recycle(&mut self, args: Vec<Vec<u8>>) {
-        for mut a in args {
+    pub fn recycle(&mut self, mut args: Vec<Vec<u8>>) {
+        for mut a in args.drain(..) {
             if self.sink.spare.len() < MAX_KEPT_ARGS {
                 a.clear();
                 self.sink.spare.push(a);
             }
+        }
+        if args.capacity() <= MAX_KEPT_ARGS * 2 {
+            self.sink.spare_list = args;
         }
     }
 

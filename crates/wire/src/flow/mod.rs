@@ -324,14 +324,13 @@ impl FlowTable {
         // Common case, one lookup: a packet of a flow already tracked.
         if let Some(f) = self.flows.get_mut(&k) {
             if !f.is_new_syn(tcp) {
-                let mut out = std::mem::take(&mut self.scratch);
+                let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
                 let was_closed = f.is_closed();
                 f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
                 if !was_closed && f.is_closed() {
                     self.note_closed(k);
                 }
-                self.add_exchanges(&mut out);
-                self.scratch = out;
+                self.add_exchanges(out, from);
                 return;
             }
         }
@@ -354,15 +353,14 @@ impl FlowTable {
             self.listeners.insert(server.port());
         }
         let mut f = Flow::new(id, tcp, at_us, &self.listeners, &self.limits);
-        let mut out = std::mem::take(&mut self.scratch);
+        let (mut out, from) = self.sink();
         f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
         if f.is_closed() {
             self.note_closed(k);
         }
         self.note_age(k, id, at_us);
         self.flows.insert(k, f);
-        self.add_exchanges(&mut out);
-        self.scratch = out;
+        self.add_exchanges(out, from);
     }
 
     fn note_closed(&mut self, k: Key) {
@@ -462,7 +460,9 @@ impl FlowTable {
             let events = conn.segments.len() + conn.acks.len();
             self.budget.events = self.budget.events.saturating_sub(events);
         }
-        self.add_exchanges(&mut ex);
+        let (mut out, from) = self.sink();
+        out.append(&mut ex);
+        self.add_exchanges(out, from);
     }
 
     /// Connections are kept in the order they were opened (ids are given
@@ -471,21 +471,35 @@ impl FlowTable {
         self.windowed || (id as usize) < self.limits.max_connections
     }
 
-    /// Numbers and keeps (within the limits) the exchanges in `ex`, emptying it.
-    fn add_exchanges(&mut self, ex: &mut Vec<Exchange>) {
-        for mut e in ex.drain(..) {
+    fn sink(&mut self) -> (Vec<Exchange>, usize) {
+        sink(self.windowed, &mut self.exchanges, &mut self.scratch)
+    }
+
+    /// Numbers and keeps (within the limits) the exchanges of `out` from
+    /// `from` on, which `sink` handed out.
+    fn add_exchanges(&mut self, mut out: Vec<Exchange>, from: usize) {
+        if self.windowed {
+            for e in &mut out[from..] {
+                e.id = self.next_exchange;
+                self.next_exchange = self.next_exchange.saturating_add(1);
+            }
+            self.counters.exchanges_seen += (out.len() - from) as u64;
+            self.exchanges = out;
+            return;
+        }
+        for mut e in out.drain(..) {
             e.id = self.next_exchange;
             self.next_exchange = self.next_exchange.saturating_add(1);
             self.counters.exchanges_seen += 1;
-            if self.windowed
-                || (self.exchanges.len() < self.limits.max_exchanges
-                    && self.keeps_connection(e.connection))
+            if self.exchanges.len() < self.limits.max_exchanges
+                && self.keeps_connection(e.connection)
             {
                 self.exchanges.push(e);
             } else {
                 self.counters.exchanges_dropped += 1;
             }
         }
+        self.scratch = out;
     }
 
     /// Ends every open flow (end of capture). Errors then include theirs.
@@ -520,5 +534,22 @@ impl FlowTable {
         };
         t.sort();
         t
+    }
+}
+
+/// Where a flow's new exchanges go, and how many the vector holds before
+/// them. A windowed table keeps every exchange, so the analyzers append to
+/// the window itself: each exchange is moved once fewer.
+fn sink(
+    windowed: bool,
+    exchanges: &mut Vec<Exchange>,
+    scratch: &mut Vec<Exchange>,
+) -> (Vec<Exchange>, usize) {
+    if windowed {
+        let out = std::mem::take(exchanges);
+        let from = out.len();
+        (out, from)
+    } else {
+        (std::mem::take(scratch), 0)
     }
 }
