@@ -3,24 +3,95 @@
 //! (A short value can still be guessed by hashing candidates; the digest is
 //! for telling repeats apart, not for protecting a four-digit PIN.)
 
-use std::hash::{DefaultHasher, Hasher};
+use std::hash::Hasher;
 
-/// Order-sensitive hash of parameter values. `DefaultHasher::new()` is the
-/// same in every run of one build, so digests compare across a capture and
-/// between runs of the same binary.
-#[derive(Clone)]
-pub struct ParamDigest {
-    hasher: DefaultHasher,
-    values: u32,
+/// A byte-stream hash with fixed keys: the same for the same bytes however
+/// they were split between writes (a value arrives in pieces, across
+/// packets), and the same in every run. Eight bytes per multiply, where
+/// SipHash (std's `DefaultHasher`) takes rounds per word: digests are taken
+/// of every argument of every command. Not for hash tables an attacker
+/// fills; for telling repeated values apart.
+#[derive(Clone, Default)]
+pub struct StreamHash {
+    acc: u64,
+    /// Bytes not yet a whole word, little-endian from bit 0.
+    tail: u64,
+    tail_len: u32,
+    total: u64,
 }
 
-impl Default for ParamDigest {
-    fn default() -> Self {
-        ParamDigest {
-            hasher: DefaultHasher::new(),
-            values: 0,
-        }
+/// Digits of π (as in SipHash's and foldhash's constants): fixed keys with
+/// no structure of their own.
+const K0: u64 = 0x243f_6a88_85a3_08d3;
+const K1: u64 = 0x1319_8a2e_0370_7344;
+
+/// The high and low halves of the 128-bit product folded together.
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+impl StreamHash {
+    fn word(&mut self, w: u64) {
+        self.acc = folded_multiply(self.acc ^ w ^ K0, K1);
     }
+}
+
+impl Hasher for StreamHash {
+    fn write(&mut self, mut bytes: &[u8]) {
+        self.total = self.total.wrapping_add(bytes.len() as u64);
+        if self.tail_len > 0 {
+            while self.tail_len < 8 {
+                let Some((&b, rest)) = bytes.split_first() else {
+                    return;
+                };
+                self.tail |= u64::from(b) << (8 * self.tail_len);
+                self.tail_len += 1;
+                bytes = rest;
+            }
+            let w = std::mem::take(&mut self.tail);
+            self.tail_len = 0;
+            self.word(w);
+        }
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.word(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
+        for (i, &b) in words.remainder().iter().enumerate() {
+            self.tail |= u64::from(b) << (8 * i);
+        }
+        self.tail_len = words.remainder().len() as u32;
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.write(&[i]);
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.write(&i.to_le_bytes());
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.write(&i.to_le_bytes());
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // The tail is padded with zeros: the total length tells "a" from "a\0".
+        let last = folded_multiply(self.acc ^ self.tail ^ K1, K0 ^ self.total);
+        folded_multiply(last ^ (last >> 29), K1)
+    }
+}
+
+/// Order-sensitive hash of parameter values, the same in every run, so
+/// digests compare across a capture and between runs.
+#[derive(Clone, Default)]
+pub struct ParamDigest {
+    hasher: StreamHash,
+    values: u32,
 }
 
 impl ParamDigest {
@@ -64,6 +135,56 @@ mod tests {
         let mut d = ParamDigest::new();
         values.iter().for_each(|v| d.add(v));
         d.finish()
+    }
+
+    /// xorshift: pseudo-random bytes and split points.
+    fn next(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    #[test]
+    fn a_stream_hashes_the_same_however_it_is_split() {
+        let mut x = 88172645463325252u64;
+        for len in 0..200usize {
+            let bytes: Vec<u8> = (0..len).map(|_| next(&mut x) as u8).collect();
+            let mut whole = StreamHash::default();
+            whole.write(&bytes);
+            for _ in 0..5 {
+                let mut pieces = StreamHash::default();
+                let mut rest = &bytes[..];
+                while !rest.is_empty() {
+                    let n = (next(&mut x) as usize % 11).min(rest.len());
+                    pieces.write(&rest[..n]);
+                    rest = &rest[n..];
+                }
+                assert_eq!(pieces.finish(), whole.finish(), "{len} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn distinct_short_streams_do_not_collide() {
+        // Every value up to 3 bytes, trailing zeros included, and counters
+        // as decimal text: no two alike.
+        let mut seen = std::collections::HashSet::new();
+        let mut n = 0;
+        for len in 0..=3u32 {
+            for v in 0..(1u64 << (8 * len)).min(1 << 20) {
+                let mut h = StreamHash::default();
+                h.write(&v.to_le_bytes()[..len as usize]);
+                assert!(seen.insert(h.finish()), "{len} bytes: {v}");
+                n += 1;
+            }
+        }
+        for v in 0..200_000u64 {
+            let mut h = StreamHash::default();
+            h.write(format!("user:{v}").as_bytes());
+            assert!(seen.insert(h.finish()), "user:{v}");
+        }
+        assert!(n > 1 << 20);
     }
 
     #[test]

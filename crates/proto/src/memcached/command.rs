@@ -2,8 +2,9 @@
 //! line that memcached itself would accept), labels and parameter digests.
 
 use crate::digest::ParamDigest;
+use crate::digest::StreamHash;
 use crate::normalize;
-use std::hash::{DefaultHasher, Hasher};
+use std::hash::Hasher;
 
 /// Longest key: `KEY_MAX_LENGTH` in memcached.h (protocol.txt, "Keys").
 pub const MAX_KEY: usize = 250;
@@ -142,7 +143,7 @@ impl Command {
 
 /// Hash of a token, to compare echoed opaques and keys without keeping them.
 pub fn tag(token: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = StreamHash::default();
     h.write(token);
     h.finish()
 }

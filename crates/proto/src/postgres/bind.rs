@@ -3,8 +3,9 @@
 //! names to their normalized text.
 
 use crate::digest::ParamDigest;
+use crate::digest::StreamHash;
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hasher};
+use std::hash::Hasher;
 use whyslow_model::SmolStr;
 
 /// Bytes of a statement or portal name kept. The server truncates names to
@@ -99,7 +100,7 @@ pub struct BindParser {
     num: [u8; 4],
     num_have: usize,
     params_left: u16,
-    value: DefaultHasher,
+    value: StreamHash,
     /// Statement literals + bind values; set once the statement name is read.
     pub digest: Option<ParamDigest>,
     /// The body was well formed up to the parameter values' end.
@@ -115,7 +116,7 @@ impl BindParser {
             num: [0; 4],
             num_have: 0,
             params_left: 0,
-            value: DefaultHasher::new(),
+            value: StreamHash::default(),
             digest: None,
             complete: false,
         }
@@ -187,7 +188,7 @@ impl BindParser {
                 self.next_param()
             }
             (Field::ParamLen, len) => {
-                self.value = DefaultHasher::new();
+                self.value = StreamHash::default();
                 self.value.write_u32(len as u32);
                 Field::Value(len as u32)
             }
@@ -209,7 +210,7 @@ impl BindParser {
         let rest = left - n as u32;
         match self.field {
             Field::Value(_) => {
-                // SipHash is a byte stream: pieces hash like the whole value.
+                // A byte stream: pieces hash like the whole value.
                 self.value.write(&data[..n]);
                 self.field = Field::Value(rest);
                 if rest == 0 {

@@ -5,7 +5,8 @@
 
 use super::command;
 use super::frame::{parse_int, Line, Outcome, MAX_BULK_LEN, MAX_HEADER_LINE};
-use std::hash::{DefaultHasher, Hasher};
+use crate::digest::StreamHash;
+use std::hash::Hasher;
 
 /// Arguments kept for the label: name, then subcommand or key, then the key
 /// after a subcommand ("OBJECT ENCODING key").
@@ -45,8 +46,10 @@ struct ArgSink {
     /// length. A length after each value keeps the stream unambiguous
     /// (read from the end), as a length before it would, without knowing it
     /// before the value streams by.
-    hasher: DefaultHasher,
+    hasher: StreamHash,
     secret: bool,
+    /// The arguments after the name are not kept (AUTH: credentials).
+    unkept: bool,
     lost: bool,
     /// Emptied argument buffers of earlier commands, reused for the next.
     spare: Vec<Vec<u8>>,
@@ -78,12 +81,7 @@ impl ArgSink {
 
     fn kept_mut(&mut self) -> Option<&mut Vec<u8>> {
         // AUTH's arguments are the credentials themselves: not even kept.
-        if self.index >= 1
-            && self
-                .args
-                .first()
-                .is_some_and(|n| n.eq_ignore_ascii_case(b"AUTH"))
-        {
+        if self.unkept {
             return None;
         }
         let i = usize::try_from(self.index)
@@ -99,7 +97,9 @@ impl ArgSink {
     fn end_arg(&mut self) {
         let _ = self.kept_mut();
         if self.index == 0 {
-            self.secret = self.args.first().is_some_and(|n| command::is_secret(n));
+            let name = self.args.first();
+            self.secret = name.is_some_and(|n| command::is_secret(n));
+            self.unkept = name.is_some_and(|n| n.eq_ignore_ascii_case(b"AUTH"));
         } else if !self.secret {
             self.hasher.write_u64(self.len);
         }
@@ -409,16 +409,17 @@ fn length_at(data: &[u8], at: usize, kind: u8, max: u64) -> Option<(u64, usize)>
     }
     // Plain digits and CRLF, as every client writes them, without a search;
     // anything else (a sign, a bare LF, a cut line) takes the general way.
-    let digits = rest[1..]
-        .iter()
-        .take(MAX_FAST_DIGITS + 1)
-        .take_while(|d| d.is_ascii_digit())
-        .count();
-    if (1..=MAX_FAST_DIGITS).contains(&digits) && rest.get(1 + digits..3 + digits) == Some(b"\r\n")
-    {
-        let n = rest[1..=digits]
-            .iter()
-            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    let mut n = 0u64;
+    let mut end = 1;
+    while end <= MAX_FAST_DIGITS {
+        match rest.get(end) {
+            Some(d) if d.is_ascii_digit() => n = n * 10 + u64::from(d - b'0'),
+            _ => break,
+        }
+        end += 1;
+    }
+    if end > 1 && rest.get(end) == Some(&b'\r') && rest.get(end + 1) == Some(&b'\n') {
+        let digits = end - 1;
         let counting = kind == b'*';
         if n > max || (counting && n == 0) {
             return None;
