@@ -2,7 +2,7 @@
 //! service under test are inbound; the rest are outbound calls, each owned by
 //! the inbound exchange that was waiting for its server when the call ran.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use whyslow_model::{Exchange, ExchangeRole, Timeline};
 
 /// Inbound requests as waiting windows (first request byte → first response

@@ -4,7 +4,7 @@
 
 use crate::digest::ParamDigest;
 use crate::digest::StreamHash;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::hash::Hasher;
 use whyslow_model::SmolStr;
 

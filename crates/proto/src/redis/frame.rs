@@ -184,6 +184,9 @@ impl ReplyReader {
 
     /// Reads up to the end of one top-level reply; returns the bytes used.
     pub fn feed(&mut self, data: &[u8]) -> (usize, Outcome<Reply>) {
+        if let Some((used, reply)) = self.whole_simple(data) {
+            return (used, Outcome::Done(reply));
+        }
         let mut i = 0;
         while let Some(rest) = data.get(i..).filter(|r| !r.is_empty()) {
             let (used, step) = self.step(rest);
@@ -195,6 +198,48 @@ impl ReplyReader {
             }
         }
         (i, Outcome::More)
+    }
+
+    /// A whole top-level simple string, integer or bulk string (most
+    /// replies: +OK, :1, $3 abc) lying in `data`, read in place: the same
+    /// `Reply` the states build, without walking it a byte at a time. None
+    /// leaves everything to the states (cut replies, errors, aggregates).
+    fn whole_simple(&mut self, data: &[u8]) -> Option<(usize, Reply)> {
+        if self.state != State::Start || !self.stack.is_empty() {
+            return None;
+        }
+        let ty = *data.first()?;
+        let (nl, line) = match ty {
+            b'+' => {
+                let nl = memchr::memchr(b'\n', data)?;
+                (nl, &data[1..nl])
+            }
+            b':' | b'$' => {
+                let head = &data[..data.len().min(MAX_HEADER_LINE + 2)];
+                let nl = memchr::memchr(b'\n', head)?;
+                (nl, &data[1..nl])
+            }
+            _ => return None,
+        };
+        let text = line.strip_suffix(b"\r").unwrap_or(line);
+        let used = match ty {
+            b'$' => match parse_int(text)? {
+                -1 => nl + 1,
+                len => {
+                    let len = u64::try_from(len).ok().filter(|&l| l <= MAX_BULK_LEN)?;
+                    let end = (nl + 1).checked_add(usize::try_from(len).ok()?)?;
+                    (data.get(end..end + 2)? == b"\r\n").then_some(end + 2)?
+                }
+            },
+            b':' => parse_int(text).map(|_| nl + 1)?,
+            _ => nl + 1,
+        };
+        let reply = Reply {
+            kind: ty,
+            digit_line: ty == b'+' && text.first().is_some_and(u8::is_ascii_digit),
+            ..std::mem::take(&mut self.reply)
+        };
+        Some((used, reply))
     }
 
     fn step(&mut self, rest: &[u8]) -> (usize, Result<Option<Reply>, String>) {

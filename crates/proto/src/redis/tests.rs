@@ -547,6 +547,66 @@ fn repeated_commands_are_described_as_fresh_ones() {
 /// byte at a time go through the states. Both must build the same commands
 /// (count, kept arguments, digest), credentials and odd framing included.
 #[test]
+fn replies_read_in_place_equal_replies_read_byte_by_byte() {
+    let long_line = format!("+{}\r\n", "7".repeat(frame::MAX_WORD + 5));
+    let replies: Vec<&[u8]> = vec![
+        b"+OK\r\n",
+        b":1\r\n",
+        b":-42\r\n",
+        b"$3\r\nabc\r\n",
+        b"$0\r\n\r\n",
+        b"$-1\r\n",
+        b"+\r\n",
+        b"+123 \"monitor\"\r\n",
+        long_line.as_bytes(),
+        b"+bare LF\n",
+        b":7\n",
+        b"$2\nab\r\n",
+        b"-ERR wrong\r\n",
+        b"*2\r\n$7\r\nmessage\r\n:3\r\n",
+        b"|1\r\n+key\r\n+val\r\n$1\r\nx\r\n",
+        b"_\r\n",
+        b"$+2\r\nab\r\n",
+        b":+5\r\n",
+    ];
+    let bytes: Vec<u8> = replies.concat();
+    let read = |chunk: usize| {
+        let mut r = frame::ReplyReader::new();
+        let mut out = Vec::new();
+        for mut part in bytes.chunks(chunk) {
+            while !part.is_empty() {
+                let (used, outcome) = r.feed(part);
+                part = &part[used..];
+                match outcome {
+                    frame::Outcome::Done(reply) => out.push(reply),
+                    frame::Outcome::Error(e) => panic!("{e}"),
+                    _ => {}
+                }
+            }
+        }
+        out
+    };
+    let whole = read(bytes.len());
+    // The attribute entry is one reply: the value after the attribute.
+    assert_eq!(whole.len(), replies.len());
+    assert!(whole[7].digit_line && whole[8].digit_line && !whole[0].digit_line);
+    for chunk in [1, 2, 3, 7] {
+        assert_eq!(read(chunk), whole, "in pieces of {chunk}");
+    }
+    // What the states refuse, the way in place does not take either.
+    for bad in [
+        &b"$5\r\nab\r\n"[..],
+        b":x\r\n",
+        b"$-2\r\n",
+        b"$3\r\nabcX\r\n",
+    ] {
+        let mut r = frame::ReplyReader::new();
+        let (_, outcome) = r.feed(bad);
+        assert!(!matches!(outcome, frame::Outcome::Done(_)), "{bad:?}");
+    }
+}
+
+#[test]
 fn commands_read_in_place_equal_commands_read_byte_by_byte() {
     let long = vec![b'k'; request::MAX_ARG_BYTES + 10];
     let mut bytes = Vec::new();
