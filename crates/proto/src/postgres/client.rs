@@ -165,7 +165,6 @@ impl PgAnalyzer {
 
     fn query(&mut self, span: Span) {
         self.close_building();
-        let text = String::from_utf8_lossy(cstr(&self.cmsg.buf).0).into_owned();
         if self.cmsg.cut {
             self.note(format!(
                 "query text longer than {MAX_QUERY_TEXT} bytes: cut"
@@ -175,6 +174,9 @@ impl PgAnalyzer {
         if self.cmsg.damaged {
             labels.push((LOST_TEXT.into(), None));
         } else {
+            // Read where it was kept: valid UTF-8 (nearly every query) is
+            // borrowed, not copied.
+            let text = String::from_utf8_lossy(cstr(&self.cmsg.buf).0);
             for stmt in normalize::split_sql(&text)
                 .into_iter()
                 .take(MAX_QUERY_STATEMENTS)

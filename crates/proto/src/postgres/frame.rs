@@ -13,6 +13,20 @@ const FRONTEND_TYPES: &[u8] = b"QPBDESCHFdcfXp";
 /// Every backend type of protocol 3.0/3.2.
 const BACKEND_TYPES: &[u8] = b"RSKZTDCENAI123tnsGHWdcVv";
 
+/// The two type lists as tables, one lookup per message header.
+const FRONTEND: [bool; 256] = type_table(FRONTEND_TYPES);
+const BACKEND: [bool; 256] = type_table(BACKEND_TYPES);
+
+const fn type_table(types: &[u8]) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < types.len() {
+        table[types[i] as usize] = true;
+        i += 1;
+    }
+    table
+}
+
 /// Largest length field: it is an int32, so anything past i32::MAX is a
 /// negative length on the wire.
 const MAX_MESSAGE_LEN: u32 = i32::MAX as u32;
@@ -208,10 +222,15 @@ impl Framer {
 
     fn header<'a>(&mut self, data: &'a [u8], size: usize) -> (usize, Step<'a>) {
         let n = (size - self.have).min(data.len());
-        self.head[self.have..self.have + n].copy_from_slice(&data[..n]);
-        self.have += n;
-        if self.have < size {
-            return (n, Step::Skipped);
+        if self.have == 0 && n == size {
+            // The whole header is in `data` (the usual case): read in place.
+            self.head[..size].copy_from_slice(&data[..size]);
+        } else {
+            self.head[self.have..self.have + n].copy_from_slice(&data[..n]);
+            self.have += n;
+            if self.have < size {
+                return (n, Step::Skipped);
+            }
         }
         self.have = 0;
         let (kind, len, code) = if size == 8 {
@@ -255,10 +274,10 @@ impl Framer {
             return (!startup_ok(len, code)).then_some("not a PostgreSQL startup packet");
         }
         let types = match self.side {
-            Side::Client => FRONTEND_TYPES,
-            Side::Server => BACKEND_TYPES,
+            Side::Client => &FRONTEND,
+            Side::Server => &BACKEND,
         };
-        if !types.contains(&kind) {
+        if !types[usize::from(kind)] {
             return Some("unknown message type");
         }
         if !(4..=MAX_MESSAGE_LEN).contains(&len) {
