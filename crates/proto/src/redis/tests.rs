@@ -546,6 +546,27 @@ fn repeated_commands_are_described_as_fresh_ones() {
 /// Commands lying whole in one delivery are read in place; the same bytes a
 /// byte at a time go through the states. Both must build the same commands
 /// (count, kept arguments, digest), credentials and odd framing included.
+/// What a reader makes of `bytes` handed over in pieces of `chunk` bytes.
+fn read_in_pieces<T>(
+    bytes: &[u8],
+    chunk: usize,
+    mut feed: impl FnMut(&[u8]) -> (usize, frame::Outcome<T>),
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for mut part in bytes.chunks(chunk) {
+        while !part.is_empty() {
+            let (used, outcome) = feed(part);
+            part = &part[used..];
+            match outcome {
+                frame::Outcome::Done(v) => out.push(v),
+                frame::Outcome::Error(e) => panic!("{e}"),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn replies_read_in_place_equal_replies_read_byte_by_byte() {
     let long_line = format!("+{}\r\n", "7".repeat(frame::MAX_WORD + 5));
@@ -572,19 +593,7 @@ fn replies_read_in_place_equal_replies_read_byte_by_byte() {
     let bytes: Vec<u8> = replies.concat();
     let read = |chunk: usize| {
         let mut r = frame::ReplyReader::new();
-        let mut out = Vec::new();
-        for mut part in bytes.chunks(chunk) {
-            while !part.is_empty() {
-                let (used, outcome) = r.feed(part);
-                part = &part[used..];
-                match outcome {
-                    frame::Outcome::Done(reply) => out.push(reply),
-                    frame::Outcome::Error(e) => panic!("{e}"),
-                    _ => {}
-                }
-            }
-        }
-        out
+        read_in_pieces(&bytes, chunk, |part| r.feed(part))
     };
     let whole = read(bytes.len());
     // The attribute entry is one reply: the value after the attribute.
@@ -636,19 +645,10 @@ fn commands_read_in_place_equal_commands_read_byte_by_byte() {
     }
     let read = |chunk: usize| {
         let mut r = request::RequestReader::new();
-        let mut out = Vec::new();
-        for mut part in bytes.chunks(chunk) {
-            while !part.is_empty() {
-                let (used, outcome) = r.feed(part);
-                part = &part[used..];
-                match outcome {
-                    frame::Outcome::Done(c) => out.push((c.argc, c.args, c.digest)),
-                    frame::Outcome::Error(e) => panic!("{e}"),
-                    _ => {}
-                }
-            }
-        }
-        out
+        read_in_pieces(&bytes, chunk, |part| r.feed(part))
+            .into_iter()
+            .map(|c| (c.argc, c.args, c.digest))
+            .collect::<Vec<_>>()
     };
     let whole = read(bytes.len());
     assert_eq!(whole.len(), 14);
