@@ -29,18 +29,16 @@ fn sorted_positions(exchanges: &[Exchange]) -> Option<Vec<usize>> {
     };
     // One u64 compared per step instead of a (time, id) pair: the window's
     // sort costs about half.
-    let keys: Option<Vec<(u64, u32)>> = (exchanges.len() <= u32::MAX as usize)
-        .then(|| {
-            exchanges
-                .iter()
-                .enumerate()
-                .map(|(i, e)| packed(e).map(|k| (k, i as u32)))
-                .collect()
-        })
-        .flatten();
-    if let Some(mut keys) = keys {
-        keys.sort_unstable_by_key(|k| k.0);
-        return Some(keys.into_iter().map(|(_, i)| i as usize).collect());
+    if let Ok(len) = u32::try_from(exchanges.len()) {
+        let keys: Option<Vec<(u64, u32)>> = exchanges
+            .iter()
+            .zip(0..len)
+            .map(|(e, i)| packed(e).map(|k| (k, i)))
+            .collect();
+        if let Some(mut keys) = keys {
+            keys.sort_unstable_by_key(|k| k.0);
+            return Some(keys.into_iter().map(|(_, i)| i as usize).collect());
+        }
     }
     let mut keys: Vec<((u64, u32), usize)> = exchanges
         .iter()

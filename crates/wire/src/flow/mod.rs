@@ -353,7 +353,7 @@ impl FlowTable {
             self.listeners.insert(server.port());
         }
         let mut f = Flow::new(id, tcp, at_us, &self.listeners, &self.limits);
-        let (mut out, from) = self.sink();
+        let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
         f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
         if f.is_closed() {
             self.note_closed(k);
@@ -460,7 +460,7 @@ impl FlowTable {
             let events = conn.segments.len() + conn.acks.len();
             self.budget.events = self.budget.events.saturating_sub(events);
         }
-        let (mut out, from) = self.sink();
+        let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
         out.append(&mut ex);
         self.add_exchanges(out, from);
     }
@@ -469,10 +469,6 @@ impl FlowTable {
     /// then), so the timeline holds the first `max_connections` of them.
     fn keeps_connection(&self, id: u32) -> bool {
         self.windowed || (id as usize) < self.limits.max_connections
-    }
-
-    fn sink(&mut self) -> (Vec<Exchange>, usize) {
-        sink(self.windowed, &mut self.exchanges, &mut self.scratch)
     }
 
     /// Numbers and keeps (within the limits) the exchanges of `out` from
