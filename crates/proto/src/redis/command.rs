@@ -1,7 +1,7 @@
 //! Command labels ("GET user:?", "CLIENT SETNAME", "MGET user:? (+2 keys)")
 //! and the commands that change how later replies pair up.
 
-use super::request::Command;
+use super::request::Kept;
 use crate::digest::ParamDigest;
 use crate::normalize;
 
@@ -266,7 +266,7 @@ fn word(raw: &[u8]) -> Option<String> {
 }
 
 /// The label and reply effect of a complete command.
-pub fn describe(cmd: &Command) -> (String, Effect) {
+pub fn describe(cmd: &Kept) -> (String, Effect) {
     let raw = cmd.arg(0).unwrap_or_default();
     let Some(name) = word(raw) else {
         return ("<not a command>".into(), Effect::None);
@@ -303,7 +303,7 @@ pub fn describe(cmd: &Command) -> (String, Effect) {
 /// `label` followed by the normalized key at argument `at` (when there is
 /// one) and "(+n keys)" when more follow. The key's parts are already in
 /// the command's digest (all arguments are), so normalizing uses a scratch one.
-fn keyed(label: String, cmd: &Command, at: usize, more: u64, what: &str) -> String {
+fn keyed(label: String, cmd: &Kept, at: usize, more: u64, what: &str) -> String {
     let Some(key) = cmd.arg(at).filter(|_| cmd.argc > at as u64) else {
         return label;
     };
@@ -318,7 +318,7 @@ fn keyed(label: String, cmd: &Command, at: usize, more: u64, what: &str) -> Stri
     text
 }
 
-fn effect(name: &[u8], cmd: &Command) -> Effect {
+fn effect(name: &[u8], cmd: &Kept) -> Effect {
     let arg = |i: usize| cmd.arg(i).unwrap_or_default();
     if name == b"CLIENT" && arg(1).eq_ignore_ascii_case(b"REPLY") {
         let mode = arg(2);

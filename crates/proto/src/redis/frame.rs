@@ -26,6 +26,18 @@ pub enum Outcome<T> {
     Error(String),
 }
 
+#[cfg(test)]
+impl<T> Outcome<T> {
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
+        match self {
+            Outcome::More => Outcome::More,
+            Outcome::Done(v) => Outcome::Done(f(v)),
+            Outcome::Skipped => Outcome::Skipped,
+            Outcome::Error(e) => Outcome::Error(e),
+        }
+    }
+}
+
 /// One line read across chunks, with only its first `keep` bytes stored.
 #[derive(Debug, Default)]
 pub struct Line {

@@ -86,11 +86,10 @@ pub struct RespAnalyzer {
     resp3: bool,
     /// MONITOR: timestamped simple strings answer nothing.
     monitor: bool,
-    /// The last command's kept arguments and count, and its description:
-    /// clients repeat commands (a pipeline of SETs to one key, a poll of
-    /// one GET), and describing them again was a third of the analyzer's
-    /// time. At most MAX_KEPT_ARGS × MAX_ARG_BYTES per connection.
-    last: Option<(u64, Vec<Vec<u8>>, SmolStr, command::Effect)>,
+    /// The description of the reader's last command: clients repeat
+    /// commands (a pipeline of SETs to one key, a poll of one GET), and
+    /// describing them again was a third of the analyzer's time.
+    last: Option<(SmolStr, command::Effect)>,
 }
 
 impl RespAnalyzer {
@@ -180,20 +179,11 @@ impl RespAnalyzer {
     fn on_command(&mut self, cmd: Command) {
         let (label, effect) = match &self.last {
             // describe() reads only the kept arguments and the count.
-            Some((argc, args, label, effect)) if *argc == cmd.argc && *args == cmd.args => {
-                let described = (label.clone(), *effect);
-                self.req.recycle(cmd.args);
-                described
-            }
+            Some((label, effect)) if cmd.repeat => (label.clone(), *effect),
             _ => {
-                let (label, effect) = command::describe(&cmd);
+                let (label, effect) = command::describe(self.req.kept());
                 let label = SmolStr::from(label);
-                let old = self
-                    .last
-                    .replace((cmd.argc, cmd.args, label.clone(), effect));
-                if let Some((_, args, _, _)) = old {
-                    self.req.recycle(args);
-                }
+                self.last = Some((label.clone(), effect));
                 (label, effect)
             }
         };

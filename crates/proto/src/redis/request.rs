@@ -19,20 +19,45 @@ pub const MAX_ARGS: u64 = i32::MAX as u64;
 /// Redis's PROTO_INLINE_MAX_SIZE: longer inline commands are refused.
 pub const MAX_INLINE: usize = 64 * 1024;
 
-/// A complete command.
-#[derive(Debug, Default)]
+/// A complete command; its first arguments are in `RequestReader::kept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Command {
     pub argc: u64,
-    /// The first `MAX_KEPT_ARGS` arguments, each cut at `MAX_ARG_BYTES`.
-    pub args: Vec<Vec<u8>>,
     /// Digest of the arguments after the name; None for commands carrying
     /// credentials (AUTH, HELLO, ...) or when bytes were missing.
     pub digest: Option<u64>,
+    /// The command before it on this reader had the same count and kept
+    /// arguments: whatever was read from those holds for this one too.
+    pub repeat: bool,
 }
 
-impl Command {
+/// The first `MAX_KEPT_ARGS` arguments of a command, each cut at
+/// `MAX_ARG_BYTES` (only the name for AUTH), and its argument count.
+#[derive(Default)]
+pub struct Kept {
+    pub argc: u64,
+    args: [Vec<u8>; MAX_KEPT_ARGS],
+    /// Arguments of `args` in use.
+    len: usize,
+}
+
+impl Kept {
     pub fn arg(&self, i: usize) -> Option<&[u8]> {
-        self.args.get(i).map(Vec::as_slice)
+        self.args[..self.len].get(i).map(Vec::as_slice)
+    }
+
+    fn same(&self, other: &Kept) -> bool {
+        self.argc == other.argc && self.args[..self.len] == other.args[..other.len]
+    }
+}
+
+impl std::fmt::Debug for Kept {
+    // Kept arguments may be keys: only their count is shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kept")
+            .field("argc", &self.argc)
+            .field("kept", &self.len)
+            .finish_non_exhaustive()
     }
 }
 
@@ -40,7 +65,8 @@ impl Command {
 #[derive(Default)]
 struct ArgSink {
     index: u64,
-    args: Vec<Vec<u8>>,
+    /// The command being read; `kept.argc` is set when it is complete.
+    kept: Kept,
     len: u64,
     /// One stream for the whole command: each argument's bytes, then its
     /// length. A length after each value keeps the stream unambiguous
@@ -51,18 +77,13 @@ struct ArgSink {
     /// The arguments after the name are not kept (AUTH: credentials).
     unkept: bool,
     lost: bool,
-    /// Emptied argument buffers of earlier commands, reused for the next.
-    spare: Vec<Vec<u8>>,
-    /// An emptied argument list of an earlier command, the next one's.
-    spare_list: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ArgSink {
-    // Kept arguments may be keys: only their count is shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArgSink")
             .field("index", &self.index)
-            .field("kept", &self.args.len())
+            .field("kept", &self.kept)
             .finish_non_exhaustive()
     }
 }
@@ -87,18 +108,20 @@ impl ArgSink {
         let i = usize::try_from(self.index)
             .ok()
             .filter(|&i| i < MAX_KEPT_ARGS)?;
-        while self.args.len() <= i {
-            let buf = self.spare.pop().unwrap_or_default();
-            self.args.push(buf);
+        let kept = &mut self.kept;
+        // Buffers hold an earlier command's bytes until taken into use.
+        while kept.len <= i {
+            kept.args[kept.len].clear();
+            kept.len += 1;
         }
-        self.args.get_mut(i)
+        Some(&mut kept.args[i])
     }
 
     fn end_arg(&mut self) {
         let _ = self.kept_mut();
         if self.index == 0 {
-            let name = self.args.first();
-            self.secret = name.is_some_and(|n| command::is_secret(n));
+            let name = self.kept.arg(0);
+            self.secret = name.is_some_and(command::is_secret);
             self.unkept = name.is_some_and(|n| n.eq_ignore_ascii_case(b"AUTH"));
         } else if !self.secret {
             self.hasher.write_u64(self.len);
@@ -107,27 +130,54 @@ impl ArgSink {
         self.index += 1;
     }
 
+    /// A whole argument of a command read in place: what `bytes` and
+    /// `end_arg` do with it, in one call.
+    fn whole_arg(&mut self, value: &[u8]) {
+        let i = self.index;
+        if i < MAX_KEPT_ARGS as u64 && !self.unkept {
+            // Read in place from the start, the arguments before it took
+            // the slots before it.
+            let kept = &mut self.kept;
+            let buf = &mut kept.args[kept.len];
+            buf.clear();
+            buf.extend_from_slice(&value[..value.len().min(MAX_ARG_BYTES)]);
+            kept.len += 1;
+        }
+        if i == 0 {
+            self.secret = command::is_secret(value);
+            self.unkept = value.eq_ignore_ascii_case(b"AUTH");
+        } else if !self.secret {
+            self.hasher.write(value);
+            self.hasher.write_u64(value.len() as u64);
+        }
+        self.index += 1;
+    }
+
     /// The current argument is not kept for the label (a gap may hit it).
     fn only_hashed(&self) -> bool {
         self.index >= MAX_KEPT_ARGS as u64 || (self.index >= 1 && self.len >= MAX_ARG_BYTES as u64)
     }
 
-    fn finish(&mut self) -> Command {
-        let spare = std::mem::take(&mut self.spare);
-        let args = std::mem::take(&mut self.spare_list);
-        let sink = std::mem::replace(
-            self,
-            ArgSink {
-                spare,
-                args,
-                ..ArgSink::default()
-            },
-        );
-        Command {
-            argc: sink.index,
-            args: sink.args,
-            digest: (!sink.secret && !sink.lost).then(|| sink.hasher.finish()),
+    /// The command is complete: its kept arguments become `last` (when they
+    /// differ; their buffers are swapped, never copied) and the sink starts
+    /// over with `last`'s old buffers.
+    fn finish(&mut self, last: &mut Kept) -> Command {
+        self.kept.argc = self.index;
+        let repeat = self.kept.same(last);
+        if !repeat {
+            std::mem::swap(&mut self.kept, last);
         }
+        let command = Command {
+            argc: self.index,
+            digest: (!self.secret && !self.lost).then(|| self.hasher.finish()),
+            repeat,
+        };
+        let kept = std::mem::take(&mut self.kept);
+        *self = ArgSink {
+            kept: Kept { len: 0, ..kept },
+            ..ArgSink::default()
+        };
+        command
     }
 }
 
@@ -150,6 +200,8 @@ pub struct RequestReader {
     line: Line,
     argc: u64,
     sink: ArgSink,
+    /// The last complete command's first arguments.
+    last: Kept,
 }
 
 impl RequestReader {
@@ -159,6 +211,7 @@ impl RequestReader {
             line: Line::default(),
             argc: 0,
             sink: ArgSink::default(),
+            last: Kept::default(),
         }
     }
 
@@ -166,7 +219,7 @@ impl RequestReader {
     pub fn feed(&mut self, data: &[u8]) -> (usize, Outcome<Command>) {
         if self.state == State::Start {
             if let Some(used) = self.whole_command(data) {
-                return (used, Outcome::Done(self.sink.finish()));
+                return (used, Outcome::Done(self.sink.finish(&mut self.last)));
             }
         }
         let mut i = 0;
@@ -209,26 +262,15 @@ impl RequestReader {
                 Some(&known) => known,
                 None => length_at(data, at, b'$', MAX_BULK_LEN).map(|(n, b)| (b, n as usize))?,
             };
-            if len > 0 {
-                self.sink.bytes(&data[body..body + len]);
-            }
-            self.sink.end_arg();
+            self.sink.whole_arg(&data[body..body + len]);
             at = body + len + 2;
         }
         Some(end)
     }
 
-    /// Takes back the argument buffers of a command read earlier.
-    pub fn recycle(&mut self, mut args: Vec<Vec<u8>>) {
-        for mut a in args.drain(..) {
-            if self.sink.spare.len() < MAX_KEPT_ARGS {
-                a.clear();
-                self.sink.spare.push(a);
-            }
-        }
-        if args.capacity() <= MAX_KEPT_ARGS * 2 {
-            self.sink.spare_list = args;
-        }
+    /// The first arguments of the last complete command.
+    pub fn kept(&self) -> &Kept {
+        &self.last
     }
 
     fn step(&mut self, rest: &[u8]) -> (usize, Outcome<Command>) {
@@ -265,7 +307,7 @@ impl RequestReader {
                     return self.next(State::ArgType);
                 }
                 self.state = State::Start;
-                (1, Outcome::Done(self.sink.finish()))
+                (1, Outcome::Done(self.sink.finish(&mut self.last)))
             }
             State::ArgCr | State::ArgLf => {
                 (1, Outcome::Error("argument not followed by CRLF".into()))
@@ -351,7 +393,7 @@ impl RequestReader {
         if self.sink.index == 0 {
             return (used, Outcome::Skipped);
         }
-        (used, Outcome::Done(self.sink.finish()))
+        (used, Outcome::Done(self.sink.finish(&mut self.last)))
     }
 
     /// Bytes missing inside an argument that is only hashed: counted, the
@@ -392,7 +434,7 @@ impl RequestReader {
         self.sink.lost = true;
         self.sink.end_arg();
         self.state = State::Start;
-        Some((self.sink.finish(), missing - tail))
+        Some((self.sink.finish(&mut self.last), missing - tail))
     }
 }
 

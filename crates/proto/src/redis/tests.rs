@@ -547,6 +547,13 @@ fn repeated_commands_are_described_as_fresh_ones() {
 /// byte at a time go through the states. Both must build the same commands
 /// (count, kept arguments, digest), credentials and odd framing included.
 /// What a reader makes of `bytes` handed over in pieces of `chunk` bytes.
+/// The kept arguments of a reader's last command, owned.
+fn kept_args(kept: &request::Kept) -> Vec<Vec<u8>> {
+    (0..request::MAX_KEPT_ARGS)
+        .map_while(|i| kept.arg(i).map(<[u8]>::to_vec))
+        .collect()
+}
+
 fn read_in_pieces<T>(
     bytes: &[u8],
     chunk: usize,
@@ -645,10 +652,13 @@ fn commands_read_in_place_equal_commands_read_byte_by_byte() {
     }
     let read = |chunk: usize| {
         let mut r = request::RequestReader::new();
-        read_in_pieces(&bytes, chunk, |part| r.feed(part))
-            .into_iter()
-            .map(|c| (c.argc, c.args, c.digest))
-            .collect::<Vec<_>>()
+        read_in_pieces(&bytes, chunk, |part| {
+            let (used, outcome) = r.feed(part);
+            (
+                used,
+                outcome.map(|c| (c.argc, kept_args(r.kept()), c.digest)),
+            )
+        })
     };
     let whole = read(bytes.len());
     assert_eq!(whole.len(), 14);
@@ -662,4 +672,42 @@ fn commands_read_in_place_equal_commands_read_byte_by_byte() {
     );
     assert_eq!(whole, read(1));
     assert_eq!(whole, read(7));
+}
+
+#[test]
+fn a_command_repeats_only_with_the_same_count_and_kept_arguments() {
+    let long = |last: u8| {
+        let mut key = vec![b'k'; request::MAX_ARG_BYTES];
+        key.push(last);
+        key
+    };
+    let (long_a, long_b) = (long(b'a'), long(b'b'));
+    let commands: Vec<(Vec<u8>, bool)> = vec![
+        (cmd(&[b"GET", b"user:1"]), false),
+        (cmd(&[b"GET", b"user:1"]), true),
+        (cmd(&[b"GET", b"user:2"]), false),
+        (cmd(&[b"GET", b"user:2", b"x"]), false),
+        (cmd(&[b"GET", b"user:2", b"x"]), true),
+        // Past the third argument nothing is kept: still a repeat.
+        (cmd(&[b"GET", b"user:2", b"x", b"y"]), false),
+        (cmd(&[b"GET", b"user:2", b"x", b"z"]), true),
+        // Keys that differ only past MAX_ARG_BYTES are kept the same.
+        (cmd(&[b"GET", &long_a]), false),
+        (cmd(&[b"GET", &long_b]), true),
+        // AUTH keeps only its name.
+        (cmd(&[b"AUTH", b"alice", b"one"]), false),
+        (cmd(&[b"AUTH", b"bob", b"two"]), true),
+        (b"PING\r\n".to_vec(), false),
+        (b"PING\r\n".to_vec(), true),
+    ];
+    let bytes: Vec<u8> = commands.iter().flat_map(|(c, _)| c.clone()).collect();
+    let want: Vec<bool> = commands.iter().map(|&(_, r)| r).collect();
+    for chunk in [1, 5, bytes.len()] {
+        let mut r = request::RequestReader::new();
+        let got: Vec<bool> = read_in_pieces(&bytes, chunk, |part| {
+            let (used, outcome) = r.feed(part);
+            (used, outcome.map(|c| c.repeat))
+        });
+        assert_eq!(got, want, "in pieces of {chunk}");
+    }
 }
