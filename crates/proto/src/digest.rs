@@ -41,13 +41,12 @@ impl Hasher for StreamHash {
     fn write(&mut self, mut bytes: &[u8]) {
         self.total = self.total.wrapping_add(bytes.len() as u64);
         if self.tail_len > 0 {
-            while self.tail_len < 8 {
-                let Some((&b, rest)) = bytes.split_first() else {
-                    return;
-                };
-                self.tail |= u64::from(b) << (8 * self.tail_len);
-                self.tail_len += 1;
-                bytes = rest;
+            let take = (8 - self.tail_len as usize).min(bytes.len());
+            self.tail |= load_le(&bytes[..take]) << (8 * self.tail_len);
+            self.tail_len += take as u32;
+            bytes = &bytes[take..];
+            if self.tail_len < 8 {
+                return;
             }
             let w = std::mem::take(&mut self.tail);
             self.tail_len = 0;
@@ -57,9 +56,7 @@ impl Hasher for StreamHash {
         for w in &mut words {
             self.word(u64::from_le_bytes(w.try_into().expect("8 bytes")));
         }
-        for (i, &b) in words.remainder().iter().enumerate() {
-            self.tail |= u64::from(b) << (8 * i);
-        }
+        self.tail = load_le(words.remainder());
         self.tail_len = words.remainder().len() as u32;
     }
 
@@ -84,6 +81,13 @@ impl Hasher for StreamHash {
         let last = folded_multiply(self.acc ^ self.tail ^ K1, K0 ^ self.total);
         folded_multiply(last ^ (last >> 29), K1)
     }
+}
+
+/// Up to 8 bytes as a little-endian word, zero-padded.
+fn load_le(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(word)
 }
 
 /// Order-sensitive hash of parameter values, the same in every run, so

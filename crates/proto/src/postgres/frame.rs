@@ -98,6 +98,11 @@ pub enum Step<'a> {
     },
     Body(&'a [u8]),
     End,
+    /// A typed message whole in the input: its Start, Body and End at once.
+    Whole {
+        kind: u8,
+        body: &'a [u8],
+    },
     /// The one-byte answer to SSLRequest/GSSENCRequest.
     Byte(u8),
     /// Client scan found a boundary: these bytes start with a message and
@@ -216,8 +221,30 @@ impl Framer {
                 Side::Server => self.scan_server(data),
             },
             Mode::Startup => self.header(data, 8),
-            Mode::Typed => self.header(data, 5),
+            Mode::Typed => self.whole(data).unwrap_or_else(|| self.header(data, 5)),
         }
+    }
+
+    /// A typed message that lies whole in `data` and passes the header's
+    /// checks, read in one step (the usual case: small messages, many to a
+    /// segment). None leaves it to `header` and the body steps.
+    fn whole<'a>(&self, data: &'a [u8]) -> Option<(usize, Step<'a>)> {
+        if self.have != 0 {
+            return None;
+        }
+        let (&kind, rest) = data.split_first()?;
+        let len = be32(rest.get(..4)?);
+        let end = 1 + usize::try_from(len).ok()?;
+        if end > data.len() || self.refuse(kind, len, 0).is_some() {
+            return None;
+        }
+        Some((
+            end,
+            Step::Whole {
+                kind,
+                body: &data[5..end],
+            },
+        ))
     }
 
     fn header<'a>(&mut self, data: &'a [u8], size: usize) -> (usize, Step<'a>) {

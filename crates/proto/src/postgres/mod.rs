@@ -249,6 +249,13 @@ impl PgAnalyzer {
                 Step::Start { kind, body, code } => self.client_start(kind, body, code),
                 Step::Body(b) => self.client_body(b),
                 Step::End => self.client_end(),
+                Step::Whole { kind, body } => {
+                    self.client_start(kind, body.len() as u32, 0);
+                    if !body.is_empty() {
+                        self.client_body(body);
+                    }
+                    self.client_end();
+                }
                 Step::Synced(r) => {
                     *replay = r;
                     self.cmsg.span = Span::default();
@@ -296,6 +303,13 @@ impl PgAnalyzer {
                 Step::Start { kind, body, .. } => self.server_start(kind, body),
                 Step::Body(b) => self.smsg.keep(b),
                 Step::End => self.server_end(),
+                Step::Whole { kind, body } => {
+                    self.server_start(kind, body.len() as u32);
+                    if !body.is_empty() {
+                        self.smsg.keep(body);
+                    }
+                    self.server_end();
+                }
                 Step::Byte(b) => self.negotiated(b),
                 Step::Ready(status) => {
                     self.smsg.span = Span::default();

@@ -553,3 +553,38 @@ fn sniff_beginning_and_midstream() {
         No
     );
 }
+
+#[test]
+fn messages_read_whole_equal_messages_read_in_pieces() {
+    let what = |ex: &[Exchange]| {
+        ex.iter()
+            .map(|e| {
+                let e = e.clone();
+                (
+                    e.request,
+                    e.status,
+                    e.rows,
+                    e.transaction,
+                    e.params_digest,
+                    e.request_bytes,
+                    e.response_bytes,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let sql = "SELECT * FROM t WHERE id = $1 AND pw = $2";
+    for session in [psql_session(), jdbc_session(sql)] {
+        let (whole, err) = run(&session);
+        assert_eq!(err, None);
+        assert!(whole.len() >= 3);
+        for size in [1, 2, 5, 7] {
+            let mut chunks: Chunks = Vec::new();
+            for (d, data) in &session {
+                chunks.extend(data.chunks(size).map(|b| (*d, b.to_vec())));
+            }
+            let (ex, err) = run(&chunks);
+            assert_eq!(err, None, "in pieces of {size}");
+            assert_eq!(what(&ex), what(&whole), "in pieces of {size}");
+        }
+    }
+}
