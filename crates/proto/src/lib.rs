@@ -33,11 +33,14 @@ pub trait StreamAnalyzer {
     /// Bytes missing from the capture in this direction; the analyzer
     /// resynchronizes on a later message boundary, or gives up on the stream.
     fn on_gap(&mut self, direction: Direction, missing: u64);
-    /// Exchanges completed so far are moved out (ids not yet assigned: 0).
-    fn take_exchanges(&mut self) -> Vec<Exchange>;
-    /// As `take_exchanges`, appending to `out` (no allocation per call).
-    fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
-        out.append(&mut self.take_exchanges());
+    /// Exchanges completed so far are appended to `out` (ids not yet
+    /// assigned: 0); the analyzer keeps its own buffer for the next ones.
+    fn drain_exchanges(&mut self, out: &mut Vec<Exchange>);
+    /// As `drain_exchanges`, into a new vector.
+    fn take_exchanges(&mut self) -> Vec<Exchange> {
+        let mut out = Vec::new();
+        self.drain_exchanges(&mut out);
+        out
     }
     /// End of the connection: flush a partial exchange, if any.
     fn finish(&mut self) -> Vec<Exchange>;

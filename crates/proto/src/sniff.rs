@@ -359,14 +359,6 @@ impl StreamAnalyzer for Sniffer {
         }
     }
 
-    fn take_exchanges(&mut self) -> Vec<Exchange> {
-        let mut out = std::mem::take(&mut self.done);
-        if let Some(a) = self.analyzer() {
-            a.drain_exchanges(&mut out);
-        }
-        out
-    }
-
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
         out.append(&mut self.done);
         if let Some(a) = self.analyzer() {

@@ -354,12 +354,6 @@ impl Http1Analyzer {
         }
     }
 
-    /// Moves the exchanges completed so far to `out`, keeping this
-    /// analyzer's buffer (no allocation per exchange, unlike `take_exchanges`).
-    pub fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
-        out.append(&mut self.done);
-    }
-
     fn exchange(&self, p: Pending) -> Exchange {
         let (status, resp, encoded) = match p.response {
             Some((h, s)) if s.bytes > 0 => (Some(h.status), Some(s), h.encoded),
@@ -435,8 +429,8 @@ impl StreamAnalyzer for Http1Analyzer {
         self.hunt[i] = Hunt::InLine;
     }
 
-    fn take_exchanges(&mut self) -> Vec<Exchange> {
-        std::mem::take(&mut self.done)
+    fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
+        out.append(&mut self.done);
     }
 
     fn finish(&mut self) -> Vec<Exchange> {

@@ -416,8 +416,8 @@ impl StreamAnalyzer for PgAnalyzer {
         }
     }
 
-    fn take_exchanges(&mut self) -> Vec<Exchange> {
-        std::mem::take(&mut self.done)
+    fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
+        out.append(&mut self.done);
     }
 
     fn finish(&mut self) -> Vec<Exchange> {

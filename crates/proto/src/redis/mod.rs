@@ -452,10 +452,6 @@ impl StreamAnalyzer for RespAnalyzer {
         }
     }
 
-    fn take_exchanges(&mut self) -> Vec<Exchange> {
-        std::mem::take(&mut self.done)
-    }
-
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
         out.append(&mut self.done);
     }

@@ -419,13 +419,6 @@ impl StreamAnalyzer for TlsAnalyzer {
         ));
     }
 
-    fn take_exchanges(&mut self) -> Vec<Exchange> {
-        self.inner
-            .as_mut()
-            .map(|s| s.take_exchanges())
-            .unwrap_or_default()
-    }
-
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
         if let Some(s) = &mut self.inner {
             s.drain_exchanges(out);
