@@ -110,6 +110,15 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
     out
 }
 
+/// The requests that made at least one call: most make none (every
+/// exchange of a capture without a service is a request of its own), and
+/// the call detectors have nothing to look at in those.
+pub fn with_calls<'r, 'a>(
+    requests: &'r [RequestCalls<'a>],
+) -> impl Iterator<Item = &'r RequestCalls<'a>> {
+    requests.iter().filter(|r| !r.calls.is_empty())
+}
+
 /// Calls grouped by (server, normalized request): one shape each.
 pub fn by_shape<'a>(calls: &[Call<'a>]) -> BTreeMap<(SocketAddr, &'a str), Vec<Call<'a>>> {
     let mut out: BTreeMap<(SocketAddr, &str), Vec<Call>> = BTreeMap::new();

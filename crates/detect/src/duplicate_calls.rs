@@ -5,7 +5,7 @@
 //! from the first call: time lost = every repeat's own time, clipped to
 //! what the repeats covered (they may run at once).
 
-use crate::calls::{by_shape, covered_us, Call, RequestCalls};
+use crate::calls::{by_shape, covered_us, with_calls, Call, RequestCalls};
 use crate::hits::{self, median_of, Hit};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,7 +29,7 @@ pub fn repeats(calls: &[Call]) -> Vec<(usize, u64)> {
 /// One finding per (server, shape) repeated with the same parameters.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<u64>>> = BTreeMap::new();
-    for r in requests {
+    for r in with_calls(requests) {
         for ((server, shape), calls) in by_shape(&r.calls) {
             let reps = repeats(&calls);
             let lost: u64 = reps.iter().map(|r| r.1).sum();

@@ -12,7 +12,7 @@
 //! the finding is a warning from 10 % of the request and informational below.
 //! Calls that overlap are not N+1: they ran at once (pool_queueing's case).
 
-use crate::calls::{by_shape, covered_us, in_flight_max, median, Call, RequestCalls};
+use crate::calls::{by_shape, covered_us, in_flight_max, median, with_calls, Call, RequestCalls};
 use crate::hits::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashSet};
@@ -58,7 +58,7 @@ pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
 /// One finding per (server, shape) that stormed in some request.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<Storm>>> = BTreeMap::new();
-    for r in requests {
+    for r in with_calls(requests) {
         for (_, calls) in by_shape(&r.calls) {
             let Some(s) = storm(&calls, r.total_us()) else {
                 continue;

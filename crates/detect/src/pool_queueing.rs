@@ -6,7 +6,7 @@
 //! Time lost = the calls' span minus what they would take with enough
 //! connections (the longest call alone).
 
-use crate::calls::{in_flight_max, Call, RequestCalls};
+use crate::calls::{in_flight_max, with_calls, Call, RequestCalls};
 use crate::hits::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::BTreeMap;
@@ -97,7 +97,7 @@ fn lanes(calls: &[Call]) -> Vec<Vec<u32>> {
 /// One finding per backing server whose calls queued.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut per_server: BTreeMap<SocketAddr, Vec<Hit<(PoolWait, u64)>>> = BTreeMap::new();
-    for r in requests {
+    for r in with_calls(requests) {
         for (server, calls) in r.per_server() {
             let Some(w) = pool_wait(&calls, r.total_us()) else {
                 continue;

@@ -4,7 +4,7 @@
 //! HTTP calls: statements on one database connection run one at a time by
 //! nature and may depend on each other.
 
-use crate::calls::{in_flight_max, Call, RequestCalls};
+use crate::calls::{in_flight_max, with_calls, Call, RequestCalls};
 use crate::hits::{self, Hit};
 use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
 use std::collections::BTreeMap;
@@ -33,7 +33,7 @@ pub fn saving_us(calls: &[Call], request_us: u64) -> Option<u64> {
 /// One finding per service whose requests made sequential calls.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut hits: BTreeMap<SocketAddr, Vec<Hit<()>>> = BTreeMap::new();
-    for r in requests {
+    for r in with_calls(requests) {
         let Some(saving) = saving_us(&r.calls, r.total_us()) else {
             continue;
         };
