@@ -172,11 +172,13 @@ impl ArgSink {
             digest: (!self.secret && !self.lost).then(|| self.hasher.finish()),
             repeat,
         };
-        let kept = std::mem::take(&mut self.kept);
-        *self = ArgSink {
-            kept: Kept { len: 0, ..kept },
-            ..ArgSink::default()
-        };
+        self.index = 0;
+        self.kept.len = 0;
+        self.len = 0;
+        self.hasher = StreamHash::default();
+        self.secret = false;
+        self.unkept = false;
+        self.lost = false;
         command
     }
 }
@@ -453,14 +455,16 @@ fn length_at(data: &[u8], at: usize, kind: u8, max: u64) -> Option<(u64, usize)>
     // anything else (a sign, a bare LF, a cut line) takes the general way.
     let mut n = 0u64;
     let mut end = 1;
-    while end <= MAX_FAST_DIGITS {
-        match rest.get(end) {
-            Some(d) if d.is_ascii_digit() => n = n * 10 + u64::from(d - b'0'),
-            _ => break,
+    let digits_end = rest.len().min(MAX_FAST_DIGITS + 1);
+    while end < digits_end {
+        let d = rest[end].wrapping_sub(b'0');
+        if d > 9 {
+            break;
         }
+        n = n * 10 + u64::from(d);
         end += 1;
     }
-    if end > 1 && rest.get(end) == Some(&b'\r') && rest.get(end + 1) == Some(&b'\n') {
+    if end > 1 && rest.get(end..end + 2) == Some(b"\r\n") {
         let digits = end - 1;
         let counting = kind == b'*';
         if n > max || (counting && n == 0) {
