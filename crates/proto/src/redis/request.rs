@@ -130,29 +130,6 @@ impl ArgSink {
         self.index += 1;
     }
 
-    /// A whole argument of a command read in place: what `bytes` and
-    /// `end_arg` do with it, in one call.
-    fn whole_arg(&mut self, value: &[u8]) {
-        let i = self.index;
-        if i < MAX_KEPT_ARGS as u64 && !self.unkept {
-            // Read in place from the start, the arguments before it took
-            // the slots before it.
-            let kept = &mut self.kept;
-            let buf = &mut kept.args[kept.len];
-            buf.clear();
-            buf.extend_from_slice(&value[..value.len().min(MAX_ARG_BYTES)]);
-            kept.len += 1;
-        }
-        if i == 0 {
-            self.secret = command::is_secret(value);
-            self.unkept = value.eq_ignore_ascii_case(b"AUTH");
-        } else if !self.secret {
-            self.hasher.write(value);
-            self.hasher.write_u64(value.len() as u64);
-        }
-        self.index += 1;
-    }
-
     /// The current argument is not kept for the label (a gap may hit it).
     fn only_hashed(&self) -> bool {
         self.index >= MAX_KEPT_ARGS as u64 || (self.index >= 1 && self.len >= MAX_ARG_BYTES as u64)
@@ -220,8 +197,8 @@ impl RequestReader {
     /// Reads up to the end of one command; returns the bytes used.
     pub fn feed(&mut self, data: &[u8]) -> (usize, Outcome<Command>) {
         if self.state == State::Start {
-            if let Some(used) = self.whole_command(data) {
-                return (used, Outcome::Done(self.sink.finish(&mut self.last)));
+            if let Some((used, command)) = self.whole_command(data) {
+                return (used, Outcome::Done(command));
             }
         }
         let mut i = 0;
@@ -240,12 +217,14 @@ impl RequestReader {
     }
 
     /// A command that lies whole and well formed in `data`, read in place:
-    /// the same `Command` the byte-by-byte states build, without walking its
-    /// framing a byte at a time. None leaves everything to those states
-    /// (partial commands, errors, inline commands, empty multibulks). The
-    /// framing is checked in a first pass, so a command cut short leaves the
-    /// reader as it was; the second feeds the arguments.
-    fn whole_command(&mut self, data: &[u8]) -> Option<usize> {
+    /// the same `Command` and kept arguments the byte-by-byte states give,
+    /// without walking its framing a byte at a time, and with its kept
+    /// arguments compared to the last command's where they lie (copied only
+    /// when they differ). None leaves everything to those states (partial
+    /// commands, errors, inline commands, empty multibulks). The framing is
+    /// checked in a first pass, so a command cut short leaves the reader as
+    /// it was.
+    fn whole_command(&mut self, data: &[u8]) -> Option<(usize, Command)> {
         let (argc, mut at) = length_at(data, 0, b'*', MAX_ARGS)?;
         // Where the first arguments' bodies are, from the first pass.
         let mut bodies = [(0usize, 0usize); REMEMBERED_ARGS];
@@ -257,17 +236,51 @@ impl RequestReader {
             }
         }
         let end = at;
-        self.argc = argc;
-        at = bodies[0].0;
-        for i in 0..argc {
-            let (body, len) = match bodies.get(i as usize) {
-                Some(&known) => known,
-                None => length_at(data, at, b'$', MAX_BULK_LEN).map(|(n, b)| (b, n as usize))?,
-            };
-            self.sink.whole_arg(&data[body..body + len]);
-            at = body + len + 2;
+        let arg = |(body, len): (usize, usize)| &data[body..body + len];
+        let name = arg(bodies[0]);
+        let secret = command::is_secret(name);
+        // AUTH's arguments are the credentials themselves: not even kept.
+        let kept = if name.eq_ignore_ascii_case(b"AUTH") {
+            1
+        } else {
+            (argc as usize).min(MAX_KEPT_ARGS)
+        };
+        let cut = |i: usize| {
+            let value = arg(bodies[i]);
+            &value[..value.len().min(MAX_ARG_BYTES)]
+        };
+        let last = &mut self.last;
+        let repeat =
+            last.argc == argc && last.len == kept && (0..kept).all(|i| last.args[i] == cut(i));
+        if !repeat {
+            for i in 0..kept {
+                last.args[i].clear();
+                last.args[i].extend_from_slice(cut(i));
+            }
+            last.len = kept;
+            last.argc = argc;
         }
-        Some(end)
+        let mut hasher = StreamHash::default();
+        if !secret {
+            at = bodies[0].0 + bodies[0].1 + 2;
+            for i in 1..argc {
+                let (body, len) = match bodies.get(i as usize) {
+                    Some(&known) => known,
+                    None => {
+                        length_at(data, at, b'$', MAX_BULK_LEN).map(|(n, b)| (b, n as usize))?
+                    }
+                };
+                hasher.write(&data[body..body + len]);
+                hasher.write_u64(len as u64);
+                at = body + len + 2;
+            }
+        }
+        let command = Command {
+            argc,
+            digest: (!secret).then(|| hasher.finish()),
+            repeat,
+        };
+        Some((end, command))
     }
 
     /// The first arguments of the last complete command.
