@@ -101,7 +101,7 @@ impl FlowTable {
             connections: self.connections.iter().map(without_events).collect(),
             exchanges: self.exchanges.clone(),
         };
-        let ids: HashSet<u32> = t.exchanges.iter().map(|e| e.connection).collect();
+        let ids = connections_of(&t.exchanges);
         t.connections.extend(
             self.flows
                 .values()
@@ -133,11 +133,14 @@ impl FlowTable {
             closed_cut(&self.exchanges, open.unwrap_or(u64::MAX), is_front)
         };
         let force = FORCE_AFTER_WINDOWS * self.limits.window_exchanges.max(1);
-        let taken = self
-            .exchanges
-            .iter()
-            .filter(|e| e.request_first_at_us < cut)
-            .count();
+        let taken = if cut == u64::MAX {
+            self.exchanges.len()
+        } else {
+            self.exchanges
+                .iter()
+                .filter(|e| e.request_first_at_us < cut)
+                .count()
+        };
         let exact = self.exchanges.len() - taken < force;
         if !exact {
             cut = u64::MAX;
@@ -183,7 +186,7 @@ impl FlowTable {
 
     /// Server port of every connection with an exchange waiting.
     fn server_ports(&self) -> HashMap<u32, u16> {
-        let ids: HashSet<u32> = self.exchanges.iter().map(|e| e.connection).collect();
+        let ids = connections_of(&self.exchanges);
         let open = self.flows.values().map(|f| &f.conn);
         self.connections
             .iter()
@@ -196,7 +199,7 @@ impl FlowTable {
     /// Ended connections none of whose exchanges are held back; their events
     /// leave the table's budget with them.
     fn take_connections(&mut self) -> Vec<Connection> {
-        let held: HashSet<u32> = self.exchanges.iter().map(|e| e.connection).collect();
+        let held = connections_of(&self.exchanges);
         let (out, kept): (Vec<Connection>, Vec<Connection>) = std::mem::take(&mut self.connections)
             .into_iter()
             .partition(|c| !held.contains(&c.id));
@@ -210,12 +213,8 @@ impl FlowTable {
     /// that are not in it whole (still open, or ended with exchanges held).
     fn add_headers(&self, t: &mut Timeline) -> std::collections::HashSet<u32> {
         let whole: HashSet<u32> = t.connections.iter().map(|c| c.id).collect();
-        let missing: HashSet<u32> = t
-            .exchanges
-            .iter()
-            .map(|e| e.connection)
-            .filter(|id| !whole.contains(id))
-            .collect();
+        let mut missing = connections_of(&t.exchanges);
+        missing.retain(|id| !whole.contains(id));
         if missing.is_empty() {
             return Default::default();
         }
@@ -232,6 +231,21 @@ impl FlowTable {
         t.connections.extend(open.chain(ended));
         missing.into_iter().collect()
     }
+}
+
+/// The connections `exchanges` ran on. A connection's exchanges come in
+/// runs (a flow hands over what one segment finished), so each run costs
+/// one set insert, not each exchange.
+fn connections_of(exchanges: &[Exchange]) -> HashSet<u32> {
+    let mut ids = HashSet::default();
+    let mut last = None;
+    for e in exchanges {
+        if last != Some(e.connection) {
+            ids.insert(e.connection);
+            last = Some(e.connection);
+        }
+    }
+    ids
 }
 
 /// Who and what a connection is, without events, counters or handshake.
