@@ -218,6 +218,9 @@ pub struct FlowTable {
     next_exchange: u32,
     connections: Vec<Connection>,
     exchanges: Vec<Exchange>,
+    /// Windowed: the connections of `exchanges`, kept as they are added, so
+    /// that a cut need not walk every exchange to find them.
+    waiting: foldhash::HashSet<u32>,
     /// Capacity of the last window's vector (see `make_room`).
     room: usize,
     /// Exchanges completed by the packet being pushed (reused buffer).
@@ -254,6 +257,7 @@ impl FlowTable {
             next_exchange: 0,
             connections: Vec::new(),
             exchanges: Vec::new(),
+            waiting: Default::default(),
             room: 0,
             scratch: Vec::new(),
             counters: Counters::default(),
@@ -475,9 +479,14 @@ impl FlowTable {
     /// `from` on, which `sink` handed out.
     fn add_exchanges(&mut self, mut out: Vec<Exchange>, from: usize) {
         if self.windowed {
+            let mut last = None;
             for e in &mut out[from..] {
                 e.id = self.next_exchange;
                 self.next_exchange = self.next_exchange.saturating_add(1);
+                if last != Some(e.connection) {
+                    self.waiting.insert(e.connection);
+                    last = Some(e.connection);
+                }
             }
             self.counters.exchanges_seen += (out.len() - from) as u64;
             self.exchanges = out;

@@ -101,7 +101,7 @@ impl FlowTable {
             connections: self.connections.iter().map(without_events).collect(),
             exchanges: self.exchanges.clone(),
         };
-        let ids = connections_of(&t.exchanges);
+        let ids = &self.waiting;
         t.connections.extend(
             self.flows
                 .values()
@@ -118,6 +118,7 @@ impl FlowTable {
     /// in the order things finished: the receiver sorts it (`Timeline::sort`),
     /// on its own thread, so the table can go on reading.
     pub fn take_window(&mut self, front: &[u16]) -> Window {
+        debug_assert_eq!(self.waiting, connections_of(&self.exchanges));
         let mut cut = if front.is_empty() {
             u64::MAX
         } else {
@@ -147,17 +148,21 @@ impl FlowTable {
         }
         // The whole vector goes: the held-back ones (few) move to a new one.
         let mut out = std::mem::take(&mut self.exchanges);
-        if taken < out.len() {
+        let in_window = if taken < out.len() {
             self.exchanges = out
                 .extract_if(.., |e| e.request_first_at_us >= cut)
                 .collect();
-        }
+            self.waiting = connections_of(&self.exchanges);
+            connections_of(&out)
+        } else {
+            std::mem::take(&mut self.waiting)
+        };
         self.room = out.capacity();
         let mut t = Timeline {
             connections: self.take_connections(),
             exchanges: out,
         };
-        let headers = self.add_headers(&mut t);
+        let headers = self.add_headers(&mut t, in_window);
         Window {
             timeline: t,
             headers,
@@ -186,7 +191,7 @@ impl FlowTable {
 
     /// Server port of every connection with an exchange waiting.
     fn server_ports(&self) -> HashMap<u32, u16> {
-        let ids = connections_of(&self.exchanges);
+        let ids = &self.waiting;
         let open = self.flows.values().map(|f| &f.conn);
         self.connections
             .iter()
@@ -199,7 +204,7 @@ impl FlowTable {
     /// Ended connections none of whose exchanges are held back; their events
     /// leave the table's budget with them.
     fn take_connections(&mut self) -> Vec<Connection> {
-        let held = connections_of(&self.exchanges);
+        let held = &self.waiting;
         let (out, kept): (Vec<Connection>, Vec<Connection>) = std::mem::take(&mut self.connections)
             .into_iter()
             .partition(|c| !held.contains(&c.id));
@@ -211,9 +216,14 @@ impl FlowTable {
 
     /// Event-free copies of the connections the window's exchanges ran on
     /// that are not in it whole (still open, or ended with exchanges held).
-    fn add_headers(&self, t: &mut Timeline) -> std::collections::HashSet<u32> {
+    /// `in_window`: the connections of the window's exchanges.
+    fn add_headers(
+        &self,
+        t: &mut Timeline,
+        in_window: HashSet<u32>,
+    ) -> std::collections::HashSet<u32> {
         let whole: HashSet<u32> = t.connections.iter().map(|c| c.id).collect();
-        let mut missing = connections_of(&t.exchanges);
+        let mut missing = in_window;
         missing.retain(|id| !whole.contains(id));
         if missing.is_empty() {
             return Default::default();
@@ -287,6 +297,7 @@ mod tests {
         };
         let mut table = FlowTable::windowed(limits);
         table.exchanges = (0..10).map(|i| ex(1, i, i + 1, i + 2)).collect();
+        table.waiting = connections_of(&table.exchanges);
         let w = table.take_window(&[]);
         assert_eq!(w.timeline.exchanges.len(), 10);
         assert_eq!(
@@ -303,6 +314,7 @@ mod tests {
         // exchanges held back moved into it.
         let w = table.take_window(&[]);
         table.exchanges.push(ex(2, 50, 51, 52));
+        table.waiting.insert(2);
         let mut spare = w.timeline.exchanges;
         spare.clear();
         let at = spare.as_ptr();
