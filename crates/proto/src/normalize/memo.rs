@@ -103,22 +103,27 @@ impl SqlMemo {
         src.get(start..end + usize::from(l.after))
     }
 
-    /// Builds the statement's shape and finds its numbers; false when the
-    /// statement does not qualify.
+    /// Builds the statement's shape and finds its numbers, in one pass that
+    /// also checks the text is plain; false when the statement does not
+    /// qualify (shape and numbers are then partial).
     fn scan(&mut self, statement: &str) -> bool {
         self.shape.clear();
         self.numbers.clear();
         let src = statement.as_bytes();
-        if src.len() > MAX_SHAPE || !sql::plain(statement) {
+        if src.len() > MAX_SHAPE {
             return false;
         }
         let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
-        let mut i = 0;
+        // Bytes from `copied` on are not in the shape yet: runs without a
+        // number go in whole.
+        let (mut i, mut copied) = (0, 0);
         while i < src.len() {
+            if !sql::plain_at(src, i) {
+                return false;
+            }
             let b = src[i];
             let starts = b.is_ascii_digit() && (i == 0 || !word(src[i - 1]));
             if !starts {
-                self.shape.push(b);
                 i += 1;
                 continue;
             }
@@ -126,10 +131,13 @@ impl SqlMemo {
             if src.get(end).is_some_and(|&n| word(n)) {
                 return false;
             }
+            self.shape.extend_from_slice(&src[copied..i]);
             self.numbers.push((i, end));
             self.shape.push(b'#');
             i = end;
+            copied = end;
         }
+        self.shape.extend_from_slice(&src[copied..]);
         self.numbers.len() <= usize::from(u16::MAX)
     }
 
@@ -212,6 +220,9 @@ mod tests {
         "SELECT #_000",
         "SELECT 'x#' || #",
         "SELECT * FROM t WHERE id = $# AND a = #",
+        // Comments (`-` and `/` that open none are in a template above).
+        "SELECT # -- a note #",
+        "SELECT /* # */ #",
         "BEGIN",
     ];
 

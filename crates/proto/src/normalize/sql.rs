@@ -187,13 +187,48 @@ pub(super) fn split_lexed(text: &str) -> Vec<&str> {
 /// identifier, dollar quote or comment (what an ORM or pgbench sends).
 pub(super) fn plain(text: &str) -> bool {
     let b = text.as_bytes();
-    b.iter().enumerate().all(|(i, &c)| match c {
-        b'\'' | b'"' | b'$' => false,
-        b'-' | b'/' => !matches!((c, b.get(i + 1)), (b'-', Some(b'-')) | (b'/', Some(b'*'))),
-        b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => true,
-        _ => c.is_ascii_graphic(),
-    })
+    (0..b.len()).all(|i| plain_at(b, i))
 }
+
+/// Whether byte `i` of `b` keeps a text plain (see `plain`): one table
+/// lookup per byte, and a look at the next byte after `-` and `/`.
+pub(super) fn plain_at(b: &[u8], i: usize) -> bool {
+    match PLAIN[usize::from(b[i])] {
+        Plain::Yes => true,
+        Plain::No => false,
+        Plain::UnlessComment => !matches!(
+            (b[i], b.get(i + 1)),
+            (b'-', Some(b'-')) | (b'/', Some(b'*'))
+        ),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Plain {
+    Yes,
+    No,
+    /// `-` and `/`: plain unless they open a comment.
+    UnlessComment,
+}
+
+/// `plain`'s verdict per byte: printable ASCII and whitespace, but no quote
+/// of any kind and no `$`.
+const PLAIN: [Plain; 256] = {
+    let mut table = [Plain::No; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        table[c] = match b {
+            b'\'' | b'"' | b'$' => Plain::No,
+            b'-' | b'/' => Plain::UnlessComment,
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => Plain::Yes,
+            _ if b.is_ascii_graphic() => Plain::Yes,
+            _ => Plain::No,
+        };
+        c += 1;
+    }
+    table
+};
 
 /// `split` of a `plain` text, without lexing it: the same pieces.
 fn split_plain(text: &str) -> Vec<&str> {
