@@ -337,19 +337,21 @@ impl PgAnalyzer {
     /// Moves finished exchanges to `done` (all of them with `all`).
     fn emit(&mut self, all: bool) {
         while let Some(p) = self.queue.pop_done(all) {
-            if let Some(e) = self.exchange(p) {
-                self.done.push(e);
-            }
+            self.push_exchange(p);
         }
     }
 
-    fn exchange(&self, p: Pending) -> Option<Exchange> {
-        // Never run, or only prepared (Parse/Describe without Execute) and fine.
+    /// The exchange of `p`, filled in where it is kept (an exchange is
+    /// large, and one built aside would be copied in); none for a statement
+    /// never run, or only prepared (Parse/Describe without Execute) and fine.
+    fn push_exchange(&mut self, p: Pending) {
         if p.skipped || (!p.executed && p.status.is_none()) {
-            return None;
+            return;
         }
         let label = p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.into());
-        let mut e = Exchange::new(self.connection, Protocol::Postgres, label);
+        self.done
+            .push(Exchange::new(self.connection, Protocol::Postgres, label));
+        let e = self.done.last_mut().expect("just pushed");
         let resp = (!p.resp.is_empty()).then_some(p.resp);
         e.status = p.status;
         e.rows = p.rows;
@@ -363,7 +365,6 @@ impl PgAnalyzer {
         e.response_last_at_us = resp.map(|s| s.last_at);
         e.response_bytes = p.resp.bytes;
         e.response_packets = resp.map(|s| s.packets());
-        Some(e)
     }
 }
 

@@ -198,14 +198,12 @@ impl RespAnalyzer {
             effect,
         };
         if !self.expects_reply(effect) {
-            let e = self.exchange(p, None);
-            self.done.push(e);
+            self.push_exchange(p, None);
             return;
         }
         if self.pending.len() >= MAX_PENDING {
             if let Some(old) = self.pending.pop_front() {
-                let e = self.exchange(old, None);
-                self.done.push(e);
+                self.push_exchange(old, None);
                 self.evicted += 1;
                 self.note(format!("more than {MAX_PENDING} unanswered commands"));
             }
@@ -285,8 +283,7 @@ impl RespAnalyzer {
 
     fn flush_pending(&mut self) {
         while let Some(p) = self.pending.pop_front() {
-            let e = self.exchange(p, None);
-            self.done.push(e);
+            self.push_exchange(p, None);
         }
     }
 
@@ -341,9 +338,7 @@ impl RespAnalyzer {
             if let Effect::Subscribe { channels } = p.effect {
                 self.skip_confirmations = channels.saturating_sub(1);
             }
-            let mut e = self.exchange(p, Some((&reply, span)));
-            e.rows = None;
-            self.done.push(e);
+            self.push_exchange(p, Some((&reply, span))).rows = None;
         }
     }
 
@@ -359,8 +354,7 @@ impl RespAnalyzer {
         if reply.error.is_none() {
             self.apply(p.effect);
         }
-        let e = self.exchange(p, Some((&reply, span)));
-        self.done.push(e);
+        self.push_exchange(p, Some((&reply, span)));
     }
 
     /// Connection state changed by a command that succeeded.
@@ -378,8 +372,12 @@ impl RespAnalyzer {
         }
     }
 
-    fn exchange(&self, p: Pending, reply: Option<(&Reply, Span)>) -> Exchange {
-        let mut e = Exchange::new(self.connection, Protocol::Redis, p.label);
+    /// The exchange of `p` (and its reply), filled in where it is kept: an
+    /// exchange is large, and one built aside would be copied in.
+    fn push_exchange(&mut self, p: Pending, reply: Option<(&Reply, Span)>) -> &mut Exchange {
+        self.done
+            .push(Exchange::new(self.connection, Protocol::Redis, p.label));
+        let e = self.done.last_mut().expect("just pushed");
         e.request_first_at_us = p.span.first_at;
         e.request_last_at_us = p.span.last_at;
         e.request_bytes = p.span.bytes;
@@ -467,8 +465,7 @@ impl StreamAnalyzer for RespAnalyzer {
                 .is_some_and(|p| p.seq < self.reply_after);
         if !partial.is_empty() && answers {
             if let Some(p) = self.pending.pop_front() {
-                let e = self.exchange(p, Some((&Reply::default(), partial)));
-                self.done.push(e);
+                self.push_exchange(p, Some((&Reply::default(), partial)));
             }
         }
         self.flush_pending();
