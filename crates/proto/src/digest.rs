@@ -20,6 +20,13 @@ pub struct StreamHash {
     total: u64,
 }
 
+impl std::fmt::Debug for StreamHash {
+    // What was hashed may be a value: not shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamHash").finish_non_exhaustive()
+    }
+}
+
 /// Digits of π (as in SipHash's and foldhash's constants): fixed keys with
 /// no structure of their own.
 const K0: u64 = 0x243f_6a88_85a3_08d3;

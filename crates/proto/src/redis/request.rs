@@ -62,7 +62,7 @@ impl std::fmt::Debug for Kept {
 }
 
 /// Receives argument bytes: keeps the first ones, hashes the others.
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct ArgSink {
     index: u64,
     /// The command being read; `kept.argc` is set when it is complete.
@@ -77,15 +77,6 @@ struct ArgSink {
     /// The arguments after the name are not kept (AUTH: credentials).
     unkept: bool,
     lost: bool,
-}
-
-impl std::fmt::Debug for ArgSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArgSink")
-            .field("index", &self.index)
-            .field("kept", &self.kept)
-            .finish_non_exhaustive()
-    }
 }
 
 impl ArgSink {
