@@ -6,7 +6,7 @@
 //! repeated calls explain is theirs.
 
 use crate::breakdown::parts;
-use crate::calls::{by_shape, Call, RequestCalls};
+use crate::calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::hits::{self, median_of, Hit};
 use crate::periodic_stall;
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
@@ -36,7 +36,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .map(|t| t.server)
         .collect();
     // A request without calls has no backing time to dominate it.
-    for r in requests.iter().filter(|r| !r.calls.is_empty()) {
+    for r in with_calls(requests) {
         let p = parts(r);
         let per_server = r.per_server();
         for (server, (protocol, calls, us)) in p.backing {

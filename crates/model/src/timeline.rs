@@ -20,8 +20,10 @@ fn sorted_positions(exchanges: &[Exchange]) -> Option<Vec<usize>> {
     if exchanges.is_sorted_by_key(at) {
         return None;
     }
-    let first = exchanges.iter().map(|e| e.request_first_at_us).min()?;
-    let low_id = exchanges.iter().map(|e| e.id).min()?;
+    let (first, low_id) = exchanges
+        .iter()
+        .map(|e| (e.request_first_at_us, e.id))
+        .reduce(|(t, i), (u, j)| (t.min(u), i.min(j)))?;
     let packed = |e: &Exchange| {
         let time = e.request_first_at_us - first;
         let id = u64::from(e.id - low_id);

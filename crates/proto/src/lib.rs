@@ -67,6 +67,14 @@ pub fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
+/// Appends `e` to `done` and gives it back to be filled in where it is
+/// kept: an exchange is large, and one filled in aside would be copied in.
+pub(crate) fn push_exchange(done: &mut Vec<Exchange>, e: Exchange) -> &mut Exchange {
+    let at = done.len();
+    done.push(e);
+    &mut done[at]
+}
+
 /// Where in a connection an analyzer starts reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {

@@ -341,17 +341,16 @@ impl PgAnalyzer {
         }
     }
 
-    /// The exchange of `p`, filled in where it is kept (an exchange is
-    /// large, and one built aside would be copied in); none for a statement
-    /// never run, or only prepared (Parse/Describe without Execute) and fine.
+    /// The exchange of `p`, filled in where it is kept; none for a
+    /// statement never run, or only prepared (Parse/Describe without
+    /// Execute) and fine.
     fn push_exchange(&mut self, p: Pending) {
         if p.skipped || (!p.executed && p.status.is_none()) {
             return;
         }
         let label = p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.into());
-        self.done
-            .push(Exchange::new(self.connection, Protocol::Postgres, label));
-        let e = self.done.last_mut().expect("just pushed");
+        let new = Exchange::new(self.connection, Protocol::Postgres, label);
+        let e = crate::push_exchange(&mut self.done, new);
         let resp = (!p.resp.is_empty()).then_some(p.resp);
         e.status = p.status;
         e.rows = p.rows;

@@ -372,12 +372,10 @@ impl RespAnalyzer {
         }
     }
 
-    /// The exchange of `p` (and its reply), filled in where it is kept: an
-    /// exchange is large, and one built aside would be copied in.
+    /// The exchange of `p` (and its reply), filled in where it is kept.
     fn push_exchange(&mut self, p: Pending, reply: Option<(&Reply, Span)>) -> &mut Exchange {
-        self.done
-            .push(Exchange::new(self.connection, Protocol::Redis, p.label));
-        let e = self.done.last_mut().expect("just pushed");
+        let new = Exchange::new(self.connection, Protocol::Redis, p.label);
+        let e = crate::push_exchange(&mut self.done, new);
         e.request_first_at_us = p.span.first_at;
         e.request_last_at_us = p.span.last_at;
         e.request_bytes = p.span.bytes;

@@ -479,15 +479,11 @@ impl FlowTable {
     /// `from` on, which `sink` handed out.
     fn add_exchanges(&mut self, mut out: Vec<Exchange>, from: usize) {
         if self.windowed {
-            let mut last = None;
             for e in &mut out[from..] {
                 e.id = self.next_exchange;
                 self.next_exchange = self.next_exchange.saturating_add(1);
-                if last != Some(e.connection) {
-                    self.waiting.insert(e.connection);
-                    last = Some(e.connection);
-                }
             }
+            window::add_connections(&mut self.waiting, &out[from..]);
             self.counters.exchanges_seen += (out.len() - from) as u64;
             self.exchanges = out;
             return;

@@ -243,11 +243,17 @@ impl FlowTable {
     }
 }
 
-/// The connections `exchanges` ran on. A connection's exchanges come in
-/// runs (a flow hands over what one segment finished), so each run costs
-/// one set insert, not each exchange.
+/// The connections `exchanges` ran on.
 fn connections_of(exchanges: &[Exchange]) -> HashSet<u32> {
     let mut ids = HashSet::default();
+    add_connections(&mut ids, exchanges);
+    ids
+}
+
+/// Adds the connections `exchanges` ran on to `ids`. A connection's
+/// exchanges come in runs (a flow hands over what one segment finished),
+/// so each run costs one set insert, not each exchange.
+pub(super) fn add_connections(ids: &mut HashSet<u32>, exchanges: &[Exchange]) {
     let mut last = None;
     for e in exchanges {
         if last != Some(e.connection) {
@@ -255,7 +261,6 @@ fn connections_of(exchanges: &[Exchange]) -> HashSet<u32> {
             last = Some(e.connection);
         }
     }
-    ids
 }
 
 /// Who and what a connection is, without events, counters or handshake.
