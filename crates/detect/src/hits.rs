@@ -6,7 +6,9 @@ use crate::calls::median;
 use whyslow_model::{Evidence, Finding, FindingKind, Severity};
 
 /// Requests kept as evidence (the JSON report carries them all up to this).
-const MAX_EVIDENCE: usize = 20;
+/// A detector whose hits are many writes evidence (notes, lists) for the
+/// first this many only: `finding` drops the rest's.
+pub const EVIDENCE_KEPT: usize = 20;
 
 /// What one request lost to a cause, the evidence, and the numbers the
 /// finding's summary quotes.
@@ -40,7 +42,7 @@ pub fn finding<T>(
         occurrences: hits.len() as u32,
         evidence: hits
             .into_iter()
-            .take(MAX_EVIDENCE)
+            .take(EVIDENCE_KEPT)
             .map(|h| h.evidence)
             .collect(),
         fix,

@@ -104,9 +104,9 @@ pub fn wait<'a>(lane: &'a Lane<'a>, j: usize, arrived: u64) -> Option<Wait<'a>> 
     })
 }
 
-struct Facts {
-    waiting: String,
-    culprit: String,
+struct Facts<'a> {
+    waiting: &'a str,
+    culprit: &'a str,
     culprit_bytes: u64,
     protocol: &'static str,
 }
@@ -147,7 +147,25 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
         if lost < MIN_WAIT_US || (lost as f64) < WORTH_SHARE * total as f64 {
             continue;
         }
-        hits.push(hit(&w, conn, lost));
+        let evidence = if hits.len() < hits::EVIDENCE_KEPT {
+            queued(&w, conn)
+        } else {
+            // Dropped by hits::finding: thousands of waits in a pipelined
+            // capture, each note a format.
+            Evidence::Measurement {
+                note: String::new(),
+            }
+        };
+        hits.push(Hit {
+            lost_us: lost,
+            evidence,
+            facts: Facts {
+                waiting: w.waiting.request.as_str(),
+                culprit: w.culprit.request.as_str(),
+                culprit_bytes: w.culprit.request_bytes.max(w.culprit.response_bytes),
+                protocol: w.culprit.protocol.name(),
+            },
+        });
     }
     if hits.is_empty() {
         return Vec::new();
@@ -164,7 +182,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
     )]
 }
 
-fn hit(w: &Wait, connection: u32, lost: u64) -> Hit<Facts> {
+fn queued(w: &Wait, connection: u32) -> Evidence {
     let c = w.culprit;
     let bytes_ahead = w
         .ahead
@@ -176,23 +194,14 @@ fn hit(w: &Wait, connection: u32, lost: u64) -> Hit<Facts> {
     } else {
         format!("sent while {} was unanswered", c.request)
     };
-    Hit {
-        lost_us: lost,
-        evidence: Evidence::Queued {
-            connection,
-            exchange: w.waiting.id,
-            request: w.waiting.request.to_string(),
-            ahead: w.ahead.iter().take(AHEAD_LISTED).map(|a| a.id).collect(),
-            bytes_ahead,
-            waited_us: w.waited_us,
-            note,
-        },
-        facts: Facts {
-            waiting: w.waiting.request.to_string(),
-            culprit: c.request.to_string(),
-            culprit_bytes: c.request_bytes.max(c.response_bytes),
-            protocol: c.protocol.name(),
-        },
+    Evidence::Queued {
+        connection,
+        exchange: w.waiting.id,
+        request: w.waiting.request.to_string(),
+        ahead: w.ahead.iter().take(AHEAD_LISTED).map(|a| a.id).collect(),
+        bytes_ahead,
+        waited_us: w.waited_us,
+        note,
     }
 }
 
@@ -203,7 +212,7 @@ fn hit(w: &Wait, connection: u32, lost: u64) -> Hit<Facts> {
 fn summary(hits: &[Hit<Facts>], per: u64) -> String {
     let mut cost: HashMap<&str, u64> = HashMap::new();
     for h in hits {
-        *cost.entry(h.facts.culprit.as_str()).or_default() += h.lost_us;
+        *cost.entry(h.facts.culprit).or_default() += h.lost_us;
     }
     let main = cost
         .into_iter()
@@ -211,7 +220,7 @@ fn summary(hits: &[Hit<Facts>], per: u64) -> String {
         .map(|(c, _)| c);
     let typical = hits
         .iter()
-        .filter(|h| Some(h.facts.culprit.as_str()) == main)
+        .filter(|h| Some(h.facts.culprit) == main)
         .min_by_key(|h| h.lost_us.abs_diff(per))
         .map(|h| &h.facts);
     let max = hits.iter().map(|h| h.lost_us).max().unwrap_or(0);
@@ -234,15 +243,15 @@ fn summary(hits: &[Hit<Facts>], per: u64) -> String {
 mod tests {
     use super::*;
 
-    fn told(waiting: &str, culprit: &str, lost_us: u64) -> Hit<Facts> {
+    fn told<'a>(waiting: &'a str, culprit: &'a str, lost_us: u64) -> Hit<Facts<'a>> {
         Hit {
             lost_us,
             evidence: Evidence::Measurement {
                 note: String::new(),
             },
             facts: Facts {
-                waiting: waiting.into(),
-                culprit: culprit.into(),
+                waiting,
+                culprit,
                 culprit_bytes: 1,
                 protocol: "redis",
             },
