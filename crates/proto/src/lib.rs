@@ -22,7 +22,7 @@ pub use sniff::Sniffer;
 
 pub use span::Span;
 
-use whyslow_model::{Direction, Exchange};
+use whyslow_model::{Direction, Exchange, Protocol, SmolStr};
 
 /// An incremental analyzer for one connection. The flow reassembler calls
 /// `on_data` with in-order bytes per direction, `on_gap` when bytes were never
@@ -67,11 +67,25 @@ pub fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// Appends `e` to `done` and gives it back to be filled in where it is
-/// kept: an exchange is large, and one filled in aside would be copied in.
-pub(crate) fn push_exchange(done: &mut Vec<Exchange>, e: Exchange) -> &mut Exchange {
+/// Appends a new exchange to `done` and gives it back to be filled in where
+/// it is kept: an exchange is large, and one built aside (even as a
+/// function's argument) is copied in with a call to memcpy.
+pub(crate) fn push_exchange(
+    done: &mut Vec<Exchange>,
+    connection: u32,
+    protocol: Protocol,
+    request: SmolStr,
+) -> &mut Exchange {
+    done.reserve(1);
     let at = done.len();
-    done.push(e);
+    // SAFETY: `reserve` made room for one more; the slot is written whole
+    // before the length covers it, and nothing between can panic.
+    unsafe {
+        done.as_mut_ptr()
+            .add(at)
+            .write(Exchange::new(connection, protocol, request));
+        done.set_len(at + 1);
+    }
     &mut done[at]
 }
 

@@ -349,8 +349,7 @@ impl PgAnalyzer {
             return;
         }
         let label = p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.into());
-        let new = Exchange::new(self.connection, Protocol::Postgres, label);
-        let e = crate::push_exchange(&mut self.done, new);
+        let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Postgres, label);
         let resp = (!p.resp.is_empty()).then_some(p.resp);
         e.status = p.status;
         e.rows = p.rows;

@@ -374,8 +374,7 @@ impl RespAnalyzer {
 
     /// The exchange of `p` (and its reply), filled in where it is kept.
     fn push_exchange(&mut self, p: Pending, reply: Option<(&Reply, Span)>) -> &mut Exchange {
-        let new = Exchange::new(self.connection, Protocol::Redis, p.label);
-        let e = crate::push_exchange(&mut self.done, new);
+        let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Redis, p.label);
         e.request_first_at_us = p.span.first_at;
         e.request_last_at_us = p.span.last_at;
         e.request_bytes = p.span.bytes;
