@@ -124,6 +124,7 @@ fn windows_from<R: Read + Send>(
                     tx,
                     emptied,
                     s.spawn(move || {
+                        yield_to_the_other_threads();
                         for mut w in rx {
                             w.timeline.sort();
                             sink.window(&mut w);
@@ -160,6 +161,25 @@ fn windows_from<R: Read + Send>(
     outcome.windows = windows;
     outcome.windows_forced = forced;
     Ok(outcome)
+}
+
+/// Nice value of the thread that analyzes windows. The flow thread is the
+/// slowest stage and the reader feeds it: on two cores the three threads
+/// share, and a window's analysis that takes the reader's core for a time
+/// slice left the flow thread waiting for packets (40–70 ms of a 0.85 s run
+/// on a 285 MB Redis+PostgreSQL capture; 11 ms at nice 5). Eleven
+/// alternating runs: wall 0.82 → 0.79 s, CPU time unchanged.
+const ANALYSIS_NICE: i32 = 5;
+
+/// Lowers the calling thread's priority to `ANALYSIS_NICE` (on Linux the
+/// nice value is per thread: `who` 0 is the calling thread). It only ever
+/// waits longer for a CPU; a failure changes nothing else.
+fn yield_to_the_other_threads() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority takes plain integers and touches no memory of ours.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, ANALYSIS_NICE);
+    }
 }
 
 /// Reads a pcap/pcapng file and rebuilds its TCP connections and exchanges.
