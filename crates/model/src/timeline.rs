@@ -34,25 +34,12 @@ fn sorted_positions(exchanges: &[Exchange]) -> Option<Vec<usize>> {
     let key_bits = bits(last - first) + id_bits;
     let packed =
         |e: &Exchange| (e.request_first_at_us - first) << id_bits | u64::from(e.id - low_id);
-    if let Ok(len) = u32::try_from(exchanges.len()) {
-        let positions = 0..len;
+    if u32::try_from(exchanges.len()).is_ok() {
         if key_bits <= u32::BITS {
-            let mut keys: Vec<(u32, u32)> = exchanges
-                .iter()
-                .zip(positions)
-                .map(|(e, i)| (packed(e) as u32, i))
-                .collect();
-            radsort::sort_by_key(&mut keys, |k| k.0);
-            return Some(keys.into_iter().map(|(_, i)| i as usize).collect());
+            return Some(radix_positions(exchanges, |e| packed(e) as u32));
         }
         if key_bits <= u64::BITS {
-            let mut keys: Vec<(u64, u32)> = exchanges
-                .iter()
-                .zip(positions)
-                .map(|(e, i)| (packed(e), i))
-                .collect();
-            radsort::sort_by_key(&mut keys, |k| k.0);
-            return Some(keys.into_iter().map(|(_, i)| i as usize).collect());
+            return Some(radix_positions(exchanges, packed));
         }
     }
     let mut keys: Vec<((u64, u32), usize)> = exchanges
@@ -62,6 +49,21 @@ fn sorted_positions(exchanges: &[Exchange]) -> Option<Vec<usize>> {
         .collect();
     keys.sort_unstable();
     Some(keys.into_iter().map(|(_, i)| i).collect())
+}
+
+/// The exchanges' positions in the order of their `key`s (radix-sorted;
+/// fewer than 2^32 exchanges).
+fn radix_positions<K: radsort::Key>(
+    exchanges: &[Exchange],
+    key: impl Fn(&Exchange) -> K,
+) -> Vec<usize> {
+    let mut keys: Vec<(K, u32)> = exchanges
+        .iter()
+        .zip(0u32..)
+        .map(|(e, i)| (key(e), i))
+        .collect();
+    radsort::sort_by_key(&mut keys, |k| k.0);
+    keys.into_iter().map(|(_, i)| i as usize).collect()
 }
 
 impl Timeline {
