@@ -39,14 +39,15 @@ fn folded_multiply(a: u64, b: u64) -> u64 {
 }
 
 impl StreamHash {
+    #[inline]
     fn word(&mut self, w: u64) {
         self.acc = folded_multiply(self.acc ^ w ^ K0, K1);
     }
 }
 
-impl Hasher for StreamHash {
-    fn write(&mut self, mut bytes: &[u8]) {
-        self.total = self.total.wrapping_add(bytes.len() as u64);
+impl StreamHash {
+    /// `write` for bytes that do not complete a word with the tail.
+    fn write_words(&mut self, mut bytes: &[u8]) {
         if self.tail_len > 0 {
             let take = (8 - self.tail_len as usize).min(bytes.len());
             self.tail |= load_le(&bytes[..take]) << (8 * self.tail_len);
@@ -66,6 +67,23 @@ impl Hasher for StreamHash {
         self.tail = load_le(words.remainder());
         self.tail_len = words.remainder().len() as u32;
     }
+}
+
+impl Hasher for StreamHash {
+    /// Inlined for bytes that stay in the tail (short values: most of
+    /// them), a call for the rest.
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
+        if n + (self.tail_len as usize) < 8 {
+            self.total = self.total.wrapping_add(n as u64);
+            self.tail |= load_le(bytes) << (8 * self.tail_len);
+            self.tail_len += n as u32;
+            return;
+        }
+        self.total = self.total.wrapping_add(n as u64);
+        self.write_words(bytes);
+    }
 
     fn write_u8(&mut self, i: u8) {
         self.write(&[i]);
@@ -75,8 +93,18 @@ impl Hasher for StreamHash {
         self.write(&i.to_le_bytes());
     }
 
+    /// As `write(&i.to_le_bytes())`: the tail and the low bytes of `i`
+    /// make one word, the high bytes the next tail, as long as it was.
+    #[inline]
     fn write_u64(&mut self, i: u64) {
-        self.write(&i.to_le_bytes());
+        self.total = self.total.wrapping_add(8);
+        if self.tail_len == 0 {
+            self.word(i);
+            return;
+        }
+        let shift = 8 * self.tail_len;
+        self.word(self.tail | (i << shift));
+        self.tail = i >> (64 - shift);
     }
 
     fn write_usize(&mut self, i: usize) {
@@ -93,6 +121,7 @@ impl Hasher for StreamHash {
 /// Up to 8 bytes as a little-endian word, zero-padded. Two overlapping
 /// loads (or three single bytes) instead of a copy of variable length,
 /// which is a call to memcpy per value.
+#[inline]
 fn load_le(bytes: &[u8]) -> u64 {
     let n = bytes.len();
     debug_assert!(n <= 8);
@@ -198,6 +227,24 @@ mod tests {
                 }
                 assert_eq!(pieces.finish(), whole.finish(), "{len} bytes");
             }
+        }
+    }
+
+    #[test]
+    fn a_number_hashes_as_its_little_endian_bytes_whatever_the_tail() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for tail in 0..=17usize {
+            let before: Vec<u8> = (0..tail).map(|_| next(&mut x) as u8).collect();
+            let n = next(&mut x);
+            let mut as_number = StreamHash::default();
+            as_number.write(&before);
+            as_number.write_u64(n);
+            as_number.write(b"after");
+            let mut as_bytes = StreamHash::default();
+            as_bytes.write(&before);
+            as_bytes.write(&n.to_le_bytes());
+            as_bytes.write(b"after");
+            assert_eq!(as_number.finish(), as_bytes.finish(), "tail {tail}");
         }
     }
 

@@ -24,6 +24,16 @@ pub use span::Span;
 
 use whyslow_model::{Direction, Exchange, Protocol, SmolStr};
 
+/// `bytes` as text, invalid UTF-8 replaced by U+FFFD, borrowed when valid.
+/// `String::from_utf8_lossy` checks a byte at a time; `from_utf8` checks
+/// ASCII a word at a time, and SQL texts are nearly always ASCII.
+pub(crate) fn lossy_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 /// An incremental analyzer for one connection. The flow reassembler calls
 /// `on_data` with in-order bytes per direction, `on_gap` when bytes were never
 /// captured, and `finish` at the end of the connection or capture.
@@ -155,4 +165,27 @@ pub fn bounds_help() -> String {
         ),
     ];
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod lossy_text_tests {
+    use super::lossy_text;
+
+    #[test]
+    fn text_is_what_from_utf8_lossy_gives_borrowed_when_valid() {
+        let cases: [&[u8]; 6] = [
+            b"SELECT 1",
+            "SELECT 'é'".as_bytes(),
+            b"SELECT '\xff'",
+            b"\xe2\x82",
+            b"",
+            b"a\xc3\x28b",
+        ];
+        for bytes in cases {
+            let text = lossy_text(bytes);
+            assert_eq!(text, String::from_utf8_lossy(bytes), "{bytes:?}");
+            let valid = std::str::from_utf8(bytes).is_ok();
+            assert_eq!(matches!(text, std::borrow::Cow::Borrowed(_)), valid);
+        }
+    }
 }

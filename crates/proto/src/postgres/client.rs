@@ -21,7 +21,7 @@ fn cstr(b: &[u8]) -> (&[u8], &[u8]) {
 
 fn normalized(text: &[u8]) -> (SmolStr, ParamDigest) {
     let mut d = ParamDigest::new();
-    let label = normalize::sql(&String::from_utf8_lossy(text), &mut d);
+    let label = normalize::sql(&crate::lossy_text(text), &mut d);
     (label.into(), d)
 }
 
@@ -176,7 +176,7 @@ impl PgAnalyzer {
         } else {
             // Read where it was kept: valid UTF-8 (nearly every query) is
             // borrowed, not copied.
-            let text = String::from_utf8_lossy(cstr(&self.cmsg.buf).0);
+            let text = crate::lossy_text(cstr(&self.cmsg.buf).0);
             for stmt in normalize::split_sql(&text)
                 .into_iter()
                 .take(MAX_QUERY_STATEMENTS)

@@ -241,8 +241,9 @@ impl RequestReader {
             &value[..value.len().min(MAX_ARG_BYTES)]
         };
         let last = &mut self.last;
-        let repeat =
-            last.argc == argc && last.len == kept && (0..kept).all(|i| last.args[i] == cut(i));
+        let repeat = last.argc == argc
+            && last.len == kept
+            && (0..kept).all(|i| same_bytes(&last.args[i], cut(i)));
         if !repeat {
             for i in 0..kept {
                 last.args[i].clear();
@@ -444,12 +445,32 @@ impl RequestReader {
     }
 }
 
+/// `a == b`, inlined for the short names and keys nearly every command
+/// has (8 to 16 bytes: two overlapping words each), where the slice
+/// comparison is a call to memcmp.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    match n {
+        0..=7 => a.iter().zip(b).all(|(x, y)| x == y),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// Arguments of a whole command whose place the first pass remembers for
 /// the second: a command name and a few keys or values.
 const REMEMBERED_ARGS: usize = 8;
 
 /// A "<kind><n>\r\n" line at `at` with 1 <= n <= max (0 too for bulk
 /// lengths), as the states read it: the number and where the line ends.
+/// Inlined for the usual one or two digits; the rest is a call away, so
+/// the common case pays for no saved registers.
+#[inline(always)]
 fn length_at(data: &[u8], at: usize, kind: u8, max: u64) -> Option<(u64, usize)> {
     // One or two digits, the usual case (names, keys, small values), read
     // from five bytes fetched with one bound check.
@@ -459,14 +480,20 @@ fn length_at(data: &[u8], at: usize, kind: u8, max: u64) -> Option<(u64, usize)>
             let (n, end) = match (b2, b3, b4) {
                 (b'\r', b'\n', _) => (u64::from(d0), at + 4),
                 (_, b'\r', b'\n') if d1 <= 9 && d0 > 0 => (u64::from(d0 * 10 + d1), at + 5),
-                _ => (u64::MAX, 0),
+                _ => return long_length_at(data, at, kind, max),
             };
-            if end > 0 {
-                let counting = kind == b'*';
-                return (n <= max && !(counting && n == 0)).then_some((n, end));
-            }
+            let counting = kind == b'*';
+            return (n <= max && !(counting && n == 0)).then_some((n, end));
         }
     }
+    long_length_at(data, at, kind, max)
+}
+
+/// `length_at` for the lines its inlined part leaves: more digits, a sign,
+/// a bare LF, a line cut short.
+#[cold]
+#[inline(never)]
+fn long_length_at(data: &[u8], at: usize, kind: u8, max: u64) -> Option<(u64, usize)> {
     let rest = data.get(at..)?;
     if rest.first() != Some(&kind) {
         return None;
@@ -531,6 +558,21 @@ mod tests {
         let line = &rest[..nl];
         let n = u64::try_from(parse_int(line.strip_suffix(b"\r").unwrap_or(line))?).ok()?;
         (n <= max && !(kind == b'*' && n == 0)).then_some((n, nl + 2))
+    }
+
+    #[test]
+    fn bytes_compared_inline_equal_bytes_compared_whole() {
+        let base: Vec<u8> = (0u8..40).collect();
+        for n in 0..40 {
+            let a = &base[..n];
+            assert!(same_bytes(a, a));
+            assert!(!same_bytes(a, &base[..n + 1]));
+            for i in 0..n {
+                let mut b = a.to_vec();
+                b[i] ^= 0x20;
+                assert!(!same_bytes(a, &b), "{n} bytes, byte {i} differs");
+            }
+        }
     }
 
     #[test]
