@@ -14,6 +14,12 @@ use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
     for r in requests {
+        // The service's own time is part of its wait: a request that
+        // waited less cannot have spent enough in itself (and most did).
+        let (from, to) = r.waiting();
+        if to - from < SLOW_PART_US {
+            continue;
+        }
         let p = parts(r);
         let own = p.server_us;
         if own < SLOW_PART_US || (own as f64) <= DOMINANT_SHARE * p.total_us as f64 {
