@@ -24,6 +24,16 @@ pub use span::Span;
 
 use whyslow_model::{Direction, Exchange, Protocol, SmolStr};
 
+/// Moves the exchanges of an analyzer's `done` to the end of `out`: the
+/// body of every `drain_exchanges`. It runs after each segment and most
+/// segments complete nothing, so an empty `done` returns at once.
+#[inline]
+pub(crate) fn hand_over(done: &mut Vec<Exchange>, out: &mut Vec<Exchange>) {
+    if !done.is_empty() {
+        out.append(done);
+    }
+}
+
 /// `bytes` as text, invalid UTF-8 replaced by U+FFFD, borrowed when valid.
 /// `String::from_utf8_lossy` checks a byte at a time; `from_utf8` checks
 /// ASCII a word at a time, and SQL texts are nearly always ASCII.

@@ -360,7 +360,7 @@ impl StreamAnalyzer for Sniffer {
     }
 
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
-        out.append(&mut self.done);
+        crate::hand_over(&mut self.done, out);
         if let Some(a) = self.analyzer() {
             a.drain_exchanges(out);
         }

@@ -430,7 +430,7 @@ impl StreamAnalyzer for Http1Analyzer {
     }
 
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
-        out.append(&mut self.done);
+        crate::hand_over(&mut self.done, out);
     }
 
     fn finish(&mut self) -> Vec<Exchange> {

@@ -440,7 +440,7 @@ impl StreamAnalyzer for Http2Analyzer {
     }
 
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
-        out.append(&mut self.done);
+        crate::hand_over(&mut self.done, out);
     }
 
     fn finish(&mut self) -> Vec<Exchange> {

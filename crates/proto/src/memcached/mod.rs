@@ -493,7 +493,7 @@ impl StreamAnalyzer for MemcachedAnalyzer {
     }
 
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
-        out.append(&mut self.done);
+        crate::hand_over(&mut self.done, out);
     }
 
     fn finish(&mut self) -> Vec<Exchange> {
