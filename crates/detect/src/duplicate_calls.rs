@@ -38,17 +38,18 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             if n == 0 {
                 continue;
             }
-            let note = format!(
-                "{n} repeat(s) of an earlier identical call, {}",
-                fmt_ms(lost)
-            );
-            hits.entry((server, shape.to_string()))
-                .or_default()
-                .push(Hit {
-                    lost_us: lost,
-                    evidence: r.inbound_evidence(note),
-                    facts: n as u64,
-                });
+            let group = hits.entry((server, shape.to_string())).or_default();
+            let evidence = hits::evidence_at(group.len(), || {
+                r.inbound_evidence(format!(
+                    "{n} repeat(s) of an earlier identical call, {}",
+                    fmt_ms(lost)
+                ))
+            });
+            group.push(Hit {
+                lost_us: lost,
+                evidence,
+                facts: n as u64,
+            });
         }
     }
     hits.into_iter()

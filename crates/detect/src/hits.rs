@@ -6,17 +6,23 @@ use crate::calls::median;
 use whyslow_model::{Evidence, Finding, FindingKind, Severity};
 
 /// Requests kept as evidence (the JSON report carries them all up to this).
-/// A detector whose hits are many writes evidence (notes, lists) for the
-/// first this many only: `finding` drops the rest's.
 pub const EVIDENCE_KEPT: usize = 20;
 
-/// What one request lost to a cause, the evidence, and the numbers the
-/// finding's summary quotes.
+/// What one request lost to a cause, the evidence (for the hits a finding
+/// keeps it for, see `evidence_at`), and the numbers the finding's summary
+/// quotes.
 #[derive(Debug, Clone)]
 pub struct Hit<T> {
     pub lost_us: u64,
-    pub evidence: Evidence,
+    pub evidence: Option<Evidence>,
     pub facts: T,
+}
+
+/// The evidence of the hit at `index` among a finding's hits: built for the
+/// first `EVIDENCE_KEPT` only, the ones `finding` keeps. A pipelined capture
+/// has thousands of hits, and each evidence is a formatted note.
+pub fn evidence_at(index: usize, build: impl FnOnce() -> Evidence) -> Option<Evidence> {
+    (index < EVIDENCE_KEPT).then(build)
 }
 
 /// The median of one of the hits' facts.
@@ -43,9 +49,48 @@ pub fn finding<T>(
         evidence: hits
             .into_iter()
             .take(EVIDENCE_KEPT)
-            .map(|h| h.evidence)
+            .filter_map(|h| h.evidence)
             .collect(),
         fix,
         background: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evidence_is_built_for_the_hits_a_finding_keeps_and_no_others() {
+        let mut built = 0;
+        let mut hits = Vec::new();
+        for i in 0..100u64 {
+            let evidence = evidence_at(hits.len(), || {
+                built += 1;
+                Evidence::Measurement {
+                    note: format!("hit {i}"),
+                }
+            });
+            hits.push(Hit {
+                lost_us: i,
+                evidence,
+                facts: (),
+            });
+        }
+        assert_eq!(built, EVIDENCE_KEPT);
+        let f = finding(
+            FindingKind::ServerTime,
+            Severity::Warning,
+            hits,
+            |_, _| String::new(),
+            String::new(),
+        );
+        assert_eq!(f.occurrences, 100);
+        assert_eq!(f.time_lost_us, (0..100).sum::<u64>());
+        assert_eq!(f.evidence.len(), EVIDENCE_KEPT);
+        let last = format!("hit {}", EVIDENCE_KEPT - 1);
+        assert!(
+            matches!(&f.evidence[EVIDENCE_KEPT - 1], Evidence::Measurement { note } if *note == last)
+        );
     }
 }

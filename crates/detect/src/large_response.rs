@@ -27,14 +27,17 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         } else {
             "not compressed"
         };
-        let note = format!(
-            "{} bytes ({compressed}) took {} after the first byte",
-            e.response_bytes,
-            fmt_ms(transfer)
-        );
-        hits.entry(r.server).or_default().push(Hit {
+        let group = hits.entry(r.server).or_default();
+        let evidence = hits::evidence_at(group.len(), || {
+            r.inbound_evidence(format!(
+                "{} bytes ({compressed}) took {} after the first byte",
+                e.response_bytes,
+                fmt_ms(transfer)
+            ))
+        });
+        group.push(Hit {
             lost_us: transfer,
-            evidence: r.inbound_evidence(note),
+            evidence,
             facts: (e.response_bytes, e.response_encoded),
         });
     }

@@ -63,19 +63,20 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let Some(s) = storm(&calls, r.total_us()) else {
                 continue;
             };
-            let note = format!(
-                "{} calls of this shape ({} different parameter sets); one batch would save {}",
-                s.calls,
-                s.distinct_params,
-                fmt_ms(s.time_lost_us)
-            );
-            hits.entry((s.server, s.shape.clone()))
-                .or_default()
-                .push(Hit {
-                    lost_us: s.time_lost_us,
-                    evidence: r.inbound_evidence(note),
-                    facts: s,
-                });
+            let group = hits.entry((s.server, s.shape.clone())).or_default();
+            let evidence = hits::evidence_at(group.len(), || {
+                r.inbound_evidence(format!(
+                    "{} calls of this shape ({} different parameter sets); one batch would save {}",
+                    s.calls,
+                    s.distinct_params,
+                    fmt_ms(s.time_lost_us)
+                ))
+            });
+            group.push(Hit {
+                lost_us: s.time_lost_us,
+                evidence,
+                facts: s,
+            });
         }
     }
     hits.into_iter()

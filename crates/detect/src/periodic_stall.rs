@@ -185,18 +185,21 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
     }
     let hits: Vec<Hit<()>> = lost
         .into_iter()
-        .map(|(i, (us, n))| {
+        .enumerate()
+        .map(|(k, (i, (us, n)))| {
             let r = &requests[i];
             let us = us.min(r.total_us());
-            let note = format!(
-                "{n} call(s) to {} stalled: {} over the usual, of {} in all",
-                t.server,
-                fmt_ms(us),
-                fmt_ms(r.total_us())
-            );
+            let evidence = hits::evidence_at(k, || {
+                r.inbound_evidence(format!(
+                    "{n} call(s) to {} stalled: {} over the usual, of {} in all",
+                    t.server,
+                    fmt_ms(us),
+                    fmt_ms(r.total_us())
+                ))
+            });
             Hit {
                 lost_us: us,
-                evidence: r.inbound_evidence(note),
+                evidence,
                 facts: (),
             }
         })

@@ -147,15 +147,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
         if lost < MIN_WAIT_US || (lost as f64) < WORTH_SHARE * total as f64 {
             continue;
         }
-        let evidence = if hits.len() < hits::EVIDENCE_KEPT {
-            queued(&w, conn)
-        } else {
-            // Dropped by hits::finding: thousands of waits in a pipelined
-            // capture, each note a format.
-            Evidence::Measurement {
-                note: String::new(),
-            }
-        };
+        let evidence = hits::evidence_at(hits.len(), || queued(&w, conn));
         hits.push(Hit {
             lost_us: lost,
             evidence,
@@ -246,9 +238,7 @@ mod tests {
     fn told<'a>(waiting: &'a str, culprit: &'a str, lost_us: u64) -> Hit<Facts<'a>> {
         Hit {
             lost_us,
-            evidence: Evidence::Measurement {
-                note: String::new(),
-            },
+            evidence: None,
             facts: Facts {
                 waiting,
                 culprit,

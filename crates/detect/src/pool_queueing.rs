@@ -102,23 +102,26 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let Some(w) = pool_wait(&calls, r.total_us()) else {
                 continue;
             };
-            let lanes = lanes(&calls);
-            let note = format!(
-                "{} calls, at most {} at a time on {} connection(s); {} of them waited for one",
-                w.calls,
-                w.in_flight_max,
-                lanes.len(),
-                w.queued
-            );
-            let evidence = Evidence::Calls {
-                inbound: r.inbound.id,
-                server: server.to_string(),
-                calls: w.calls as u32,
-                in_flight_max: w.in_flight_max as u32,
-                lanes,
-                note,
-            };
-            per_server.entry(server).or_default().push(Hit {
+            let group = per_server.entry(server).or_default();
+            let evidence = hits::evidence_at(group.len(), || {
+                let lanes = lanes(&calls);
+                let note = format!(
+                    "{} calls, at most {} at a time on {} connection(s); {} of them waited for one",
+                    w.calls,
+                    w.in_flight_max,
+                    lanes.len(),
+                    w.queued
+                );
+                Evidence::Calls {
+                    inbound: r.inbound.id,
+                    server: server.to_string(),
+                    calls: w.calls as u32,
+                    in_flight_max: w.in_flight_max as u32,
+                    lanes,
+                    note,
+                }
+            });
+            group.push(Hit {
                 lost_us: w.time_lost_us,
                 evidence,
                 facts: (w, r.total_us()),

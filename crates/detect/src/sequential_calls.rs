@@ -38,13 +38,16 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             continue;
         };
         let n = r.calls.iter().filter(|c| is_http(c)).count();
-        let note = format!(
-            "{n} HTTP calls one after another; at once they would take {} less",
-            fmt_ms(saving)
-        );
-        hits.entry(r.server).or_default().push(Hit {
+        let group = hits.entry(r.server).or_default();
+        let evidence = hits::evidence_at(group.len(), || {
+            r.inbound_evidence(format!(
+                "{n} HTTP calls one after another; at once they would take {} less",
+                fmt_ms(saving)
+            ))
+        });
+        group.push(Hit {
             lost_us: saving,
-            evidence: r.inbound_evidence(note),
+            evidence,
             facts: (),
         });
     }

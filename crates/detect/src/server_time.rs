@@ -25,15 +25,18 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         if own < SLOW_PART_US || (own as f64) <= DOMINANT_SHARE * p.total_us as f64 {
             continue;
         }
-        let note = format!(
-            "{} of {} in the service itself, {} call(s) made",
-            fmt_ms(own),
-            fmt_ms(p.total_us),
-            r.calls.len()
-        );
-        slow.entry(r.server).or_default().push(Hit {
+        let group = slow.entry(r.server).or_default();
+        let evidence = hits::evidence_at(group.len(), || {
+            r.inbound_evidence(format!(
+                "{} of {} in the service itself, {} call(s) made",
+                fmt_ms(own),
+                fmt_ms(p.total_us),
+                r.calls.len()
+            ))
+        });
+        group.push(Hit {
             lost_us: own,
-            evidence: r.inbound_evidence(note),
+            evidence,
             facts: (p.total_us, !r.calls.is_empty()),
         });
     }

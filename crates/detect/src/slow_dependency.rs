@@ -51,15 +51,18 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             {
                 continue;
             }
-            let note = format!(
-                "{calls} call(s) to {server} held {} of {} {}",
-                fmt_ms(us),
-                fmt_ms(p.total_us),
-                r.inbound.request
-            );
-            slow.entry(server).or_default().push(Hit {
+            let group = slow.entry(server).or_default();
+            let evidence = hits::evidence_at(group.len(), || {
+                r.inbound_evidence(format!(
+                    "{calls} call(s) to {server} held {} of {} {}",
+                    fmt_ms(us),
+                    fmt_ms(p.total_us),
+                    r.inbound.request
+                ))
+            });
+            group.push(Hit {
                 lost_us: us,
-                evidence: r.inbound_evidence(note),
+                evidence,
                 facts: (p.total_us, protocol),
             });
         }
