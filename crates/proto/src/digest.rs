@@ -43,10 +43,8 @@ impl StreamHash {
     fn word(&mut self, w: u64) {
         self.acc = folded_multiply(self.acc ^ w ^ K0, K1);
     }
-}
 
-impl StreamHash {
-    /// `write` for bytes that do not complete a word with the tail.
+    /// `write` for bytes that fill the tail to a word or more.
     fn write_words(&mut self, mut bytes: &[u8]) {
         if self.tail_len > 0 {
             let take = (8 - self.tail_len as usize).min(bytes.len());
@@ -75,13 +73,12 @@ impl Hasher for StreamHash {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
         let n = bytes.len();
+        self.total = self.total.wrapping_add(n as u64);
         if n + (self.tail_len as usize) < 8 {
-            self.total = self.total.wrapping_add(n as u64);
             self.tail |= load_le(bytes) << (8 * self.tail_len);
             self.tail_len += n as u32;
             return;
         }
-        self.total = self.total.wrapping_add(n as u64);
         self.write_words(bytes);
     }
 

@@ -569,7 +569,8 @@ mod tests {
         let base: Vec<u8> = (0u8..40).collect();
         for n in 0..40 {
             let a = &base[..n];
-            assert!(same_bytes(a, a));
+            let copy = a.to_vec();
+            assert!(same_bytes(a, &copy));
             assert!(!same_bytes(a, &base[..n + 1]));
             for i in 0..n {
                 let mut b = a.to_vec();
