@@ -38,18 +38,17 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             if n == 0 {
                 continue;
             }
-            let group = hits.entry((server, shape.to_string())).or_default();
-            let evidence = hits::evidence_at(group.len(), || {
-                r.inbound_evidence(format!(
-                    "{n} repeat(s) of an earlier identical call, {}",
-                    fmt_ms(lost)
-                ))
-            });
-            group.push(Hit {
-                lost_us: lost,
-                evidence,
-                facts: n as u64,
-            });
+            hits::push(
+                hits.entry((server, shape.to_string())).or_default(),
+                lost,
+                n as u64,
+                |_| {
+                    r.inbound_evidence(format!(
+                        "{n} repeat(s) of an earlier identical call, {}",
+                        fmt_ms(lost)
+                    ))
+                },
+            );
         }
     }
     hits.into_iter()

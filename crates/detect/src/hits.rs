@@ -9,8 +9,7 @@ use whyslow_model::{Evidence, Finding, FindingKind, Severity};
 pub const EVIDENCE_KEPT: usize = 20;
 
 /// What one request lost to a cause, the evidence (for the hits a finding
-/// keeps it for, see `evidence_at`), and the numbers the finding's summary
-/// quotes.
+/// keeps it for, see `push`), and the numbers the finding's summary quotes.
 #[derive(Debug, Clone)]
 pub struct Hit<T> {
     pub lost_us: u64,
@@ -18,11 +17,22 @@ pub struct Hit<T> {
     pub facts: T,
 }
 
-/// The evidence of the hit at `index` among a finding's hits: built for the
-/// first `EVIDENCE_KEPT` only, the ones `finding` keeps. A pipelined capture
-/// has thousands of hits, and each evidence is a formatted note.
-pub fn evidence_at(index: usize, build: impl FnOnce() -> Evidence) -> Option<Evidence> {
-    (index < EVIDENCE_KEPT).then(build)
+/// Adds a hit to a finding's `hits`, its evidence built (from its facts)
+/// only when it is among the first `EVIDENCE_KEPT`, the ones `finding`
+/// keeps. A pipelined capture has thousands of hits, and each evidence is a
+/// formatted note.
+pub fn push<T>(
+    hits: &mut Vec<Hit<T>>,
+    lost_us: u64,
+    facts: T,
+    evidence: impl FnOnce(&T) -> Evidence,
+) {
+    let evidence = (hits.len() < EVIDENCE_KEPT).then(|| evidence(&facts));
+    hits.push(Hit {
+        lost_us,
+        evidence,
+        facts,
+    });
 }
 
 /// The median of one of the hits' facts.
@@ -65,16 +75,11 @@ mod tests {
         let mut built = 0;
         let mut hits = Vec::new();
         for i in 0..100u64 {
-            let evidence = evidence_at(hits.len(), || {
+            push(&mut hits, i, (), |_| {
                 built += 1;
                 Evidence::Measurement {
                     note: format!("hit {i}"),
                 }
-            });
-            hits.push(Hit {
-                lost_us: i,
-                evidence,
-                facts: (),
             });
         }
         assert_eq!(built, EVIDENCE_KEPT);

@@ -27,19 +27,18 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         } else {
             "not compressed"
         };
-        let group = hits.entry(r.server).or_default();
-        let evidence = hits::evidence_at(group.len(), || {
-            r.inbound_evidence(format!(
-                "{} bytes ({compressed}) took {} after the first byte",
-                e.response_bytes,
-                fmt_ms(transfer)
-            ))
-        });
-        group.push(Hit {
-            lost_us: transfer,
-            evidence,
-            facts: (e.response_bytes, e.response_encoded),
-        });
+        hits::push(
+            hits.entry(r.server).or_default(),
+            transfer,
+            (e.response_bytes, e.response_encoded),
+            |_| {
+                r.inbound_evidence(format!(
+                    "{} bytes ({compressed}) took {} after the first byte",
+                    e.response_bytes,
+                    fmt_ms(transfer)
+                ))
+            },
+        );
     }
     hits.into_iter()
         .map(|(server, hits)| {

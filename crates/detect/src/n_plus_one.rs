@@ -64,18 +64,13 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 continue;
             };
             let group = hits.entry((s.server, s.shape.clone())).or_default();
-            let evidence = hits::evidence_at(group.len(), || {
+            hits::push(group, s.time_lost_us, s, |s| {
                 r.inbound_evidence(format!(
                     "{} calls of this shape ({} different parameter sets); one batch would save {}",
                     s.calls,
                     s.distinct_params,
                     fmt_ms(s.time_lost_us)
                 ))
-            });
-            group.push(Hit {
-                lost_us: s.time_lost_us,
-                evidence,
-                facts: s,
             });
         }
     }

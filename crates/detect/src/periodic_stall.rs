@@ -183,27 +183,19 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
         e.0 += c.duration_us() - t.p50_us;
         e.1 += 1;
     }
-    let hits: Vec<Hit<()>> = lost
-        .into_iter()
-        .enumerate()
-        .map(|(k, (i, (us, n)))| {
-            let r = &requests[i];
-            let us = us.min(r.total_us());
-            let evidence = hits::evidence_at(k, || {
-                r.inbound_evidence(format!(
-                    "{n} call(s) to {} stalled: {} over the usual, of {} in all",
-                    t.server,
-                    fmt_ms(us),
-                    fmt_ms(r.total_us())
-                ))
-            });
-            Hit {
-                lost_us: us,
-                evidence,
-                facts: (),
-            }
-        })
-        .collect();
+    let mut hits: Vec<Hit<()>> = Vec::new();
+    for (i, (us, n)) in lost {
+        let r = &requests[i];
+        let us = us.min(r.total_us());
+        hits::push(&mut hits, us, (), |_| {
+            r.inbound_evidence(format!(
+                "{n} call(s) to {} stalled: {} over the usual, of {} in all",
+                t.server,
+                fmt_ms(us),
+                fmt_ms(r.total_us())
+            ))
+        });
+    }
     let hit_share = 100.0 * hits.len() as f64 / t.requests as f64;
     let every = match t.period {
         Some((us, calls)) => format!(

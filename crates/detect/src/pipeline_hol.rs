@@ -147,17 +147,13 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
         if lost < MIN_WAIT_US || (lost as f64) < WORTH_SHARE * total as f64 {
             continue;
         }
-        let evidence = hits::evidence_at(hits.len(), || queued(&w, conn));
-        hits.push(Hit {
-            lost_us: lost,
-            evidence,
-            facts: Facts {
-                waiting: w.waiting.request.as_str(),
-                culprit: w.culprit.request.as_str(),
-                culprit_bytes: w.culprit.request_bytes.max(w.culprit.response_bytes),
-                protocol: w.culprit.protocol.name(),
-            },
-        });
+        let facts = Facts {
+            waiting: w.waiting.request.as_str(),
+            culprit: w.culprit.request.as_str(),
+            culprit_bytes: w.culprit.request_bytes.max(w.culprit.response_bytes),
+            protocol: w.culprit.protocol.name(),
+        };
+        hits::push(&mut hits, lost, facts, |_| queued(&w, conn));
     }
     if hits.is_empty() {
         return Vec::new();

@@ -102,30 +102,29 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let Some(w) = pool_wait(&calls, r.total_us()) else {
                 continue;
             };
-            let group = per_server.entry(server).or_default();
-            let evidence = hits::evidence_at(group.len(), || {
-                let lanes = lanes(&calls);
-                let note = format!(
+            hits::push(
+                per_server.entry(server).or_default(),
+                w.time_lost_us,
+                (w, r.total_us()),
+                |(w, _)| {
+                    let lanes = lanes(&calls);
+                    let note = format!(
                     "{} calls, at most {} at a time on {} connection(s); {} of them waited for one",
                     w.calls,
                     w.in_flight_max,
                     lanes.len(),
                     w.queued
                 );
-                Evidence::Calls {
-                    inbound: r.inbound.id,
-                    server: server.to_string(),
-                    calls: w.calls as u32,
-                    in_flight_max: w.in_flight_max as u32,
-                    lanes,
-                    note,
-                }
-            });
-            group.push(Hit {
-                lost_us: w.time_lost_us,
-                evidence,
-                facts: (w, r.total_us()),
-            });
+                    Evidence::Calls {
+                        inbound: r.inbound.id,
+                        server: server.to_string(),
+                        calls: w.calls as u32,
+                        in_flight_max: w.in_flight_max as u32,
+                        lanes,
+                        note,
+                    }
+                },
+            );
         }
     }
     per_server

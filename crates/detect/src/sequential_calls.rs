@@ -38,17 +38,11 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             continue;
         };
         let n = r.calls.iter().filter(|c| is_http(c)).count();
-        let group = hits.entry(r.server).or_default();
-        let evidence = hits::evidence_at(group.len(), || {
+        hits::push(hits.entry(r.server).or_default(), saving, (), |_| {
             r.inbound_evidence(format!(
                 "{n} HTTP calls one after another; at once they would take {} less",
                 fmt_ms(saving)
             ))
-        });
-        group.push(Hit {
-            lost_us: saving,
-            evidence,
-            facts: (),
         });
     }
     hits.into_iter()

@@ -14,8 +14,8 @@ use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
     for r in requests {
-        // The service's own time is part of its wait: a request that
-        // waited less cannot have spent enough in itself (and most did).
+        // The service's own time is part of its wait: a request that waited
+        // less than the threshold (most do) cannot have spent that in itself.
         let (from, to) = r.waiting();
         if to - from < SLOW_PART_US {
             continue;
@@ -25,20 +25,19 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         if own < SLOW_PART_US || (own as f64) <= DOMINANT_SHARE * p.total_us as f64 {
             continue;
         }
-        let group = slow.entry(r.server).or_default();
-        let evidence = hits::evidence_at(group.len(), || {
-            r.inbound_evidence(format!(
-                "{} of {} in the service itself, {} call(s) made",
-                fmt_ms(own),
-                fmt_ms(p.total_us),
-                r.calls.len()
-            ))
-        });
-        group.push(Hit {
-            lost_us: own,
-            evidence,
-            facts: (p.total_us, !r.calls.is_empty()),
-        });
+        hits::push(
+            slow.entry(r.server).or_default(),
+            own,
+            (p.total_us, !r.calls.is_empty()),
+            |_| {
+                r.inbound_evidence(format!(
+                    "{} of {} in the service itself, {} call(s) made",
+                    fmt_ms(own),
+                    fmt_ms(p.total_us),
+                    r.calls.len()
+                ))
+            },
+        );
     }
     slow.into_iter()
         .map(|(server, hits)| {

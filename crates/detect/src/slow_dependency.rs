@@ -51,20 +51,19 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             {
                 continue;
             }
-            let group = slow.entry(server).or_default();
-            let evidence = hits::evidence_at(group.len(), || {
-                r.inbound_evidence(format!(
-                    "{calls} call(s) to {server} held {} of {} {}",
-                    fmt_ms(us),
-                    fmt_ms(p.total_us),
-                    r.inbound.request
-                ))
-            });
-            group.push(Hit {
-                lost_us: us,
-                evidence,
-                facts: (p.total_us, protocol),
-            });
+            hits::push(
+                slow.entry(server).or_default(),
+                us,
+                (p.total_us, protocol),
+                |_| {
+                    r.inbound_evidence(format!(
+                        "{calls} call(s) to {server} held {} of {} {}",
+                        fmt_ms(us),
+                        fmt_ms(p.total_us),
+                        r.inbound.request
+                    ))
+                },
+            );
         }
     }
     slow.into_iter()

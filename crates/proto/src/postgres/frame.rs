@@ -296,7 +296,6 @@ impl Framer {
         )
     }
 
-    #[inline]
     fn refuse(&self, kind: u8, len: u32, code: u32) -> Option<&'static str> {
         if self.mode == Mode::Startup {
             return (!startup_ok(len, code)).then_some("not a PostgreSQL startup packet");
