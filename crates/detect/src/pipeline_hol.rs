@@ -76,9 +76,10 @@ fn held_us(lane: &Lane, k: usize, from: u64) -> u64 {
     a.response_last_at_us.unwrap_or(0).saturating_sub(start)
 }
 
-/// The wait of exchange `j` behind those ahead of it, if one of them held
-/// the connection long enough to matter. `arrived`: when the inbound
-/// request it served arrived (B cannot have been issued before).
+/// The wait of exchange `j` behind those ahead of it, if it lasted at least
+/// `MIN_WAIT_US` and one of them held the connection long enough to matter.
+/// `arrived`: when the inbound request it served arrived (B cannot have
+/// been issued before).
 pub fn wait<'a>(lane: &'a Lane<'a>, j: usize, arrived: u64) -> Option<Wait<'a>> {
     let b = lane.exchanges[j];
     let ahead = lane.ahead(j);
@@ -91,6 +92,11 @@ pub fn wait<'a>(lane: &'a Lane<'a>, j: usize, arrived: u64) -> Option<Wait<'a>> 
         .max()?
         .max(b.request_first_at_us)
         .min(answered);
+    // A shorter wait is never a hit, whatever held the connection: the
+    // search for the culprit, and the request's entry, are skipped.
+    if ready.saturating_sub(from) < MIN_WAIT_US {
+        return None;
+    }
     let first = lane.ahead_from[j];
     let (k, held) = (first..j)
         .map(|k| (k, held_us(lane, k, from)))
@@ -317,6 +323,26 @@ mod tests {
             exchanges: vec![page(12_100), set, get],
         };
         assert_eq!(detect(&t)[0].time_lost_us, 5_010);
+    }
+
+    #[test]
+    fn a_wait_under_a_millisecond_is_no_wait_however_long_the_one_ahead() {
+        // The GET is sent 1.6 ms before the SET's answer ends, after a gap
+        // (so issued when sent). Its own answer begins 1.61 ms later, or
+        // (its timestamps skewed) 90 µs later, while the SET still holds
+        // the connection: that wait is too short to be one.
+        let waits = |answered: u64| {
+            let set = redis(1, 1, "SET stash:?", (1_100, 2_000), (3_000, 12_010));
+            let get = redis(2, 1, "GET hot:config", (10_410, 10_410), (answered, 12_100));
+            let t = Timeline {
+                connections: vec![conn(0, 8080), conn(1, 6379)],
+                exchanges: vec![page(12_100), set, get],
+            };
+            let lanes = lanes(&t);
+            wait(&lanes[&1], 1, 1_000).map(|w| w.waited_us)
+        };
+        assert_eq!(waits(12_020), Some(1_600));
+        assert_eq!(waits(10_500), None);
     }
 
     #[test]
