@@ -25,7 +25,10 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         else {
             continue; // only connections whose opening was seen
         };
-        let exchanges = per_connection.get(&c.id).copied().unwrap_or(0);
+        // A connection ending in this window may have carried many in
+        // earlier ones: the capture's count, when the timeline has it.
+        let here = per_connection.get(&c.id).copied().unwrap_or(0);
+        let exchanges = here.max(usize::try_from(c.exchanges).unwrap_or(usize::MAX));
         by_server
             .entry(c.server)
             .or_default()
@@ -94,6 +97,25 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].occurrences, 6);
         assert_eq!(f[0].time_lost_per_occurrence_us, 100);
+    }
+
+    #[test]
+    fn connections_that_carried_more_in_earlier_windows_are_reused() {
+        // Six pooled connections end in one window, each with its last
+        // request there: they carried 40 in all.
+        let conns: Vec<_> = (0..6)
+            .map(|i| {
+                let mut c = ConnBuilder::new(i, 40000 + i as u16).conn;
+                c.exchanges = 40;
+                c
+            })
+            .collect();
+        let exchanges = (0..6).map(|i| exchange(i, i, (0, 0), (0, 0))).collect();
+        assert!(detect(&Timeline {
+            connections: conns,
+            exchanges
+        })
+        .is_empty());
     }
 
     #[test]

@@ -257,6 +257,10 @@ pub struct Connection {
     /// What the stream carries, as sniffed from its first bytes.
     #[serde(default = "unknown_protocol")]
     pub protocol: Protocol,
+    /// Exchanges it carried in the whole capture, windows before this one
+    /// included (0 in reports written before it was counted).
+    #[serde(default)]
+    pub exchanges: u64,
 }
 
 /// What a TLS handshake said, read from its cleartext messages (and
@@ -302,6 +306,7 @@ impl Connection {
             tls: false,
             tls_facts: None,
             protocol: Protocol::Unknown,
+            exchanges: 0,
         }
     }
 

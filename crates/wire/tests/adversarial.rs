@@ -16,6 +16,8 @@ use whyslow_wire::{windows_from_reader, AnalyzeOutcome, Limits, Window, WindowSi
 struct Count {
     connections: u64,
     exchanges: u64,
+    /// Exchanges the whole connections say they carried.
+    carried: u64,
     response_bytes: u64,
     most_events: usize,
     ids: HashSet<u32>,
@@ -41,6 +43,7 @@ impl WindowSink for Count {
                 c.id
             );
             self.connections += 1;
+            self.carried += c.exchanges;
             self.most_events = self.most_events.max(c.segments.len() + c.acks.len());
         }
         self.exchanges += w.timeline.exchanges.len() as u64;
@@ -93,6 +96,23 @@ fn one_packet_connections_are_each_counted() {
     let (out, count) = run(&s.bytes(), &small());
     assert_eq!(out.connections_seen, u64::from(FLOOD));
     assert_eq!(count.connections, u64::from(FLOOD));
+}
+
+#[test]
+fn a_connection_counts_the_exchanges_of_every_window_it_spans() {
+    // Past the exchanges the sink waits for before its first window.
+    const REQUESTS: u64 = 12_000;
+    let mut s = Sim::new(40002, 80);
+    s.handshake();
+    for _ in 0..REQUESTS {
+        s.send(true, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        s.send(false, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+    s.fin(true);
+    s.fin(false);
+    let (out, count) = run(&s.bytes(), &small());
+    assert!(out.windows > 3, "{} windows", out.windows);
+    assert_eq!((count.exchanges, count.carried), (REQUESTS, REQUESTS));
 }
 
 #[test]

@@ -41,6 +41,7 @@ fn keep_alive_http_exchanges() {
     assert_eq!(c.to_server.retransmissions + c.to_client.retransmissions, 0);
     let ex = &out.timeline.exchanges;
     assert_eq!(ex.len(), 2);
+    assert_eq!(c.exchanges, 2);
     assert_eq!(ex[0].request, "GET /items");
     assert_eq!(ex[0].status, Some(whyslow_model::Status::Http(200)));
     assert_eq!((ex[0].id, ex[1].id), (0, 1));
@@ -231,6 +232,8 @@ fn exchanges_beyond_the_limit_are_counted_not_kept() {
     assert_eq!(ids, (0..10).collect::<Vec<_>>());
     // The connection's counters still cover every packet.
     assert_eq!(only_conn(&out.timeline).to_server.packets, 2 + 60);
+    // And they count as carried by it.
+    assert_eq!(only_conn(&out.timeline).exchanges, 30);
 }
 
 #[test]

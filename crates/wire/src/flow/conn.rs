@@ -360,7 +360,7 @@ impl Flow {
         }
         let Flow { reasm, proto, .. } = self;
         reasm[i].acked(acked, budget, &mut |c| feed(proto, r, c));
-        self.proto.drain_exchanges(out);
+        self.hand_over(out);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -389,7 +389,14 @@ impl Flow {
             &mut emit,
         );
         self.note_protocol();
+        self.hand_over(out);
+    }
+
+    /// Moves the completed exchanges to `out`, counting them.
+    fn hand_over(&mut self, out: &mut Vec<Exchange>) {
+        let before = out.len();
         self.proto.drain_exchanges(out);
+        self.conn.exchanges += (out.len() - before) as u64;
     }
 
     /// Ends the connection: holes become gaps, the analyzer flushes.
@@ -400,6 +407,7 @@ impl Flow {
         }
         let mut ex = self.proto.take_exchanges();
         ex.extend(self.proto.finish());
+        self.conn.exchanges += ex.len() as u64;
         self.note_protocol();
         let err = self.proto.error().map(str::to_string);
         (self.conn, ex, err)
