@@ -12,11 +12,11 @@ const MIN_SHORT_SHARE: f64 = 0.8;
 
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     // One pass over the exchanges: a capture holds hundreds of thousands.
-    let mut per_connection: HashMap<u32, usize> = HashMap::new();
+    let mut per_connection: HashMap<u32, u64> = HashMap::new();
     for e in &timeline.exchanges {
         *per_connection.entry(e.connection).or_default() += 1;
     }
-    let mut by_server: BTreeMap<SocketAddr, Vec<(u32, usize, u64)>> = BTreeMap::new();
+    let mut by_server: BTreeMap<SocketAddr, Vec<(u32, u64, u64)>> = BTreeMap::new();
     for c in &timeline.connections {
         let Some(handshake) = c
             .established_at_us
@@ -28,7 +28,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         // A connection ending in this window may have carried many in
         // earlier ones: the capture's count, when the timeline has it.
         let here = per_connection.get(&c.id).copied().unwrap_or(0);
-        let exchanges = here.max(usize::try_from(c.exchanges).unwrap_or(usize::MAX));
+        let exchanges = here.max(c.exchanges);
         by_server
             .entry(c.server)
             .or_default()
@@ -40,7 +40,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         .collect()
 }
 
-fn finding(server: SocketAddr, conns: Vec<(u32, usize, u64)>) -> Option<Finding> {
+fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
     let with_requests: Vec<_> = conns.iter().filter(|c| c.1 > 0).collect();
     let short = with_requests.iter().filter(|c| c.1 == 1).count();
     if with_requests.len() < MIN_CONNECTIONS
