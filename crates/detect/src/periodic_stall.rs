@@ -48,6 +48,29 @@ pub fn requests_to_rule_out() -> usize {
     (n.ceil() as usize).max(MIN_CALLS)
 }
 
+/// Requests an analysis window should hold (`analyze --window`): enough
+/// that a server stalling 1 call in RULE_OUT_ONE_IN, called once per
+/// request, stalls MIN_STALLS_FOR_PERIOD times in it — the fewest that show
+/// a period — with RULE_OUT_CONFIDENCE: the smallest n with
+/// P(Binomial(n, 1/N) ≥ k) ≥ c.
+pub fn requests_per_window() -> usize {
+    let p = 1.0 / RULE_OUT_ONE_IN;
+    let at_least_k = |n: usize| {
+        // 1 − P(X < k), the terms of P(X = i) built one from the last.
+        let mut term = (1.0 - p).powi(n as i32);
+        let mut below = 0.0;
+        for i in 0..MIN_STALLS_FOR_PERIOD {
+            below += term;
+            term *= (n - i) as f64 / (i + 1) as f64 * p / (1.0 - p);
+        }
+        1.0 - below
+    };
+    (MIN_STALLS_FOR_PERIOD..)
+        .find(|&n| at_least_k(n) >= RULE_OUT_CONFIDENCE)
+        .expect("the chance grows to 1 with n")
+        .max(MIN_CALLS)
+}
+
 /// Why `requests` inbound requests with no stall seen do not rule one out,
 /// and the load flags that would; None when they do.
 pub fn unseen(requests: usize) -> Option<String> {
@@ -391,6 +414,12 @@ mod tests {
         assert!(note.contains("74 % of such runs would miss it"), "{note}");
         assert!(note.contains("--rate 10 --duration 10s"), "{note}");
         assert!(unseen(59).is_none());
+    }
+
+    #[test]
+    fn a_window_holds_enough_requests_to_see_a_period() {
+        // 1 − Σ_{i<3} C(n,i)·0.05^i·0.95^(n−i): 0.9502 at 124, 0.9489 at 123.
+        assert_eq!(requests_per_window(), 124);
     }
 
     #[test]

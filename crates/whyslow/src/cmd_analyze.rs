@@ -33,8 +33,10 @@ pub struct LimitArgs {
     /// analyzes them all (memory bound)
     #[arg(long, default_value_t = Limits::default().max_connections)]
     pub max_connections: usize,
-    /// analyze: finished exchanges per analysis window (memory bound; a
-    /// request and the calls made for it always share a window)
+    /// analyze: finished exchanges per analysis window, at most (memory
+    /// bound; a request and the calls made for it always share a window).
+    /// Windows are cut at 5 000 already without a service, or once they
+    /// hold the service's requests a stall period needs
     #[arg(long, default_value_t = Limits::default().window_exchanges)]
     pub window: usize,
     /// TLS key log (SSLKEYLOGFILE, NSS format) to see inside TLS connections
@@ -66,6 +68,7 @@ impl LimitArgs {
             max_exchanges: self.max_exchanges,
             max_connections: self.max_connections,
             window_exchanges: self.window.max(1),
+            window_requests: whyslow_detect::periodic_stall::requests_per_window(),
             ..Limits::default()
         }
     }

@@ -2,7 +2,7 @@
 //! connections and the limits, not on the file size.
 
 use crate::decode::{decode_tcp, Skip, TcpPacket};
-use crate::flow::{FlowTable, Limits, Window};
+use crate::flow::{FlowTable, Limits, Window, SERVICE_SAMPLE};
 use crate::packet::Packet;
 use crate::read::{read_packets_buffered, ReadOutcome, INITIAL_BUFFER};
 use crate::WireError;
@@ -72,10 +72,6 @@ pub fn windows_from_reader<R: Read + Send>(
     windows_from(reader, INITIAL_BUFFER, limits, sink)
 }
 
-/// Exchanges looked at, at most, before the service under investigation
-/// must be decided: enough for thousands of requests and their calls.
-const SERVICE_SAMPLE: usize = 10_000;
-
 /// Windows queued for the sink's thread beyond the one it analyzes: none,
 /// so at most two windows are in memory besides the flow table's.
 const WINDOWS_IN_FLIGHT: usize = 0;
@@ -109,11 +105,16 @@ fn windows_from<R: Read + Send>(
                 if last_chance && front.is_none() {
                     front = Some(Vec::new());
                 }
+                let Some(ports) = &front else {
+                    return;
+                };
+                // Decided: a window may now need more of the service's requests.
+                table.set_front(ports);
+                if !end && !table.window_ready() {
+                    return;
+                }
             }
-            let Some(ports) = &front else {
-                return;
-            };
-            let w = table.take_window(ports);
+            let w = table.take_window();
             windows += 1;
             forced += u64::from(!w.exact);
             let (to_sink, emptied, _) = analyzing.get_or_insert_with(|| {

@@ -15,7 +15,8 @@ use std::net::SocketAddr;
 use whyslow_model::{Connection, Exchange, Timeline};
 
 pub use analysis::{seq_gt, seq_lt};
-pub use window::{Window, DEFAULT_WINDOW_EXCHANGES};
+pub(crate) use window::SERVICE_SAMPLE;
+pub use window::{Window, DEFAULT_WINDOW_EXCHANGES, MIN_WINDOW_EXCHANGES};
 
 /// Per-segment events kept per connection. At ~40 bytes an event, 100 000
 /// events is ~4 MB: enough for minutes of a busy keep-alive connection.
@@ -69,8 +70,15 @@ pub struct Limits {
     pub max_held_bytes_total: usize,
     pub max_exchanges: usize,
     pub max_connections: usize,
-    /// Windowed analysis: finished exchanges (or connections) per window.
+    /// Windowed analysis: finished exchanges (or connections) per window, at
+    /// most. A window is cut at `MIN_WINDOW_EXCHANGES` already when no
+    /// service is under investigation, or when it holds `window_requests`
+    /// of the service's requests.
     pub window_exchanges: usize,
+    /// Windowed analysis: the service's requests a window must hold before
+    /// it is cut short of `window_exchanges` (what the detectors that judge
+    /// a population need; the default never cuts short).
+    pub window_requests: usize,
     /// Not a bound: TLS session secrets (`analyze --keylog`) to see inside
     /// TLS streams with. Held per session, a few hundred bytes each.
     pub keylog: Option<std::sync::Arc<whyslow_proto::tls::KeyLog>>,
@@ -91,6 +99,7 @@ impl Default for Limits {
             max_exchanges: DEFAULT_MAX_EXCHANGES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             window_exchanges: DEFAULT_WINDOW_EXCHANGES,
+            window_requests: usize::MAX,
             keylog: None,
             listening: Vec::new(),
         }
@@ -221,6 +230,10 @@ pub struct FlowTable {
     /// Windowed: the connections of `exchanges`, kept as they are added, so
     /// that a cut need not walk every exchange to find them.
     waiting: foldhash::HashSet<u32>,
+    /// Ports of the service under investigation, once decided (windowed).
+    front: Option<Vec<u16>>,
+    /// Exchanges waiting that are requests of the service.
+    front_waiting: usize,
     /// Capacity of the last window's vector (see `make_room`).
     room: usize,
     /// Exchanges completed by the packet being pushed (reused buffer).
@@ -258,6 +271,8 @@ impl FlowTable {
             connections: Vec::new(),
             exchanges: Vec::new(),
             waiting: Default::default(),
+            front: None,
+            front_waiting: 0,
             room: 0,
             scratch: Vec::new(),
             counters: Counters::default(),
@@ -331,10 +346,11 @@ impl FlowTable {
                 let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
                 let was_closed = f.is_closed();
                 f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
+                let port = f.conn.server.port();
                 if !was_closed && f.is_closed() {
                     self.note_closed(k);
                 }
-                self.add_exchanges(out, from);
+                self.add_exchanges(out, from, port);
                 return;
             }
         }
@@ -363,8 +379,9 @@ impl FlowTable {
             self.note_closed(k);
         }
         self.note_age(k, id, at_us);
+        let port = f.conn.server.port();
         self.flows.insert(k, f);
-        self.add_exchanges(out, from);
+        self.add_exchanges(out, from, port);
     }
 
     fn note_closed(&mut self, k: Key) {
@@ -457,6 +474,7 @@ impl FlowTable {
                 self.errors_dropped += 1;
             }
         }
+        let port = conn.server.port();
         if self.keeps_connection(conn.id) {
             self.connections.push(conn);
         } else {
@@ -466,7 +484,7 @@ impl FlowTable {
         }
         let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
         out.append(&mut ex);
-        self.add_exchanges(out, from);
+        self.add_exchanges(out, from, port);
     }
 
     /// Connections are kept in the order they were opened (ids are given
@@ -476,9 +494,12 @@ impl FlowTable {
     }
 
     /// Numbers and keeps (within the limits) the exchanges of `out` from
-    /// `from` on, which `sink` handed out.
-    fn add_exchanges(&mut self, mut out: Vec<Exchange>, from: usize) {
+    /// `from` on, which `sink` handed out; `port`: their server's.
+    fn add_exchanges(&mut self, mut out: Vec<Exchange>, from: usize, port: u16) {
         if self.windowed {
+            if self.front.as_ref().is_some_and(|f| f.contains(&port)) {
+                self.front_waiting += out.len() - from;
+            }
             for e in &mut out[from..] {
                 e.id = self.next_exchange;
                 self.next_exchange = self.next_exchange.saturating_add(1);

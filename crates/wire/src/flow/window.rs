@@ -16,9 +16,18 @@ use super::FlowTable;
 use foldhash::{HashMap, HashSet};
 use whyslow_model::{Connection, Exchange, Timeline};
 
-/// Exchanges of one window, by default: ~10 MB of exchanges at ~200 bytes
-/// each, and as many connections (~1 KB each with their events).
+/// Exchanges of one window at most, by default: ~10 MB of exchanges at
+/// ~200 bytes each, and as many connections (~1 KB each with their events).
 pub const DEFAULT_WINDOW_EXCHANGES: usize = 50_000;
+/// Exchanges of one window when no population the detectors judge needs
+/// more (no service, or enough of its requests): ~1 MB, which stays in a
+/// 2 MB L2 cache through the two dozen passes a window's analysis makes.
+/// Measured on a 1151 MB Redis+PostgreSQL capture, against windows of 50 000:
+/// the analyzing thread's CPU time 2.9 → 1.1 s, wall time −15%.
+pub const MIN_WINDOW_EXCHANGES: usize = 5_000;
+/// Exchanges looked at, at most, before the service under investigation
+/// must be decided: enough for thousands of requests and their calls.
+pub(crate) const SERVICE_SAMPLE: usize = 10_000;
 /// Exchanges held back past this many windows' worth force a cut at the
 /// present (a request of the service open for the whole capture, say): the
 /// window is then marked `exact: false`.
@@ -77,10 +86,40 @@ fn closed_cut(exchanges: &[Exchange], mut cut: u64, front: impl Fn(&Exchange) ->
 }
 
 impl FlowTable {
-    /// Enough finished exchanges or connections wait for a window.
+    /// Enough finished exchanges or connections wait for a window (or,
+    /// before the service is decided, to decide it).
     pub fn window_ready(&self) -> bool {
-        let n = self.limits.window_exchanges.max(1);
-        self.exchanges.len() >= n || self.connections.len() >= n
+        let most = self.limits.window_exchanges.max(1);
+        let least = MIN_WINDOW_EXCHANGES.min(most);
+        let n = self.exchanges.len().max(self.connections.len());
+        match &self.front {
+            None => n >= SERVICE_SAMPLE.min(most),
+            Some(f) if f.is_empty() => n >= least,
+            Some(_) => {
+                n >= most || (n >= least && self.front_waiting >= self.limits.window_requests)
+            }
+        }
+    }
+
+    /// Sets the ports of the service under investigation (empty: none),
+    /// whose open requests bound the cuts and whose requests a window
+    /// counts.
+    pub fn set_front(&mut self, ports: &[u16]) {
+        self.front = Some(ports.to_vec());
+        self.front_waiting = self.count_front();
+    }
+
+    /// Exchanges waiting that are requests of the service.
+    fn count_front(&self) -> usize {
+        let front = self.front.as_deref().unwrap_or_default();
+        if front.is_empty() {
+            return 0;
+        }
+        let port = self.server_ports();
+        self.exchanges
+            .iter()
+            .filter(|e| port.get(&e.connection).is_some_and(|p| front.contains(p)))
+            .count()
     }
 
     /// Finished exchanges not yet taken in a window.
@@ -112,13 +151,14 @@ impl FlowTable {
         t
     }
 
-    /// Takes the next window. `front`: ports of the service under
-    /// investigation, whose open requests bound the cut; empty when there is
-    /// none (every exchange finished so far is then taken). The timeline is
-    /// in the order things finished: the receiver sorts it (`Timeline::sort`),
-    /// on its own thread, so the table can go on reading.
-    pub fn take_window(&mut self, front: &[u16]) -> Window {
+    /// Takes the next window. The open requests of the service
+    /// (`set_front`) bound the cut; without one every exchange finished so
+    /// far is taken. The timeline is in the order things finished: the
+    /// receiver sorts it (`Timeline::sort`), on its own thread, so the table
+    /// can go on reading.
+    pub fn take_window(&mut self) -> Window {
         debug_assert_eq!(self.waiting, connections_of(&self.exchanges));
+        let front = self.front.clone().unwrap_or_default();
         let mut cut = if front.is_empty() {
             u64::MAX
         } else {
@@ -153,8 +193,10 @@ impl FlowTable {
                 .extract_if(.., |e| e.request_first_at_us >= cut)
                 .collect();
             self.waiting = connections_of(&self.exchanges);
+            self.front_waiting = self.count_front();
             connections_of(&out)
         } else {
+            self.front_waiting = 0;
             std::mem::take(&mut self.waiting)
         };
         self.room = out.capacity();
@@ -303,7 +345,8 @@ mod tests {
         let mut table = FlowTable::windowed(limits);
         table.exchanges = (0..10).map(|i| ex(1, i, i + 1, i + 2)).collect();
         table.waiting = connections_of(&table.exchanges);
-        let w = table.take_window(&[]);
+        table.set_front(&[]);
+        let w = table.take_window();
         assert_eq!(w.timeline.exchanges.len(), 10);
         assert_eq!(
             table.exchanges.capacity(),
@@ -317,7 +360,7 @@ mod tests {
         );
         // An emptied vector that comes back is the next window's, with the
         // exchanges held back moved into it.
-        let w = table.take_window(&[]);
+        let w = table.take_window();
         table.exchanges.push(ex(2, 50, 51, 52));
         table.waiting.insert(2);
         let mut spare = w.timeline.exchanges;
