@@ -142,7 +142,10 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
             };
             let total = request.duration_us();
             let entry = worst.entry(request.id).or_insert((w.clone(), conn, total));
-            if w.waited_us > entry.0.waited_us {
+            // Of equal waits, the first exchange's: lanes come in hash order.
+            let longer = (w.waited_us, std::cmp::Reverse(w.waiting.id))
+                > (entry.0.waited_us, std::cmp::Reverse(entry.0.waiting.id));
+            if longer {
                 *entry = (w, conn, total);
             }
         }
@@ -343,6 +346,33 @@ mod tests {
         };
         assert_eq!(waits(12_020), Some(1_600));
         assert_eq!(waits(10_500), None);
+    }
+
+    #[test]
+    fn of_equal_waits_the_first_exchange_is_the_evidence_whatever_the_lane_order() {
+        // The same SET-then-GET on eight connections, one request: every
+        // wait is as long, and the one kept must not follow hash order.
+        let mut exchanges = vec![page(15_300)];
+        let mut connections = vec![conn(0, 8080)];
+        for c in 1..=8u32 {
+            let mut set = redis(2 * c - 1, c, "SET stash:?", (1_100, 15_100), (15_200, 15_210));
+            set.request_bytes = 16 << 20;
+            exchanges.push(set);
+            exchanges.push(redis(2 * c, c, "GET hot:config", (15_110, 15_120), (15_220, 15_300)));
+            connections.push(conn(c, 6379));
+        }
+        let t = Timeline {
+            connections,
+            exchanges,
+        };
+        // Each run builds its lanes' map with a new hash seed.
+        for _ in 0..16 {
+            let f = detect(&t);
+            match &f[0].evidence[0] {
+                Evidence::Queued { exchange, .. } => assert_eq!(*exchange, 2),
+                e => panic!("{e:?}"),
+            }
+        }
     }
 
     #[test]
