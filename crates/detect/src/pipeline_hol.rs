@@ -355,10 +355,22 @@ mod tests {
         let mut exchanges = vec![page(15_300)];
         let mut connections = vec![conn(0, 8080)];
         for c in 1..=8u32 {
-            let mut set = redis(2 * c - 1, c, "SET stash:?", (1_100, 15_100), (15_200, 15_210));
+            let mut set = redis(
+                2 * c - 1,
+                c,
+                "SET stash:?",
+                (1_100, 15_100),
+                (15_200, 15_210),
+            );
             set.request_bytes = 16 << 20;
             exchanges.push(set);
-            exchanges.push(redis(2 * c, c, "GET hot:config", (15_110, 15_120), (15_220, 15_300)));
+            exchanges.push(redis(
+                2 * c,
+                c,
+                "GET hot:config",
+                (15_110, 15_120),
+                (15_220, 15_300),
+            ));
             connections.push(conn(c, 6379));
         }
         let t = Timeline {

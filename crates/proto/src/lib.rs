@@ -50,6 +50,20 @@ pub(crate) fn lossy_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 pub trait StreamAnalyzer {
     /// `at_us`/`packet`: capture time and number of the segment that carried `data`.
     fn on_data(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64);
+    /// As `on_data`, then `drain_exchanges` into `out`. An analyzer that
+    /// builds its exchanges in place builds them in `out` itself: an
+    /// exchange is large, and one moved again is a copy.
+    fn on_data_into(
+        &mut self,
+        direction: Direction,
+        data: &[u8],
+        at_us: u64,
+        packet: u64,
+        out: &mut Vec<Exchange>,
+    ) {
+        self.on_data(direction, data, at_us, packet);
+        self.drain_exchanges(out);
+    }
     /// Bytes missing from the capture in this direction; the analyzer
     /// resynchronizes on a later message boundary, or gives up on the stream.
     fn on_gap(&mut self, direction: Direction, missing: u64);
@@ -85,6 +99,22 @@ pub fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// `on_data_into` for an analyzer whose exchanges go only through
+/// `push_exchange` into `done`: `out` stands in for `done` while it runs,
+/// after what `done` held.
+#[inline]
+pub(crate) fn built_into<A: StreamAnalyzer>(
+    a: &mut A,
+    done: fn(&mut A) -> &mut Vec<Exchange>,
+    out: &mut Vec<Exchange>,
+    on_data: impl FnOnce(&mut A),
+) {
+    hand_over(done(a), out);
+    std::mem::swap(done(a), out);
+    on_data(a);
+    std::mem::swap(done(a), out);
 }
 
 /// Appends a new exchange to `done` and gives it back to be filled in where

@@ -344,6 +344,28 @@ impl StreamAnalyzer for Sniffer {
         }
     }
 
+    /// Redis and PostgreSQL (`Other`) build their exchanges in `out`.
+    fn on_data_into(
+        &mut self,
+        direction: Direction,
+        data: &[u8],
+        at_us: u64,
+        packet: u64,
+        out: &mut Vec<Exchange>,
+    ) {
+        crate::hand_over(&mut self.done, out);
+        match &mut self.state {
+            State::Other(a) => {
+                a.on_data_into(direction, data, at_us, packet, out);
+                if a.tls_follows() {
+                    self.start_tls();
+                }
+            }
+            _ => self.on_data(direction, data, at_us, packet),
+        }
+        self.drain_exchanges(out);
+    }
+
     fn on_gap(&mut self, direction: Direction, missing: u64) {
         match &mut self.state {
             // Bytes before the gap were too few to tell; what follows is mid-stream.

@@ -711,3 +711,18 @@ fn a_command_repeats_only_with_the_same_count_and_kept_arguments() {
         assert_eq!(got, want, "in pieces of {chunk}");
     }
 }
+
+#[test]
+fn exchanges_built_into_the_callers_vector_follow_what_it_held() {
+    let steps = redis_py_session();
+    let (drained, _) = run(Start::Beginning, &steps);
+    let mut a = RespAnalyzer::new(7, Start::Beginning);
+    let before = Exchange::new(99, Protocol::Http1, "GET /".into());
+    let mut out = vec![before.clone()];
+    for (i, (d, bytes)) in steps.iter().enumerate() {
+        a.on_data_into(*d, bytes, 1000 + i as u64 * 10, i as u64 + 1, &mut out);
+    }
+    out.extend(a.finish());
+    assert_eq!(out[0], before);
+    assert_eq!(out[1..], drained[..]);
+}

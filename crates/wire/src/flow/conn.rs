@@ -358,9 +358,10 @@ impl Flow {
         if let Some(fin) = self.fin_offset[i] {
             acked = acked.min(fin); // the FIN takes a sequence number, not a byte
         }
+        let before = out.len();
         let Flow { reasm, proto, .. } = self;
-        reasm[i].acked(acked, budget, &mut |c| feed(proto, r, c));
-        self.hand_over(out);
+        reasm[i].acked(acked, budget, &mut |c| feed(proto, r, c, out));
+        self.hand_over(out, before);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -375,8 +376,9 @@ impl Flow {
         budget: &mut Budget,
         out: &mut Vec<Exchange>,
     ) {
+        let before = out.len();
         let Flow { reasm, proto, .. } = self;
-        let mut emit = |c: Chunk| feed(proto, d, c);
+        let mut emit = |c: Chunk| feed(proto, d, c, out);
         let wire = u64::from(p.seg_len);
         reasm[idx(d)].push(
             off,
@@ -389,23 +391,24 @@ impl Flow {
             &mut emit,
         );
         self.note_protocol();
-        self.hand_over(out);
+        self.hand_over(out, before);
     }
 
-    /// Moves the completed exchanges to `out`, counting them.
-    fn hand_over(&mut self, out: &mut Vec<Exchange>) {
-        let before = out.len();
+    /// Moves the completed exchanges to `out`, counting those added since
+    /// it held `before`.
+    fn hand_over(&mut self, out: &mut Vec<Exchange>, before: usize) {
         self.proto.drain_exchanges(out);
         self.conn.exchanges += (out.len() - before) as u64;
     }
 
     /// Ends the connection: holes become gaps, the analyzer flushes.
     pub fn finish(mut self, budget: &mut Budget) -> (Connection, Vec<Exchange>, Option<String>) {
+        let mut ex = Vec::new();
         for d in [Direction::ToServer, Direction::ToClient] {
             let Flow { reasm, proto, .. } = &mut self;
-            reasm[idx(d)].flush(budget, &mut |c| feed(proto, d, c));
+            reasm[idx(d)].flush(budget, &mut |c| feed(proto, d, c, &mut ex));
         }
-        let mut ex = self.proto.take_exchanges();
+        self.proto.drain_exchanges(&mut ex);
         ex.extend(self.proto.finish());
         self.conn.exchanges += ex.len() as u64;
         self.note_protocol();
@@ -423,13 +426,13 @@ impl Flow {
 }
 
 /// Hands one reassembled chunk of direction `d` to the protocol layer.
-fn feed(proto: &mut Sniffer, d: Direction, c: Chunk) {
+fn feed(proto: &mut Sniffer, d: Direction, c: Chunk, out: &mut Vec<Exchange>) {
     match c {
         Chunk::Data {
             data,
             at_us,
             packet,
-        } => proto.on_data(d, data, at_us, packet),
+        } => proto.on_data_into(d, data, at_us, packet, out),
         Chunk::Gap(n) => proto.on_gap(d, n),
     }
 }
