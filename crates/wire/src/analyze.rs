@@ -1,14 +1,12 @@
 //! Capture file → `Timeline`, streaming: memory depends on the number of
 //! connections and the limits, not on the file size.
 
-use crate::decode::{decode_tcp, Skip, TcpPacket};
-use crate::flow::{FlowTable, Limits, Window, SERVICE_SAMPLE};
-use crate::packet::Packet;
+use crate::decode::decode_tcp;
+use crate::flow::{FlowTable, Limits, StreamEvents, Streams, Window, SERVICE_SAMPLE};
 use crate::read::{read_packets_buffered, ReadOutcome, INITIAL_BUFFER};
 use crate::WireError;
 use std::fs::File;
 use std::io::Read;
-use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc::sync_channel;
 use whyslow_model::{Exchange, Timeline};
@@ -96,7 +94,7 @@ fn windows_from<R: Read + Send>(
         let mut deciding = Some(sink);
         let mut front: Option<Vec<u16>> = None;
         let mut analyzing = None;
-        let mut cut = |table: &mut FlowTable, end: bool| {
+        let mut cut = |table: &mut Streams, end: bool| {
             if let (None, Some(sink)) = (&front, deciding.as_mut()) {
                 let last_chance = end
                     || table.waiting_exchanges() >= SERVICE_SAMPLE
@@ -149,7 +147,7 @@ fn windows_from<R: Read + Send>(
             }
         });
         table.close_all();
-        cut(&mut table, true);
+        cut(table.streams(), true);
         if let Some((to_sink, _, thread)) = analyzing {
             drop(to_sink);
             if let Err(panic) = thread.join() {
@@ -214,50 +212,45 @@ fn timeline_from<R: Read + Send>(
 }
 
 /// Feeds every packet of `reader` to `table`, calling `after_batch` after
-/// each batch of packets.
+/// each batch of packets, and ends every connection at the end.
 ///
-/// Two threads: one reads the capture and decodes its packets' headers, the
-/// other rebuilds flows and exchanges; packets pass between them in small
+/// Two threads: one reads the capture, decodes its packets' headers and
+/// rebuilds connections and their in-order bytes (the table's TCP half);
+/// the other runs the protocol analyzers on those bytes and keeps the
+/// exchanges (its protocol half). What passes between them goes in small
 /// batches, so memory stays bounded and the two halves of the work overlap.
 fn drive<R: Read + Send>(
     reader: R,
     buffer: usize,
     table: &mut FlowTable,
-    mut after_batch: impl FnMut(&mut FlowTable),
+    mut after_batch: impl FnMut(&mut Streams),
 ) -> ReadOutcome {
+    let (tcp, streams) = table.halves();
     std::thread::scope(|s| {
-        let (full_tx, full_rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT);
-        let (free_tx, free_rx) = sync_channel::<Batch>(BATCHES_IN_FLIGHT + 1);
+        let (full_tx, full_rx) = sync_channel::<StreamEvents>(BATCHES_IN_FLIGHT);
+        let (free_tx, free_rx) = sync_channel::<StreamEvents>(BATCHES_IN_FLIGHT + 1);
         let reading = s.spawn(move || {
-            let mut batch = Batch::default();
+            let mut batch = StreamEvents::default();
             let outcome = read_packets_buffered(reader, buffer, |p| {
-                batch.push(p);
-                if batch.metas.len() >= BATCH_PACKETS || batch.bytes.len() >= BATCH_BYTES {
+                let decoded = decode_tcp(p.link, &p.data);
+                tcp.push_decoded(decoded, p.is_cut(), p.at_us, p.number, &mut batch);
+                if batch.list.len() >= BATCH_EVENTS || batch.bytes.len() >= BATCH_BYTES {
                     let next = free_rx.try_recv().unwrap_or_default();
                     // A closed channel means the other side is gone: stop feeding it.
                     let _ = full_tx.send(std::mem::replace(&mut batch, next));
                 }
             });
-            if !batch.metas.is_empty() {
-                let _ = full_tx.send(batch);
-            }
+            // The end of the capture ends the connections still open.
+            tcp.close_all(&mut batch);
+            let _ = full_tx.send(batch);
             outcome
         });
         for mut batch in full_rx {
-            for m in &batch.metas {
-                let tcp = match &m.tcp {
-                    Ok((head, payload)) => Ok(TcpPacket {
-                        payload: &batch.bytes[payload.clone()],
-                        ..head.clone()
-                    }),
-                    Err(skip) => Err(*skip),
-                };
-                table.push_decoded(tcp, m.cut, m.at_us, m.number);
-            }
-            batch.clear();
+            streams.apply(&mut batch);
             let _ = free_tx.try_send(batch);
-            after_batch(table);
+            after_batch(streams);
         }
+        streams.note_errors_dropped();
         reading
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -296,50 +289,13 @@ fn outcome_of(
     })
 }
 
-/// Packets per batch passed from the reading thread (~0.5 MiB of small
-/// HTTP packets with their headers): hand-overs, which may wake a thread,
-/// stay rare.
-const BATCH_PACKETS: usize = 2048;
+/// Events per batch passed from the reading thread (about as many packets:
+/// a packet with payload makes one, a pure ACK none): hand-overs, which may
+/// wake a thread, stay rare.
+const BATCH_EVENTS: usize = 2048;
 /// Payload bytes per batch: big segments (TSO/GRO captures carry up to 64 KiB
-/// per packet) close a batch before its packet count does, so the memory in
+/// per packet) close a batch before its event count does, so the memory in
 /// flight stays near BATCHES_IN_FLIGHT × 1 MiB.
 const BATCH_BYTES: usize = 1 << 20;
 /// Batches queued between the threads: bounds the memory in flight.
 const BATCHES_IN_FLIGHT: usize = 4;
-
-/// Packets read and decoded; their TCP payloads back to back.
-#[derive(Default)]
-struct Batch {
-    bytes: Vec<u8>,
-    metas: Vec<Meta>,
-}
-
-struct Meta {
-    number: u64,
-    at_us: u64,
-    cut: bool,
-    /// The TCP header (empty payload) and where its payload is in `bytes`.
-    tcp: Result<(TcpPacket<'static>, Range<usize>), Skip>,
-}
-
-impl Batch {
-    fn push(&mut self, p: &Packet) {
-        let tcp = decode_tcp(p.link, &p.data).map(|t| {
-            let start = self.bytes.len();
-            self.bytes.extend_from_slice(t.payload);
-            let head = TcpPacket { payload: &[], ..t };
-            (head, start..self.bytes.len())
-        });
-        self.metas.push(Meta {
-            number: p.number,
-            at_us: p.at_us,
-            cut: p.is_cut(),
-            tcp,
-        });
-    }
-
-    fn clear(&mut self) {
-        self.bytes.clear();
-        self.metas.clear();
-    }
-}

@@ -4,6 +4,8 @@
 //! reported as a gap and delivery goes on after it.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Bookkeeping per held out-of-order segment (B-tree slot, Vec header, times),
 /// charged with its bytes so that one-byte segments cannot outgrow the budget.
@@ -36,6 +38,21 @@ pub struct Budget {
     pub max_total: usize,
     pub events: usize,
     pub max_events: usize,
+    /// Events that left with their connections (a window taken), counted by
+    /// whoever took them, maybe on another thread; taken off `events` when
+    /// the budget looks spent.
+    pub released: Arc<AtomicUsize>,
+}
+
+impl Budget {
+    /// True when no more events may be kept, after taking back those released.
+    pub fn events_full(&mut self) -> bool {
+        if self.events >= self.max_events {
+            let back = self.released.swap(0, Ordering::Relaxed);
+            self.events = self.events.saturating_sub(back);
+        }
+        self.events >= self.max_events
+    }
 }
 
 #[derive(Debug, Default)]

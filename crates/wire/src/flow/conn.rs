@@ -1,13 +1,15 @@
-//! One TCP connection being rebuilt from its packets.
+//! One TCP connection being rebuilt from its packets: its TCP side (events,
+//! counters, reassembly). What its bytes say is the protocol half's
+//! (`streams`), which its in-order bytes go to as `Events`.
 
 use super::analysis::{analyze, Seg, SeqState, Verdict};
+use super::events::{Events, StreamEvent};
 use super::Limits;
 use crate::decode::TcpPacket;
-use crate::reassembly::{Budget, Chunk, Reassembler};
+use crate::reassembly::{Budget, Reassembler};
 use std::collections::HashSet;
-use whyslow_model::{AckEvent, CloseKind, Connection, Direction, Exchange, Segment, SegmentFlags};
+use whyslow_model::{AckEvent, CloseKind, Connection, Direction, Segment, SegmentFlags};
 use whyslow_proto::sniff::sender_is_client;
-use whyslow_proto::{Sniffer, Start, StreamAnalyzer};
 
 /// Largest window shift allowed (RFC 7323 §2.3).
 const MAX_WINDOW_SCALE: u8 = 14;
@@ -28,6 +30,8 @@ fn unwrap(rel: u32, reference: u64) -> u64 {
 
 pub struct Flow {
     pub conn: Connection,
+    /// Where the protocol half keeps this connection (`StreamEvent`).
+    pub slot: u32,
     pub last_seen_us: u64,
     client_isn: Option<u32>,
     server_isn: Option<u32>,
@@ -38,7 +42,6 @@ pub struct Flow {
     seq: [SeqState; 2],
     wscale: [Option<u8>; 2],
     reasm: [Reassembler; 2],
-    proto: Sniffer,
     fin: [bool; 2],
     /// Stream offset of each direction's FIN, once seen.
     fin_offset: [Option<u64>; 2],
@@ -47,7 +50,15 @@ pub struct Flow {
 
 impl Flow {
     /// `listeners`: server ports seen on connections whose SYN was captured.
-    pub fn new(id: u32, p: &TcpPacket, at_us: u64, listeners: &HashSet<u16>, lim: &Limits) -> Flow {
+    /// The protocol half hears of it (`Open`) through `ev`.
+    pub fn new(
+        id: u32,
+        slot: u32,
+        p: &TcpPacket,
+        at_us: u64,
+        listeners: &HashSet<u16>,
+        ev: &mut Events,
+    ) -> Flow {
         // The SYN sender is the client; a SYN/ACK's sender is the server.
         // Mid-stream: what the bytes say (a request line), then a port known
         // to listen, then the higher port as the ephemeral one. Loopback
@@ -71,8 +82,18 @@ impl Flow {
         } else {
             (p.dst, p.src)
         };
+        ev.list.push(StreamEvent::Open {
+            slot,
+            id,
+            client,
+            server,
+            at_us,
+            // A flow first seen without its SYN began before the capture did.
+            mid_stream: !p.syn,
+        });
         Flow {
             conn: Connection::new(id, client, server, at_us),
+            slot,
             last_seen_us: at_us,
             client_isn: None,
             server_isn: None,
@@ -81,36 +102,10 @@ impl Flow {
             seq: Default::default(),
             wscale: [None; 2],
             reasm: Default::default(),
-            // A flow first seen without its SYN began before the capture did.
-            proto: Sniffer::with_keys(
-                id,
-                server.port(),
-                if p.syn {
-                    Start::Beginning
-                } else {
-                    Start::MidStream
-                },
-                lim.keylog.clone(),
-            ),
             fin: [false; 2],
             fin_offset: [None; 2],
             rst: false,
         }
-    }
-
-    /// First-byte time of the oldest request on this connection not yet
-    /// handed out as an exchange (see `StreamAnalyzer::open_since`).
-    pub fn open_since(&self) -> Option<u64> {
-        self.proto.open_since()
-    }
-
-    /// Who and what the connection is, for a window that carries some of its
-    /// exchanges before it ends: no events, counters or handshake, which
-    /// come once, with the whole connection, in the window where it ends.
-    pub fn header(&self) -> Connection {
-        let mut h = super::window::header(&self.conn);
-        h.protocol = self.proto.protocol();
-        h
     }
 
     pub fn is_closed(&self) -> bool {
@@ -130,7 +125,7 @@ impl Flow {
         }
     }
 
-    /// Accounts one packet; completed exchanges go to `out`.
+    /// Accounts one packet; the bytes it completes in order go to `ev`.
     pub fn push(
         &mut self,
         p: &TcpPacket,
@@ -138,7 +133,7 @@ impl Flow {
         pkt: u64,
         lim: &Limits,
         budget: &mut Budget,
-        out: &mut Vec<Exchange>,
+        ev: &mut Events,
     ) {
         let d = self.direction(p);
         let i = idx(d);
@@ -175,10 +170,10 @@ impl Flow {
         }
         self.record_segment(d, p, &v, offset, at, pkt, lim, budget);
         self.record_ack(d, p, prev_ack, prev_win, window, at, pkt, lim, budget);
-        self.skip_unseen(d.reverse(), p, budget, out);
+        self.skip_unseen(d.reverse(), p, budget, ev);
         self.close(d, p);
         if !p.payload.is_empty() && !p.rst {
-            self.reassemble(d, offset, p, at, pkt, lim, budget, out);
+            self.reassemble(d, offset, p, at, pkt, lim, budget, ev);
         }
     }
 
@@ -251,7 +246,7 @@ impl Flow {
             return false; // left out of the timeline: events would be dropped
         }
         let used = self.conn.segments.len() + self.conn.acks.len();
-        if used >= lim.max_events_per_connection || budget.events >= budget.max_events {
+        if used >= lim.max_events_per_connection || budget.events_full() {
             self.conn.events_truncated = true;
             return false;
         }
@@ -343,13 +338,7 @@ impl Flow {
 
     /// Bytes of `r` that `p` acknowledges but the capture never showed are
     /// gaps: the analyzer skips them before it sees the answer to them.
-    fn skip_unseen(
-        &mut self,
-        r: Direction,
-        p: &TcpPacket,
-        budget: &mut Budget,
-        out: &mut Vec<Exchange>,
-    ) {
+    fn skip_unseen(&mut self, r: Direction, p: &TcpPacket, budget: &mut Budget, ev: &mut Events) {
         let i = idx(r);
         let Some(base) = self.base[i].filter(|_| p.ack_flag && !p.rst) else {
             return;
@@ -358,10 +347,8 @@ impl Flow {
         if let Some(fin) = self.fin_offset[i] {
             acked = acked.min(fin); // the FIN takes a sequence number, not a byte
         }
-        let before = out.len();
-        let Flow { reasm, proto, .. } = self;
-        reasm[i].acked(acked, budget, &mut |c| feed(proto, r, c, out));
-        self.hand_over(out, before);
+        let slot = self.slot;
+        self.reasm[i].acked(acked, budget, &mut |c| ev.chunk(slot, r, c));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -374,13 +361,11 @@ impl Flow {
         pkt: u64,
         lim: &Limits,
         budget: &mut Budget,
-        out: &mut Vec<Exchange>,
+        ev: &mut Events,
     ) {
-        let before = out.len();
-        let Flow { reasm, proto, .. } = self;
-        let mut emit = |c: Chunk| feed(proto, d, c, out);
+        let slot = self.slot;
         let wire = u64::from(p.seg_len);
-        reasm[idx(d)].push(
+        self.reasm[idx(d)].push(
             off,
             p.payload,
             wire,
@@ -388,51 +373,20 @@ impl Flow {
             pkt,
             lim.max_held_bytes_per_flow,
             budget,
-            &mut emit,
+            &mut |c| ev.chunk(slot, d, c),
         );
-        self.note_protocol();
-        self.hand_over(out, before);
     }
 
-    /// Moves the completed exchanges to `out`, counting those added since
-    /// it held `before`.
-    fn hand_over(&mut self, out: &mut Vec<Exchange>, before: usize) {
-        self.proto.drain_exchanges(out);
-        self.conn.exchanges += (out.len() - before) as u64;
-    }
-
-    /// Ends the connection: holes become gaps, the analyzer flushes.
-    pub fn finish(mut self, budget: &mut Budget) -> (Connection, Vec<Exchange>, Option<String>) {
-        let mut ex = Vec::new();
+    /// Ends the connection: holes become gaps; then its TCP side goes to the
+    /// protocol half whole (`End`).
+    pub fn finish(mut self, budget: &mut Budget, ev: &mut Events) {
+        let slot = self.slot;
         for d in [Direction::ToServer, Direction::ToClient] {
-            let Flow { reasm, proto, .. } = &mut self;
-            reasm[idx(d)].flush(budget, &mut |c| feed(proto, d, c, &mut ex));
+            self.reasm[idx(d)].flush(budget, &mut |c| ev.chunk(slot, d, c));
         }
-        self.proto.drain_exchanges(&mut ex);
-        ex.extend(self.proto.finish());
-        self.conn.exchanges += ex.len() as u64;
-        self.note_protocol();
-        let err = self.proto.error().map(str::to_string);
-        (self.conn, ex, err)
-    }
-
-    fn note_protocol(&mut self) {
-        self.conn.protocol = self.proto.protocol();
-        if let Some(f) = self.proto.tls_facts() {
-            self.conn.tls = true;
-            self.conn.tls_facts = Some(f.clone());
-        }
-    }
-}
-
-/// Hands one reassembled chunk of direction `d` to the protocol layer.
-fn feed(proto: &mut Sniffer, d: Direction, c: Chunk, out: &mut Vec<Exchange>) {
-    match c {
-        Chunk::Data {
-            data,
-            at_us,
-            packet,
-        } => proto.on_data_into(d, data, at_us, packet, out),
-        Chunk::Gap(n) => proto.on_gap(d, n),
+        ev.list.push(StreamEvent::End {
+            slot,
+            conn: Box::new(self.conn),
+        });
     }
 }

@@ -3,18 +3,23 @@
 
 mod analysis;
 mod conn;
+mod events;
+mod streams;
+mod tcp;
 mod window;
 
 use crate::decode::{decode_tcp, Skip, TcpPacket};
 use crate::packet::{LinkType, Packet};
 use crate::reassembly::Budget;
-use conn::Flow;
-use std::collections::{HashMap, HashSet, VecDeque};
+use events::Events;
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::net::SocketAddr;
-use whyslow_model::{Connection, Exchange, Timeline};
+use whyslow_model::Timeline;
 
 pub use analysis::{seq_gt, seq_lt};
+pub(crate) use events::Events as StreamEvents;
+pub use streams::Streams;
+pub(crate) use tcp::TcpFlows;
 pub(crate) use window::SERVICE_SAMPLE;
 pub use window::{Window, DEFAULT_WINDOW_EXCHANGES, MIN_WINDOW_EXCHANGES};
 
@@ -208,95 +213,68 @@ fn key(a: SocketAddr, b: SocketAddr) -> Key {
 }
 
 /// Streaming flow table: push packets in capture order, then `finish`.
+///
+/// Two halves: `TcpFlows` rebuilds connections and their in-order bytes,
+/// `Streams` runs each connection's protocol analyzer and keeps what ends.
+/// Here they run one after the other on each packet; `analyze` runs them on
+/// two threads (`halves`).
 pub struct FlowTable {
-    limits: Limits,
-    flows: HashMap<Key, Flow, FlowHashState>,
-    /// Flows that were closed when last seen: eviction candidates, oldest first.
-    closed: VecDeque<Key>,
-    /// Keys of connections closed and handed on, newest last (at most
-    /// `RECENTLY_RETIRED`), with the id they had: their late packets are not
-    /// taken for new connections.
-    retired: HashMap<Key, u32, FlowHashState>,
-    retired_order: VecDeque<(Key, u32)>,
-    /// Every flow (key, connection id, last seen when queued), oldest first:
-    /// the idle ones to evict when none is closed, found without a walk
-    /// over every flow (see `evict`).
-    ages: VecDeque<(Key, u32, u64)>,
-    budget: Budget,
-    next_connection: u32,
-    next_exchange: u32,
-    connections: Vec<Connection>,
-    exchanges: Vec<Exchange>,
-    /// Windowed: the connections of `exchanges`, kept as they are added, so
-    /// that a cut need not walk every exchange to find them.
-    waiting: foldhash::HashSet<u32>,
-    /// Ports of the service under investigation, once decided (windowed).
-    front: Option<Vec<u16>>,
-    /// Exchanges waiting that are requests of the service.
-    front_waiting: usize,
-    /// Capacity of the last window's vector (see `make_room`).
-    room: usize,
-    /// Exchanges completed by the packet being pushed (reused buffer).
-    scratch: Vec<Exchange>,
-    counters: Counters,
-    errors: Vec<String>,
-    errors_dropped: u64,
-    /// Server ports of connections whose SYN was seen: which side of a
-    /// connection first seen mid-stream is the server.
-    listeners: HashSet<u16>,
-    /// Windows are taken as it goes (`take_window`): nothing is left out,
-    /// and `max_exchanges`/`max_connections` do not apply.
-    windowed: bool,
+    tcp: TcpFlows,
+    streams: Streams,
+    /// What the TCP half told about the packet being pushed (reused buffer).
+    events: Events,
 }
 
 impl FlowTable {
     pub fn new(limits: Limits) -> Self {
+        Self::with(limits, false)
+    }
+
+    /// A table whose exchanges and connections are taken in windows.
+    pub fn windowed(limits: Limits) -> Self {
+        Self::with(limits, true)
+    }
+
+    fn with(limits: Limits, windowed: bool) -> Self {
         let budget = Budget {
             held: 0,
             max_total: limits.max_held_bytes_total,
             events: 0,
             max_events: limits.max_events_total,
+            released: Default::default(),
         };
+        let released = budget.released.clone();
         FlowTable {
-            listeners: limits.listening.iter().copied().collect(),
-            limits,
-            flows: HashMap::with_hasher(FlowHashState::new()),
-            closed: VecDeque::new(),
-            retired: HashMap::with_hasher(FlowHashState::new()),
-            retired_order: VecDeque::new(),
-            ages: VecDeque::new(),
-            budget,
-            next_connection: 0,
-            next_exchange: 0,
-            connections: Vec::new(),
-            exchanges: Vec::new(),
-            waiting: Default::default(),
-            front: None,
-            front_waiting: 0,
-            room: 0,
-            scratch: Vec::new(),
-            counters: Counters::default(),
-            errors: Vec::new(),
-            errors_dropped: 0,
-            windowed: false,
+            streams: Streams::new(limits.clone(), released, windowed),
+            tcp: TcpFlows::new(limits, budget),
+            events: Events::default(),
         }
     }
 
-    /// A table whose exchanges and connections are taken in windows.
-    pub fn windowed(limits: Limits) -> Self {
-        FlowTable {
-            windowed: true,
-            ..FlowTable::new(limits)
-        }
+    /// The two halves, to run on two threads: whatever the TCP half writes
+    /// to a `StreamEvents` goes, in order, to the protocol half's `apply`.
+    pub(crate) fn halves(&mut self) -> (&mut TcpFlows, &mut Streams) {
+        (&mut self.tcp, &mut self.streams)
+    }
+
+    /// The protocol half: windows are cut from it.
+    pub fn streams(&mut self) -> &mut Streams {
+        &mut self.streams
     }
 
     pub fn counters(&self) -> Counters {
-        self.counters
+        let s = self.streams.counters;
+        Counters {
+            connections_dropped: s.connections_dropped,
+            exchanges_seen: s.exchanges_seen,
+            exchanges_dropped: s.exchanges_dropped,
+            ..self.tcp.counters
+        }
     }
 
     /// Protocol parse errors met so far ("connection 3 (a → b): ...").
     pub fn errors(&self) -> &[String] {
-        &self.errors
+        &self.streams.errors
     }
 
     /// Decodes and accounts one captured packet.
@@ -326,219 +304,22 @@ impl FlowTable {
         at_us: u64,
         number: u64,
     ) {
-        self.counters.packets += 1;
-        if cut {
-            self.counters.truncated_packets += 1;
-        }
-        match tcp {
-            Ok(tcp) => self.push_tcp(&tcp, at_us, number),
-            Err(Skip::NotTcp) | Err(Skip::Cut) => self.counters.non_tcp += 1,
-        }
+        self.tcp
+            .push_decoded(tcp, cut, at_us, number, &mut self.events);
+        self.streams.apply(&mut self.events);
     }
 
     /// Accounts one decoded TCP segment (`number`: 1-based packet number).
     pub fn push_tcp(&mut self, tcp: &TcpPacket, at_us: u64, number: u64) {
-        self.counters.tcp_packets += 1;
-        let k = key(tcp.src, tcp.dst);
-        // Common case, one lookup: a packet of a flow already tracked.
-        if let Some(f) = self.flows.get_mut(&k) {
-            if !f.is_new_syn(tcp) {
-                let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
-                let was_closed = f.is_closed();
-                f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
-                let port = f.conn.server.port();
-                if !was_closed && f.is_closed() {
-                    self.note_closed(k);
-                }
-                self.add_exchanges(out, from, port);
-                return;
-            }
-        }
-        if !tcp.syn && self.retired.contains_key(&k) {
-            self.counters.late_packets += 1;
-            return;
-        }
-        // A new flow, or a new SYN on a tracked 4-tuple (port reuse).
-        if let Some(old) = self.flows.remove(&k) {
-            self.retire(old);
-        }
-        if self.flows.len() >= self.limits.max_flows {
-            self.evict();
-        }
-        let id = self.next_connection;
-        self.next_connection = self.next_connection.saturating_add(1);
-        self.counters.connections_seen += 1;
-        if tcp.syn {
-            let server = if tcp.ack_flag { tcp.src } else { tcp.dst };
-            self.listeners.insert(server.port());
-        }
-        let mut f = Flow::new(id, tcp, at_us, &self.listeners, &self.limits);
-        let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
-        f.push(tcp, at_us, number, &self.limits, &mut self.budget, &mut out);
-        if f.is_closed() {
-            self.note_closed(k);
-        }
-        self.note_age(k, id, at_us);
-        let port = f.conn.server.port();
-        self.flows.insert(k, f);
-        self.add_exchanges(out, from, port);
-    }
-
-    fn note_closed(&mut self, k: Key) {
-        self.closed.push_back(k);
-        while self.closed.len() > MAX_CLOSED_FLOWS {
-            let Some(old) = self.closed.pop_front() else {
-                break;
-            };
-            // Stale entries (reopened, evicted) are skipped.
-            if !self.flows.get(&old).is_some_and(Flow::is_closed) {
-                continue;
-            }
-            if let Some(f) = self.flows.remove(&old) {
-                self.remember_retired(old, f.conn.id);
-                self.retire(f);
-            }
-        }
-    }
-
-    fn remember_retired(&mut self, k: Key, id: u32) {
-        if self.retired_order.len() >= RECENTLY_RETIRED {
-            if let Some((gone, gone_id)) = self.retired_order.pop_front() {
-                if self.retired.get(&gone) == Some(&gone_id) {
-                    self.retired.remove(&gone);
-                }
-            }
-        }
-        self.retired.insert(k, id);
-        self.retired_order.push_back((k, id));
-    }
-
-    /// Closes a closed flow if there is one (oldest closed first), else the
-    /// one idle longest. The queue keeps this O(1) when most flows end
-    /// normally, as in captures of many short connections.
-    fn evict(&mut self) {
-        let mut victim = None;
-        while let Some(k) = self.closed.pop_front() {
-            if self.flows.get(&k).is_some_and(Flow::is_closed) {
-                victim = Some(k);
-                break;
-            }
-        }
-        let victim = victim.or_else(|| self.idlest());
-        if let Some(f) = victim.and_then(|k| self.flows.remove(&k)) {
-            self.counters.evicted_flows += 1;
-            self.retire(f);
-        }
-    }
-
-    fn note_age(&mut self, k: Key, id: u32, at_us: u64) {
-        if self.ages.len() >= 2 * self.limits.max_flows.max(1) {
-            // Entries of flows gone (port reuse) pile up: drop them.
-            let flows = &self.flows;
-            self.ages
-                .retain(|(k, id, _)| flows.get(k).is_some_and(|f| f.conn.id == *id));
-        }
-        self.ages.push_back((k, id, at_us));
-    }
-
-    /// The flow idle longest, nearly: the oldest in the queue that was not
-    /// seen since it was queued; one seen since goes to the back (a second
-    /// chance). Each requeue follows a packet of that flow, so the cost per
-    /// packet stays constant, where a walk over every flow would make a
-    /// flood of new connections quadratic.
-    fn idlest(&mut self) -> Option<Key> {
-        while let Some((k, id, queued)) = self.ages.pop_front() {
-            let Some(f) = self.flows.get(&k).filter(|f| f.conn.id == id) else {
-                continue; // gone
-            };
-            if f.last_seen_us > queued {
-                let seen = f.last_seen_us;
-                self.ages.push_back((k, id, seen));
-                continue;
-            }
-            return Some(k);
-        }
-        None
-    }
-
-    fn retire(&mut self, f: Flow) {
-        let (conn, mut ex, err) = f.finish(&mut self.budget);
-        if let Some(e) = err {
-            let msg = format!(
-                "connection {} ({} → {}): {e}",
-                conn.id, conn.client, conn.server
-            );
-            if self.errors.len() < MAX_ERRORS {
-                self.errors.push(msg);
-            } else {
-                self.errors_dropped += 1;
-            }
-        }
-        let port = conn.server.port();
-        if self.keeps_connection(conn.id) {
-            self.connections.push(conn);
-        } else {
-            self.counters.connections_dropped += 1;
-            let events = conn.segments.len() + conn.acks.len();
-            self.budget.events = self.budget.events.saturating_sub(events);
-        }
-        let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
-        out.append(&mut ex);
-        self.add_exchanges(out, from, port);
-    }
-
-    /// Connections are kept in the order they were opened (ids are given
-    /// then), so the timeline holds the first `max_connections` of them.
-    fn keeps_connection(&self, id: u32) -> bool {
-        self.windowed || (id as usize) < self.limits.max_connections
-    }
-
-    /// Numbers and keeps (within the limits) the exchanges of `out` from
-    /// `from` on, which `sink` handed out; `port`: their server's.
-    fn add_exchanges(&mut self, mut out: Vec<Exchange>, from: usize, port: u16) {
-        if self.windowed {
-            if self.front.as_ref().is_some_and(|f| f.contains(&port)) {
-                self.front_waiting += out.len() - from;
-            }
-            for e in &mut out[from..] {
-                e.id = self.next_exchange;
-                self.next_exchange = self.next_exchange.saturating_add(1);
-            }
-            window::add_connections(&mut self.waiting, &out[from..]);
-            self.counters.exchanges_seen += (out.len() - from) as u64;
-            self.exchanges = out;
-            return;
-        }
-        for mut e in out.drain(..) {
-            e.id = self.next_exchange;
-            self.next_exchange = self.next_exchange.saturating_add(1);
-            self.counters.exchanges_seen += 1;
-            if self.exchanges.len() < self.limits.max_exchanges
-                && self.keeps_connection(e.connection)
-            {
-                self.exchanges.push(e);
-            } else {
-                self.counters.exchanges_dropped += 1;
-            }
-        }
-        self.scratch = out;
+        self.tcp.push_tcp(tcp, at_us, number, &mut self.events);
+        self.streams.apply(&mut self.events);
     }
 
     /// Ends every open flow (end of capture). Errors then include theirs.
     pub fn close_all(&mut self) {
-        self.closed.clear();
-        let mut open: Vec<Flow> = self.flows.drain().map(|(_, f)| f).collect();
-        open.sort_by_key(|f| f.conn.id);
-        for f in open {
-            self.retire(f);
-        }
-        if self.errors_dropped > 0 {
-            self.errors.push(format!(
-                "… and {} more protocol errors",
-                self.errors_dropped
-            ));
-            self.errors_dropped = 0;
-        }
+        self.tcp.close_all(&mut self.events);
+        self.streams.apply(&mut self.events);
+        self.streams.note_errors_dropped();
     }
 
     /// The timeline: connections by id (tshark's tcp.stream order), exchanges
@@ -550,28 +331,6 @@ impl FlowTable {
     /// As `finish`, leaving the table's counters and errors to read.
     pub fn take_timeline(&mut self) -> Timeline {
         self.close_all();
-        let mut t = Timeline {
-            connections: std::mem::take(&mut self.connections),
-            exchanges: std::mem::take(&mut self.exchanges),
-        };
-        t.sort();
-        t
-    }
-}
-
-/// Where a flow's new exchanges go, and how many the vector holds before
-/// them. A windowed table keeps every exchange, so the analyzers append to
-/// the window itself: each exchange is moved once fewer.
-fn sink(
-    windowed: bool,
-    exchanges: &mut Vec<Exchange>,
-    scratch: &mut Vec<Exchange>,
-) -> (Vec<Exchange>, usize) {
-    if windowed {
-        let out = std::mem::take(exchanges);
-        let from = out.len();
-        (out, from)
-    } else {
-        (std::mem::take(scratch), 0)
+        self.streams.take_timeline()
     }
 }

@@ -12,8 +12,9 @@
 //!   (one that started at T or later): such requests are held back too,
 //!   which moves T earlier, until nothing changes.
 
-use super::FlowTable;
+use super::streams::{Stream, Streams};
 use foldhash::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use whyslow_model::{Connection, Exchange, Timeline};
 
 /// Exchanges of one window at most, by default: ~10 MB of exchanges at
@@ -85,7 +86,7 @@ fn closed_cut(exchanges: &[Exchange], mut cut: u64, front: impl Fn(&Exchange) ->
     0
 }
 
-impl FlowTable {
+impl Streams {
     /// Enough finished exchanges or connections wait for a window (or,
     /// before the service is decided, to decide it).
     pub fn window_ready(&self) -> bool {
@@ -142,10 +143,9 @@ impl FlowTable {
         };
         let ids = &self.waiting;
         t.connections.extend(
-            self.flows
-                .values()
-                .filter(|f| ids.contains(&f.conn.id))
-                .map(|f| f.header()),
+            self.open()
+                .filter(|s| ids.contains(&s.header.id))
+                .map(Stream::header),
         );
         t.sort();
         t
@@ -166,10 +166,9 @@ impl FlowTable {
             let is_front =
                 |e: &Exchange| port.get(&e.connection).is_some_and(|p| front.contains(p));
             let open = self
-                .flows
-                .values()
-                .filter(|f| front.contains(&f.conn.server.port()))
-                .filter_map(|f| f.open_since())
+                .open()
+                .filter(|s| front.contains(&s.header.server.port()))
+                .filter_map(Stream::open_since)
                 .min();
             closed_cut(&self.exchanges, open.unwrap_or(u64::MAX), is_front)
         };
@@ -234,7 +233,7 @@ impl FlowTable {
     /// Server port of every connection with an exchange waiting.
     fn server_ports(&self) -> HashMap<u32, u16> {
         let ids = &self.waiting;
-        let open = self.flows.values().map(|f| &f.conn);
+        let open = self.open().map(|s| &s.header);
         self.connections
             .iter()
             .chain(open)
@@ -252,7 +251,7 @@ impl FlowTable {
             .partition(|c| !held.contains(&c.id));
         self.connections = kept;
         let events: usize = out.iter().map(|c| c.segments.len() + c.acks.len()).sum();
-        self.budget.events = self.budget.events.saturating_sub(events);
+        self.released.fetch_add(events, Ordering::Relaxed);
         out
     }
 
@@ -271,10 +270,9 @@ impl FlowTable {
             return Default::default();
         }
         let open = self
-            .flows
-            .values()
-            .filter(|f| missing.contains(&f.conn.id))
-            .map(|f| f.header());
+            .open()
+            .filter(|s| missing.contains(&s.header.id))
+            .map(Stream::header);
         let ended = self
             .connections
             .iter()
@@ -342,7 +340,8 @@ mod tests {
             window_exchanges: 8,
             ..Default::default()
         };
-        let mut table = FlowTable::windowed(limits);
+        let mut whole = super::super::FlowTable::windowed(limits);
+        let table = whole.streams();
         table.exchanges = (0..10).map(|i| ex(1, i, i + 1, i + 2)).collect();
         table.waiting = connections_of(&table.exchanges);
         table.set_front(&[]);

@@ -1,0 +1,276 @@
+//! The protocol half of the flow table: each open connection's analyzer
+//! (`Sniffer`), fed the in-order bytes the TCP half hands on; the exchanges
+//! they complete, numbered; the connections that ended, with what their
+//! bytes said. Windows are cut from what it holds (`window`).
+
+use super::events::{Events, StreamEvent};
+use super::{window, Counters, Limits, MAX_ERRORS};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use whyslow_model::{Connection, Exchange, Timeline};
+use whyslow_proto::{Sniffer, Start, StreamAnalyzer};
+
+/// One open connection, as the protocol half knows it.
+pub(super) struct Stream {
+    /// Who it is (`window::header`): no events, counters or handshake.
+    pub header: Connection,
+    pub proto: Sniffer,
+    /// Exchanges handed on so far.
+    exchanges: u64,
+}
+
+impl Stream {
+    /// Who and what the connection is, for a window that carries some of its
+    /// exchanges before it ends: no events, counters or handshake, which
+    /// come once, with the whole connection, in the window where it ends.
+    pub fn header(&self) -> Connection {
+        let mut h = self.header.clone();
+        h.protocol = self.proto.protocol();
+        h.tls = self.proto.tls_facts().is_some();
+        h
+    }
+
+    /// First-byte time of the oldest request on this connection not yet
+    /// handed out as an exchange (see `StreamAnalyzer::open_since`).
+    pub fn open_since(&self) -> Option<u64> {
+        self.proto.open_since()
+    }
+}
+
+pub struct Streams {
+    pub(super) limits: Limits,
+    /// Open connections by the slot the TCP half gave them.
+    pub(super) slots: Vec<Option<Stream>>,
+    pub(super) next_exchange: u32,
+    pub(super) connections: Vec<Connection>,
+    pub(super) exchanges: Vec<Exchange>,
+    /// Windowed: the connections of `exchanges`, kept as they are added, so
+    /// that a cut need not walk every exchange to find them.
+    pub(super) waiting: foldhash::HashSet<u32>,
+    /// Ports of the service under investigation, once decided (windowed).
+    pub(super) front: Option<Vec<u16>>,
+    /// Exchanges waiting that are requests of the service.
+    pub(super) front_waiting: usize,
+    /// Capacity of the last window's vector (see `make_room`).
+    pub(super) room: usize,
+    /// Exchanges completed by the chunk being fed (reused buffer).
+    scratch: Vec<Exchange>,
+    /// Exchange and dropped-connection counters (the packet ones are the
+    /// TCP half's).
+    pub(super) counters: Counters,
+    pub(super) errors: Vec<String>,
+    errors_dropped: u64,
+    /// Events of connections taken in a window, given back to the TCP
+    /// half's budget (`Budget::released`).
+    pub(super) released: Arc<AtomicUsize>,
+    /// Windows are taken as it goes (`take_window`): nothing is left out,
+    /// and `max_exchanges`/`max_connections` do not apply.
+    pub(super) windowed: bool,
+}
+
+impl Streams {
+    pub(super) fn new(limits: Limits, released: Arc<AtomicUsize>, windowed: bool) -> Self {
+        Streams {
+            limits,
+            slots: Vec::new(),
+            next_exchange: 0,
+            connections: Vec::new(),
+            exchanges: Vec::new(),
+            waiting: Default::default(),
+            front: None,
+            front_waiting: 0,
+            room: 0,
+            scratch: Vec::new(),
+            counters: Counters::default(),
+            errors: Vec::new(),
+            errors_dropped: 0,
+            released,
+            windowed,
+        }
+    }
+
+    /// The open connections.
+    pub(super) fn open(&self) -> impl Iterator<Item = &Stream> {
+        self.slots.iter().flatten()
+    }
+
+    /// Takes in what the TCP half told, in order, leaving `events` empty.
+    pub(crate) fn apply(&mut self, events: &mut Events) {
+        let Events { list, bytes } = events;
+        for e in list.drain(..) {
+            match e {
+                StreamEvent::Open {
+                    slot,
+                    id,
+                    client,
+                    server,
+                    at_us,
+                    mid_stream,
+                } => {
+                    let start = match mid_stream {
+                        true => Start::MidStream,
+                        false => Start::Beginning,
+                    };
+                    let keys = self.limits.keylog.clone();
+                    let stream = Stream {
+                        header: Connection::new(id, client, server, at_us),
+                        proto: Sniffer::with_keys(id, server.port(), start, keys),
+                        exchanges: 0,
+                    };
+                    let i = slot as usize;
+                    if self.slots.len() <= i {
+                        self.slots.resize_with(i + 1, || None);
+                    }
+                    self.slots[i] = Some(stream);
+                }
+                StreamEvent::Data {
+                    slot,
+                    direction,
+                    bytes: range,
+                    at_us,
+                    packet,
+                } => {
+                    let data = &bytes[range];
+                    self.feed(slot, |p, out| {
+                        p.on_data_into(direction, data, at_us, packet, out)
+                    });
+                }
+                StreamEvent::Gap {
+                    slot,
+                    direction,
+                    len,
+                } => self.feed(slot, |p, _| p.on_gap(direction, len)),
+                StreamEvent::End { slot, conn } => self.retire(slot, *conn),
+            }
+        }
+        bytes.clear();
+    }
+
+    /// Runs `f` on the analyzer of `slot` and takes the exchanges it completed.
+    fn feed(&mut self, slot: u32, f: impl FnOnce(&mut Sniffer, &mut Vec<Exchange>)) {
+        let Some(Some(s)) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
+        f(&mut s.proto, &mut out);
+        s.proto.drain_exchanges(&mut out);
+        s.exchanges += (out.len() - from) as u64;
+        let port = s.header.server.port();
+        self.add_exchanges(out, from, port);
+    }
+
+    /// A connection ended: its analyzer flushes, and it joins those waiting
+    /// with what its bytes said.
+    fn retire(&mut self, slot: u32, mut conn: Connection) {
+        let Some(mut s) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
+            return;
+        };
+        let mut ex = Vec::new();
+        s.proto.drain_exchanges(&mut ex);
+        ex.extend(s.proto.finish());
+        conn.exchanges = s.exchanges + ex.len() as u64;
+        conn.protocol = s.proto.protocol();
+        if let Some(f) = s.proto.tls_facts() {
+            conn.tls = true;
+            conn.tls_facts = Some(f.clone());
+        }
+        if let Some(e) = s.proto.error() {
+            let msg = format!(
+                "connection {} ({} → {}): {e}",
+                conn.id, conn.client, conn.server
+            );
+            if self.errors.len() < MAX_ERRORS {
+                self.errors.push(msg);
+            } else {
+                self.errors_dropped += 1;
+            }
+        }
+        let port = conn.server.port();
+        if self.keeps_connection(conn.id) {
+            self.connections.push(conn);
+        } else {
+            self.counters.connections_dropped += 1;
+            let events = conn.segments.len() + conn.acks.len();
+            self.released.fetch_add(events, Ordering::Relaxed);
+        }
+        let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
+        out.append(&mut ex);
+        self.add_exchanges(out, from, port);
+    }
+
+    /// Connections are kept in the order they were opened (ids are given
+    /// then), so the timeline holds the first `max_connections` of them.
+    fn keeps_connection(&self, id: u32) -> bool {
+        self.windowed || (id as usize) < self.limits.max_connections
+    }
+
+    /// Numbers and keeps (within the limits) the exchanges of `out` from
+    /// `from` on, which `sink` handed out; `port`: their server's.
+    fn add_exchanges(&mut self, mut out: Vec<Exchange>, from: usize, port: u16) {
+        if self.windowed {
+            if self.front.as_ref().is_some_and(|f| f.contains(&port)) {
+                self.front_waiting += out.len() - from;
+            }
+            for e in &mut out[from..] {
+                e.id = self.next_exchange;
+                self.next_exchange = self.next_exchange.saturating_add(1);
+            }
+            window::add_connections(&mut self.waiting, &out[from..]);
+            self.counters.exchanges_seen += (out.len() - from) as u64;
+            self.exchanges = out;
+            return;
+        }
+        for mut e in out.drain(..) {
+            e.id = self.next_exchange;
+            self.next_exchange = self.next_exchange.saturating_add(1);
+            self.counters.exchanges_seen += 1;
+            if self.exchanges.len() < self.limits.max_exchanges
+                && self.keeps_connection(e.connection)
+            {
+                self.exchanges.push(e);
+            } else {
+                self.counters.exchanges_dropped += 1;
+            }
+        }
+        self.scratch = out;
+    }
+
+    /// After the last connection ended: the count of errors not kept.
+    pub(crate) fn note_errors_dropped(&mut self) {
+        if self.errors_dropped > 0 {
+            self.errors.push(format!(
+                "… and {} more protocol errors",
+                self.errors_dropped
+            ));
+            self.errors_dropped = 0;
+        }
+    }
+
+    /// The timeline: connections by id (tshark's tcp.stream order), exchanges
+    /// by request start.
+    pub(super) fn take_timeline(&mut self) -> Timeline {
+        let mut t = Timeline {
+            connections: std::mem::take(&mut self.connections),
+            exchanges: std::mem::take(&mut self.exchanges),
+        };
+        t.sort();
+        t
+    }
+}
+
+/// Where a connection's new exchanges go, and how many the vector holds
+/// before them. A windowed table keeps every exchange, so the analyzers
+/// append to the window itself: each exchange is moved once fewer.
+fn sink(
+    windowed: bool,
+    exchanges: &mut Vec<Exchange>,
+    scratch: &mut Vec<Exchange>,
+) -> (Vec<Exchange>, usize) {
+    if windowed {
+        let out = std::mem::take(exchanges);
+        let from = out.len();
+        (out, from)
+    } else {
+        (std::mem::take(scratch), 0)
+    }
+}

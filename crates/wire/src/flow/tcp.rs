@@ -1,0 +1,215 @@
+//! The TCP half of the flow table: packets → connections (ids in the order
+//! they were first seen, Wireshark-style analysis, reassembly), with the
+//! bounds on open flows. What it rebuilds in order goes to the protocol
+//! half as `Events`.
+
+use super::conn::Flow;
+use super::events::Events;
+use super::{key, Counters, FlowHashState, Key, Limits, MAX_CLOSED_FLOWS, RECENTLY_RETIRED};
+use crate::decode::{Skip, TcpPacket};
+use crate::reassembly::Budget;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+pub(crate) struct TcpFlows {
+    limits: Limits,
+    flows: HashMap<Key, Flow, FlowHashState>,
+    /// Flows that were closed when last seen: eviction candidates, oldest first.
+    closed: VecDeque<Key>,
+    /// Keys of connections closed and handed on, newest last (at most
+    /// `RECENTLY_RETIRED`), with the id they had: their late packets are not
+    /// taken for new connections.
+    retired: HashMap<Key, u32, FlowHashState>,
+    retired_order: VecDeque<(Key, u32)>,
+    /// Every flow (key, connection id, last seen when queued), oldest first:
+    /// the idle ones to evict when none is closed, found without a walk
+    /// over every flow (see `evict`).
+    ages: VecDeque<(Key, u32, u64)>,
+    budget: Budget,
+    next_connection: u32,
+    /// Slots of the protocol half free for the next connection, and the
+    /// next never used.
+    free_slots: Vec<u32>,
+    next_slot: u32,
+    /// Packet and connection counters (the exchange ones are the other half's).
+    pub(super) counters: Counters,
+    /// Server ports of connections whose SYN was seen: which side of a
+    /// connection first seen mid-stream is the server.
+    listeners: HashSet<u16>,
+}
+
+impl TcpFlows {
+    pub(super) fn new(limits: Limits, budget: Budget) -> Self {
+        TcpFlows {
+            listeners: limits.listening.iter().copied().collect(),
+            limits,
+            flows: HashMap::with_hasher(FlowHashState::new()),
+            closed: VecDeque::new(),
+            retired: HashMap::with_hasher(FlowHashState::new()),
+            retired_order: VecDeque::new(),
+            ages: VecDeque::new(),
+            budget,
+            next_connection: 0,
+            free_slots: Vec::new(),
+            next_slot: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// As `FlowTable::push_decoded`, telling `ev` what the packet did.
+    pub(crate) fn push_decoded(
+        &mut self,
+        tcp: Result<TcpPacket, Skip>,
+        cut: bool,
+        at_us: u64,
+        number: u64,
+        ev: &mut Events,
+    ) {
+        self.counters.packets += 1;
+        if cut {
+            self.counters.truncated_packets += 1;
+        }
+        match tcp {
+            Ok(tcp) => self.push_tcp(&tcp, at_us, number, ev),
+            Err(Skip::NotTcp) | Err(Skip::Cut) => self.counters.non_tcp += 1,
+        }
+    }
+
+    /// Accounts one decoded TCP segment (`number`: 1-based packet number).
+    pub(crate) fn push_tcp(&mut self, tcp: &TcpPacket, at_us: u64, number: u64, ev: &mut Events) {
+        self.counters.tcp_packets += 1;
+        let k = key(tcp.src, tcp.dst);
+        // Common case, one lookup: a packet of a flow already tracked.
+        if let Some(f) = self.flows.get_mut(&k) {
+            if !f.is_new_syn(tcp) {
+                let was_closed = f.is_closed();
+                f.push(tcp, at_us, number, &self.limits, &mut self.budget, ev);
+                if !was_closed && f.is_closed() {
+                    self.note_closed(k, ev);
+                }
+                return;
+            }
+        }
+        if !tcp.syn && self.retired.contains_key(&k) {
+            self.counters.late_packets += 1;
+            return;
+        }
+        // A new flow, or a new SYN on a tracked 4-tuple (port reuse).
+        if let Some(old) = self.flows.remove(&k) {
+            self.retire(old, ev);
+        }
+        if self.flows.len() >= self.limits.max_flows {
+            self.evict(ev);
+        }
+        let id = self.next_connection;
+        self.next_connection = self.next_connection.saturating_add(1);
+        self.counters.connections_seen += 1;
+        if tcp.syn {
+            let server = if tcp.ack_flag { tcp.src } else { tcp.dst };
+            self.listeners.insert(server.port());
+        }
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.next_slot += 1;
+            self.next_slot - 1
+        });
+        let mut f = Flow::new(id, slot, tcp, at_us, &self.listeners, ev);
+        f.push(tcp, at_us, number, &self.limits, &mut self.budget, ev);
+        let closed = f.is_closed();
+        self.flows.insert(k, f);
+        if closed {
+            self.note_closed(k, ev);
+        }
+        self.note_age(k, id, at_us);
+    }
+
+    fn note_closed(&mut self, k: Key, ev: &mut Events) {
+        self.closed.push_back(k);
+        while self.closed.len() > MAX_CLOSED_FLOWS {
+            let Some(old) = self.closed.pop_front() else {
+                break;
+            };
+            // Stale entries (reopened, evicted) are skipped.
+            if !self.flows.get(&old).is_some_and(Flow::is_closed) {
+                continue;
+            }
+            if let Some(f) = self.flows.remove(&old) {
+                self.remember_retired(old, f.conn.id);
+                self.retire(f, ev);
+            }
+        }
+    }
+
+    fn remember_retired(&mut self, k: Key, id: u32) {
+        if self.retired_order.len() >= RECENTLY_RETIRED {
+            if let Some((gone, gone_id)) = self.retired_order.pop_front() {
+                if self.retired.get(&gone) == Some(&gone_id) {
+                    self.retired.remove(&gone);
+                }
+            }
+        }
+        self.retired.insert(k, id);
+        self.retired_order.push_back((k, id));
+    }
+
+    /// Closes a closed flow if there is one (oldest closed first), else the
+    /// one idle longest. The queue keeps this O(1) when most flows end
+    /// normally, as in captures of many short connections.
+    fn evict(&mut self, ev: &mut Events) {
+        let mut victim = None;
+        while let Some(k) = self.closed.pop_front() {
+            if self.flows.get(&k).is_some_and(Flow::is_closed) {
+                victim = Some(k);
+                break;
+            }
+        }
+        let victim = victim.or_else(|| self.idlest());
+        if let Some(f) = victim.and_then(|k| self.flows.remove(&k)) {
+            self.counters.evicted_flows += 1;
+            self.retire(f, ev);
+        }
+    }
+
+    fn note_age(&mut self, k: Key, id: u32, at_us: u64) {
+        if self.ages.len() >= 2 * self.limits.max_flows.max(1) {
+            // Entries of flows gone (port reuse) pile up: drop them.
+            let flows = &self.flows;
+            self.ages
+                .retain(|(k, id, _)| flows.get(k).is_some_and(|f| f.conn.id == *id));
+        }
+        self.ages.push_back((k, id, at_us));
+    }
+
+    /// The flow idle longest, nearly: the oldest in the queue that was not
+    /// seen since it was queued; one seen since goes to the back (a second
+    /// chance). Each requeue follows a packet of that flow, so the cost per
+    /// packet stays constant, where a walk over every flow would make a
+    /// flood of new connections quadratic.
+    fn idlest(&mut self) -> Option<Key> {
+        while let Some((k, id, queued)) = self.ages.pop_front() {
+            let Some(f) = self.flows.get(&k).filter(|f| f.conn.id == id) else {
+                continue; // gone
+            };
+            if f.last_seen_us > queued {
+                let seen = f.last_seen_us;
+                self.ages.push_back((k, id, seen));
+                continue;
+            }
+            return Some(k);
+        }
+        None
+    }
+
+    fn retire(&mut self, f: Flow, ev: &mut Events) {
+        self.free_slots.push(f.slot);
+        f.finish(&mut self.budget, ev);
+    }
+
+    /// Ends every open flow (end of capture), in the order they opened.
+    pub(crate) fn close_all(&mut self, ev: &mut Events) {
+        self.closed.clear();
+        let mut open: Vec<Flow> = self.flows.drain().map(|(_, f)| f).collect();
+        open.sort_by_key(|f| f.conn.id);
+        for f in open {
+            self.retire(f, ev);
+        }
+    }
+}
