@@ -58,7 +58,7 @@ for _attempt in 1 2 3; do
   secs=$(( secs * MIN_MB * 5 / (4 * (size_mb > 0 ? size_mb : 1)) + 1 ))
 done
 
-cat "$cap" >/dev/null
+settle "$cap"
 decode=(-d "tcp.port==$rport,resp" -d "tcp.port==$pport,pgsql")
 
 echo "== whyslow analyze"

@@ -61,7 +61,7 @@ else
   make_capture
 fi
 
-cat "$cap" >/dev/null # both read it from the page cache
+settle "$cap"
 
 echo "== whyslow analyze"
 read -r w_s w_kb < <(timed "$dir/w" "$bin" analyze "$cap")

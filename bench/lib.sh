@@ -60,12 +60,21 @@ timed() {
   sort -n "$out.times" | awk '{w[NR] = $1; if ($2 > m) m = $2} END {print w[int((NR + 1) / 2)], m}'
 }
 
+# settle CAP: the capture written back to disk (sync), then read into the
+# page cache, so that no tool's timing shares the machine with the writeback
+# of a file just written, and every tool reads it from memory.
+settle() {
+  sync
+  cat "$1" >/dev/null
+}
+
 # flatness BIN CAP PACKETS DIR: whyslow analyze on the first quarter and the
 # first half of the packets (editcap -r): "quarter_s quarter_kb half_s half_kb".
 flatness() {
   local bin=$1 cap=$2 packets=$3 dir=$4 part
   for part in 4 2; do
     editcap -r "$cap" "$dir/part.pcapng" "1-$((packets / part))"
+    settle "$dir/part.pcapng"
     timed "$dir/part$part" "$bin" analyze "$dir/part.pcapng"
   done | tr '\n' ' '
   rm -f "$dir/part.pcapng"
