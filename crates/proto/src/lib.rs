@@ -51,8 +51,8 @@ pub trait StreamAnalyzer {
     /// `at_us`/`packet`: capture time and number of the segment that carried `data`.
     fn on_data(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64);
     /// As `on_data`, then `drain_exchanges` into `out`. An analyzer that
-    /// builds its exchanges in place builds them in `out` itself: an
-    /// exchange is large, and one moved again is a copy.
+    /// builds its exchanges in place (`built_in`) builds them in `out`
+    /// itself: an exchange is large, and one moved again is a copy.
     fn on_data_into(
         &mut self,
         direction: Direction,
@@ -61,8 +61,25 @@ pub trait StreamAnalyzer {
         packet: u64,
         out: &mut Vec<Exchange>,
     ) {
+        let Some(done) = self.built_in() else {
+            self.on_data(direction, data, at_us, packet);
+            self.drain_exchanges(out);
+            return;
+        };
+        // `out` stands in for the analyzer's own vector while it runs,
+        // after what that vector held.
+        hand_over(done, out);
+        std::mem::swap(done, out);
         self.on_data(direction, data, at_us, packet);
-        self.drain_exchanges(out);
+        if let Some(done) = self.built_in() {
+            std::mem::swap(done, out);
+        }
+    }
+    /// The vector an analyzer builds its exchanges in, when they go
+    /// nowhere else (only through `push_exchange`): `on_data_into` lends
+    /// the caller's in its place.
+    fn built_in(&mut self) -> Option<&mut Vec<Exchange>> {
+        None
     }
     /// Bytes missing from the capture in this direction; the analyzer
     /// resynchronizes on a later message boundary, or gives up on the stream.
@@ -99,22 +116,6 @@ pub fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// `on_data_into` for an analyzer whose exchanges go only through
-/// `push_exchange` into `done`: `out` stands in for `done` while it runs,
-/// after what `done` held.
-#[inline]
-pub(crate) fn built_into<A: StreamAnalyzer>(
-    a: &mut A,
-    done: fn(&mut A) -> &mut Vec<Exchange>,
-    out: &mut Vec<Exchange>,
-    on_data: impl FnOnce(&mut A),
-) {
-    hand_over(done(a), out);
-    std::mem::swap(done(a), out);
-    on_data(a);
-    std::mem::swap(done(a), out);
 }
 
 /// Appends a new exchange to `done` and gives it back to be filled in where

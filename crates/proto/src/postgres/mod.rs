@@ -415,20 +415,8 @@ impl StreamAnalyzer for PgAnalyzer {
         }
     }
 
-    fn on_data_into(
-        &mut self,
-        direction: Direction,
-        data: &[u8],
-        at_us: u64,
-        packet: u64,
-        out: &mut Vec<Exchange>,
-    ) {
-        crate::built_into(
-            self,
-            |a| &mut a.done,
-            out,
-            |a| a.on_data(direction, data, at_us, packet),
-        );
+    fn built_in(&mut self) -> Option<&mut Vec<Exchange>> {
+        Some(&mut self.done)
     }
 
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
