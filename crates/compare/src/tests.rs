@@ -114,6 +114,7 @@ fn findings_that_came_and_went() {
         evidence: vec![],
         fix: String::new(),
         background: false,
+        subject: String::new(),
     };
     let mut a = run("diagnose", vec![1, 2, 3]);
     a.findings = vec![f(FindingKind::NagleDelayedAck, 40_000)];

@@ -86,6 +86,7 @@ mod tests {
             }],
             fix: String::new(),
             background: false,
+            subject: String::new(),
         }
     }
 

@@ -64,7 +64,15 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let fix = "keep the first answer for the rest of the request (memoize), or cache data that \
                        rarely changes in the process";
-            hits::finding(FindingKind::DuplicateCalls, Severity::Warning, hits, summary, fix.into())
+            let mut f = hits::finding(
+                FindingKind::DuplicateCalls,
+                Severity::Warning,
+                hits,
+                summary,
+                fix.into(),
+            );
+            f.subject = format!("{server} {shape}");
+            f
         })
         .collect()
 }

@@ -63,6 +63,7 @@ pub fn finding<T>(
             .collect(),
         fix,
         background: false,
+        subject: String::new(),
     }
 }
 

@@ -76,6 +76,7 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
                     .collect(),
                 fix: fix(name).into(),
                 background: false,
+                subject: String::new(),
             }
         })
         .collect()

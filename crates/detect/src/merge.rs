@@ -16,6 +16,9 @@ pub const MAX_EVIDENCE: usize = 20;
 /// first evidence names. Connection ids and packet numbers differ from
 /// window to window and do not name a subject.
 fn subject(f: &Finding) -> String {
+    if !f.subject.is_empty() {
+        return f.subject.clone();
+    }
     f.evidence
         .iter()
         .find_map(|e| match e {
@@ -300,7 +303,24 @@ mod tests {
             }],
             fix: String::new(),
             background: false,
+            subject: String::new(),
         }
+    }
+
+    #[test]
+    fn two_statement_shapes_of_one_server_stay_apart() {
+        let shape = |lost, subject: &str| Finding {
+            kind: FindingKind::NPlusOne,
+            subject: subject.into(),
+            ..finding(lost, 8, "db:5432")
+        };
+        let mut m = MergedFindings::default();
+        m.add(vec![shape(8_000, "db:5432 A"), shape(4_000, "db:5432 B")]);
+        m.add(vec![shape(8_000, "db:5432 A")]);
+        let out = m.finish();
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!((out[0].time_lost_us, out[0].occurrences), (16_000, 16));
+        assert_eq!((out[1].time_lost_us, out[1].occurrences), (4_000, 8));
     }
 
     #[test]

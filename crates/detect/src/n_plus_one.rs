@@ -93,7 +93,9 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let fix =
                 "load them in one call: eager loading (select_related/prefetch_related, includes, \
                        JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline";
-            hits::finding(FindingKind::NPlusOne, severity, hits, summary, fix.into())
+            let mut f = hits::finding(FindingKind::NPlusOne, severity, hits, summary, fix.into());
+            f.subject = format!("{server} {shape}");
+            f
         })
         .collect()
 }

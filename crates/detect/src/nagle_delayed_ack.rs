@@ -140,6 +140,7 @@ fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Find
             .collect(),
         fix: fix.to_string(),
         background: false,
+        subject: String::new(),
     })
 }
 

@@ -76,6 +76,7 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
               with TLS this also saves the TLS handshake"
             .into(),
         background: false,
+        subject: String::new(),
     })
 }
 

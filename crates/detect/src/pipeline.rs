@@ -4,7 +4,7 @@
 
 use crate::attribution;
 use crate::{background, breakdown, calls, sql_summary};
-use whyslow_model::{Finding, SqlSummary, TimeBreakdown, Timeline};
+use whyslow_model::{Finding, ServiceChoice, ServiceHow, SqlSummary, TimeBreakdown, Timeline};
 
 /// How the service under investigation was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,19 @@ pub enum Service {
 }
 
 impl Service {
+    /// As the document says it.
+    pub fn choice(&self) -> ServiceChoice {
+        let how = match self {
+            Service::Given(_) => ServiceHow::Given,
+            Service::Found(_) => ServiceHow::Found,
+            Service::None => ServiceHow::None,
+        };
+        ServiceChoice {
+            ports: self.ports(),
+            how,
+        }
+    }
+
     pub fn ports(&self) -> Vec<u16> {
         match self {
             Service::Given(p) => p.clone(),

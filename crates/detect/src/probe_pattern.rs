@@ -61,6 +61,7 @@ pub fn delayed_ack_finding(requests: &[RequestPhases], url: &str) -> Option<Find
              the usual fix is TCP_NODELAY or one write per message"
         ),
         background: false,
+        subject: String::new(),
     })
 }
 

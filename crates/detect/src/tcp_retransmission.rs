@@ -97,6 +97,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
               retransmission timeouts cost at least 200 ms each"
             .into(),
         background: false,
+        subject: String::new(),
     }])
 }
 

@@ -136,6 +136,7 @@ fn finding(client: IpAddr, server: SocketAddr, hs: &[Handshake]) -> Option<Findi
               keep connections open (keep-alive)"
             .into(),
         background: false,
+        subject: String::new(),
     })
 }
 

@@ -3,11 +3,12 @@
 //! into one answer over every exchange. Only a bounded timeline is kept, as
 //! evidence for `--timeline` and the HTML report.
 
+use crate::attribution;
 use crate::groups::ExchangeGroups;
 use crate::merge::{MergedBreakdowns, MergedFindings, MergedSql};
 use crate::pipeline::{self, Analysis, Service};
 use std::collections::{BTreeSet, HashMap, HashSet};
-use whyslow_model::{CaptureSummary, Timeline};
+use whyslow_model::{CaptureSummary, ExchangeRole, Timeline};
 
 /// How much of the timeline to keep as evidence.
 #[derive(Debug, Clone, Copy)]
@@ -25,9 +26,23 @@ pub struct Keep {
 /// at the peak (measured: 10 MB of a 117 MB peak on a Redis+PostgreSQL file).
 const RESERVED_EVIDENCE: usize = 1 << 20;
 
+/// Which servers a capture's analysis covers.
+#[derive(Debug, Clone, Default)]
+pub enum Scope {
+    /// Every server in the capture (a file from anywhere).
+    #[default]
+    Everything,
+    /// The service and its backing services alone: those in `known` (found
+    /// on the host while capturing) and those whose exchanges nest inside
+    /// the service's requests. A capture of a host's loopback carries other
+    /// programs' traffic too, which is not the service's.
+    ServiceAndBacking { known: Vec<u16> },
+}
+
 /// Results of the windows so far.
 pub struct WholeAnalysis {
     given: Option<Vec<u16>>,
+    scope: Scope,
     service: Option<Service>,
     backing: BTreeSet<u16>,
     findings: MergedFindings,
@@ -40,6 +55,8 @@ pub struct WholeAnalysis {
     kept: HashMap<u32, usize>,
     /// Events on the kept connections.
     events: usize,
+    /// Inbound requests that got their whole response.
+    requests_answered: u64,
 }
 
 /// The merged answer.
@@ -55,9 +72,10 @@ pub struct Whole {
 impl WholeAnalysis {
     /// `given`: the service's ports (`--service`), or None to find it from
     /// the first window.
-    pub fn new(given: Option<&[u16]>, keep: Keep) -> Self {
+    pub fn new(given: Option<&[u16]>, scope: Scope, keep: Keep) -> Self {
         WholeAnalysis {
             given: given.map(<[u16]>::to_vec),
+            scope,
             service: None,
             backing: BTreeSet::new(),
             findings: MergedFindings::default(),
@@ -68,6 +86,7 @@ impl WholeAnalysis {
             evidence: Timeline::default(),
             kept: HashMap::new(),
             events: 0,
+            requests_answered: 0,
         }
     }
 
@@ -94,7 +113,18 @@ impl WholeAnalysis {
             self.front(t, true);
         }
         let service = self.service.clone().unwrap_or(Service::None);
+        if let Scope::ServiceAndBacking { known } = &self.scope {
+            let front = service.ports();
+            let mut servers = attribution::nested_servers(t, &front);
+            servers.extend(front.iter().chain(known));
+            t.retain_servers(&servers);
+        }
         let a = pipeline::analyze_as(t, service);
+        self.requests_answered += t
+            .exchanges
+            .iter()
+            .filter(|e| e.role == ExchangeRole::Inbound && e.response_last_at_us.is_some())
+            .count() as u64;
         self.backing.extend(a.backing);
         self.findings.add(a.findings);
         self.breakdowns.add(a.time_breakdown);
@@ -143,11 +173,21 @@ impl WholeAnalysis {
         self.groups.finish(&mut summary);
         summary.kept_exchanges = self.evidence.exchanges.len() as u64;
         summary.kept_connections = self.evidence.connections.len() as u64;
+        summary.connections_events_cut = self
+            .evidence
+            .connections
+            .iter()
+            .filter(|c| c.events_truncated)
+            .count() as u64;
+        summary.requests_answered = self.requests_answered;
+        let service = self.service.unwrap_or(Service::None);
+        summary.service = service.choice();
+        summary.backing_ports = self.backing.iter().copied().collect();
         let mut evidence = self.evidence;
         evidence.sort();
         Whole {
             analysis: Analysis {
-                service: self.service.unwrap_or(Service::None),
+                service,
                 backing: self.backing.into_iter().collect(),
                 findings: self.findings.finish(),
                 time_breakdown: self.breakdowns.finish(),

@@ -95,6 +95,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
               a slow consumer downstream), or raise its socket receive buffer"
             .into(),
         background: false,
+        subject: String::new(),
     }]
 }
 

@@ -6,6 +6,7 @@
 pub mod counters;
 mod resources;
 mod sampler;
+pub mod sockets;
 
 pub use counters::Counters;
 pub use resources::{resources, RESOURCES};

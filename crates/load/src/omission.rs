@@ -53,6 +53,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Option<Finding> {
               `whyslow diagnose URL --rate R`"
             .into(),
         background: false,
+        subject: String::new(),
     })
 }
 

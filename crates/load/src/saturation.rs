@@ -65,6 +65,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
               machine), or run from several machines and combine with `whyslow merge`."
             .into(),
         background: false,
+        subject: String::new(),
     }]
 }
 

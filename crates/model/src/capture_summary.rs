@@ -28,6 +28,46 @@ pub struct CaptureSummary {
     /// when a request of the service was still open for too long.
     pub windows: u64,
     pub windows_forced: u64,
+    /// The service under investigation and how it was chosen.
+    #[serde(default)]
+    pub service: ServiceChoice,
+    /// Servers (ports) whose exchanges nest inside the service's requests.
+    #[serde(default)]
+    pub backing_ports: Vec<u16>,
+    /// Packets that were not IPv4/IPv6 TCP (ARP, UDP, fragments), and
+    /// packets the capture cut short (snapshot length).
+    #[serde(default)]
+    pub non_tcp_packets: u64,
+    #[serde(default)]
+    pub truncated_packets: u64,
+    /// Kept connections whose per-segment events were cut at
+    /// `--max-events`/`--max-events-total`: TCP findings on them cover the
+    /// events kept.
+    #[serde(default)]
+    pub connections_events_cut: u64,
+    /// Inbound requests of the service that got their whole response.
+    #[serde(default)]
+    pub requests_answered: u64,
+}
+
+/// How the service under investigation was chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceHow {
+    /// Given by the user (`--service`) or the command (diagnose's target).
+    Given,
+    /// Found from the wire: the server whose requests enclose other servers' exchanges.
+    Found,
+    /// No server's requests enclose another's: every exchange stands alone.
+    #[default]
+    None,
+}
+
+/// The service under investigation: its ports, and how they were chosen.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceChoice {
+    pub ports: Vec<u16>,
+    pub how: ServiceHow,
 }
 
 /// One server seen in the capture.

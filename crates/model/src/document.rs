@@ -33,8 +33,9 @@ pub struct DiagnoseDocument {
     pub client: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadResult>,
+    /// The live capture the run took; what it held is the report's `capture`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capture: Option<CaptureInfo>,
+    pub live_capture: Option<CaptureInfo>,
     pub host: HostReport,
 }
 
@@ -50,7 +51,8 @@ pub struct CaptureInfo {
     pub iface: String,
     /// Ports filtered in the kernel; empty: all TCP on the interface.
     pub ports: Vec<u16>,
-    /// Backing services of the target found on this host.
+    /// Backing services the target was connected to on this host (read
+    /// from /proc while the run went on) and those given with `--port`.
     pub backing_ports: Vec<u16>,
     pub packets: u64,
     pub kernel_drops: u64,

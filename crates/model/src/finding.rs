@@ -132,6 +132,13 @@ pub struct Finding {
     /// No inbound request waited for it: reported, never ranked as the cause.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub background: bool,
+    /// What the finding is about beyond its kind, where its evidence does
+    /// not say it alone: "127.0.0.1:5432 SELECT … WHERE id = $1" for one
+    /// statement shape of a server. Findings of one kind and subject from
+    /// several windows of a capture merge into one; empty: the server or
+    /// request its first evidence names.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subject: String,
 }
 
 impl Finding {

@@ -20,7 +20,7 @@ pub mod stats;
 mod timeline;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
-pub use capture_summary::{CaptureSummary, ExchangeGroup, ServerCount};
+pub use capture_summary::{CaptureSummary, ExchangeGroup, ServerCount, ServiceChoice, ServiceHow};
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{
     CaptureInfo, DemoDocument, DemoRow, DiagnoseDocument, LoadDocument, AS_GIVEN, FRESH,

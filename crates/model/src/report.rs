@@ -2,7 +2,7 @@ use crate::{CaptureSummary, Finding, RequestPhases, SqlSummary, TimeBreakdown, T
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to the JSON report (see docs/report-schema.md).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Something whyslow could not examine, and why (no capture privilege, TLS, ...).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +101,7 @@ mod tests {
             evidence: vec![Evidence::Measurement { note: "n".into() }],
             fix: "f".into(),
             background: false,
+            subject: String::new(),
         });
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"kind\":\"nagle_delayed_ack\""));

@@ -4,7 +4,7 @@
 use crate::{breakdown, findings, fmt_ms, sql_summary, timeline};
 use std::fmt::Write;
 use whyslow_model::stats::nearest_rank;
-use whyslow_model::{CaptureInfo, DiagnoseDocument, Report, RequestPhases};
+use whyslow_model::{CaptureInfo, DiagnoseDocument, Report, RequestPhases, Timeline};
 use whyslow_model::{AS_GIVEN, SPLIT_NO_NODELAY};
 
 /// The median reused request of a section (by total), as the typical one;
@@ -42,10 +42,15 @@ pub fn text(doc: &DiagnoseDocument) -> String {
         out.push_str("\nload phase:\n");
         out.push_str(&crate::load::summary(l));
     }
-    if let Some(c) = &doc.capture {
+    if let Some(c) = &doc.live_capture {
         capture_text(&mut out, c);
-        if let Some(t) = &r.timeline {
-            out.push_str(&timeline::summary(t));
+        if let Some(s) = &r.capture {
+            backing_text(&mut out, &union(&c.backing_ports, &s.backing_ports));
+            let none = Timeline::default();
+            out.push_str(&timeline::capture_summary(
+                s,
+                r.timeline.as_ref().unwrap_or(&none),
+            ));
         }
         out.push_str(&breakdown::text(&r.time_breakdown));
         out.push_str(&sql_summary::text(&r.sql_summary));
@@ -121,11 +126,23 @@ fn capture_text(out: &mut String, c: &CaptureInfo) {
         "\ncapture: {} packets on {} ({filter}), {} dropped by the kernel{saved}",
         c.packets, c.iface, c.kernel_drops
     );
-    if !c.backing_ports.is_empty() {
+}
+
+/// Ports in either list, once each, in order.
+fn union(a: &[u16], b: &[u16]) -> Vec<u16> {
+    let mut all: Vec<u16> = a.iter().chain(b).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+fn backing_text(out: &mut String, backing: &[u16]) {
+    if !backing.is_empty() {
+        let ports: Vec<String> = backing.iter().map(|p| p.to_string()).collect();
         let _ = writeln!(
             out,
             "  backing services of the target on this host: ports {}",
-            list(&c.backing_ports)
+            ports.join(", ")
         );
     }
 }

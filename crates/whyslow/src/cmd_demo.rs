@@ -1,7 +1,6 @@
 //! `whyslow demo`: every lab scenario, broken and fixed, diagnosed, with the
 //! before/after table the case studies would have wanted.
 
-use crate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
 use crate::{interrupt_flag, runtime};
 use bytes::Bytes;
 use clap::Args;
@@ -9,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
 use whyslow_compare::run::Run;
+use whyslow_investigate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
 use whyslow_lab::{Scenario, SCENARIOS};
 use whyslow_load::{LoadResultExt, Metric};
 use whyslow_model::{DemoDocument, DemoRow, AS_GIVEN, SCHEMA_VERSION, SPLIT_NO_NODELAY};

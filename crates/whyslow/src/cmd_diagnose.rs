@@ -2,12 +2,12 @@
 
 use crate::cmd_analyze::{LimitArgs, OutputArgs};
 use crate::cmd_probe::{usage, RequestArgs};
-use crate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
 use crate::{interrupt_flag, runtime};
 use clap::Args;
 use std::path::PathBuf;
 use whyslow_check::parse_duration;
 use whyslow_client::ErrorKind;
+use whyslow_investigate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
 use whyslow_report::to_json;
 
 #[derive(Args)]

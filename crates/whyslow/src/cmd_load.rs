@@ -224,26 +224,7 @@ fn default_threads(url: &str) -> usize {
 }
 
 pub fn run_setup(plan: &LoadPlan) -> RunSetup {
-    let (model, schedule, target_rate) = match &plan.model {
-        Model::Open(s) => {
-            let span = plan.duration.or(s.natural_length());
-            let mean = span
-                .filter(|d| !d.is_zero())
-                .map(|d| s.count_until(d) / d.as_secs_f64())
-                .unwrap_or_else(|| s.rate_at(Duration::ZERO));
-            ("open", s.describe().to_string(), Some(mean))
-        }
-        Model::Closed => ("closed", "as fast as possible".to_string(), None),
-    };
-    RunSetup {
-        target: redact_url(&plan.url),
-        method: plan.spec.method.clone(),
-        model: model.into(),
-        schedule,
-        target_rate,
-        connections: plan.connections as u64,
-        streams: plan.streams as u64,
-    }
+    plan.setup()
 }
 
 /// Shows interval progress on a terminal and writes the HDR log.
@@ -342,11 +323,12 @@ pub fn run(args: LoadArgs) -> u8 {
             Err(e) => return usage(&format!("--hdr-log {}: {e}", path.display())),
         }
     }
-    let host = whyslow_host::Sampler::start(crate::cmd_use::proc_root(), whyslow_host::EVERY);
+    let host =
+        whyslow_host::Sampler::start(whyslow_investigate::host::proc_root(), whyslow_host::EVERY);
     let result = match run_once(&rt, &s.plan, &stop, &mut watch) {
         Ok(mut r) => {
             let (samples, unavailable) = host.finish();
-            let h = crate::cmd_use::host_report("load", samples, unavailable);
+            let h = whyslow_investigate::host::host_report("load", samples, unavailable);
             r.findings.extend(h.findings);
             r
         }

@@ -2,11 +2,10 @@
 
 use crate::cmd_probe::usage;
 use clap::Args;
-use std::path::PathBuf;
 use std::time::Duration;
 use whyslow_check::parse_duration;
 use whyslow_host::Sampler;
-use whyslow_model::{HostReport, HostSample, SCHEMA_VERSION};
+use whyslow_investigate::host::{host_report, proc_root};
 use whyslow_report::to_json;
 
 #[derive(Args)]
@@ -20,27 +19,6 @@ pub struct UseArgs {
     /// Print the JSON report instead of text
     #[arg(long)]
     pub json: bool,
-}
-
-/// Where /proc is: tests point it at recorded files.
-pub fn proc_root() -> PathBuf {
-    std::env::var_os("WHYSLOW_PROC").map_or_else(|| PathBuf::from("/proc"), PathBuf::from)
-}
-
-/// The host report of a run's samples, findings included.
-pub fn host_report(
-    command: &str,
-    samples: Vec<HostSample>,
-    unavailable: Vec<String>,
-) -> HostReport {
-    HostReport {
-        schema_version: SCHEMA_VERSION,
-        command: command.into(),
-        cpus: whyslow_host::cpus(),
-        findings: whyslow_detect::host_saturation::detect(&samples),
-        samples,
-        unavailable,
-    }
 }
 
 pub fn run(args: UseArgs) -> u8 {

@@ -1,7 +1,5 @@
 //! whyslow: where did the milliseconds of this request go, and why?
 
-mod backing;
-mod capture_session;
 mod cmd_analyze;
 mod cmd_capture;
 mod cmd_compare;
@@ -12,7 +10,6 @@ mod cmd_load;
 mod cmd_merge;
 mod cmd_probe;
 mod cmd_use;
-mod diagnose;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -113,12 +110,7 @@ pub fn interrupt_flag() -> tokio::sync::watch::Receiver<bool> {
     rx
 }
 
-/// Completes once the flag from `interrupt_flag` is set.
-pub async fn interrupted(mut flag: tokio::sync::watch::Receiver<bool>) {
-    if flag.wait_for(|set| *set).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
+pub use whyslow_investigate::interrupted;
 
 /// A runtime for one command. Probes use a single thread so that timings
 /// are not disturbed by work stealing.

@@ -86,6 +86,7 @@ fn fanout() -> Report {
         evidence: vec![Evidence::Measurement { note: "n".into() }],
         fix: "f".into(),
         background: false,
+        subject: String::new(),
     });
     r
 }

@@ -1,9 +1,8 @@
 //! `diagnose`: probe a URL while capturing its traffic (and its backing
 //! services' traffic on this host), then run every detector on what was seen.
 
-use crate::backing::Watcher;
-use crate::capture_session::{CaptureSession, CaptureSummary};
-use crate::cmd_load::run_setup;
+use crate::analysis::AnalysisOptions;
+use crate::capture::CaptureSession;
 use crate::interrupted;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,11 +12,12 @@ use whyslow_client::{
     probe_until, redact_url, KeyLogWriter, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions,
     WritePattern, SSLKEYLOGFILE,
 };
-use whyslow_detect::{attribution, periodic_stall, pipeline};
+use whyslow_detect::whole::Scope;
+use whyslow_host::sockets::Watcher;
 use whyslow_load::{LoadPlan, LoadResult, LoadResultExt, Model, Schedule, Stop};
 use whyslow_model::{
-    DiagnoseDocument, ExchangeRole, Finding, FindingKind, Protocol, Report, ReportSection, Skipped,
-    Timeline, AS_GIVEN, FRESH, SPLIT_NO_NODELAY,
+    CaptureInfo, DiagnoseDocument, Finding, Report, ReportSection, Skipped, AS_GIVEN, FRESH,
+    SPLIT_NO_NODELAY,
 };
 use whyslow_proto::tls::KeyLog;
 use whyslow_wire::Limits;
@@ -64,7 +64,7 @@ pub struct Diagnosis {
     pub load: Option<LoadResult>,
     /// Each client write pattern's run, in report section order.
     pub patterns: Vec<ProbeRun>,
-    pub capture: Option<CaptureSummary>,
+    pub capture: Option<CaptureInfo>,
     /// The host's USE samples during the run.
     pub host: whyslow_model::HostReport,
 }
@@ -86,7 +86,7 @@ impl Diagnosis {
             method: spec.method.clone(),
             client,
             load: self.load,
-            capture: self.capture.map(|c| c.info),
+            live_capture: self.capture,
             host: self.host,
         }
     }
@@ -141,7 +141,7 @@ fn default_iface(target: &Target) -> &'static str {
 /// what was captured so far is still analyzed.
 pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> Diagnosis {
     let mut report = Report::new("diagnose", Some(redact_url(&opts.url)));
-    let host = whyslow_host::Sampler::start(crate::cmd_use::proc_root(), whyslow_host::EVERY);
+    let host = whyslow_host::Sampler::start(crate::host::proc_root(), whyslow_host::EVERY);
     let target = Target::parse(&opts.url).ok();
     let own_keys = own_keys(target.as_ref(), &mut report);
     let opts = &DiagnoseOptions {
@@ -170,13 +170,23 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         let front = target.as_ref().map_or(0, |t| t.port);
         let backing = watcher.map(Watcher::finish).unwrap_or_default();
         let limits = analysis_limits(opts, own_keys.as_deref(), front, &backing, &mut report);
-        capture = finish_capture(s, opts, &limits, front, backing, &mut report);
+        let analysis = AnalysisOptions {
+            service: Some(vec![front]),
+            scope: Scope::ServiceAndBacking {
+                known: backing
+                    .into_iter()
+                    .chain(opts.extra_ports.iter().copied())
+                    .collect(),
+            },
+            limits,
+        };
+        capture = finish_capture(s, &analysis, &mut report);
     }
     if let Some(l) = &load {
         report.findings.extend(l.findings.iter().cloned());
     }
     let (samples, unavailable) = host.finish();
-    let host = crate::cmd_use::host_report("diagnose", samples, unavailable);
+    let host = crate::host::host_report("diagnose", samples, unavailable);
     report.findings.extend(host.findings.iter().cloned());
     Finding::sort(&mut report.findings);
     Diagnosis {
@@ -214,8 +224,16 @@ fn analysis_limits(
 ) -> Limits {
     let mut log = KeyLog::default();
     if let Some(path) = &opts.service_keylog {
-        match crate::cmd_analyze::read_keylog(path) {
-            Ok(service) => log.extend(service),
+        match crate::keylog::read_keylog(path) {
+            Ok((service, bad)) => {
+                log.extend(service);
+                if bad > 0 {
+                    report.errors.push(format!(
+                        "--keylog {}: {bad} line(s) are not key log lines",
+                        path.display()
+                    ));
+                }
+            }
             Err(e) => report.errors.push(e),
         }
     }
@@ -231,44 +249,6 @@ fn analysis_limits(
         listening,
         ..opts.limits.clone()
     }
-}
-
-/// The kept TLS connections the analysis could not open, by reason, each
-/// as one line for the report: no key for the session, or opened before the
-/// capture began (no ClientHello to look a key up by).
-fn left_encrypted(timeline: &Timeline) -> Vec<Skipped> {
-    const WHY: [&str; 2] = [
-        "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
-         with --keylog; TCP-level findings only there",
-        "opened before the capture began: no handshake to look a key up by; \
-         have the service reconnect (restart it or its pool) while diagnosing",
-    ];
-    // Connection count and servers, per reason (index into WHY).
-    let mut groups: [(usize, Vec<String>); 2] = Default::default();
-    for c in timeline
-        .connections
-        .iter()
-        .filter(|c| c.protocol == Protocol::Tls)
-    {
-        let (count, servers) = &mut groups[usize::from(c.syn_at_us.is_none())];
-        *count += 1;
-        let server = c.server.to_string();
-        if !servers.contains(&server) {
-            servers.push(server);
-        }
-    }
-    groups
-        .into_iter()
-        .zip(WHY)
-        .filter(|((count, _), _)| *count > 0)
-        .map(|((count, servers), why)| Skipped {
-            what: format!(
-                "exchanges inside {count} TLS connection(s) to {}",
-                servers.join(", ")
-            ),
-            why: why.into(),
-        })
-        .collect()
 }
 
 /// Starts the capture, or says in the report why there is none.
@@ -340,58 +320,26 @@ async fn run_patterns(
     results
 }
 
-/// Stops the capture, keeps the target and its backing services, attributes
-/// calls to requests and runs every detector.
+/// Stops the capture and analyzes it on the one path, as `analyze` would
+/// the saved file with the target as its service.
 fn finish_capture(
     session: CaptureSession,
-    opts: &DiagnoseOptions,
-    limits: &Limits,
-    front: u16,
-    mut backing: Vec<u16>,
+    opts: &AnalysisOptions,
     report: &mut Report,
-) -> Option<CaptureSummary> {
-    let (mut summary, mut timeline) = match session.finish(limits) {
-        Ok(done) => done,
+) -> Option<CaptureInfo> {
+    match session.finish(opts) {
+        Ok((info, analysis)) => {
+            analysis.fill(report, true);
+            Some(info)
+        }
         Err(why) => {
             report.skipped.push(Skipped {
                 what: "packet capture".into(),
                 why,
             });
-            return None;
+            None
         }
-    };
-    backing.extend(attribution::nested_servers(&timeline, &[front]));
-    backing.extend(opts.extra_ports.iter().copied());
-    backing.sort_unstable();
-    backing.dedup();
-    let keep: Vec<u16> = std::iter::once(front)
-        .chain(backing.iter().copied())
-        .collect();
-    timeline.retain_servers(&keep);
-    report.skipped.extend(left_encrypted(&timeline));
-    let analysis = pipeline::analyze(&mut timeline, Some(&[front]));
-    report.findings = analysis.findings;
-    report.time_breakdown = analysis.time_breakdown;
-    report.sql_summary = analysis.sql_summary;
-    let stall_seen = report
-        .findings
-        .iter()
-        .any(|f| f.kind == FindingKind::PeriodicStall);
-    let inbound = timeline
-        .exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound && e.response_last_at_us.is_some())
-        .count();
-    if let Some(why) = periodic_stall::unseen(inbound).filter(|_| !stall_seen) {
-        report.skipped.push(Skipped {
-            what: "periodic_stall".into(),
-            why,
-        });
     }
-    report.errors.extend(summary.errors.iter().cloned());
-    report.timeline = Some(timeline);
-    summary.info.backing_ports = backing;
-    Some(summary)
 }
 
 /// The load phase: the target under constant-rate load while the capture runs.
@@ -424,7 +372,7 @@ async fn run_load(
     let outcome = whyslow_load::run(&plan, halt, &mut |_| {}).await;
     watcher.abort();
     match outcome {
-        Ok(o) => Some(LoadResult::from_outcome(run_setup(&plan), o)),
+        Ok(o) => Some(LoadResult::from_outcome(plan.setup(), o)),
         Err(e) => {
             report.errors.push(format!("load: {e}"));
             None

@@ -1,17 +1,13 @@
 //! A live capture running in the background while probes run, written to
-//! pcapng and read back through the same path as `whyslow analyze`.
+//! pcapng and read back through the one analysis path, as `analyze` reads
+//! a file.
 
+use crate::analysis::{analyze_capture, AnalysisOptions, CaptureAnalysis, CaptureSource};
 use std::path::PathBuf;
-use whyslow_model::{CaptureInfo, Timeline};
+use whyslow_detect::whole::Scope;
+use whyslow_model::CaptureInfo;
 use whyslow_wire::live::{CaptureHandle, LiveCapture};
-use whyslow_wire::{timeline_from_file, Limits, WireError};
-
-/// What the capture was, and the problems it met (they go to the report's errors).
-#[derive(Debug, Clone)]
-pub struct CaptureSummary {
-    pub info: CaptureInfo,
-    pub errors: Vec<String>,
-}
+use whyslow_wire::WireError;
 
 pub struct CaptureSession {
     handle: CaptureHandle,
@@ -50,6 +46,17 @@ fn why(e: WireError) -> String {
     }
 }
 
+/// The backing services the run knew of before reading the capture.
+fn known_backing(opts: &AnalysisOptions) -> Vec<u16> {
+    let Scope::ServiceAndBacking { known } = &opts.scope else {
+        return Vec::new();
+    };
+    let mut ports = known.clone();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
 impl CaptureSession {
     /// Starts capturing TCP on `ports`; Err is one line saying why not.
     pub fn start(
@@ -76,32 +83,32 @@ impl CaptureSession {
         })
     }
 
-    /// Stops the capture and rebuilds the timeline from what it caught.
-    pub fn finish(self, limits: &Limits) -> Result<(CaptureSummary, Timeline), String> {
+    /// Stops the capture and analyzes what it caught. The capture's own
+    /// problems (kernel drops) are in the analysis' errors.
+    pub fn finish(self, opts: &AnalysisOptions) -> Result<(CaptureInfo, CaptureAnalysis), String> {
         let stats = self.handle.stop().map_err(why)?;
-        let outcome = timeline_from_file(&self.path, limits).map_err(|e| e.to_string());
+        let analysis = analyze_capture(CaptureSource::File(&self.path), opts);
         if !self.keep {
             let _ = std::fs::remove_file(&self.path);
         }
-        let outcome = outcome?;
-        let mut errors: Vec<String> = outcome.error.into_iter().collect();
+        let mut analysis = analysis?;
         if stats.kernel_drops > 0 {
-            errors.push(format!(
-                "the kernel dropped {} packets: findings may miss events",
-                stats.kernel_drops
-            ));
+            analysis.errors.insert(
+                0,
+                format!(
+                    "the kernel dropped {} packets: findings may miss events",
+                    stats.kernel_drops
+                ),
+            );
         }
-        let summary = CaptureSummary {
-            info: CaptureInfo {
-                iface: self.iface,
-                ports: self.ports,
-                backing_ports: Vec::new(),
-                packets: stats.packets,
-                kernel_drops: stats.kernel_drops,
-                file: self.keep.then(|| self.path.display().to_string()),
-            },
-            errors,
+        let info = CaptureInfo {
+            iface: self.iface,
+            ports: self.ports,
+            backing_ports: known_backing(opts),
+            packets: stats.packets,
+            kernel_drops: stats.kernel_drops,
+            file: self.keep.then(|| self.path.display().to_string()),
         };
-        Ok((summary, outcome.timeline))
+        Ok((info, analysis))
     }
 }

@@ -1,0 +1,177 @@
+//! The one analysis path. Every source feeds it connections and exchanges;
+//! it cuts them into bounded windows, decides the service under
+//! investigation, attributes each backing call to the request it served,
+//! runs every detector and merges the windows into one answer. `analyze`
+//! (a capture file) and `diagnose` (its own live capture, once stopped)
+//! both come here, so a change to analysis is made once and memory stays
+//! flat however long the capture.
+
+use std::path::Path;
+use whyslow_detect::periodic_stall;
+use whyslow_detect::pipeline::Analysis;
+use whyslow_detect::whole::{Keep, Scope, Whole, WholeAnalysis};
+use whyslow_model::{CaptureSummary, FindingKind, Protocol, Report, Skipped, Timeline};
+use whyslow_wire::{windows_from_file, Limits, Window, WindowSink};
+
+/// Where the connections and exchanges come from.
+#[derive(Debug, Clone, Copy)]
+pub enum CaptureSource<'a> {
+    /// A pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture).
+    File(&'a Path),
+}
+
+/// What the analysis is told besides what it reads.
+#[derive(Debug, Clone, Default)]
+pub struct AnalysisOptions {
+    /// The service's ports (`--service`, diagnose's target); None: found
+    /// from the wire.
+    pub service: Option<Vec<u16>>,
+    /// Which servers to cover.
+    pub scope: Scope,
+    /// Memory bounds, key log, known listeners and window policy.
+    pub limits: Limits,
+}
+
+/// Everything the analysis found, before anything is rendered.
+#[derive(Debug)]
+pub struct CaptureAnalysis {
+    pub analysis: Analysis,
+    pub summary: CaptureSummary,
+    /// The first exchanges and connections, within the `--max-*` bounds.
+    pub evidence: Timeline,
+    /// Causes that could not be examined, and why.
+    pub skipped: Vec<Skipped>,
+    /// Problems that did not stop the analysis (a stream that could not be parsed).
+    pub errors: Vec<String>,
+    /// Set when the capture was cut or corrupt: the result covers what was read.
+    pub partial: Option<String>,
+}
+
+/// Share of `--max-events-total` kept as evidence on finished connections:
+/// a quarter, so the evidence stops growing early in a large capture and
+/// the rest stays for the flows still open.
+const EVIDENCE_EVENTS_SHARE: usize = 4;
+
+/// Hands the capture's windows to the whole-capture analysis.
+struct Sink<'a>(&'a mut WholeAnalysis);
+
+impl WindowSink for Sink<'_> {
+    fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
+        self.0.front(first, last_chance)
+    }
+    fn window(&mut self, w: &mut Window) {
+        self.0.window(&mut w.timeline, &w.headers);
+    }
+}
+
+/// Analyzes a capture. Err: the source cannot be read as a capture at all.
+pub fn analyze_capture(
+    source: CaptureSource,
+    opts: &AnalysisOptions,
+) -> Result<CaptureAnalysis, String> {
+    let limits = &opts.limits;
+    let keep = Keep {
+        exchanges: limits.max_exchanges,
+        connections: limits.max_connections,
+        events: limits.max_events_total / EVIDENCE_EVENTS_SHARE,
+    };
+    let mut whole = WholeAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
+    let CaptureSource::File(path) = source;
+    let outcome = windows_from_file(path, limits, &mut Sink(&mut whole))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let Whole {
+        analysis,
+        mut summary,
+        evidence,
+    } = whole.finish();
+    summary.packets = outcome.packets;
+    summary.exchanges = outcome.exchanges_seen;
+    summary.windows = outcome.windows;
+    summary.windows_forced = outcome.windows_forced;
+    summary.non_tcp_packets = outcome.non_tcp;
+    summary.truncated_packets = outcome.truncated_packets;
+    let mut skipped = left_encrypted(&evidence);
+    let stall_seen = analysis
+        .findings
+        .iter()
+        .any(|f| f.kind == FindingKind::PeriodicStall);
+    let has_service = !summary.service.ports.is_empty();
+    if let Some(why) = periodic_stall::unseen(summary.requests_answered as usize)
+        .filter(|_| has_service && !stall_seen)
+    {
+        skipped.push(Skipped {
+            what: "periodic_stall".into(),
+            why,
+        });
+    }
+    Ok(CaptureAnalysis {
+        analysis,
+        summary,
+        evidence,
+        skipped,
+        errors: outcome.protocol_errors,
+        partial: outcome.error,
+    })
+}
+
+impl CaptureAnalysis {
+    /// Puts the result in `report`: findings, breakdowns, the capture's
+    /// summary, what was not examined, and the kept timeline when
+    /// `with_timeline` (`--timeline`, `--html`).
+    pub fn fill(self, report: &mut Report, with_timeline: bool) {
+        let s = &self.summary;
+        if with_timeline && s.kept_exchanges < s.exchanges {
+            report.errors.push(format!(
+                "--timeline holds the first {} of {} exchanges (--max-exchanges); \
+                 counts, percentiles and findings cover them all",
+                s.kept_exchanges, s.exchanges
+            ));
+        }
+        report.findings.extend(self.analysis.findings);
+        report.time_breakdown = self.analysis.time_breakdown;
+        report.sql_summary = self.analysis.sql_summary;
+        report.skipped.extend(self.skipped);
+        report.errors.extend(self.partial);
+        report.errors.extend(self.errors);
+        report.capture = Some(self.summary);
+        report.timeline = Some(self.evidence);
+    }
+}
+
+/// The kept TLS connections the analysis could not open, by reason, each
+/// as one line for the report: no key for the session, or opened before the
+/// capture began (no ClientHello to look a key up by).
+fn left_encrypted(timeline: &Timeline) -> Vec<Skipped> {
+    const WHY: [&str; 2] = [
+        "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
+         with --keylog; TCP-level findings only there",
+        "opened before the capture began: no handshake to look a key up by; \
+         have the service reconnect (restart it or its pool) while diagnosing",
+    ];
+    // Connection count and servers, per reason (index into WHY).
+    let mut groups: [(usize, Vec<String>); 2] = Default::default();
+    for c in timeline
+        .connections
+        .iter()
+        .filter(|c| c.protocol == Protocol::Tls)
+    {
+        let (count, servers) = &mut groups[usize::from(c.syn_at_us.is_none())];
+        *count += 1;
+        let server = c.server.to_string();
+        if !servers.contains(&server) {
+            servers.push(server);
+        }
+    }
+    groups
+        .into_iter()
+        .zip(WHY)
+        .filter(|((count, _), _)| *count > 0)
+        .map(|((count, servers), why)| Skipped {
+            what: format!(
+                "exchanges inside {count} TLS connection(s) to {}",
+                servers.join(", ")
+            ),
+            why: why.into(),
+        })
+        .collect()
+}
