@@ -11,7 +11,7 @@ use whyslow_detect::periodic_stall;
 use whyslow_detect::pipeline::Analysis;
 use whyslow_detect::whole::{Keep, Scope, Whole, WholeAnalysis};
 use whyslow_model::{CaptureSummary, FindingKind, Protocol, Report, Skipped, Timeline};
-use whyslow_wire::{windows_from_file, Limits, Window, WindowSink};
+use whyslow_wire::{windows_from_file, FlowOptions, Window, WindowSink};
 
 /// Where the connections and exchanges come from.
 #[derive(Debug, Clone, Copy)]
@@ -28,8 +28,8 @@ pub struct AnalysisOptions {
     pub service: Option<Vec<u16>>,
     /// Which servers to cover.
     pub scope: Scope,
-    /// Memory bounds, key log, known listeners and window policy.
-    pub limits: Limits,
+    /// Memory bounds, window policy, key log and known listeners.
+    pub flow: FlowOptions,
 }
 
 /// Everything the analysis found, before anything is rendered.
@@ -45,6 +45,16 @@ pub struct CaptureAnalysis {
     pub errors: Vec<String>,
     /// Set when the capture was cut or corrupt: the result covers what was read.
     pub partial: Option<String>,
+}
+
+impl AnalysisOptions {
+    /// The flow table's default options, with windows cut once they hold
+    /// the requests a stall period needs (`periodic_stall`).
+    pub fn default_flow() -> FlowOptions {
+        let mut flow = FlowOptions::default();
+        flow.window.requests = periodic_stall::requests_per_window();
+        flow
+    }
 }
 
 /// Share of `--max-events-total` kept as evidence on finished connections:
@@ -69,15 +79,15 @@ pub fn analyze_capture(
     source: CaptureSource,
     opts: &AnalysisOptions,
 ) -> Result<CaptureAnalysis, String> {
-    let limits = &opts.limits;
+    let bounds = &opts.flow.bounds;
     let keep = Keep {
-        exchanges: limits.max_exchanges,
-        connections: limits.max_connections,
-        events: limits.max_events_total / EVIDENCE_EVENTS_SHARE,
+        exchanges: bounds.max_exchanges,
+        connections: bounds.max_connections,
+        events: bounds.max_events_total / EVIDENCE_EVENTS_SHARE,
     };
     let mut whole = WholeAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
     let CaptureSource::File(path) = source;
-    let outcome = windows_from_file(path, limits, &mut Sink(&mut whole))
+    let outcome = windows_from_file(path, &opts.flow, &mut Sink(&mut whole))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let Whole {
         analysis,

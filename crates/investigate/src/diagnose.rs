@@ -20,7 +20,7 @@ use whyslow_model::{
     SPLIT_NO_NODELAY,
 };
 use whyslow_proto::tls::KeyLog;
-use whyslow_wire::Limits;
+use whyslow_wire::FlowOptions;
 
 /// Fresh-connection probes: enough to see handshakes and TLS resumption.
 /// With the other patterns' connections they stay under no_keepalive's share
@@ -42,8 +42,9 @@ pub struct DiagnoseOptions {
     pub capture: bool,
     /// Keep the capture here (pcapng); otherwise a temporary file is removed.
     pub keep_capture: Option<PathBuf>,
-    /// Bounds only: the keys and listening ports are this run's own (see `analysis_limits`).
-    pub limits: Limits,
+    /// Bounds and window policy: the keys and listening ports are this
+    /// run's own (see `flow_options`).
+    pub flow: FlowOptions,
     /// The service's key log (`--keylog`), read once the run is over.
     pub service_keylog: Option<PathBuf>,
     /// Constant-rate load under capture after the probes (`--rate`).
@@ -169,7 +170,7 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         tokio::time::sleep(CAPTURE_DRAIN).await;
         let front = target.as_ref().map_or(0, |t| t.port);
         let backing = watcher.map(Watcher::finish).unwrap_or_default();
-        let limits = analysis_limits(opts, own_keys.as_deref(), front, &backing, &mut report);
+        let flow = flow_options(opts, own_keys.as_deref(), front, &backing, &mut report);
         let analysis = AnalysisOptions {
             service: Some(vec![front]),
             scope: Scope::ServiceAndBacking {
@@ -178,7 +179,7 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
                     .chain(opts.extra_ports.iter().copied())
                     .collect(),
             },
-            limits,
+            flow,
         };
         capture = finish_capture(s, &analysis, &mut report);
     }
@@ -212,16 +213,16 @@ fn own_keys(target: Option<&Target>, report: &mut Report) -> Option<Arc<KeyLogWr
     Some(Arc::new(writer.unwrap_or_default().keeping()))
 }
 
-/// The bounds for the capture's analysis, with what this run knows: the
+/// The options of the capture's analysis, with what this run knows: the
 /// secrets of the service's key log and of our own connections, and the
 /// ports that listen. A key log that cannot be read is said in the report.
-fn analysis_limits(
+fn flow_options(
     opts: &DiagnoseOptions,
     own: Option<&KeyLogWriter>,
     front: u16,
     backing: &[u16],
     report: &mut Report,
-) -> Limits {
+) -> FlowOptions {
     let mut log = KeyLog::default();
     if let Some(path) = &opts.service_keylog {
         match crate::keylog::read_keylog(path) {
@@ -244,10 +245,10 @@ fn analysis_limits(
         .chain(backing.iter().copied())
         .chain(opts.extra_ports.iter().copied())
         .collect();
-    Limits {
+    FlowOptions {
         keylog: (!log.is_empty()).then(|| Arc::new(log)),
         listening,
-        ..opts.limits.clone()
+        ..opts.flow.clone()
     }
 }
 

@@ -7,7 +7,7 @@ use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource};
 use whyslow_model::Report;
 use whyslow_proto::tls::KeyLog;
 use whyslow_report::to_json;
-use whyslow_wire::Limits;
+use whyslow_wire::{Bounds, FlowOptions, WindowPolicy};
 
 /// Exit code when the capture was cut or corrupt: the partial result is printed.
 pub const EXIT_PARTIAL: u8 = 3;
@@ -17,27 +17,27 @@ pub const EXIT_UNREADABLE: u8 = 4;
 #[derive(Args, Clone)]
 pub struct LimitArgs {
     /// Per-connection segment/ACK events kept (memory bound)
-    #[arg(long, default_value_t = Limits::default().max_events_per_connection)]
+    #[arg(long, default_value_t = Bounds::default().max_events_per_connection)]
     pub max_events: usize,
     /// Segment/ACK events kept over all connections (memory bound)
-    #[arg(long, default_value_t = Limits::default().max_events_total)]
+    #[arg(long, default_value_t = Bounds::default().max_events_total)]
     pub max_events_total: usize,
     /// Connections tracked at once (memory bound)
-    #[arg(long, default_value_t = Limits::default().max_flows)]
+    #[arg(long, default_value_t = Bounds::default().max_flows)]
     pub max_flows: usize,
     /// Exchanges kept as evidence (--timeline, --html); analyze counts and
     /// analyzes them all (memory bound)
-    #[arg(long, default_value_t = Limits::default().max_exchanges)]
+    #[arg(long, default_value_t = Bounds::default().max_exchanges)]
     pub max_exchanges: usize,
     /// Connections kept as evidence, first opened first; analyze counts and
     /// analyzes them all (memory bound)
-    #[arg(long, default_value_t = Limits::default().max_connections)]
+    #[arg(long, default_value_t = Bounds::default().max_connections)]
     pub max_connections: usize,
     /// analyze: finished exchanges per analysis window, at most (memory
     /// bound; a request and the calls made for it always share a window).
     /// Windows are cut at 5 000 already without a service, or once they
     /// hold the service's requests a stall period needs
-    #[arg(long, default_value_t = Limits::default().window_exchanges)]
+    #[arg(long, default_value_t = WindowPolicy::default().exchanges)]
     pub window: usize,
     /// TLS key log (SSLKEYLOGFILE, NSS format) to see inside TLS connections
     /// with: TLS 1.2 and 1.3, AES-GCM and ChaCha20-Poly1305
@@ -46,30 +46,38 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
-    /// The bounds, with the key log read now (a capture file's keys exist already).
-    pub fn limits(&self) -> Result<Limits, String> {
+    /// The flow table's options, with the key log read now (a capture
+    /// file's keys exist already).
+    pub fn limits(&self) -> Result<FlowOptions, String> {
         let keylog = match &self.keylog {
             Some(path) => Some(std::sync::Arc::new(read_keylog(path)?)),
             None => None,
         };
-        Ok(Limits {
+        Ok(FlowOptions {
             keylog,
             ..self.bounds()
         })
     }
 
-    /// The bounds alone: `diagnose` reads the service's key log after the
-    /// run, once the service has written the keys of the connections it made.
-    pub fn bounds(&self) -> Limits {
-        Limits {
-            max_events_per_connection: self.max_events,
-            max_events_total: self.max_events_total,
-            max_flows: self.max_flows,
-            max_exchanges: self.max_exchanges,
-            max_connections: self.max_connections,
-            window_exchanges: self.window.max(1),
-            window_requests: whyslow_detect::periodic_stall::requests_per_window(),
-            ..Limits::default()
+    /// The bounds and window policy alone: `diagnose` reads the service's
+    /// key log after the run, once the service has written the keys of the
+    /// connections it made.
+    pub fn bounds(&self) -> FlowOptions {
+        let defaults = AnalysisOptions::default_flow();
+        FlowOptions {
+            bounds: Bounds {
+                max_events_per_connection: self.max_events,
+                max_events_total: self.max_events_total,
+                max_flows: self.max_flows,
+                max_exchanges: self.max_exchanges,
+                max_connections: self.max_connections,
+                ..Bounds::default()
+            },
+            window: WindowPolicy {
+                exchanges: self.window.max(1),
+                ..defaults.window
+            },
+            ..defaults
         }
     }
 }
@@ -132,7 +140,7 @@ pub fn run(args: AnalyzeArgs) -> u8 {
     let opts = AnalysisOptions {
         service: (!args.service.is_empty()).then(|| args.service.clone()),
         scope: Scope::Everything,
-        limits,
+        flow: limits,
     };
     let analysis = match analyze_capture(CaptureSource::File(&args.file), &opts) {
         Ok(a) => a,

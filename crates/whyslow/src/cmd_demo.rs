@@ -64,7 +64,7 @@ async fn run_one(
         iface: None,
         capture: true,
         keep_capture: None,
-        limits: Default::default(),
+        flow: whyslow_investigate::AnalysisOptions::default_flow(),
         service_keylog: running.keylog.clone(),
         load: s.load.map(|l| LoadPhase {
             rate: l.rate as f64,

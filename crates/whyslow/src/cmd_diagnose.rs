@@ -60,7 +60,7 @@ pub fn run(args: DiagnoseArgs) -> u8 {
         iface: args.iface.clone(),
         capture: !args.no_capture,
         keep_capture: args.save.clone(),
-        limits: args.limits.bounds(),
+        flow: args.limits.bounds(),
         service_keylog: args.limits.keylog.clone(),
         load: match args.rate {
             Some(rate) if !(rate.is_finite() && rate > 0.0) => {

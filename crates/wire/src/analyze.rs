@@ -2,7 +2,7 @@
 //! connections and the limits, not on the file size.
 
 use crate::decode::decode_tcp;
-use crate::flow::{FlowTable, Limits, StreamEvents, Streams, Window, SERVICE_SAMPLE};
+use crate::flow::{FlowOptions, FlowTable, StreamEvents, Streams, Window, SERVICE_SAMPLE};
 use crate::read::{read_packets_buffered, ReadOutcome, INITIAL_BUFFER};
 use crate::WireError;
 use std::fs::File;
@@ -23,7 +23,7 @@ pub struct AnalyzeOutcome {
     /// Protocol parse problems per connection (analysis of that stream stopped).
     pub protocol_errors: Vec<String>,
     /// Connections and exchanges seen in the capture, and those left out of
-    /// the timeline by `Limits::max_connections` / `max_exchanges`.
+    /// the timeline by `Bounds::max_connections` / `max_exchanges`.
     pub connections_seen: u64,
     pub connections_dropped: u64,
     pub exchanges_seen: u64,
@@ -31,7 +31,7 @@ pub struct AnalyzeOutcome {
     /// Windowed analysis: windows handed out, and those whose cut was forced.
     pub windows: u64,
     pub windows_forced: u64,
-    /// Flows closed early because `Limits::max_flows` were open at once.
+    /// Flows closed early because `Bounds::max_flows` were open at once.
     pub evicted_flows: u64,
     /// Packets of connections closed and handed on long before: ignored.
     pub late_packets: u64,
@@ -50,24 +50,24 @@ pub trait WindowSink {
 }
 
 /// Reads a capture and hands its connections and exchanges to `sink` in
-/// windows of `limits.window_exchanges`: every exchange is analyzed, and
+/// windows of `options.window.exchanges`: every exchange is analyzed, and
 /// memory depends on the window and the open flows, not on the file.
 /// `outcome.timeline` is empty: the timeline went to the sink.
 pub fn windows_from_file(
     path: &Path,
-    limits: &Limits,
+    options: &FlowOptions,
     sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
-    windows_from(File::open(path)?, FILE_BUFFER, limits, sink)
+    windows_from(File::open(path)?, FILE_BUFFER, options, sink)
 }
 
 /// As `windows_from_file`, from any reader.
 pub fn windows_from_reader<R: Read + Send>(
     reader: R,
-    limits: &Limits,
+    options: &FlowOptions,
     sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
-    windows_from(reader, INITIAL_BUFFER, limits, sink)
+    windows_from(reader, INITIAL_BUFFER, options, sink)
 }
 
 /// Windows queued for the sink's thread beyond the one it analyzes: none,
@@ -83,10 +83,10 @@ const VECTORS_BACK: usize = 2;
 fn windows_from<R: Read + Send>(
     reader: R,
     buffer: usize,
-    limits: &Limits,
+    options: &FlowOptions,
     sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
-    let mut table = FlowTable::windowed(limits.clone());
+    let mut table = FlowTable::windowed(options.clone());
     let (mut windows, mut forced) = (0u64, 0u64);
     // Once the service is decided, windows are analyzed on their own thread
     // while the next one is rebuilt: the two halves of the work overlap.
@@ -183,9 +183,9 @@ fn yield_to_the_other_threads() {
 
 /// Reads a pcap/pcapng file and rebuilds its TCP connections and exchanges.
 /// Fails only when the file cannot be opened or is not a capture at all.
-pub fn timeline_from_file(path: &Path, limits: &Limits) -> Result<AnalyzeOutcome, WireError> {
+pub fn timeline_from_file(path: &Path, options: &FlowOptions) -> Result<AnalyzeOutcome, WireError> {
     // No BufReader: the capture reader reads into its own buffer.
-    timeline_from(File::open(path)?, FILE_BUFFER, limits)
+    timeline_from(File::open(path)?, FILE_BUFFER, options)
 }
 
 /// Read buffer for files: a tenth of the reads and refills of the default
@@ -195,17 +195,17 @@ const FILE_BUFFER: usize = 1 << 20;
 /// As `timeline_from_file`, from any reader.
 pub fn timeline_from_reader<R: Read + Send>(
     reader: R,
-    limits: &Limits,
+    options: &FlowOptions,
 ) -> Result<AnalyzeOutcome, WireError> {
-    timeline_from(reader, INITIAL_BUFFER, limits)
+    timeline_from(reader, INITIAL_BUFFER, options)
 }
 
 fn timeline_from<R: Read + Send>(
     reader: R,
     buffer: usize,
-    limits: &Limits,
+    options: &FlowOptions,
 ) -> Result<AnalyzeOutcome, WireError> {
-    let mut table = FlowTable::new(limits.clone());
+    let mut table = FlowTable::new(options.clone());
     let read = drive(reader, buffer, &mut table, |_| {});
     let timeline = table.take_timeline();
     outcome_of(read, table, timeline)

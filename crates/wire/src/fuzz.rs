@@ -2,22 +2,24 @@
 //! tests that run them on pseudo-random input. None may panic or allocate
 //! without bound, whatever the bytes.
 
-use crate::flow::{FlowTable, Limits};
+use crate::flow::{Bounds, FlowOptions, FlowTable};
 use crate::packet::{LinkType, Packet};
 use crate::read::read_packets;
 use etherparse::PacketBuilder;
 
-/// Limits small enough that fuzz inputs reach them.
-fn small_limits() -> Limits {
-    Limits {
-        max_events_per_connection: 64,
-        max_events_total: 256,
-        max_flows: 8,
-        max_held_bytes_per_flow: 256,
-        max_held_bytes_total: 1024,
-        max_exchanges: 16,
-        max_connections: 4,
-        ..Limits::default()
+/// Bounds small enough that fuzz inputs reach them.
+fn small_limits() -> FlowOptions {
+    FlowOptions {
+        bounds: Bounds {
+            max_events_per_connection: 64,
+            max_events_total: 256,
+            max_flows: 8,
+            max_held_bytes_per_flow: 256,
+            max_held_bytes_total: 1024,
+            max_exchanges: 16,
+            max_connections: 4,
+        },
+        ..FlowOptions::default()
     }
 }
 

@@ -18,7 +18,9 @@ pub use analyze::{
     AnalyzeOutcome, WindowSink,
 };
 pub use error::WireError;
-pub use flow::{Counters, FlowTable, Limits, Window, MIN_WINDOW_EXCHANGES};
+pub use flow::{
+    Bounds, Counters, FlowOptions, FlowTable, Window, WindowPolicy, MIN_WINDOW_EXCHANGES,
+};
 #[cfg(target_os = "linux")]
 pub use live::{capture_to_file, CaptureHandle, CaptureStats, LiveCapture};
 pub use packet::{LinkType, Packet};

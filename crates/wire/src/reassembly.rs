@@ -31,7 +31,7 @@ struct Held {
 }
 
 /// Shared accounting across all flows: out-of-order bytes held, and the
-/// per-segment events kept in connections (see `flow::Limits`).
+/// per-segment events kept in connections (see `flow::Bounds`).
 #[derive(Debug, Default)]
 pub struct Budget {
     pub held: usize,

@@ -9,7 +9,9 @@ mod common;
 use common::*;
 use std::collections::HashSet;
 use whyslow_model::Timeline;
-use whyslow_wire::{windows_from_reader, AnalyzeOutcome, Limits, Window, WindowSink};
+use whyslow_wire::{
+    windows_from_reader, AnalyzeOutcome, Bounds, FlowOptions, Window, WindowPolicy, WindowSink,
+};
 
 /// Counts what the windows carried; keeps nothing.
 #[derive(Default)]
@@ -56,18 +58,24 @@ impl WindowSink for Count {
     }
 }
 
-fn run(bytes: &[u8], limits: &Limits) -> (AnalyzeOutcome, Count) {
+fn run(bytes: &[u8], limits: &FlowOptions) -> (AnalyzeOutcome, Count) {
     let mut count = Count::default();
     let out = windows_from_reader(bytes, limits, &mut count).expect("a capture");
     assert_eq!(out.error, None);
     (out, count)
 }
 
-fn small() -> Limits {
-    Limits {
-        max_flows: 1_000,
-        window_exchanges: 500,
-        ..Limits::default()
+fn small() -> FlowOptions {
+    FlowOptions {
+        bounds: Bounds {
+            max_flows: 1_000,
+            ..Bounds::default()
+        },
+        window: WindowPolicy {
+            exchanges: 500,
+            ..WindowPolicy::default()
+        },
+        ..FlowOptions::default()
     }
 }
 
@@ -130,9 +138,10 @@ fn an_ack_storm_keeps_events_to_the_bound() {
     }
     s.fin(true);
     s.fin(false);
-    let limits = Limits {
-        max_events_per_connection: 10_000,
-        ..small()
+    let limits = {
+        let mut o = small();
+        o.bounds.max_events_per_connection = 10_000;
+        o
     };
     let (out, count) = run(&s.bytes(), &limits);
     assert_eq!((out.connections_seen, count.exchanges), (1, 1));

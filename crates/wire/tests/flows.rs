@@ -2,10 +2,10 @@ mod common;
 
 use common::*;
 use whyslow_model::{CloseKind, Direction, Timeline};
-use whyslow_wire::{timeline_from_reader, AnalyzeOutcome, Limits};
+use whyslow_wire::{timeline_from_reader, AnalyzeOutcome, Bounds, FlowOptions};
 
 fn analyze(bytes: &[u8]) -> AnalyzeOutcome {
-    timeline_from_reader(bytes, &Limits::default()).expect("a capture")
+    timeline_from_reader(bytes, &FlowOptions::default()).expect("a capture")
 }
 
 fn only_conn(t: &Timeline) -> &whyslow_model::Connection {
@@ -185,9 +185,12 @@ fn events_are_capped() {
         s.send(true, b"x");
         s.ack(false);
     }
-    let lim = Limits {
-        max_events_per_connection: 10,
-        ..Limits::default()
+    let lim = FlowOptions {
+        bounds: Bounds {
+            max_events_per_connection: 10,
+            ..Bounds::default()
+        },
+        ..FlowOptions::default()
     };
     let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
     let c = only_conn(&out.timeline);
@@ -203,9 +206,12 @@ fn flow_limit_evicts() {
         s.cport = port;
         s.syn();
     }
-    let lim = Limits {
-        max_flows: 10,
-        ..Limits::default()
+    let lim = FlowOptions {
+        bounds: Bounds {
+            max_flows: 10,
+            ..Bounds::default()
+        },
+        ..FlowOptions::default()
     };
     let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
     assert_eq!(out.timeline.connections.len(), 100);
@@ -220,9 +226,12 @@ fn exchanges_beyond_the_limit_are_counted_not_kept() {
         s.send(false, OK);
         s.ack(true);
     }
-    let lim = Limits {
-        max_exchanges: 10,
-        ..Limits::default()
+    let lim = FlowOptions {
+        bounds: Bounds {
+            max_exchanges: 10,
+            ..Bounds::default()
+        },
+        ..FlowOptions::default()
     };
     let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
     assert_eq!(out.timeline.exchanges.len(), 10);
@@ -248,10 +257,13 @@ fn many_short_connections_stay_bounded() {
         s.fin(false);
         s.ack(true);
     }
-    let lim = Limits {
-        max_flows: 8,
-        max_connections: 100,
-        ..Limits::default()
+    let lim = FlowOptions {
+        bounds: Bounds {
+            max_flows: 8,
+            max_connections: 100,
+            ..Bounds::default()
+        },
+        ..FlowOptions::default()
     };
     let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
     assert_eq!(out.timeline.connections.len(), 100);
@@ -287,9 +299,12 @@ fn events_total_is_bounded_over_connections() {
         s.fin(true);
         s.fin(false);
     }
-    let lim = Limits {
-        max_events_total: 40,
-        ..Limits::default()
+    let lim = FlowOptions {
+        bounds: Bounds {
+            max_events_total: 40,
+            ..Bounds::default()
+        },
+        ..FlowOptions::default()
     };
     let out = timeline_from_reader(&s.bytes()[..], &lim).unwrap();
     let events: usize = out
@@ -327,8 +342,8 @@ fn batched_reading_matches_packet_by_packet() {
         s.fin(false);
     }
     let bytes = s.bytes();
-    let threaded = timeline_from_reader(&bytes[..], &Limits::default()).unwrap();
-    let mut table = whyslow_wire::FlowTable::new(Limits::default());
+    let threaded = timeline_from_reader(&bytes[..], &FlowOptions::default()).unwrap();
+    let mut table = whyslow_wire::FlowTable::new(FlowOptions::default());
     let read = whyslow_wire::read_packets(&bytes[..], |p| table.push(p));
     assert!(read.error.is_none());
     assert_eq!(threaded.packets, read.packets_read);

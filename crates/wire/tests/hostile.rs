@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use whyslow_wire::{fuzz, timeline_from_reader, Limits, WireError};
+use whyslow_wire::{fuzz, timeline_from_reader, FlowOptions, WireError};
 
 /// Deterministic xorshift64 so failures reproduce.
 struct Rng(u64);
@@ -56,8 +56,8 @@ fn as_pcap(pcapng: &[u8]) -> Vec<u8> {
 fn pcap_and_pcapng_read_the_same() {
     let (ng, n) = capture();
     let pcap = as_pcap(&ng);
-    let a = timeline_from_reader(&ng[..], &Limits::default()).unwrap();
-    let b = timeline_from_reader(&pcap[..], &Limits::default()).unwrap();
+    let a = timeline_from_reader(&ng[..], &FlowOptions::default()).unwrap();
+    let b = timeline_from_reader(&pcap[..], &FlowOptions::default()).unwrap();
     assert_eq!((a.packets, b.packets), (n, n));
     assert_eq!(a.timeline, b.timeline);
 }
@@ -67,7 +67,7 @@ fn truncated_at_every_offset() {
     let (ng, n) = capture();
     for file in [ng.clone(), as_pcap(&ng)] {
         for cut in 0..file.len() {
-            match timeline_from_reader(&file[..cut], &Limits::default()) {
+            match timeline_from_reader(&file[..cut], &FlowOptions::default()) {
                 Ok(out) => {
                     assert!(out.packets <= n);
                     if out.packets < n {
@@ -87,7 +87,7 @@ fn truncated_at_every_offset() {
 #[test]
 fn cut_mid_block_reports_truncation_and_keeps_packets() {
     let (ng, n) = capture();
-    let out = timeline_from_reader(&ng[..ng.len() - 10], &Limits::default()).unwrap();
+    let out = timeline_from_reader(&ng[..ng.len() - 10], &FlowOptions::default()).unwrap();
     assert_eq!(out.packets, n - 1);
     assert!(out.error.unwrap().contains("truncated"));
     assert_eq!(out.timeline.exchanges.len(), 1);
@@ -103,7 +103,7 @@ fn absurd_block_length_is_refused_without_allocating_it() {
         at += len as usize;
     }
     ng[at + 4..at + 8].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
-    let out = timeline_from_reader(&ng[..], &Limits::default()).unwrap();
+    let out = timeline_from_reader(&ng[..], &FlowOptions::default()).unwrap();
     assert_eq!(out.packets, 2);
     let err = out.error.expect("an error");
     assert!(
@@ -113,7 +113,7 @@ fn absurd_block_length_is_refused_without_allocating_it() {
     // The same with more data behind it than the cap: still refused.
     let mut big = ng.clone();
     big.resize(ng.len() + (20 << 20), 0);
-    let out = timeline_from_reader(&big[..], &Limits::default()).unwrap();
+    let out = timeline_from_reader(&big[..], &FlowOptions::default()).unwrap();
     assert_eq!(out.packets, 2);
     assert!(out.error.is_some());
 }
@@ -123,7 +123,7 @@ fn garbage_is_not_a_capture() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for n in [0, 1, 3, 24, 100, 5000] {
         let junk = rng.bytes(n);
-        match timeline_from_reader(&junk[..], &Limits::default()) {
+        match timeline_from_reader(&junk[..], &FlowOptions::default()) {
             Err(WireError::NotACapture | WireError::Truncated { .. }) => {}
             Err(e) => panic!("unexpected {e}"),
             Ok(out) => assert_eq!(out.packets, 0),
@@ -133,7 +133,7 @@ fn garbage_is_not_a_capture() {
     let (ng, _) = capture();
     let mut f = ng[..48].to_vec();
     f.extend(rng.bytes(1000));
-    if let Ok(out) = timeline_from_reader(&f[..], &Limits::default()) {
+    if let Ok(out) = timeline_from_reader(&f[..], &FlowOptions::default()) {
         assert!(out.error.is_some());
     }
 }
@@ -146,7 +146,7 @@ fn snaplen_cut_packets_are_counted_and_analyzed() {
     s.send(true, GET);
     s.send(false, OK);
     let n = s.packets;
-    let out = timeline_from_reader(&s.bytes()[..], &Limits::default()).unwrap();
+    let out = timeline_from_reader(&s.bytes()[..], &FlowOptions::default()).unwrap();
     assert_eq!(out.packets, n);
     assert_eq!(out.truncated_packets, 2);
     assert_eq!(out.error, None);
@@ -163,7 +163,7 @@ fn snaplen_cut_packets_are_counted_and_analyzed() {
     let mut s = Sim::new(40102, 80);
     s.snaplen = Some(20);
     s.handshake();
-    let out = timeline_from_reader(&s.bytes()[..], &Limits::default()).unwrap();
+    let out = timeline_from_reader(&s.bytes()[..], &FlowOptions::default()).unwrap();
     assert_eq!(out.non_tcp, 3);
 }
 
@@ -225,7 +225,7 @@ fn pcapng_block_shorter_than_its_header_is_refused() {
         f.extend_from_slice(&len.to_le_bytes());
         f.extend_from_slice(&[0; 24]);
         fuzz::read_capture(&f);
-        let out = timeline_from_reader(&f[..], &Limits::default()).unwrap();
+        let out = timeline_from_reader(&f[..], &FlowOptions::default()).unwrap();
         assert_eq!(out.packets, n, "len {len}");
         assert!(out.error.is_some(), "len {len}");
     }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use whyslow_wire::{timeline_from_file, Limits, LiveCapture, WireError};
+use whyslow_wire::{timeline_from_file, FlowOptions, LiveCapture, WireError};
 
 #[test]
 fn captures_a_loopback_exchange() {
@@ -15,7 +15,7 @@ fn captures_a_loopback_exchange() {
     // Handshake (3) + 3 × (request, response) + close (≥ 3): at least 12,
     // each seen once despite loopback's double view.
     assert!(stats.packets >= 12, "{stats:?}");
-    let out = timeline_from_file(&path, &Limits::default()).unwrap();
+    let out = timeline_from_file(&path, &FlowOptions::default()).unwrap();
     assert_eq!(out.error, None);
     assert_eq!(out.packets, stats.packets);
     let t = &out.timeline;

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::path::Path;
 use std::process::Command;
-use whyslow_wire::{timeline_from_file, Limits};
+use whyslow_wire::{timeline_from_file, FlowOptions};
 
 const TSHARK: &str = "/usr/bin/tshark";
 
@@ -69,7 +69,7 @@ pub fn tshark_counts(path: &Path) -> Peer {
 }
 
 pub fn ours(path: &Path) -> Peer {
-    let out = timeline_from_file(path, &Limits::default()).unwrap();
+    let out = timeline_from_file(path, &FlowOptions::default()).unwrap();
     let t = &out.timeline;
     let sum = |f: fn(&whyslow_model::DirectionStats) -> u64| -> u64 {
         t.connections

@@ -1,6 +1,6 @@
 //! How a capture is cut into windows: small ones (`MIN_WINDOW_EXCHANGES`)
 //! when no population needs more, and ones holding at least
-//! `Limits::window_requests` of the service's requests otherwise, up to
+//! `WindowPolicy::requests` of the service's requests otherwise, up to
 //! `window_exchanges`.
 
 mod common;
@@ -8,7 +8,9 @@ mod common;
 use common::*;
 use std::collections::HashMap;
 use whyslow_model::Timeline;
-use whyslow_wire::{windows_from_reader, Limits, Window, WindowSink, MIN_WINDOW_EXCHANGES};
+use whyslow_wire::{
+    windows_from_reader, FlowOptions, Window, WindowPolicy, WindowSink, MIN_WINDOW_EXCHANGES,
+};
 
 const SERVICE: u16 = 8080;
 const REDIS: u16 = 6379;
@@ -94,7 +96,7 @@ fn service_with_calls(requests: usize, calls: usize) -> Vec<u8> {
     s.bytes()
 }
 
-fn cut(bytes: &[u8], front: &[u16], limits: &Limits) -> Vec<(usize, usize)> {
+fn cut(bytes: &[u8], front: &[u16], limits: &FlowOptions) -> Vec<(usize, usize)> {
     let mut sizes = Sizes {
         front: front.to_vec(),
         windows: Vec::new(),
@@ -112,7 +114,7 @@ const OVERRUN: usize = 1_000;
 #[test]
 fn without_a_service_windows_are_small() {
     let bytes = service_with_calls(10, 3_000);
-    let windows = cut(&bytes, &[], &Limits::default());
+    let windows = cut(&bytes, &[], &FlowOptions::default());
     let all: usize = windows.iter().map(|w| w.0).sum();
     assert_eq!(all, 10 * 3_001);
     // The first waits for the sample a service is decided from.
@@ -129,9 +131,12 @@ fn a_window_holds_the_requests_the_detectors_need() {
     // 300 calls per request: 30 requests are 9 000 exchanges, more than a
     // small window.
     let bytes = service_with_calls(120, 300);
-    let limits = Limits {
-        window_requests: 30,
-        ..Limits::default()
+    let limits = FlowOptions {
+        window: WindowPolicy {
+            requests: 30,
+            ..WindowPolicy::default()
+        },
+        ..FlowOptions::default()
     };
     let windows = cut(&bytes, &[SERVICE], &limits);
     let requests: usize = windows.iter().map(|w| w.1).sum();
@@ -152,10 +157,12 @@ fn a_window_holds_the_requests_the_detectors_need() {
 #[test]
 fn a_window_never_passes_its_size_for_requests() {
     let bytes = service_with_calls(20, 3_000);
-    let limits = Limits {
-        window_exchanges: 12_000,
-        window_requests: 1_000,
-        ..Limits::default()
+    let limits = FlowOptions {
+        window: WindowPolicy {
+            exchanges: 12_000,
+            requests: 1_000,
+        },
+        ..FlowOptions::default()
     };
     let windows = cut(&bytes, &[SERVICE], &limits);
     assert!(windows.len() >= 4, "{windows:?}");

@@ -4,7 +4,7 @@
 
 use super::analysis::{analyze, Seg, SeqState, Verdict};
 use super::events::{Events, StreamEvent};
-use super::Limits;
+use super::Bounds;
 use crate::decode::TcpPacket;
 use crate::reassembly::{Budget, Reassembler};
 use std::collections::HashSet;
@@ -131,7 +131,7 @@ impl Flow {
         p: &TcpPacket,
         at: u64,
         pkt: u64,
-        lim: &Limits,
+        lim: &Bounds,
         budget: &mut Budget,
         ev: &mut Events,
     ) {
@@ -241,7 +241,7 @@ impl Flow {
     }
 
     /// Whether one more event may be kept; takes it from the budget if so.
-    fn room(&mut self, lim: &Limits, budget: &mut Budget) -> bool {
+    fn room(&mut self, lim: &Bounds, budget: &mut Budget) -> bool {
         if self.conn.id as usize >= lim.max_connections {
             return false; // left out of the timeline: events would be dropped
         }
@@ -263,7 +263,7 @@ impl Flow {
         off: u64,
         at: u64,
         pkt: u64,
-        lim: &Limits,
+        lim: &Bounds,
         budget: &mut Budget,
     ) {
         if p.seg_len == 0 && !p.syn && !p.fin && !p.rst {
@@ -300,7 +300,7 @@ impl Flow {
         window: u32,
         at: u64,
         pkt: u64,
-        lim: &Limits,
+        lim: &Bounds,
         budget: &mut Budget,
     ) {
         if !p.ack_flag || p.rst {
@@ -359,7 +359,7 @@ impl Flow {
         p: &TcpPacket,
         at: u64,
         pkt: u64,
-        lim: &Limits,
+        lim: &Bounds,
         budget: &mut Budget,
         ev: &mut Events,
     ) {

@@ -67,7 +67,7 @@ pub const MAX_ERRORS: usize = 100;
 
 /// Bounds on memory, all adjustable.
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub struct Bounds {
     pub max_events_per_connection: usize,
     pub max_events_total: usize,
     pub max_flows: usize,
@@ -75,27 +75,11 @@ pub struct Limits {
     pub max_held_bytes_total: usize,
     pub max_exchanges: usize,
     pub max_connections: usize,
-    /// Windowed analysis: finished exchanges (or connections) per window, at
-    /// most. A window is cut at `MIN_WINDOW_EXCHANGES` already when no
-    /// service is under investigation, or when it holds `window_requests`
-    /// of the service's requests.
-    pub window_exchanges: usize,
-    /// Windowed analysis: the service's requests a window must hold before
-    /// it is cut short of `window_exchanges` (what the detectors that judge
-    /// a population need; the default never cuts short).
-    pub window_requests: usize,
-    /// Not a bound: TLS session secrets (`analyze --keylog`) to see inside
-    /// TLS streams with. Held per session, a few hundred bytes each.
-    pub keylog: Option<std::sync::Arc<whyslow_proto::tls::KeyLog>>,
-    /// Not a bound: ports known to listen (diagnose finds the target's and
-    /// its backing services' on this host), so that a connection first seen
-    /// mid-stream between two ephemeral ports is given the right server.
-    pub listening: Vec<u16>,
 }
 
-impl Default for Limits {
+impl Default for Bounds {
     fn default() -> Self {
-        Limits {
+        Bounds {
             max_events_per_connection: DEFAULT_MAX_EVENTS_PER_CONNECTION,
             max_events_total: DEFAULT_MAX_EVENTS_TOTAL,
             max_flows: DEFAULT_MAX_FLOWS,
@@ -103,12 +87,45 @@ impl Default for Limits {
             max_held_bytes_total: DEFAULT_MAX_HELD_TOTAL,
             max_exchanges: DEFAULT_MAX_EXCHANGES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            window_exchanges: DEFAULT_WINDOW_EXCHANGES,
-            window_requests: usize::MAX,
-            keylog: None,
-            listening: Vec::new(),
         }
     }
+}
+
+/// Where a windowed analysis cuts its windows.
+#[derive(Debug, Clone)]
+pub struct WindowPolicy {
+    /// Finished exchanges (or connections) per window, at most. A window
+    /// is cut at `MIN_WINDOW_EXCHANGES` already when no service is under
+    /// investigation, or when it holds `requests` of the service's requests.
+    pub exchanges: usize,
+    /// The service's requests a window must hold before it is cut short of
+    /// `exchanges` (what the detectors that judge a population need; the
+    /// default never cuts short).
+    pub requests: usize,
+}
+
+impl Default for WindowPolicy {
+    fn default() -> Self {
+        WindowPolicy {
+            exchanges: DEFAULT_WINDOW_EXCHANGES,
+            requests: usize::MAX,
+        }
+    }
+}
+
+/// What a flow table is given: its memory bounds, where windows are cut,
+/// and what is known besides the packets.
+#[derive(Debug, Clone, Default)]
+pub struct FlowOptions {
+    pub bounds: Bounds,
+    pub window: WindowPolicy,
+    /// TLS session secrets (`--keylog`) to see inside TLS streams with.
+    /// Held per session, a few hundred bytes each.
+    pub keylog: Option<std::sync::Arc<whyslow_proto::tls::KeyLog>>,
+    /// Ports known to listen (diagnose finds the target's and its backing
+    /// services' on this host), so that a connection first seen mid-stream
+    /// between two ephemeral ports is given the right server.
+    pub listening: Vec<u16>,
 }
 
 /// Packet counters of a `FlowTable`.
@@ -226,27 +243,27 @@ pub struct FlowTable {
 }
 
 impl FlowTable {
-    pub fn new(limits: Limits) -> Self {
-        Self::with(limits, false)
+    pub fn new(options: FlowOptions) -> Self {
+        Self::with(options, false)
     }
 
     /// A table whose exchanges and connections are taken in windows.
-    pub fn windowed(limits: Limits) -> Self {
-        Self::with(limits, true)
+    pub fn windowed(options: FlowOptions) -> Self {
+        Self::with(options, true)
     }
 
-    fn with(limits: Limits, windowed: bool) -> Self {
+    fn with(options: FlowOptions, windowed: bool) -> Self {
         let budget = Budget {
             held: 0,
-            max_total: limits.max_held_bytes_total,
+            max_total: options.bounds.max_held_bytes_total,
             events: 0,
-            max_events: limits.max_events_total,
+            max_events: options.bounds.max_events_total,
             released: Default::default(),
         };
         let released = budget.released.clone();
         FlowTable {
-            streams: Streams::new(limits.clone(), released, windowed),
-            tcp: TcpFlows::new(limits, budget),
+            streams: Streams::new(options.clone(), released, windowed),
+            tcp: TcpFlows::new(options, budget),
             events: Events::default(),
         }
     }

@@ -4,7 +4,7 @@
 //! bytes said. Windows are cut from what it holds (`window`).
 
 use super::events::{Events, StreamEvent};
-use super::{window, Counters, Limits, MAX_ERRORS};
+use super::{window, Counters, FlowOptions, MAX_ERRORS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use whyslow_model::{Connection, Exchange, Timeline};
@@ -38,7 +38,7 @@ impl Stream {
 }
 
 pub struct Streams {
-    pub(super) limits: Limits,
+    pub(super) options: FlowOptions,
     /// Open connections by the slot the TCP half gave them.
     pub(super) slots: Vec<Option<Stream>>,
     pub(super) next_exchange: u32,
@@ -69,9 +69,9 @@ pub struct Streams {
 }
 
 impl Streams {
-    pub(super) fn new(limits: Limits, released: Arc<AtomicUsize>, windowed: bool) -> Self {
+    pub(super) fn new(options: FlowOptions, released: Arc<AtomicUsize>, windowed: bool) -> Self {
         Streams {
-            limits,
+            options,
             slots: Vec::new(),
             next_exchange: 0,
             connections: Vec::new(),
@@ -111,7 +111,7 @@ impl Streams {
                         true => Start::MidStream,
                         false => Start::Beginning,
                     };
-                    let keys = self.limits.keylog.clone();
+                    let keys = self.options.keylog.clone();
                     let stream = Stream {
                         header: Connection::new(id, client, server, at_us),
                         proto: Sniffer::with_keys(id, server.port(), start, keys),
@@ -201,7 +201,7 @@ impl Streams {
     /// Connections are kept in the order they were opened (ids are given
     /// then), so the timeline holds the first `max_connections` of them.
     fn keeps_connection(&self, id: u32) -> bool {
-        self.windowed || (id as usize) < self.limits.max_connections
+        self.windowed || (id as usize) < self.options.bounds.max_connections
     }
 
     /// Numbers and keeps (within the limits) the exchanges of `out` from
@@ -224,7 +224,7 @@ impl Streams {
             e.id = self.next_exchange;
             self.next_exchange = self.next_exchange.saturating_add(1);
             self.counters.exchanges_seen += 1;
-            if self.exchanges.len() < self.limits.max_exchanges
+            if self.exchanges.len() < self.options.bounds.max_exchanges
                 && self.keeps_connection(e.connection)
             {
                 self.exchanges.push(e);

@@ -5,13 +5,13 @@
 
 use super::conn::Flow;
 use super::events::Events;
-use super::{key, Counters, FlowHashState, Key, Limits, MAX_CLOSED_FLOWS, RECENTLY_RETIRED};
+use super::{key, Counters, FlowHashState, FlowOptions, Key, MAX_CLOSED_FLOWS, RECENTLY_RETIRED};
 use crate::decode::{Skip, TcpPacket};
 use crate::reassembly::Budget;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 pub(crate) struct TcpFlows {
-    limits: Limits,
+    options: FlowOptions,
     flows: HashMap<Key, Flow, FlowHashState>,
     /// Flows that were closed when last seen: eviction candidates, oldest first.
     closed: VecDeque<Key>,
@@ -38,10 +38,10 @@ pub(crate) struct TcpFlows {
 }
 
 impl TcpFlows {
-    pub(super) fn new(limits: Limits, budget: Budget) -> Self {
+    pub(super) fn new(options: FlowOptions, budget: Budget) -> Self {
         TcpFlows {
-            listeners: limits.listening.iter().copied().collect(),
-            limits,
+            listeners: options.listening.iter().copied().collect(),
+            options,
             flows: HashMap::with_hasher(FlowHashState::new()),
             closed: VecDeque::new(),
             retired: HashMap::with_hasher(FlowHashState::new()),
@@ -82,7 +82,14 @@ impl TcpFlows {
         if let Some(f) = self.flows.get_mut(&k) {
             if !f.is_new_syn(tcp) {
                 let was_closed = f.is_closed();
-                f.push(tcp, at_us, number, &self.limits, &mut self.budget, ev);
+                f.push(
+                    tcp,
+                    at_us,
+                    number,
+                    &self.options.bounds,
+                    &mut self.budget,
+                    ev,
+                );
                 if !was_closed && f.is_closed() {
                     self.note_closed(k, ev);
                 }
@@ -97,7 +104,7 @@ impl TcpFlows {
         if let Some(old) = self.flows.remove(&k) {
             self.retire(old, ev);
         }
-        if self.flows.len() >= self.limits.max_flows {
+        if self.flows.len() >= self.options.bounds.max_flows {
             self.evict(ev);
         }
         let id = self.next_connection;
@@ -112,7 +119,14 @@ impl TcpFlows {
             self.next_slot - 1
         });
         let mut f = Flow::new(id, slot, tcp, at_us, &self.listeners, ev);
-        f.push(tcp, at_us, number, &self.limits, &mut self.budget, ev);
+        f.push(
+            tcp,
+            at_us,
+            number,
+            &self.options.bounds,
+            &mut self.budget,
+            ev,
+        );
         let closed = f.is_closed();
         self.flows.insert(k, f);
         if closed {
@@ -169,7 +183,7 @@ impl TcpFlows {
     }
 
     fn note_age(&mut self, k: Key, id: u32, at_us: u64) {
-        if self.ages.len() >= 2 * self.limits.max_flows.max(1) {
+        if self.ages.len() >= 2 * self.options.bounds.max_flows.max(1) {
             // Entries of flows gone (port reuse) pile up: drop them.
             let flows = &self.flows;
             self.ages

@@ -90,14 +90,14 @@ impl Streams {
     /// Enough finished exchanges or connections wait for a window (or,
     /// before the service is decided, to decide it).
     pub fn window_ready(&self) -> bool {
-        let most = self.limits.window_exchanges.max(1);
+        let most = self.options.window.exchanges.max(1);
         let least = MIN_WINDOW_EXCHANGES.min(most);
         let n = self.exchanges.len().max(self.connections.len());
         match &self.front {
             None => n >= SERVICE_SAMPLE.min(most),
             Some(f) if f.is_empty() => n >= least,
             Some(_) => {
-                n >= most || (n >= least && self.front_waiting >= self.limits.window_requests)
+                n >= most || (n >= least && self.front_waiting >= self.options.window.requests)
             }
         }
     }
@@ -172,7 +172,7 @@ impl Streams {
                 .min();
             closed_cut(&self.exchanges, open.unwrap_or(u64::MAX), is_front)
         };
-        let force = FORCE_AFTER_WINDOWS * self.limits.window_exchanges.max(1);
+        let force = FORCE_AFTER_WINDOWS * self.options.window.exchanges.max(1);
         let taken = if cut == u64::MAX {
             self.exchanges.len()
         } else {
@@ -224,7 +224,7 @@ impl Streams {
             v.append(&mut self.exchanges);
             self.exchanges = v;
         }
-        let window = self.limits.window_exchanges;
+        let window = self.options.window.exchanges;
         let room = self.room.min(window + window / 4);
         self.exchanges
             .reserve(room.saturating_sub(self.exchanges.len()));
@@ -336,11 +336,14 @@ mod tests {
     fn the_next_windows_room_waits_for_the_hand_over() {
         // Two windows' vectors at most: the one analyzed and the one handed
         // on. The table's own comes after the hand-over (`make_room`).
-        let limits = super::super::Limits {
-            window_exchanges: 8,
+        let options = super::super::FlowOptions {
+            window: super::super::WindowPolicy {
+                exchanges: 8,
+                ..Default::default()
+            },
             ..Default::default()
         };
-        let mut whole = super::super::FlowTable::windowed(limits);
+        let mut whole = super::super::FlowTable::windowed(options);
         let table = whole.streams();
         table.exchanges = (0..10).map(|i| ex(1, i, i + 1, i + 2)).collect();
         table.waiting = connections_of(&table.exchanges);
