@@ -72,17 +72,17 @@ fn windows_of(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows 
     )
 }
 
-/// Marks roles and parents in place. `front_ports`: the service's own ports.
+/// Marks roles and parents in place. `service_ports`: the service's own ports.
 /// With concurrent inbound requests the call goes to the latest one that
 /// started before it and had not begun answering: a best guess, since the
 /// wire does not say which thread made a call.
-pub fn attribute(timeline: &mut Timeline, front_ports: &[u16]) {
+pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) {
     let port = server_ports(timeline);
-    let windows = windows_of(timeline, &port, front_ports);
+    let windows = windows_of(timeline, &port, service_ports);
     for e in timeline.exchanges.iter_mut() {
         if port
             .get(&e.connection)
-            .is_some_and(|p| front_ports.contains(p))
+            .is_some_and(|p| service_ports.contains(p))
         {
             e.role = ExchangeRole::Inbound;
             e.parent = None;
@@ -95,7 +95,7 @@ pub fn attribute(timeline: &mut Timeline, front_ports: &[u16]) {
 }
 
 /// Share of the exchanges on a server's backing connections (those that
-/// carried a call inside the front's requests) that must fall inside them:
+/// carried a call inside the service's requests) that must fall inside them:
 /// unrelated traffic on the same host lands inside them only by chance, and
 /// rarely for nearly all of its exchanges.
 const NESTED_SHARE: f64 = 0.9;
@@ -107,26 +107,26 @@ const BACKING_CONNECTION_SHARE: f64 = 0.5;
 
 /// Servers (ports) whose exchanges happen while the service's own requests
 /// wait for an answer: its backing services, seen from the wire alone.
-pub fn nested_servers(t: &Timeline, front_ports: &[u16]) -> Vec<u16> {
-    nesting(t, front_ports).0
+pub fn nested_servers(t: &Timeline, service_ports: &[u16]) -> Vec<u16> {
+    nesting(t, service_ports).0
 }
 
-/// Exchanges inside the front's requests, and in all, on one connection.
+/// Exchanges inside the service's requests, and in all, on one connection.
 #[derive(Default, Clone, Copy)]
 struct Nested {
     inside: usize,
     all: usize,
 }
 
-/// Backing servers of `front_ports` and how many of their exchanges nest.
-fn nesting(t: &Timeline, front_ports: &[u16]) -> (Vec<u16>, usize) {
+/// Backing servers of `service_ports` and how many of their exchanges nest.
+fn nesting(t: &Timeline, service_ports: &[u16]) -> (Vec<u16>, usize) {
     let port = server_ports(t);
-    let windows = windows_of(t, &port, front_ports);
+    let windows = windows_of(t, &port, service_ports);
     let mut per_conn: HashMap<u32, Nested> = HashMap::new();
     for e in &t.exchanges {
         if port
             .get(&e.connection)
-            .is_none_or(|p| front_ports.contains(p))
+            .is_none_or(|p| service_ports.contains(p))
         {
             continue;
         }

@@ -8,21 +8,21 @@ use std::collections::HashSet;
 use whyslow_model::{Evidence, ExchangeRole, Finding, Timeline};
 
 /// Marks `background` on findings whose evidence lies wholly on connections
-/// to other servers than `front`, where no inbound request waited: outside
+/// to other servers than `service_ports`, where no inbound request waited: outside
 /// the calls requests waited for (and what queued ahead of them) on
 /// connections whose exchanges were seen, outside every inbound request on
 /// the others.
-pub fn mark(findings: &mut [Finding], t: &Timeline, front: &[u16]) {
-    let front_conns: HashSet<u32> = t
+pub fn mark(findings: &mut [Finding], t: &Timeline, service_ports: &[u16]) {
+    let service_conns: HashSet<u32> = t
         .connections
         .iter()
-        .filter(|c| front.contains(&c.server.port()))
+        .filter(|c| service_ports.contains(&c.server.port()))
         .map(|c| c.id)
         .collect();
     let mut spans: Vec<(u64, u64)> = t
         .exchanges
         .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound && front_conns.contains(&e.connection))
+        .filter(|e| e.role == ExchangeRole::Inbound && service_conns.contains(&e.connection))
         .map(|e| {
             (
                 e.request_first_at_us,
@@ -55,8 +55,8 @@ pub fn mark(findings: &mut [Finding], t: &Timeline, front: &[u16]) {
         let waited_for = f.evidence.iter().any(|e| match e {
             Evidence::Packets {
                 connection, at_us, ..
-            } => front_conns.contains(connection) || waited_at(*connection, *at_us),
-            Evidence::Connection { id, .. } => front_conns.contains(id) || waited.any_on(*id),
+            } => service_conns.contains(connection) || waited_at(*connection, *at_us),
+            Evidence::Connection { id, .. } => service_conns.contains(id) || waited.any_on(*id),
             _ => true,
         });
         f.background = !f.evidence.is_empty() && !waited_for;
@@ -66,7 +66,7 @@ pub fn mark(findings: &mut [Finding], t: &Timeline, front: &[u16]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::tests::conn;
+    use crate::request_calls::tests::conn;
     use crate::testkit::exchange;
     use whyslow_model::{FindingKind, Severity};
 

@@ -3,8 +3,8 @@
 //! connection, and the network. Computed per request, then as a mean per
 //! request kind so that the parts add up to the total.
 
-use crate::calls::{Call, RequestCalls};
 use crate::pool_queueing::pool_wait;
+use crate::request_calls::{Call, RequestCalls};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{BackingTime, Protocol, TimeBreakdown};
@@ -156,8 +156,8 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::by_request;
-    use crate::calls::tests::{call, conn};
+    use crate::request_calls::by_request;
+    use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::Timeline;
 

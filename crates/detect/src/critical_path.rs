@@ -118,7 +118,7 @@ impl WaitedSpans {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::tests::conn;
+    use crate::request_calls::tests::conn;
     use crate::testkit::exchange;
 
     fn outbound(

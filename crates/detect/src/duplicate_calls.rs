@@ -5,8 +5,8 @@
 //! from the first call: time lost = every repeat's own time, clipped to
 //! what the repeats covered (they may run at once).
 
-use crate::calls::{by_shape, covered_us, with_calls, Call, RequestCalls};
-use crate::hits::{self, median_of, Hit};
+use crate::request_calls::{by_shape, covered_us, with_calls, Call, RequestCalls};
+use crate::request_findings::{self, median_of, Hit};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
@@ -38,7 +38,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             if n == 0 {
                 continue;
             }
-            hits::push(
+            request_findings::push(
                 hits.entry((server, shape.to_string())).or_default(),
                 lost,
                 n as u64,
@@ -64,7 +64,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let fix = "keep the first answer for the rest of the request (memoize), or cache data that \
                        rarely changes in the process";
-            let mut f = hits::finding(
+            let mut f = request_findings::finding(
                 FindingKind::DuplicateCalls,
                 Severity::Warning,
                 hits,
@@ -84,7 +84,7 @@ mod tests {
 
     /// The detector over a hand-built timeline's requests.
     fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::calls::by_request(t))
+        super::detect(&crate::request_calls::by_request(t))
     }
     use crate::n_plus_one::tests::statements;
 

@@ -3,8 +3,8 @@
 //! took over 100 ms after its first byte). Says how many bytes, and whether
 //! they were compressed.
 
-use crate::calls::RequestCalls;
-use crate::hits::{self, median_of, Hit};
+use crate::request_calls::RequestCalls;
+use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -27,7 +27,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         } else {
             "not compressed"
         };
-        hits::push(
+        request_findings::push(
             hits.entry(r.server).or_default(),
             transfer,
             (e.response_bytes, e.response_encoded),
@@ -55,7 +55,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let fix =
                 "send less: compress (gzip, br), paginate or trim the response; a slow reader \
                        (small receive window, slow link) also shows here";
-            hits::finding(
+            request_findings::finding(
                 FindingKind::LargeResponse,
                 Severity::Warning,
                 hits,
@@ -72,9 +72,9 @@ mod tests {
 
     /// The detector over a hand-built timeline's requests.
     fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::calls::by_request(t))
+        super::detect(&crate::request_calls::by_request(t))
     }
-    use crate::calls::tests::conn;
+    use crate::request_calls::tests::conn;
     use crate::testkit::exchange;
 
     #[test]

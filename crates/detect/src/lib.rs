@@ -4,11 +4,9 @@
 pub mod attribution;
 pub mod background;
 pub mod breakdown;
-pub mod calls;
 pub mod critical_path;
 pub mod duplicate_calls;
-pub mod groups;
-pub mod hits;
+pub mod exchange_groups;
 pub mod host_saturation;
 pub mod large_response;
 pub mod merge;
@@ -20,6 +18,8 @@ pub mod pipeline;
 pub mod pipeline_hol;
 pub mod pool_queueing;
 pub mod probe_pattern;
+pub mod request_calls;
+pub mod request_findings;
 pub mod sequential_calls;
 pub mod server_time;
 pub mod slow_dependency;
@@ -29,14 +29,14 @@ pub mod tcp_retransmission;
 mod testkit;
 pub mod thresholds;
 pub mod tls_full_handshake;
-pub mod whole;
+pub mod windowed;
 pub mod zero_window;
 
-use calls::RequestCalls;
+use request_calls::RequestCalls;
 use whyslow_model::{Finding, Timeline};
 
 /// Runs every detector and ranks the findings by time lost. `requests`:
-/// the timeline's inbound requests with their calls (`calls::by_request`).
+/// the timeline's inbound requests with their calls (`request_calls::by_request`).
 pub fn run_all(timeline: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
     let mut findings = Vec::new();
     for detect in DETECTORS {

@@ -12,8 +12,10 @@
 //! the finding is a warning from 10 % of the request and informational below.
 //! Calls that overlap are not N+1: they ran at once (pool_queueing's case).
 
-use crate::calls::{by_shape, covered_us, in_flight_max, median, with_calls, Call, RequestCalls};
-use crate::hits::{self, median_of, Hit};
+use crate::request_calls::{
+    by_shape, covered_us, in_flight_max, median, with_calls, Call, RequestCalls,
+};
+use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
@@ -64,7 +66,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 continue;
             };
             let group = hits.entry((s.server, s.shape.clone())).or_default();
-            hits::push(group, s.time_lost_us, s, |s| {
+            request_findings::push(group, s.time_lost_us, s, |s| {
                 r.inbound_evidence(format!(
                     "{} calls of this shape ({} different parameter sets); one batch would save {}",
                     s.calls,
@@ -93,7 +95,13 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let fix =
                 "load them in one call: eager loading (select_related/prefetch_related, includes, \
                        JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline";
-            let mut f = hits::finding(FindingKind::NPlusOne, severity, hits, summary, fix.into());
+            let mut f = request_findings::finding(
+                FindingKind::NPlusOne,
+                severity,
+                hits,
+                summary,
+                fix.into(),
+            );
             f.subject = format!("{server} {shape}");
             f
         })
@@ -107,9 +115,9 @@ pub mod tests {
 
     /// The detector over a hand-built timeline's requests.
     fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::calls::by_request(t))
+        super::detect(&crate::request_calls::by_request(t))
     }
-    use crate::calls::tests::{call, conn};
+    use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::{Exchange, Protocol};
 

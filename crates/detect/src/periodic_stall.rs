@@ -4,8 +4,8 @@
 //! The median hides it, so the finding quotes p50, p99 and max, the share of
 //! inbound requests hit, and the period when the stalls keep one.
 
-use crate::calls::{median, Call, RequestCalls};
-use crate::hits::{self, Hit};
+use crate::request_calls::{median, Call, RequestCalls};
+use crate::request_findings::{self, Hit};
 use crate::thresholds::SLOW_PART_US;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -210,7 +210,7 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
     for (i, (us, n)) in lost {
         let r = &requests[i];
         let us = us.min(r.total_us());
-        hits::push(&mut hits, us, (), |_| {
+        request_findings::push(&mut hits, us, (), |_| {
             r.inbound_evidence(format!(
                 "{n} call(s) to {} stalled: {} over the usual, of {} in all",
                 t.server,
@@ -252,7 +252,7 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
                refresh it in the background, or call it with a timeout and a fallback";
     // An occurrence is one stall, and what it cost is how long the service
     // was blocked; time_lost sums what every request hit lost.
-    let mut f = hits::finding(
+    let mut f = request_findings::finding(
         FindingKind::PeriodicStall,
         Severity::Warning,
         hits,
@@ -285,8 +285,8 @@ fn stall_lengths(t: &Tail) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::by_request;
-    use crate::calls::tests::{call, conn};
+    use crate::request_calls::by_request;
+    use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::Timeline;
 

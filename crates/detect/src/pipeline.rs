@@ -3,7 +3,7 @@
 //! inbound request each backing call served, then every detector.
 
 use crate::attribution;
-use crate::{background, breakdown, calls, sql_summary};
+use crate::{background, breakdown, request_calls, sql_summary};
 use whyslow_model::{Finding, ServiceChoice, ServiceHow, SqlSummary, TimeBreakdown, Timeline};
 
 /// How the service under investigation was chosen.
@@ -71,16 +71,16 @@ pub fn decide_service(timeline: &Timeline, given: Option<&[u16]>) -> Service {
 /// As `analyze`, with the service already decided (a window of a capture
 /// analyzed as the first window decided).
 pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
-    let front = service.ports();
-    let backing = if front.is_empty() {
+    let service_ports = service.ports();
+    let backing = if service_ports.is_empty() {
         Vec::new()
     } else {
-        attribution::attribute(timeline, &front);
-        attribution::nested_servers(timeline, &front)
+        attribution::attribute(timeline, &service_ports);
+        attribution::nested_servers(timeline, &service_ports)
     };
-    let requests = calls::by_request(timeline);
+    let requests = request_calls::by_request(timeline);
     let mut findings = crate::run_all(timeline, &requests);
-    if front.is_empty() {
+    if service_ports.is_empty() {
         return Analysis {
             service,
             backing,
@@ -89,7 +89,7 @@ pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
             sql_summary: Vec::new(),
         };
     }
-    background::mark(&mut findings, timeline, &front);
+    background::mark(&mut findings, timeline, &service_ports);
     Finding::sort(&mut findings);
     Analysis {
         service,

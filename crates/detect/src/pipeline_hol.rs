@@ -12,7 +12,7 @@
 //! Time lost counts for the inbound request waiting on B only.
 
 use crate::critical_path::{lanes, waited_for, Lane};
-use crate::hits::{self, Hit};
+use crate::request_findings::{self, Hit};
 use crate::thresholds::WORTH_SHARE;
 use foldhash::{HashMap, HashMapExt};
 use std::cell::OnceCell;
@@ -162,12 +162,12 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
             culprit_bytes: w.culprit.request_bytes.max(w.culprit.response_bytes),
             protocol: w.culprit.protocol.name(),
         };
-        hits::push(&mut hits, lost, facts, |_| queued(&w, conn));
+        request_findings::push(&mut hits, lost, facts, |_| queued(&w, conn));
     }
     if hits.is_empty() {
         return Vec::new();
     }
-    vec![hits::finding(
+    vec![request_findings::finding(
         FindingKind::PipelineHol,
         Severity::Critical,
         hits,
@@ -266,7 +266,7 @@ mod tests {
         assert!(s.starts_with("GET hot:config waited"), "{s}");
         assert!(s.contains("SET stash:?"), "{s}");
     }
-    use crate::calls::tests::conn;
+    use crate::request_calls::tests::conn;
     use crate::testkit::exchange;
     use whyslow_model::{ExchangeRole, Protocol};
 

@@ -6,8 +6,8 @@
 //! Time lost = the calls' span minus what they would take with enough
 //! connections (the longest call alone).
 
-use crate::calls::{in_flight_max, with_calls, Call, RequestCalls};
-use crate::hits::{self, median_of, Hit};
+use crate::request_calls::{in_flight_max, with_calls, Call, RequestCalls};
+use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -102,7 +102,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let Some(w) = pool_wait(&calls, r.total_us()) else {
                 continue;
             };
-            hits::push(
+            request_findings::push(
                 per_server.entry(server).or_default(),
                 w.time_lost_us,
                 (w, r.total_us()),
@@ -150,7 +150,7 @@ fn finding(server: SocketAddr, waits: Vec<Hit<(PoolWait, u64)>>) -> Finding {
          {calls} (pool size, connections per host), multiplex them over HTTP/2 on one connection, \
          or batch them into fewer calls"
     );
-    hits::finding(
+    request_findings::finding(
         FindingKind::PoolQueueing,
         Severity::Critical,
         waits,
@@ -166,9 +166,9 @@ mod tests {
 
     /// The detector over a hand-built timeline's requests.
     fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::calls::by_request(t))
+        super::detect(&crate::request_calls::by_request(t))
     }
-    use crate::calls::tests::{call, conn};
+    use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::Exchange;
 

@@ -4,8 +4,8 @@
 //! HTTP calls: statements on one database connection run one at a time by
 //! nature and may depend on each other.
 
-use crate::calls::{in_flight_max, with_calls, Call, RequestCalls};
-use crate::hits::{self, Hit};
+use crate::request_calls::{in_flight_max, with_calls, Call, RequestCalls};
+use crate::request_findings::{self, Hit};
 use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -38,7 +38,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             continue;
         };
         let n = r.calls.iter().filter(|c| is_http(c)).count();
-        hits::push(hits.entry(r.server).or_default(), saving, (), |_| {
+        request_findings::push(hits.entry(r.server).or_default(), saving, (), |_| {
             r.inbound_evidence(format!(
                 "{n} HTTP calls one after another; at once they would take {} less",
                 fmt_ms(saving)
@@ -58,7 +58,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let fix = "make independent calls concurrently (async, a thread pool) with a pool that allows \
                        as many connections, or over HTTP/2; if a pool of one connection serializes them, \
                        raise it";
-            hits::finding(FindingKind::SequentialCalls, Severity::Warning, hits, summary, fix.into())
+            request_findings::finding(FindingKind::SequentialCalls, Severity::Warning, hits, summary, fix.into())
         })
         .collect()
 }
@@ -69,9 +69,9 @@ mod tests {
 
     /// The detector over a hand-built timeline's requests.
     fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::calls::by_request(t))
+        super::detect(&crate::request_calls::by_request(t))
     }
-    use crate::calls::tests::{call, conn};
+    use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
 
     fn chain(n: u32, each: u64, overlap: u64) -> Timeline {

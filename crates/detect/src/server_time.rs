@@ -3,8 +3,8 @@
 //! is more than half of the request and at least 100 ms.
 
 use crate::breakdown::parts;
-use crate::calls::RequestCalls;
-use crate::hits::{self, median_of, Hit};
+use crate::request_calls::RequestCalls;
+use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -25,7 +25,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         if own < SLOW_PART_US || (own as f64) <= DOMINANT_SHARE * p.total_us as f64 {
             continue;
         }
-        hits::push(
+        request_findings::push(
             slow.entry(r.server).or_default(),
             own,
             (p.total_us, !r.calls.is_empty()),
@@ -56,7 +56,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let fix = "profile the service's own work on this request (rendering, serialization, CPU, \
                        locks); backing calls outside this capture (other hosts, files) also count here";
-            hits::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, fix.into())
+            request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, fix.into())
         })
         .collect()
 }
@@ -67,9 +67,9 @@ mod tests {
 
     /// The detector over a hand-built timeline's requests.
     fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::calls::by_request(t))
+        super::detect(&crate::request_calls::by_request(t))
     }
-    use crate::calls::tests::{call, conn};
+    use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
 
     #[test]

@@ -6,9 +6,9 @@
 //! repeated calls explain is theirs.
 
 use crate::breakdown::parts;
-use crate::calls::{by_shape, with_calls, Call, RequestCalls};
-use crate::hits::{self, median_of, Hit};
 use crate::periodic_stall;
+use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
+use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use crate::{duplicate_calls, n_plus_one};
 use std::collections::BTreeMap;
@@ -51,7 +51,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             {
                 continue;
             }
-            hits::push(
+            request_findings::push(
                 slow.entry(server).or_default(),
                 us,
                 (p.total_us, protocol),
@@ -80,7 +80,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let fix =
                 "look inside that service (its own diagnosis, slow log, EXPLAIN); cache what it \
                        answers, or call it less often or off the request's path";
-            hits::finding(
+            request_findings::finding(
                 FindingKind::SlowDependency,
                 Severity::Warning,
                 hits,
@@ -97,9 +97,9 @@ mod tests {
 
     /// The detector over a hand-built timeline's requests.
     fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::calls::by_request(t))
+        super::detect(&crate::request_calls::by_request(t))
     }
-    use crate::calls::tests::{call, conn};
+    use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
 
     fn request_with_call(call_us: u64, request_us: u64) -> Timeline {

@@ -3,7 +3,7 @@
 //! database time summed and on the critical path, for the median and the
 //! slowest request; and the shapes that cost the most across the kind.
 
-use crate::calls::{by_shape, covered_us, Call, RequestCalls};
+use crate::request_calls::{by_shape, covered_us, Call, RequestCalls};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use whyslow_model::{Protocol, SqlRequest, SqlShape, SqlSummary, StatementCounts};
@@ -130,8 +130,8 @@ fn top_shapes(reqs: &[WithCalls]) -> (Vec<SqlShape>, Vec<SqlShape>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::by_request;
-    use crate::calls::tests::{call, conn};
+    use crate::request_calls::by_request;
+    use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::{Exchange, Timeline};
 

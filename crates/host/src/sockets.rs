@@ -81,12 +81,12 @@ fn socket_inodes(pid: u32) -> BTreeSet<u64> {
         .collect()
 }
 
-/// Processes holding the listening socket of `front`: one pass over every
+/// Processes holding the listening socket of `service_ports`: one pass over every
 /// process's descriptors, done once per run.
-pub fn listeners(front: u16) -> Vec<u32> {
+pub fn listeners(service_ports: u16) -> Vec<u32> {
     let listening: BTreeSet<u64> = rows()
         .iter()
-        .filter(|r| r.state == TCP_LISTEN && r.local_port == front)
+        .filter(|r| r.state == TCP_LISTEN && r.local_port == service_ports)
         .map(|r| r.inode)
         .collect();
     let Ok(procs) = fs::read_dir("/proc") else {
@@ -99,8 +99,8 @@ pub fn listeners(front: u16) -> Vec<u32> {
         .collect()
 }
 
-/// Ports on this host that the processes `pids` (serving `front`) are connected to.
-pub fn ports_of(pids: &[u32], front: u16) -> BTreeSet<u16> {
+/// Ports on this host that the processes `pids` (serving `service_ports`) are connected to.
+pub fn ports_of(pids: &[u32], service_ports: u16) -> BTreeSet<u16> {
     let rows = rows();
     let mut ports = BTreeSet::new();
     for pid in pids {
@@ -112,7 +112,7 @@ pub fn ports_of(pids: &[u32], front: u16) -> BTreeSet<u16> {
             .map(|r| r.local_port)
             .collect();
         for r in mine().filter(|r| r.state == TCP_ESTABLISHED && r.remote_is_local) {
-            if !served.contains(&r.local_port) && r.remote_port != front {
+            if !served.contains(&r.local_port) && r.remote_port != service_ports {
                 ports.insert(r.remote_port);
             }
         }
@@ -120,7 +120,7 @@ pub fn ports_of(pids: &[u32], front: u16) -> BTreeSet<u16> {
     ports
 }
 
-/// Polls the ports of the service on `front` on a thread until stopped: connections to
+/// Polls the ports of the service on `service_ports` on a thread until stopped: connections to
 /// backing services may live only as long as one inbound connection.
 pub struct Watcher {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -133,17 +133,17 @@ pub struct Watcher {
 const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Watcher {
-    pub fn start(front: u16) -> Watcher {
+    pub fn start(service_ports: u16) -> Watcher {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
-            let pids = listeners(front);
+            let pids = listeners(service_ports);
             let mut seen = BTreeSet::new();
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                seen.extend(ports_of(&pids, front));
+                seen.extend(ports_of(&pids, service_ports));
                 std::thread::sleep(POLL_INTERVAL);
             }
-            seen.extend(ports_of(&pids, front));
+            seen.extend(ports_of(&pids, service_ports));
             seen
         });
         Watcher { stop, thread }
@@ -166,14 +166,14 @@ mod tests {
 
     #[test]
     fn finds_the_ports_a_listening_process_talks_to() {
-        // This test process listens on `front` and holds a connection to `backing`.
-        let front = TcpListener::bind("127.0.0.1:0").unwrap();
+        // This test process listens on `service_ports` and holds a connection to `backing`.
+        let service_ports = TcpListener::bind("127.0.0.1:0").unwrap();
         let backing = TcpListener::bind("127.0.0.1:0").unwrap();
         let _conn = TcpStream::connect(backing.local_addr().unwrap()).unwrap();
         let (mut accepted, _) = backing.accept().unwrap();
         accepted.set_nonblocking(true).unwrap();
         let _ = accepted.read(&mut [0; 1]);
-        let port = front.local_addr().unwrap().port();
+        let port = service_ports.local_addr().unwrap().port();
         let found: Vec<u16> = ports_of(&listeners(port), port).into_iter().collect();
         // The accepted side belongs to a listener of this process: inbound, not a call.
         assert_eq!(found, vec![backing.local_addr().unwrap().port()]);

@@ -9,7 +9,7 @@
 use std::path::Path;
 use whyslow_detect::periodic_stall;
 use whyslow_detect::pipeline::Analysis;
-use whyslow_detect::whole::{Keep, Scope, Whole, WholeAnalysis};
+use whyslow_detect::windowed::{CaptureResult, Keep, Scope, WindowedAnalysis};
 use whyslow_model::{CaptureSummary, FindingKind, Protocol, Report, Skipped, Timeline};
 use whyslow_wire::{windows_from_file, FlowOptions, Window, WindowSink};
 
@@ -63,11 +63,11 @@ impl AnalysisOptions {
 const EVIDENCE_EVENTS_SHARE: usize = 4;
 
 /// Hands the capture's windows to the whole-capture analysis.
-struct Sink<'a>(&'a mut WholeAnalysis);
+struct Sink<'a>(&'a mut WindowedAnalysis);
 
 impl WindowSink for Sink<'_> {
-    fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
-        self.0.front(first, last_chance)
+    fn service_ports(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
+        self.0.service_ports(first, last_chance)
     }
     fn window(&mut self, w: &mut Window) {
         self.0.window(&mut w.timeline, &w.headers);
@@ -85,11 +85,11 @@ pub fn analyze_capture(
         connections: bounds.max_connections,
         events: bounds.max_events_total / EVIDENCE_EVENTS_SHARE,
     };
-    let mut whole = WholeAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
+    let mut whole = WindowedAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
     let CaptureSource::File(path) = source;
     let outcome = windows_from_file(path, &opts.flow, &mut Sink(&mut whole))
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    let Whole {
+    let CaptureResult {
         analysis,
         mut summary,
         evidence,

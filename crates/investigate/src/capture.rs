@@ -4,7 +4,7 @@
 
 use crate::analysis::{analyze_capture, AnalysisOptions, CaptureAnalysis, CaptureSource};
 use std::path::PathBuf;
-use whyslow_detect::whole::Scope;
+use whyslow_detect::windowed::Scope;
 use whyslow_model::CaptureInfo;
 use whyslow_wire::live::{CaptureHandle, LiveCapture};
 use whyslow_wire::WireError;

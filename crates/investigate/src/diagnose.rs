@@ -12,7 +12,7 @@ use whyslow_client::{
     probe_until, redact_url, KeyLogWriter, ProbeOptions, ProbeRun, RequestSpec, Target, TlsOptions,
     WritePattern, SSLKEYLOGFILE,
 };
-use whyslow_detect::whole::Scope;
+use whyslow_detect::windowed::Scope;
 use whyslow_host::sockets::Watcher;
 use whyslow_load::{LoadPlan, LoadResult, LoadResultExt, Model, Schedule, Stop};
 use whyslow_model::{
@@ -168,11 +168,17 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
     let mut capture = None;
     if let Some(s) = session {
         tokio::time::sleep(CAPTURE_DRAIN).await;
-        let front = target.as_ref().map_or(0, |t| t.port);
+        let service_ports = target.as_ref().map_or(0, |t| t.port);
         let backing = watcher.map(Watcher::finish).unwrap_or_default();
-        let flow = flow_options(opts, own_keys.as_deref(), front, &backing, &mut report);
+        let flow = flow_options(
+            opts,
+            own_keys.as_deref(),
+            service_ports,
+            &backing,
+            &mut report,
+        );
         let analysis = AnalysisOptions {
-            service: Some(vec![front]),
+            service: Some(vec![service_ports]),
             scope: Scope::ServiceAndBacking {
                 known: backing
                     .into_iter()
@@ -219,7 +225,7 @@ fn own_keys(target: Option<&Target>, report: &mut Report) -> Option<Arc<KeyLogWr
 fn flow_options(
     opts: &DiagnoseOptions,
     own: Option<&KeyLogWriter>,
-    front: u16,
+    service_ports: u16,
     backing: &[u16],
     report: &mut Report,
 ) -> FlowOptions {
@@ -241,7 +247,7 @@ fn flow_options(
     if let Some(own) = own {
         log.add_text(&own.kept());
     }
-    let listening = std::iter::once(front)
+    let listening = std::iter::once(service_ports)
         .chain(backing.iter().copied())
         .chain(opts.extra_ports.iter().copied())
         .collect();

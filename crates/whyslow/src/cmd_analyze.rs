@@ -2,7 +2,7 @@
 
 use clap::Args;
 use std::path::PathBuf;
-use whyslow_detect::whole::Scope;
+use whyslow_detect::windowed::Scope;
 use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource};
 use whyslow_model::Report;
 use whyslow_proto::tls::KeyLog;

@@ -43,7 +43,7 @@ pub trait WindowSink {
     /// before the first cut (empty: no service; every exchange stands alone),
     /// or None to wait for more. `last_chance`: the end of the capture, or
     /// `SERVICE_SAMPLE` exchanges waiting; the answer must then be Some.
-    fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>>;
+    fn service_ports(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>>;
     /// Takes from `window` what it keeps; the rest is dropped, and the
     /// emptied exchange vector goes back to the flow table for a later window.
     fn window(&mut self, window: &mut Window);
@@ -92,22 +92,22 @@ fn windows_from<R: Read + Send>(
     // while the next one is rebuilt: the two halves of the work overlap.
     let read = std::thread::scope(|s| {
         let mut deciding = Some(sink);
-        let mut front: Option<Vec<u16>> = None;
+        let mut service: Option<Vec<u16>> = None;
         let mut analyzing = None;
         let mut cut = |table: &mut Streams, end: bool| {
-            if let (None, Some(sink)) = (&front, deciding.as_mut()) {
+            if let (None, Some(sink)) = (&service, deciding.as_mut()) {
                 let last_chance = end
                     || table.waiting_exchanges() >= SERVICE_SAMPLE
                     || table.waiting_connections() >= SERVICE_SAMPLE;
-                front = sink.front(&table.peek(), last_chance);
-                if last_chance && front.is_none() {
-                    front = Some(Vec::new());
+                service = sink.service_ports(&table.peek(), last_chance);
+                if last_chance && service.is_none() {
+                    service = Some(Vec::new());
                 }
-                let Some(ports) = &front else {
+                let Some(ports) = &service else {
                     return;
                 };
                 // Decided: a window may now need more of the service's requests.
-                table.set_front(ports);
+                table.set_service(ports);
                 if !end && !table.window_ready() {
                     return;
                 }

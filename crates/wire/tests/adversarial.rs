@@ -29,7 +29,7 @@ impl WindowSink for Count {
     /// As analyze's sink does when no service shows: wait until told it
     /// is the last chance (connections piling up must not be copied again
     /// and again while it waits).
-    fn front(&mut self, _: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
+    fn service_ports(&mut self, _: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
         last_chance.then(Vec::new)
     }
     fn window(&mut self, w: &mut Window) {

@@ -17,13 +17,13 @@ const REDIS: u16 = 6379;
 
 /// Per window: exchanges, and those that are the service's requests.
 struct Sizes {
-    front: Vec<u16>,
+    service: Vec<u16>,
     windows: Vec<(usize, usize)>,
 }
 
 impl WindowSink for Sizes {
-    fn front(&mut self, _: &Timeline, _: bool) -> Option<Vec<u16>> {
-        Some(self.front.clone())
+    fn service_ports(&mut self, _: &Timeline, _: bool) -> Option<Vec<u16>> {
+        Some(self.service.clone())
     }
     fn window(&mut self, w: &mut Window) {
         let port: HashMap<u32, u16> = w
@@ -32,13 +32,13 @@ impl WindowSink for Sizes {
             .iter()
             .map(|c| (c.id, c.server.port()))
             .collect();
-        let front = w
+        let service = w
             .timeline
             .exchanges
             .iter()
             .filter(|e| port.get(&e.connection) == Some(&SERVICE))
             .count();
-        self.windows.push((w.timeline.exchanges.len(), front));
+        self.windows.push((w.timeline.exchanges.len(), service));
     }
 }
 
@@ -96,9 +96,9 @@ fn service_with_calls(requests: usize, calls: usize) -> Vec<u8> {
     s.bytes()
 }
 
-fn cut(bytes: &[u8], front: &[u16], limits: &FlowOptions) -> Vec<(usize, usize)> {
+fn cut(bytes: &[u8], service: &[u16], limits: &FlowOptions) -> Vec<(usize, usize)> {
     let mut sizes = Sizes {
-        front: front.to_vec(),
+        service: service.to_vec(),
         windows: Vec::new(),
     };
     let out = windows_from_reader(bytes, limits, &mut sizes).expect("a capture");

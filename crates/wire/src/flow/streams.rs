@@ -48,9 +48,9 @@ pub struct Streams {
     /// that a cut need not walk every exchange to find them.
     pub(super) waiting: foldhash::HashSet<u32>,
     /// Ports of the service under investigation, once decided (windowed).
-    pub(super) front: Option<Vec<u16>>,
+    pub(super) service: Option<Vec<u16>>,
     /// Exchanges waiting that are requests of the service.
-    pub(super) front_waiting: usize,
+    pub(super) service_waiting: usize,
     /// Capacity of the last window's vector (see `make_room`).
     pub(super) room: usize,
     /// Exchanges completed by the chunk being fed (reused buffer).
@@ -77,8 +77,8 @@ impl Streams {
             connections: Vec::new(),
             exchanges: Vec::new(),
             waiting: Default::default(),
-            front: None,
-            front_waiting: 0,
+            service: None,
+            service_waiting: 0,
             room: 0,
             scratch: Vec::new(),
             counters: Counters::default(),
@@ -208,8 +208,8 @@ impl Streams {
     /// `from` on, which `sink` handed out; `port`: their server's.
     fn add_exchanges(&mut self, mut out: Vec<Exchange>, from: usize, port: u16) {
         if self.windowed {
-            if self.front.as_ref().is_some_and(|f| f.contains(&port)) {
-                self.front_waiting += out.len() - from;
+            if self.service.as_ref().is_some_and(|f| f.contains(&port)) {
+                self.service_waiting += out.len() - from;
             }
             for e in &mut out[from..] {
                 e.id = self.next_exchange;

@@ -61,13 +61,13 @@ fn answer(e: &Exchange) -> u64 {
     e.response_first_at_us.unwrap_or(u64::MAX)
 }
 
-/// The exact cut at or before `cut` (see the module comment). `front`:
+/// The exact cut at or before `cut` (see the module comment). `is_service`:
 /// whether an exchange is an inbound request of the service.
-fn closed_cut(exchanges: &[Exchange], mut cut: u64, front: impl Fn(&Exchange) -> bool) -> u64 {
+fn closed_cut(exchanges: &[Exchange], mut cut: u64, is_service: impl Fn(&Exchange) -> bool) -> u64 {
     for _ in 0..MAX_CLOSURE_ROUNDS {
         let held_end = exchanges
             .iter()
-            .filter(|e| e.request_first_at_us >= cut && !front(e))
+            .filter(|e| e.request_first_at_us >= cut && !is_service(e))
             .map(call_end)
             .min();
         let Some(held_end) = held_end else {
@@ -75,7 +75,7 @@ fn closed_cut(exchanges: &[Exchange], mut cut: u64, front: impl Fn(&Exchange) ->
         };
         let pull = exchanges
             .iter()
-            .filter(|e| e.request_first_at_us < cut && front(e) && answer(e) >= held_end)
+            .filter(|e| e.request_first_at_us < cut && is_service(e) && answer(e) >= held_end)
             .map(|e| e.request_first_at_us)
             .min();
         match pull {
@@ -93,11 +93,11 @@ impl Streams {
         let most = self.options.window.exchanges.max(1);
         let least = MIN_WINDOW_EXCHANGES.min(most);
         let n = self.exchanges.len().max(self.connections.len());
-        match &self.front {
+        match &self.service {
             None => n >= SERVICE_SAMPLE.min(most),
             Some(f) if f.is_empty() => n >= least,
             Some(_) => {
-                n >= most || (n >= least && self.front_waiting >= self.options.window.requests)
+                n >= most || (n >= least && self.service_waiting >= self.options.window.requests)
             }
         }
     }
@@ -105,21 +105,21 @@ impl Streams {
     /// Sets the ports of the service under investigation (empty: none),
     /// whose open requests bound the cuts and whose requests a window
     /// counts.
-    pub fn set_front(&mut self, ports: &[u16]) {
-        self.front = Some(ports.to_vec());
-        self.front_waiting = self.count_front();
+    pub fn set_service(&mut self, ports: &[u16]) {
+        self.service = Some(ports.to_vec());
+        self.service_waiting = self.count_front();
     }
 
     /// Exchanges waiting that are requests of the service.
     fn count_front(&self) -> usize {
-        let front = self.front.as_deref().unwrap_or_default();
-        if front.is_empty() {
+        let service = self.service.as_deref().unwrap_or_default();
+        if service.is_empty() {
             return 0;
         }
         let port = self.server_ports();
         self.exchanges
             .iter()
-            .filter(|e| port.get(&e.connection).is_some_and(|p| front.contains(p)))
+            .filter(|e| port.get(&e.connection).is_some_and(|p| service.contains(p)))
             .count()
     }
 
@@ -152,22 +152,22 @@ impl Streams {
     }
 
     /// Takes the next window. The open requests of the service
-    /// (`set_front`) bound the cut; without one every exchange finished so
+    /// (`set_service`) bound the cut; without one every exchange finished so
     /// far is taken. The timeline is in the order things finished: the
     /// receiver sorts it (`Timeline::sort`), on its own thread, so the table
     /// can go on reading.
     pub fn take_window(&mut self) -> Window {
         debug_assert_eq!(self.waiting, connections_of(&self.exchanges));
-        let front = self.front.clone().unwrap_or_default();
-        let mut cut = if front.is_empty() {
+        let service = self.service.clone().unwrap_or_default();
+        let mut cut = if service.is_empty() {
             u64::MAX
         } else {
             let port = self.server_ports();
             let is_front =
-                |e: &Exchange| port.get(&e.connection).is_some_and(|p| front.contains(p));
+                |e: &Exchange| port.get(&e.connection).is_some_and(|p| service.contains(p));
             let open = self
                 .open()
-                .filter(|s| front.contains(&s.header.server.port()))
+                .filter(|s| service.contains(&s.header.server.port()))
                 .filter_map(Stream::open_since)
                 .min();
             closed_cut(&self.exchanges, open.unwrap_or(u64::MAX), is_front)
@@ -192,10 +192,10 @@ impl Streams {
                 .extract_if(.., |e| e.request_first_at_us >= cut)
                 .collect();
             self.waiting = connections_of(&self.exchanges);
-            self.front_waiting = self.count_front();
+            self.service_waiting = self.count_front();
             connections_of(&out)
         } else {
-            self.front_waiting = 0;
+            self.service_waiting = 0;
             std::mem::take(&mut self.waiting)
         };
         self.room = out.capacity();
@@ -347,7 +347,7 @@ mod tests {
         let table = whole.streams();
         table.exchanges = (0..10).map(|i| ex(1, i, i + 1, i + 2)).collect();
         table.waiting = connections_of(&table.exchanges);
-        table.set_front(&[]);
+        table.set_service(&[]);
         let w = table.take_window();
         assert_eq!(w.timeline.exchanges.len(), 10);
         assert_eq!(
@@ -375,24 +375,24 @@ mod tests {
 
     #[test]
     fn a_request_enclosing_a_held_call_is_held_with_it() {
-        // Inbound 1 on connection 1 (front) waits 100..500; its call on
+        // Inbound 1 on connection 1 (service) waits 100..500; its call on
         // connection 2 runs 300..400. An open request at 250 holds the call
         // back, so the inbound request is held back too.
-        let front = |e: &Exchange| e.connection == 1;
+        let service = |e: &Exchange| e.connection == 1;
         let exs = vec![
             ex(1, 100, 500, 510),
             ex(2, 300, 390, 400),
             ex(1, 10, 50, 60),
         ];
-        assert_eq!(closed_cut(&exs, 250, front), 100);
+        assert_eq!(closed_cut(&exs, 250, service), 100);
         // Nothing held back encloses: the cut stays.
         let exs = vec![ex(1, 100, 200, 210), ex(2, 300, 390, 400)];
-        assert_eq!(closed_cut(&exs, 250, front), 250);
+        assert_eq!(closed_cut(&exs, 250, service), 250);
     }
 
     #[test]
     fn holding_back_cascades_to_earlier_requests() {
-        let front = |e: &Exchange| e.connection == 1;
+        let service = |e: &Exchange| e.connection == 1;
         // Inbound 50..600 encloses the call 120..130, which inbound
         // 100..500 (held for the call at 300) pulled back.
         let exs = vec![
@@ -401,6 +401,6 @@ mod tests {
             ex(1, 50, 600, 610),
             ex(2, 120, 125, 130),
         ];
-        assert_eq!(closed_cut(&exs, 250, front), 50);
+        assert_eq!(closed_cut(&exs, 250, service), 50);
     }
 }

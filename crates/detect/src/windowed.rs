@@ -4,7 +4,7 @@
 //! evidence for `--timeline` and the HTML report.
 
 use crate::attribution;
-use crate::groups::ExchangeGroups;
+use crate::exchange_groups::ExchangeGroups;
 use crate::merge::{MergedBreakdowns, MergedFindings, MergedSql};
 use crate::pipeline::{self, Analysis, Service};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -40,7 +40,7 @@ pub enum Scope {
 }
 
 /// Results of the windows so far.
-pub struct WholeAnalysis {
+pub struct WindowedAnalysis {
     given: Option<Vec<u16>>,
     scope: Scope,
     service: Option<Service>,
@@ -60,7 +60,7 @@ pub struct WholeAnalysis {
 }
 
 /// The merged answer.
-pub struct Whole {
+pub struct CaptureResult {
     pub analysis: Analysis,
     /// Counts and groups; the caller adds what the reader counted (packets,
     /// exchanges, windows).
@@ -69,11 +69,11 @@ pub struct Whole {
     pub evidence: Timeline,
 }
 
-impl WholeAnalysis {
+impl WindowedAnalysis {
     /// `given`: the service's ports (`--service`), or None to find it from
     /// the first window.
     pub fn new(given: Option<&[u16]>, scope: Scope, keep: Keep) -> Self {
-        WholeAnalysis {
+        WindowedAnalysis {
             given: given.map(<[u16]>::to_vec),
             scope,
             service: None,
@@ -94,7 +94,7 @@ impl WholeAnalysis {
     /// ports are the ones whose open requests bound the cuts. None: no
     /// server's requests enclose another's yet, and more may tell
     /// (`last_chance` false).
-    pub fn front(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
+    pub fn service_ports(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
         let service = pipeline::decide_service(first, self.given.as_deref());
         if service == Service::None && !last_chance {
             return None;
@@ -110,13 +110,13 @@ impl WholeAnalysis {
     /// or to reuse the vectors of.
     pub fn window(&mut self, t: &mut Timeline, headers: &HashSet<u32>) {
         if self.service.is_none() {
-            self.front(t, true);
+            self.service_ports(t, true);
         }
         let service = self.service.clone().unwrap_or(Service::None);
         if let Scope::ServiceAndBacking { known } = &self.scope {
-            let front = service.ports();
-            let mut servers = attribution::nested_servers(t, &front);
-            servers.extend(front.iter().chain(known));
+            let service_ports = service.ports();
+            let mut servers = attribution::nested_servers(t, &service_ports);
+            servers.extend(service_ports.iter().chain(known));
             t.retain_servers(&servers);
         }
         let a = pipeline::analyze_as(t, service);
@@ -168,7 +168,7 @@ impl WholeAnalysis {
         }
     }
 
-    pub fn finish(self) -> Whole {
+    pub fn finish(self) -> CaptureResult {
         let mut summary = CaptureSummary::default();
         self.groups.finish(&mut summary);
         summary.kept_exchanges = self.evidence.exchanges.len() as u64;
@@ -185,7 +185,7 @@ impl WholeAnalysis {
         summary.backing_ports = self.backing.iter().copied().collect();
         let mut evidence = self.evidence;
         evidence.sort();
-        Whole {
+        CaptureResult {
             analysis: Analysis {
                 service,
                 backing: self.backing.into_iter().collect(),

@@ -2,7 +2,7 @@
 //! contributes what it lost and its evidence; the finding sums the loss,
 //! quotes the median per request and keeps the first pieces of evidence.
 
-use crate::calls::median;
+use crate::request_calls::median;
 use whyslow_model::{Evidence, Finding, FindingKind, Severity};
 
 /// Requests kept as evidence (the JSON report carries them all up to this).
