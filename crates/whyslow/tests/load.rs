@@ -7,7 +7,6 @@ use common::*;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use whyslow_lab::latency::{LatencyPlan, LatencyServer};
-use whyslow_load::LoadResultExt;
 
 /// The accuracy the issue asks for: within 5 % of the known value, or 1 ms.
 const REL_TOLERANCE: f64 = 0.05;
