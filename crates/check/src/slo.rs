@@ -2,9 +2,7 @@
 //! (what users saw) and the error rate of a run or a merge of runs.
 
 use crate::{LimitValue, Rule};
-use whyslow_load::histograms::Recorded;
-use whyslow_load::Metric;
-use whyslow_model::{CheckResult, LoadResult};
+use whyslow_model::{CheckResult, LoadResult, Metric, Recorded};
 
 /// Metrics an --slo rule may name: corrected latency percentiles and the error rate.
 pub const SLO_METRICS: &[&str] = &[

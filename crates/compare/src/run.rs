@@ -4,8 +4,7 @@
 
 use crate::stats::Runs;
 use std::collections::BTreeMap;
-use whyslow_load::{LoadResult, LoadResultExt, Metric, Percentiles};
-use whyslow_model::{Finding, PhaseName, Report};
+use whyslow_model::{Finding, LoadResult, Metric, Percentiles, PhaseName, Report, LOAD_FORMAT};
 
 /// One distribution as a file gave it.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +49,7 @@ impl Run {
     pub fn parse(file: &str, text: &str) -> Result<Run, String> {
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| format!("{file}: not JSON: {e}"))?;
-        if value.get("format").and_then(|f| f.as_str()) == Some(whyslow_load::result::FORMAT) {
+        if value.get("format").and_then(|f| f.as_str()) == Some(LOAD_FORMAT) {
             let r: LoadResult =
                 serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
             return from_load(file, &r);

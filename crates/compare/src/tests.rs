@@ -1,5 +1,5 @@
 use super::*;
-use whyslow_load::Percentiles;
+use whyslow_model::Percentiles;
 
 fn run(command: &str, values: Vec<u64>) -> Run {
     Run {

@@ -25,6 +25,7 @@ use whyslow_client::{
     connect, ErrorKind, H2Conn, HttpVersion, Io, ProbeError, RequestSpec, Target, TlsOptions,
     TlsSetup,
 };
+pub use whyslow_model::Interval;
 
 /// After Ctrl-C, in-flight requests get this long to finish before they are
 /// cut and counted as unfinished: a healthy service answers well within it,
@@ -112,17 +113,6 @@ impl Stop {
             notified.await;
         }
     }
-}
-
-/// What the collector hands out once per interval.
-pub struct Interval<'a> {
-    pub index: u32,
-    /// From the start of the run to the start of this interval.
-    pub offset: Duration,
-    pub length: Duration,
-    pub recorded: &'a Recorded,
-    pub totals: &'a Recorded,
-    pub in_flight: u64,
 }
 
 /// What a run measured.

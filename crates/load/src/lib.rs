@@ -3,9 +3,11 @@
 //!
 //! - `schedule`: when each request is meant to start (constant, ramp, steps).
 //! - `engine`: lanes that keep the schedule, and the interval collector.
-//! - `histograms`: HDR recording (corrected, uncorrected, lag, queue, phases),
-//!   status codes and error classes; exact merge.
-//! - `result`: the result file and its merge; `hdrlog`: HdrHistogram interval logs.
+//! - `histograms`: the client's failures as error classes; the HDR recording
+//!   itself (`Recorded`, `Metric`) is `whyslow_model::load_record`'s, where
+//!   reports and `compare` read it without the engine.
+//! - `result`: building the result file from a run, and its merge; reading
+//!   one back is `whyslow_model::LoadResult`'s. `hdrlog`: HdrHistogram interval logs.
 //! - `saturation`: the `generator_saturated` finding; `omission`: the
 //!   `coordinated_omission` finding; `findmax`: the SLO search.
 

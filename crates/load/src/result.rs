@@ -3,7 +3,7 @@
 //! machines merge exactly. The schema is documented in docs/load-result.md.
 
 use crate::engine::Outcome;
-use crate::histograms::{decode, encode, Metric, Recorded};
+use crate::histograms::{encode, Metric, Recorded};
 use crate::{omission, saturation};
 use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
@@ -12,21 +12,6 @@ pub use whyslow_model::{
     IntervalPoint, LoadResult, Percentiles, RunSetup, LOAD_FORMAT as FORMAT,
     LOAD_VERSION as VERSION,
 };
-
-/// Percentiles of one recorded histogram.
-pub fn percentiles_of(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
-    let q = |x| h.value_at_quantile(x);
-    Percentiles {
-        count: h.len(),
-        min: h.min(),
-        mean: (h.mean() * 10.0).round() / 10.0,
-        p50: q(0.5),
-        p90: q(0.9),
-        p99: q(0.99),
-        p999: q(0.999),
-        max: h.max(),
-    }
-}
 
 /// One interval's point, from what it recorded.
 pub fn interval_point(offset: Duration, length: Duration, rec: &Recorded) -> IntervalPoint {
@@ -53,13 +38,10 @@ fn epoch_us(t: std::time::SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-/// What the load engine adds to a result: building it from a run, and the
-/// histograms back from their encoding.
+/// What the load engine adds to a result: building it from a run. Reading
+/// one back (`parse`, `recorded`, `percentiles`) is `LoadResult`'s own.
 pub trait LoadResultExt: Sized {
     fn from_outcome(setup: RunSetup, outcome: Outcome) -> Self;
-    fn recorded(&self) -> Result<Recorded, String>;
-    fn parse(text: &str) -> Result<Self, String>;
-    fn percentiles(&self, m: Metric) -> Option<&Percentiles>;
 }
 
 impl LoadResultExt for LoadResult {
@@ -102,52 +84,6 @@ impl LoadResultExt for LoadResult {
         r.findings.extend(omission::check(&totals, open));
         r
     }
-
-    /// The recorded histograms and counters back, from the encoded form.
-    fn recorded(&self) -> Result<Recorded, String> {
-        let hists = self
-            .histograms
-            .as_ref()
-            .ok_or("result has no histograms (a --json summary, not an -o result file)")?;
-        let mut rec = Recorded::default();
-        for (name, text) in hists {
-            let m = Metric::parse(name).ok_or_else(|| format!("unknown histogram {name:?}"))?;
-            *rec.hist_mut(m) = decode(text).map_err(|e| format!("{name}: {e}"))?;
-        }
-        for (code, n) in &self.statuses {
-            let code: usize = code.parse().map_err(|_| format!("bad status {code:?}"))?;
-            if let Some(slot) = rec.statuses.get_mut(code) {
-                *slot += n;
-            }
-        }
-        for (class, n) in &self.failures {
-            let i = (0..rec.failures.len())
-                .find(|i| crate::histograms::error_class_name(*i) == *class)
-                .ok_or_else(|| format!("unknown failure class {class:?}"))?;
-            rec.failures[i] += n;
-        }
-        Ok(rec)
-    }
-
-    /// Parses and checks a result file's text.
-    fn parse(text: &str) -> Result<LoadResult, String> {
-        let r: LoadResult = serde_json::from_str(text).map_err(|e| format!("not a result: {e}"))?;
-        if r.format != FORMAT {
-            return Err(format!("format {:?}, expected {FORMAT:?}", r.format));
-        }
-        if r.version != VERSION {
-            return Err(format!(
-                "version {}, this whyslow reads {VERSION}",
-                r.version
-            ));
-        }
-        r.recorded()?;
-        Ok(r)
-    }
-
-    fn percentiles(&self, m: Metric) -> Option<&Percentiles> {
-        self.latency.get(m.name())
-    }
 }
 
 /// Sets every derived field from the recorded histograms and counters.
@@ -171,7 +107,7 @@ fn fill(r: &mut LoadResult, rec: &Recorded) {
     r.latency = Metric::ALL
         .iter()
         .filter(|m| !rec.hist(**m).is_empty())
-        .map(|m| (m.name().to_string(), percentiles_of(rec.hist(*m))))
+        .map(|m| (m.name().to_string(), Percentiles::of(rec.hist(*m))))
         .collect();
     r.histograms = Some(
         Metric::ALL

@@ -12,6 +12,7 @@ mod comparison;
 mod document;
 mod finding;
 mod host;
+pub mod load_record;
 mod load_result;
 mod phases;
 mod report;
@@ -28,6 +29,7 @@ pub use document::{
 };
 pub use finding::{Evidence, Finding, FindingKind, Severity};
 pub use host::{HostReport, HostSample, ResourceUse};
+pub use load_record::{Interval, Metric, Recorded};
 pub use load_result::{
     IntervalPoint, Knee, LoadResult, Percentiles, RunSetup, Step, LOAD_FORMAT, LOAD_VERSION,
 };

@@ -3,6 +3,7 @@
 //! results from several machines merge exactly. The load engine fills it;
 //! reports and `compare` read it. Schema: docs/load-result.md.
 
+use crate::load_record::{decode, error_class_name, Metric, Recorded, ERROR_CLASSES};
 use crate::Finding;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -96,6 +97,23 @@ pub struct LoadResult {
     pub intervals: Vec<IntervalPoint>,
 }
 
+impl Percentiles {
+    /// Percentiles of one recorded histogram.
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+        let q = |x| h.value_at_quantile(x);
+        Percentiles {
+            count: h.len(),
+            min: h.min(),
+            mean: (h.mean() * 10.0).round() / 10.0,
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: h.max(),
+        }
+    }
+}
+
 impl LoadResult {
     /// The same result without histograms (for `--json`).
     pub fn summary(&self) -> LoadResult {
@@ -103,6 +121,53 @@ impl LoadResult {
             histograms: None,
             ..self.clone()
         }
+    }
+
+    /// Parses and checks a result file's text.
+    pub fn parse(text: &str) -> Result<LoadResult, String> {
+        let r: LoadResult = serde_json::from_str(text).map_err(|e| format!("not a result: {e}"))?;
+        if r.format != LOAD_FORMAT {
+            return Err(format!("format {:?}, expected {LOAD_FORMAT:?}", r.format));
+        }
+        if r.version != LOAD_VERSION {
+            return Err(format!(
+                "version {}, this whyslow reads {LOAD_VERSION}",
+                r.version
+            ));
+        }
+        r.recorded()?;
+        Ok(r)
+    }
+
+    /// The recorded histograms and counters back, from the encoded form.
+    pub fn recorded(&self) -> Result<Recorded, String> {
+        let hists = self
+            .histograms
+            .as_ref()
+            .ok_or("result has no histograms (a --json summary, not an -o result file)")?;
+        let mut rec = Recorded::default();
+        for (name, text) in hists {
+            let m = Metric::parse(name).ok_or_else(|| format!("unknown histogram {name:?}"))?;
+            *rec.hist_mut(m) = decode(text).map_err(|e| format!("{name}: {e}"))?;
+        }
+        for (code, n) in &self.statuses {
+            let code: usize = code.parse().map_err(|_| format!("bad status {code:?}"))?;
+            if let Some(slot) = rec.statuses.get_mut(code) {
+                *slot += n;
+            }
+        }
+        for (class, n) in &self.failures {
+            let i = (0..ERROR_CLASSES)
+                .find(|i| error_class_name(*i) == *class)
+                .ok_or_else(|| format!("unknown failure class {class:?}"))?;
+            rec.failures[i] += n;
+        }
+        Ok(rec)
+    }
+
+    /// The summary of one distribution, when the run recorded it.
+    pub fn percentiles(&self, m: Metric) -> Option<&Percentiles> {
+        self.latency.get(m.name())
     }
 }
 

@@ -2,8 +2,7 @@
 //! and the find-max table.
 
 use std::fmt::Write;
-use whyslow_load::{Interval, LoadResultExt, Metric};
-use whyslow_model::{CheckResult, Knee, LoadDocument, LoadResult, Percentiles};
+use whyslow_model::{CheckResult, Interval, Knee, LoadDocument, LoadResult, Metric, Percentiles};
 
 use whyslow_model::fmt_ms as ms;
 

@@ -10,8 +10,7 @@ use whyslow_client::{RequestSpec, TlsOptions};
 use whyslow_compare::run::Run;
 use whyslow_investigate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
 use whyslow_lab::{Scenario, SCENARIOS};
-use whyslow_load::{LoadResultExt, Metric};
-use whyslow_model::{DemoDocument, DemoRow, AS_GIVEN, SCHEMA_VERSION, SPLIT_NO_NODELAY};
+use whyslow_model::{DemoDocument, DemoRow, Metric, AS_GIVEN, SCHEMA_VERSION, SPLIT_NO_NODELAY};
 use whyslow_report::to_json;
 
 /// Requests per client pattern in each diagnosis: enough for a median, quick enough for a demo.

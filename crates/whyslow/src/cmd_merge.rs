@@ -7,7 +7,7 @@ use crate::EXIT_BREACH;
 use clap::Args;
 use std::path::PathBuf;
 use whyslow_check::{parse_rules, slo_checks, SLO_METRICS};
-use whyslow_load::{merge, LoadResult, LoadResultExt};
+use whyslow_load::{merge, LoadResult};
 
 #[derive(Args)]
 pub struct MergeArgs {

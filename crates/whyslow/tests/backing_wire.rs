@@ -15,12 +15,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-/// One capture at a time: each starts servers and listens on lo.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+// One capture at a time (`serial()`): each starts servers and listens on lo.
 
 /// Extended-protocol SELECTs pgbench sends with `-S -t`.
 const PGBENCH_SELECTS: usize = 20;
@@ -43,21 +38,18 @@ const SECRETS: &[&str] = &[
     "h2-secret-token",
 ];
 
-fn requirements_met(test: &str) -> bool {
-    let tools = [
-        "redis-server",
-        "memcached",
-        "nghttpd",
-        "nghttp",
-        "h2load",
-        "pgbench",
-        "python3",
-    ];
-    // A skip on a user's machine, a failure in CI (see `needed`).
-    tools.iter().all(|tool| needed(test, tool, have(tool)))
-        && postgres_needed(test)
-        && capture_allowed(test)
-}
+/// Servers, clients and capture both tests need.
+const NEEDS: &[Need] = &[
+    Need::Tool("redis-server"),
+    Need::Tool("memcached"),
+    Need::Tool("nghttpd"),
+    Need::Tool("nghttp"),
+    Need::Tool("h2load"),
+    Need::Tool("pgbench"),
+    Need::Tool("python3"),
+    Need::Postgres,
+    Need::Capture,
+];
 
 fn apps_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps")
@@ -126,7 +118,7 @@ fn answered(e: &Value) -> bool {
 fn four_real_servers_every_request_an_exchange_agreeing_with_tshark() {
     let _one = serial();
     let test = "four_real_servers";
-    if !requirements_met(test) || !needed(test, "tshark", have("tshark")) {
+    if !requirements_met(test, NEEDS) || !requirements_met(test, &[Need::Tool("tshark")]) {
         return;
     }
     let dir = tmpdir("four");
@@ -290,7 +282,7 @@ const APP_REQUESTS: usize = 8;
 #[test]
 fn an_apps_backing_calls_belong_to_the_requests_they_served() {
     let _one = serial();
-    if !requirements_met("app_backing_calls") {
+    if !requirements_met("app_backing_calls", NEEDS) {
         return;
     }
     let dir = tmpdir("app");

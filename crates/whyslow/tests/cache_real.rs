@@ -17,16 +17,7 @@ const VALUE_BYTES: usize = 16 << 20;
 /// Page requests in the tcpdump capture.
 const PAGES: usize = 5;
 
-/// One page at a time: each listens on lo and times its cache calls.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn tools_present(test: &str, tools: &[&str]) -> bool {
-    tools.iter().all(|t| needed(test, t, have(t))) && capture_allowed(test)
-}
+// One page at a time (`serial()`): each listens on lo and times its cache calls.
 
 /// A redis-server and the redis-py page in front of it.
 fn start_app(variant: &str) -> (Server, Server) {
@@ -101,7 +92,12 @@ fn diagnose(url: &str, cache_port: u16) -> Value {
 fn diagnose_names_the_read_behind_the_write_on_redis_py() {
     let _one = serial();
     let test = "diagnose_redis_py_hol";
-    if !(tools_present(test, &["redis-server"]) && python_has(test, "redis")) {
+    let needs = [
+        Need::Tool("redis-server"),
+        Need::Capture,
+        Need::Python("redis"),
+    ];
+    if !requirements_met(test, &needs) {
         return;
     }
     for variant in ["broken", "fixed"] {
@@ -119,8 +115,15 @@ fn diagnose_names_the_read_behind_the_write_on_redis_py() {
 fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
     let _one = serial();
     let test = "analyze_tcpdump_hol";
-    let tools = ["redis-server", "tcpdump", "curl", "tshark"];
-    if !(tools_present(test, &tools) && python_has(test, "redis")) {
+    let needs = [
+        Need::Tool("redis-server"),
+        Need::Tool("tcpdump"),
+        Need::Tool("curl"),
+        Need::Tool("tshark"),
+        Need::Capture,
+        Need::Python("redis"),
+    ];
+    if !requirements_met(test, &needs) {
         return;
     }
     let dir = tmpdir("cache");
@@ -171,7 +174,12 @@ fn lab_on(protocol: CacheProtocol, cache: &Server, fixed: bool) -> Value {
 fn the_lab_scenario_on_real_redis_and_memcached() {
     let _one = serial();
     let test = "lab_cache_hol_real";
-    if !tools_present(test, &["redis-server", "memcached"]) {
+    let needs = [
+        Need::Tool("redis-server"),
+        Need::Tool("memcached"),
+        Need::Capture,
+    ];
+    if !requirements_met(test, &needs) {
         return;
     }
     for (protocol, name) in [

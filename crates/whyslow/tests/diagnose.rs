@@ -9,13 +9,8 @@ use whyslow_lab::{Scenario, SCENARIOS};
 /// The acceptance band around the injected time lost.
 const TIME_LOST_TOLERANCE: f64 = 0.25;
 
-/// Diagnoses measure kernel timers: run them one at a time so that they do
-/// not delay each other's timers on a 2-core machine.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+// Diagnoses measure kernel timers: they run one at a time (`serial()`) so that
+// they do not delay each other's timers on a 2-core machine.
 
 fn diagnose(s: &Scenario, fixed: bool) -> serde_json::Value {
     let running = rt().block_on(s.start(fixed)).unwrap();

@@ -18,21 +18,15 @@ const DELAY_MS: u64 = 30;
 /// Page requests in the tcpdump capture.
 const PAGES: usize = 5;
 
-/// One front at a time: each listens on lo and times its calls.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+// One front at a time (`serial()`): each listens on lo and times its calls.
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn requirements_met(test: &str) -> bool {
-    for tool in ["tcpdump", "curl", "tshark"] {
-        if !needed(test, tool, have(tool)) {
-            return false;
-        }
-    }
-    python_has(test, "requests") && capture_allowed(test)
-}
+const NEEDS: &[Need] = &[
+    Need::Tool("tcpdump"),
+    Need::Tool("curl"),
+    Need::Tool("tshark"),
+    Need::Python("requests"),
+    Need::Capture,
+];
 
 /// The backing API and a front with a pool of `pool` connections.
 fn start(pool: u64) -> (Server, Server) {
@@ -94,7 +88,7 @@ fn assert_pool_seen(report: &Value, api: u16) {
 #[test]
 fn diagnose_names_the_pool_size_the_library_was_given() {
     let _one = serial();
-    if !requirements_met("diagnose_names_the_pool_size") {
+    if !requirements_met("diagnose_names_the_pool_size", NEEDS) {
         return;
     }
     for pool in [SMALL_POOL, CALLS] {
@@ -119,7 +113,7 @@ fn diagnose_names_the_pool_size_the_library_was_given() {
 #[test]
 fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
     let _one = serial();
-    if !requirements_met("analyze_tcpdump_pool") {
+    if !requirements_met("analyze_tcpdump_pool", NEEDS) {
         return;
     }
     let dir = tmpdir("fanout");

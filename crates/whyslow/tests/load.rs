@@ -7,7 +7,6 @@ use common::*;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use whyslow_lab::latency::{LatencyPlan, LatencyServer};
-use whyslow_load::LoadResultExt;
 
 /// The accuracy the issue asks for: within 5 % of the known value, or 1 ms.
 const REL_TOLERANCE: f64 = 0.05;
@@ -72,12 +71,8 @@ fn with_retries(measure: impl Fn()) {
     panic!("every attempt missed:\n{}", all.join("\n"));
 }
 
-/// The latency tests run one at a time: on a 2-core machine, concurrent runs
-/// would measure each other's CPU contention.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+// The latency tests hold `serial()`: on a 2-core machine, concurrent runs
+// would measure each other's CPU contention.
 
 /// 1 ms per request, 2 requests in 100 held 100 ms. At R req/s over R/8
 /// connections each connection's next request is due 125 ms later, after any
@@ -218,7 +213,7 @@ fn merge_of_two_half_runs_equals_one_run() {
     let _serial = serial();
     let server = LatencyServer::start(held_plan()).unwrap();
     let url = server.url("/");
-    let dir = tempdir("merge");
+    let dir = tmpdir("load-merge");
     let out = |n: &str| dir.join(n).to_string_lossy().into_owned();
     let (full, a, b) = (out("full.json"), out("a.json"), out("b.json"));
     let merged_path = out("merged.json");
@@ -282,19 +277,13 @@ fn merge_of_two_half_runs_equals_one_run() {
     assert_eq!(merged_rec.hist(whyslow_load::Metric::Corrected).len(), 1000);
 }
 
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("whyslow-load-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// Ctrl-C mid-run: sending stops, in-flight requests get a bounded grace,
 /// and the result file and HDR log hold everything measured so far.
 #[test]
 fn ctrl_c_stops_and_writes_what_was_measured() {
     let _serial = serial();
     let server = LatencyServer::start(LatencyPlan::default()).unwrap();
-    let dir = tempdir("sigint");
+    let dir = tmpdir("load-sigint");
     let (res, log) = (dir.join("r.json"), dir.join("r.hlog"));
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_whyslow"))
         .args([

@@ -7,7 +7,6 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use whyslow_lab::latency::{LatencyPlan, LatencyServer};
-use whyslow_load::LoadResultExt;
 
 /// The bound: RSS after 1M requests within 10 % of RSS after 100k.
 const RSS_TOLERANCE: f64 = 0.10;

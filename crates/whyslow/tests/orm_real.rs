@@ -16,23 +16,14 @@ const ORDERS: u64 = 20;
 /// Checkouts in the tcpdump capture.
 const PAGES: usize = 3;
 
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn requirements_met(test: &str) -> bool {
-    for tool in ["tcpdump", "curl"] {
-        if !needed(test, tool, have(tool)) {
-            return false;
-        }
-    }
-    postgres_needed(test)
-        && python_has(test, "sqlalchemy")
-        && python_has(test, "psycopg2")
-        && capture_allowed(test)
-}
+const NEEDS: &[Need] = &[
+    Need::Tool("tcpdump"),
+    Need::Tool("curl"),
+    Need::Postgres,
+    Need::Python("sqlalchemy"),
+    Need::Python("psycopg2"),
+    Need::Capture,
+];
 
 fn app(pg: u16, variant: &str) -> Server {
     let port = free_port();
@@ -105,7 +96,7 @@ fn selects_per_request(report: &Value, pg: u16) -> Vec<u64> {
 #[test]
 fn analyze_sees_the_orms_statements_and_names_n_plus_one() {
     let _one = serial();
-    if !requirements_met("orm_n_plus_one") {
+    if !requirements_met("orm_n_plus_one", NEEDS) {
         return;
     }
     let (pg, _dir) = postgres();
@@ -178,7 +169,7 @@ fn analyze_sees_the_orms_statements_and_names_n_plus_one() {
 #[test]
 fn diagnose_names_n_plus_one_on_the_orm_app() {
     let _one = serial();
-    if !requirements_met("orm_diagnose") {
+    if !requirements_met("orm_diagnose", NEEDS) {
         return;
     }
     let (pg, _dir) = postgres();
@@ -215,9 +206,10 @@ fn diagnose_names_n_plus_one_on_the_orm_app() {
 fn the_lab_orm_storm_on_a_real_postgresql() {
     use whyslow_lab::scenarios::orm_storm;
     let _one = serial();
-    if !(postgres_needed("orm_storm_real_postgresql")
-        && capture_allowed("orm_storm_real_postgresql"))
-    {
+    if !requirements_met(
+        "orm_storm_real_postgresql",
+        &[Need::Postgres, Need::Capture],
+    ) {
         return;
     }
     let (pg, _dir) = postgres();

@@ -9,61 +9,15 @@
 //! The coalesced / TCP_NODELAY variants of each pair must show no such stall.
 
 mod common;
+use common::real::Server;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::Duration;
+use std::path::Path;
+use std::process::Command;
 
 /// Requests per run; all but the first on a reused connection.
 const REQUESTS: usize = 5;
 
-/// One pair at a time: they measure kernel timers and pick free ports.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("whyslow-pairs-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn wait_listening(port: u16) {
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listening on {port}");
-}
-
-struct Server(Child);
-impl Drop for Server {
-    /// SIGTERM, not SIGKILL: nginx's master then stops its workers too.
-    fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
-fn have(bin: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+// One pair at a time (`serial()`): they measure kernel timers and pick free ports.
 
 /// Captures `client` on `port`, analyzes, returns (report, timeline).
 fn capture_and_analyze(dir: &Path, port: u16, client: &[&str]) -> serde_json::Value {
@@ -173,8 +127,8 @@ http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/prox
         .args(["-p", &d.to_string(), "-c", path.to_str().unwrap()])
         .spawn()
         .unwrap();
-    wait_listening(front);
-    (Server(child), front)
+    // Stopped with SIGTERM, not SIGKILL: nginx's master then stops its workers too.
+    (Server::started(child, front), front)
 }
 
 #[test]
@@ -237,8 +191,7 @@ fn python_http_server_split_response_to_curl_stalls_server_to_client() {
             .args(["-c", PY_SERVER, &port.to_string(), mode])
             .spawn()
             .unwrap();
-        let _server = Server(child);
-        wait_listening(port);
+        let _server = Server::started(child, port);
         let url = format!("http://127.0.0.1:{port}/data.json");
         // curl reuses one connection for the URLs; each gets its own -o.
         let mut client = vec!["curl", "-s"];

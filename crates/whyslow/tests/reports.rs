@@ -4,7 +4,7 @@
 //! CPU is saturated on purpose.
 
 mod common;
-use common::real::{have, needed, tmpdir};
+use common::real::{requirements_met, Need};
 use common::*;
 use std::path::Path;
 use std::process::Command;
@@ -13,13 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use whyslow_lab::Scenario;
 
-/// Diagnoses measure kernel timers and loads measure latency: one at a time,
-/// and never beside a browser.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+// Diagnoses measure kernel timers and loads measure latency: one at a time
+// (`serial()`), and never beside a browser.
 
 fn scenario(name: &str) -> &'static Scenario {
     whyslow_lab::find(name).unwrap()
@@ -34,7 +29,7 @@ fn url(s: &Scenario, fixed: bool) -> (whyslow_lab::Running, String) {
 /// Opens `html` in headless Chromium: fails on any console message (errors,
 /// and every blocked fetch, which CSP reports there) and leaves a screenshot.
 fn open_in_chromium(test: &str, html: &Path) -> Option<std::path::PathBuf> {
-    if !needed(test, "chromium", have("chromium")) {
+    if !requirements_met(test, &[Need::Tool("chromium")]) {
         return None;
     }
     let png = html.with_extension("png");
@@ -114,7 +109,7 @@ fn csp_blocked_fetches_show_in_the_console_check() {
         whyslow_report::html::CSP
     );
     std::fs::write(&bad, page).unwrap();
-    if !needed("csp_blocked_fetches", "chromium", have("chromium")) {
+    if !requirements_met("csp_blocked_fetches", &[Need::Tool("chromium")]) {
         return;
     }
     let caught = std::panic::catch_unwind(|| open_in_chromium("csp", &bad));

@@ -18,16 +18,9 @@ const STALL_MS: u64 = 1_200;
 const RATE: &str = "5";
 const DURATION: &str = "16s";
 
-/// One diagnosis at a time: the stalls are timed.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+// One diagnosis at a time (`serial()`): the stalls are timed.
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn requirements_met(test: &str) -> bool {
-    python_has(test, "requests") && capture_allowed(test)
-}
+const NEEDS: &[Need] = &[Need::Python("requests"), Need::Capture];
 
 fn start(variant: &str) -> (Server, Server) {
     let tax_port = free_port();
@@ -68,7 +61,7 @@ fn stall(report: &Value) -> Option<&Value> {
 #[test]
 fn diagnose_under_load_names_the_stall_the_median_hides() {
     let _one = serial();
-    if !requirements_met("diagnose_under_load_names_the_stall") {
+    if !requirements_met("diagnose_under_load_names_the_stall", NEEDS) {
         return;
     }
     let (_tax, checkout) = start("broken");
@@ -115,7 +108,7 @@ fn diagnose_under_load_names_the_stall_the_median_hides() {
 #[test]
 fn the_fixed_checkout_names_no_stall() {
     let _one = serial();
-    if !requirements_met("the_fixed_checkout_names_no_stall") {
+    if !requirements_met("the_fixed_checkout_names_no_stall", NEEDS) {
         return;
     }
     let (_tax, checkout) = start("fixed");

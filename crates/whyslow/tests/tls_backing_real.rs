@@ -73,11 +73,13 @@ fn assert_left_encrypted(pcap: &Path) {
 #[test]
 fn postgres_over_ssl_is_seen_with_the_clients_key_log() {
     let test = "postgres_over_ssl_is_seen_with_the_clients_key_log";
-    if !(capture_allowed(test)
-        && postgres_needed(test)
-        && needed(test, "openssl", have("openssl"))
-        && python_has(test, "pg8000"))
-    {
+    let needs = [
+        Need::Capture,
+        Need::Postgres,
+        Need::Tool("openssl"),
+        Need::Python("pg8000"),
+    ];
+    if !requirements_met(test, &needs) {
         return;
     }
     let (pg, dir) = postgres_with(true);
@@ -94,7 +96,7 @@ fn postgres_over_ssl_is_seen_with_the_clients_key_log() {
         "a SQL literal reached the report"
     );
     assert!(report["timeline"]["connections"][0]["tls"] == true);
-    if needed(test, "tshark", have("tshark")) {
+    if requirements_met(test, &[Need::Tool("tshark")]) {
         // Every statement the server ran ends in CommandComplete or ErrorResponse.
         let kinds = tshark_pgsql_types(&pcap, &keys, pg.port);
         let done = kinds
@@ -109,11 +111,13 @@ fn postgres_over_ssl_is_seen_with_the_clients_key_log() {
 #[test]
 fn redis_over_tls_is_seen_with_the_clients_key_log() {
     let test = "redis_over_tls_is_seen_with_the_clients_key_log";
-    if !(capture_allowed(test)
-        && needed(test, "redis-server", have("redis-server"))
-        && needed(test, "openssl", have("openssl"))
-        && python_has(test, "redis"))
-    {
+    let needs = [
+        Need::Capture,
+        Need::Tool("redis-server"),
+        Need::Tool("openssl"),
+        Need::Python("redis"),
+    ];
+    if !requirements_met(test, &needs) {
         return;
     }
     let dir = tmpdir("redis-tls");
@@ -129,7 +133,7 @@ fn redis_over_tls_is_seen_with_the_clients_key_log() {
         !report.to_string().contains("s3cr3t"),
         "a value reached the report"
     );
-    if needed(test, "tshark", have("tshark")) {
+    if requirements_met(test, &[Need::Tool("tshark")]) {
         // tshark 4.0 has no RESP inside TLS: its decrypted stream, read as
         // commands (arrays whose first element names the command).
         let mut theirs = tshark_resp_commands(&pcap, &keys, redis.port);
@@ -147,18 +151,8 @@ fn redis_over_tls_is_seen_with_the_clients_key_log() {
 /// `pgsql.type` of every message tshark decodes on `port`, decrypting with
 /// the key log (its PostgreSQL dissector follows SSLRequest into TLS).
 fn tshark_pgsql_types(pcap: &Path, keys: &Path, port: u16) -> Vec<String> {
-    let out = Command::new("tshark")
-        .args(["-r", pcap.to_str().unwrap()])
-        .args(["-o", &format!("tls.keylog_file:{}", keys.display())])
-        .args(["-d", &format!("tcp.port=={port},pgsql")])
-        .args(["-Y", "pgsql.type", "-T", "fields", "-e", "pgsql.type"])
-        .output()
-        .expect("tshark");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .flat_map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
-        .filter(|l| !l.is_empty())
-        .collect()
+    let decode_as = format!("tcp.port=={port},pgsql");
+    tshark_fields_decrypted(pcap, Some(keys), &decode_as, "pgsql.type", "pgsql.type")
 }
 
 /// The command names in tshark's decrypted TLS stream on `port` (`-z

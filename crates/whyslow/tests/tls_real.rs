@@ -5,44 +5,24 @@
 //! same keys; without the keys, or with wrong ones, each connection says why.
 
 mod common;
-use common::real::{free_port, have, needed, tmpdir, wait_listening};
+use common::real::{requirements_met, self_signed, tshark_fields_decrypted, Need, Server};
 use common::*;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
-struct Nginx(Child);
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
+/// What the tests on nginx with curl need.
+const NGINX_CURL: &[Need] = &[
+    Need::Capture,
+    Need::Tool("nginx"),
+    Need::Tool("curl"),
+    Need::Tool("openssl"),
+];
 
 /// nginx serving HTTPS on `port` with a fresh self-signed ECDSA certificate;
 /// `listen` adds `http2` to offer HTTP/2 by ALPN.
-fn nginx_tls(dir: &Path, port: u16, listen: &str) -> Nginx {
+fn nginx_tls(dir: &Path, port: u16, listen: &str) -> Server {
     let d = dir.display();
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
-        .args([
-            "-keyout",
-            &format!("{d}/key.pem"),
-            "-out",
-            &format!("{d}/cert.pem"),
-        ])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "openssl req");
+    self_signed(dir);
     let conf = format!(
         "worker_processes 1; daemon off; error_log {d}/error.log; pid {d}/nginx.pid;
 events {{ worker_connections 64; }}
@@ -64,8 +44,7 @@ http {{ access_log off;
         .stderr(Stdio::null())
         .spawn()
         .expect("nginx");
-    wait_listening(port);
-    Nginx(child)
+    Server::started(child, port)
 }
 
 /// curl runs: (its TLS options, the paths it asks for on one connection).
@@ -101,11 +80,7 @@ fn requests_in(report: &serde_json::Value) -> Vec<String> {
 #[test]
 fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
     let test = "https_exchanges_are_seen_with_curls_key_log";
-    if !capture_allowed(test)
-        || !needed(test, "nginx", have("nginx"))
-        || !needed(test, "curl", have("curl"))
-        || !needed(test, "openssl", have("openssl"))
-    {
+    if !requirements_met(test, NGINX_CURL) {
         return;
     }
     let dir = tmpdir("tls-nginx");
@@ -156,7 +131,7 @@ fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
     assert_eq!(conns.len(), RUNS.len());
     assert!(conns.iter().all(|c| c["tls"] == true));
 
-    if needed(test, "tshark", have("tshark")) {
+    if requirements_met(test, &[Need::Tool("tshark")]) {
         let mut theirs: Vec<String> = tshark_tls_requests(&pcap, &keys, port);
         theirs.sort();
         assert_eq!(theirs, sent, "tshark with the same key log");
@@ -187,10 +162,8 @@ fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
 #[test]
 fn whyslows_own_key_logs_open_its_sessions() {
     let test = "whyslows_own_key_logs_open_its_sessions";
-    if !capture_allowed(test)
-        || !needed(test, "nginx", have("nginx"))
-        || !needed(test, "openssl", have("openssl"))
-    {
+    let needs = [Need::Capture, Need::Tool("nginx"), Need::Tool("openssl")];
+    if !requirements_met(test, &needs) {
         return;
     }
     let dir = tmpdir("tls-own");
@@ -239,9 +212,9 @@ SSLKEYLOGFILE={k} {bin} load -k -q -n 20 -c 2 --http1.1 --json {url}/three >{}",
         assert_eq!(e["protocol"], if h2 { "http2" } else { "http1" }, "{e}");
         assert_eq!(e["status"]["http"], 200, "{e}");
     }
-    if needed(test, "tshark", have("tshark")) {
+    if requirements_met(test, &[Need::Tool("tshark")]) {
         let mut theirs = tshark_tls_requests(&pcap, &keys, port);
-        theirs.extend(tshark_fields(&pcap, &keys, port, "http2.headers.path"));
+        theirs.extend(tshark_paths(&pcap, &keys, port, "http2.headers.path"));
         theirs.sort();
         assert_eq!(theirs, sent, "tshark with the same key log");
     }
@@ -254,11 +227,7 @@ SSLKEYLOGFILE={k} {bin} load -k -q -n 20 -c 2 --http1.1 --json {url}/three >{}",
 #[test]
 fn full_handshakes_on_repeated_connections_are_named() {
     let test = "full_handshakes_on_repeated_connections_are_named";
-    if !capture_allowed(test)
-        || !needed(test, "nginx", have("nginx"))
-        || !needed(test, "curl", have("curl"))
-        || !needed(test, "openssl", have("openssl"))
-    {
+    if !requirements_met(test, NGINX_CURL) {
         return;
     }
     let dir = tmpdir("tls-resume");
@@ -321,22 +290,15 @@ fn assert_left_encrypted(args: &[&str], why: &str) {
 
 /// HTTP request URIs tshark decrypts with the key log.
 fn tshark_tls_requests(pcap: &Path, keys: &Path, port: u16) -> Vec<String> {
-    tshark_fields(pcap, keys, port, "http.request.uri")
+    tshark_paths(pcap, keys, port, "http.request.uri")
 }
 
 /// Every value of a request path `field` tshark decrypts with the key log,
 /// as "GET path".
-fn tshark_fields(pcap: &Path, keys: &Path, port: u16, field: &str) -> Vec<String> {
-    let out = Command::new("tshark")
-        .args(["-r", pcap.to_str().unwrap()])
-        .args(["-o", &format!("tls.keylog_file:{}", keys.display())])
-        .args(["-d", &format!("tcp.port=={port},tls")])
-        .args(["-Y", field, "-T", "fields", "-e", field])
-        .output()
-        .expect("tshark");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| format!("GET {l}"))
+fn tshark_paths(pcap: &Path, keys: &Path, port: u16, field: &str) -> Vec<String> {
+    let decode_as = format!("tcp.port=={port},tls");
+    tshark_fields_decrypted(pcap, Some(keys), &decode_as, field, field)
+        .into_iter()
+        .map(|path| format!("GET {path}"))
         .collect()
 }

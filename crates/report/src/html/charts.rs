@@ -4,7 +4,7 @@
 
 use super::svg::{ticks, Scale, Svg};
 use std::fmt::Write;
-use whyslow_load::{LoadResult, LoadResultExt, Metric};
+use whyslow_model::{IntervalPoint, LoadResult, Metric};
 
 const WIDTH: f64 = 900.0;
 const HEIGHT: f64 = 260.0;
@@ -41,7 +41,7 @@ pub fn load_charts(out: &mut String, l: &LoadResult) {
         out.push_str("<h3>Latency over time</h3><p class=\"legend\">\
             <span style=\"background:#1f5fa8\"></span>p50<span style=\"background:#d9534f\"></span>p99\
             <span style=\"background:#5cb85c\"></span>generator lag p99</p>\n");
-        let s = |f: fn(&whyslow_load::result::IntervalPoint) -> f64| -> Vec<(f64, f64)> {
+        let s = |f: fn(&IntervalPoint) -> f64| -> Vec<(f64, f64)> {
             l.intervals
                 .iter()
                 .map(|p| (p.at_ms as f64 / 1000.0, f(p)))

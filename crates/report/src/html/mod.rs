@@ -12,8 +12,7 @@ mod waterfall;
 use crate::findings::evidence_line;
 use crate::fmt_ms;
 use std::fmt::Write;
-use whyslow_load::LoadResult;
-use whyslow_model::{Comparison, DemoDocument, Finding, Report};
+use whyslow_model::{Comparison, DemoDocument, Finding, LoadResult, Report};
 
 /// Forbids every fetch: no script, no images or fonts from anywhere; inline
 /// styles only.

@@ -4,8 +4,7 @@
 use super::escape;
 use crate::fmt_ms;
 use std::fmt::Write;
-use whyslow_load::LoadResult;
-use whyslow_model::{Change, Comparison, RequestPhases, SqlSummary, TimeBreakdown};
+use whyslow_model::{Change, Comparison, LoadResult, RequestPhases, SqlSummary, TimeBreakdown};
 
 /// Times as right-aligned cells, in order.
 fn time_cells(us: &[u64]) -> String {

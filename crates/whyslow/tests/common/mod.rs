@@ -2,8 +2,10 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 pub fn whyslow(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_whyslow"))
@@ -59,6 +61,65 @@ pub fn us(v: &serde_json::Value, field: &str) -> u64 {
     v[field]
         .as_u64()
         .unwrap_or_else(|| panic!("no {field} in {v}"))
+}
+
+/// Holds the tests of one test binary (each test file is its own) to one at
+/// a time while the guard lives: tests that time what they measure, listen
+/// on lo or pick free ports must not share the machine with each other. A
+/// test that failed while holding it does not stop the others.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether `bin` is on PATH.
+pub fn have(bin: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// An empty directory of this test process, named by `tag`.
+pub fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("whyslow-real-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Waits (up to 10 s) until something accepts connections on loopback `port`.
+pub fn wait_listening(port: u16) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listening on {port}");
+}
+
+/// Whether `what` a test needs is `present`: a skip with a printed reason on
+/// a user's machine, a failure in CI (WHYSLOW_REQUIRE_CAPTURE=1), where
+/// scripts/test.sh installed everything.
+pub fn needed(test: &str, what: &str, present: bool) -> bool {
+    let why = format!("{what} is missing (scripts/test.sh installs it)");
+    if !present && std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1") {
+        panic!("{test}: {why}");
+    }
+    if !present {
+        eprintln!("skipping {test}: {why}");
+    }
+    present
 }
 
 /// Whether this process may open raw packet sockets. When it may not, capture

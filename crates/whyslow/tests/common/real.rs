@@ -2,24 +2,10 @@
 //! whyslow to real software: redis-server, memcached, PostgreSQL, nghttpd.
 //! Each starts on a free port and stops (SIGTERM) when dropped.
 
+use super::{capture_allowed, free_port, have, needed, tmpdir, wait_listening};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-pub fn have(bin: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// Debian's Python, where scripts/test.sh installs the client libraries the
 /// test apps use (python3-redis, python3-psycopg2, python3-pymemcache); a
@@ -30,23 +16,6 @@ pub fn python() -> &'static str {
     } else {
         "python3"
     }
-}
-
-pub fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("whyslow-real-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-pub fn wait_listening(port: u16) {
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listening on {port}");
 }
 
 /// A running server; SIGTERM and wait on drop.
@@ -63,15 +32,22 @@ impl Drop for Server {
     }
 }
 
+impl Server {
+    /// `child`, once something listens on `port`; stopped if nothing ever does.
+    pub fn started(child: Child, port: u16) -> Server {
+        let s = Server { child, port };
+        wait_listening(port);
+        s
+    }
+}
+
 fn spawn(cmd: &mut Command, port: u16) -> Server {
     let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
-    let s = Server { child, port };
-    wait_listening(port);
-    s
+    Server::started(child, port)
 }
 
 /// A test app in tests/apps run by Debian's Python, serving on `port`.
@@ -90,20 +66,6 @@ pub fn python_has(test: &str, module: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     needed(test, &format!("python module {module}"), ok)
-}
-
-/// Whether `what` a test needs is `present`: a skip with a printed reason on
-/// a user's machine, a failure in CI (WHYSLOW_REQUIRE_CAPTURE=1), where
-/// scripts/test.sh installed everything.
-pub fn needed(test: &str, what: &str, present: bool) -> bool {
-    let why = format!("{what} is missing (scripts/test.sh installs it)");
-    if !present && std::env::var("WHYSLOW_REQUIRE_CAPTURE").as_deref() == Ok("1") {
-        panic!("{test}: {why}");
-    }
-    if !present {
-        eprintln!("skipping {test}: {why}");
-    }
-    present
 }
 
 /// tcpdump writing `file` from lo for `ports` while `run` runs; stopped after it.
@@ -223,6 +185,31 @@ pub fn have_postgres() -> bool {
 /// PostgreSQL for `test`, as `needed` says.
 pub fn postgres_needed(test: &str) -> bool {
     needed(test, "PostgreSQL (initdb, psql)", have_postgres())
+}
+
+/// What a test needs of the machine.
+#[derive(Debug, Clone, Copy)]
+pub enum Need<'a> {
+    /// A program on PATH.
+    Tool(&'a str),
+    /// A module of Debian's Python (`python_has`).
+    Python(&'a str),
+    /// PostgreSQL's server programs and psql (`postgres_needed`).
+    Postgres,
+    /// Raw packet sockets (`capture_allowed`).
+    Capture,
+}
+
+/// Whether `test` has everything it needs, checked in the order given: at
+/// the first that is missing, a skip with the reason printed on a user's
+/// machine, a failure in CI (WHYSLOW_REQUIRE_CAPTURE=1), as `needed` says.
+pub fn requirements_met(test: &str, needs: &[Need]) -> bool {
+    needs.iter().all(|need| match *need {
+        Need::Tool(tool) => needed(test, tool, have(tool)),
+        Need::Python(module) => python_has(test, module),
+        Need::Postgres => postgres_needed(test),
+        Need::Capture => capture_allowed(test),
+    })
 }
 
 /// Runs `cmd` as the `postgres` user when we are root (the server refuses root).
@@ -374,8 +361,24 @@ pub fn psql(port: u16, args: &[&str]) -> std::process::Output {
 /// Values of tshark `-T fields` output, one per field occurrence (tshark
 /// joins several occurrences in one frame with commas).
 pub fn tshark_fields(file: &Path, decode_as: &str, filter: &str, field: &str) -> Vec<String> {
-    let out = Command::new("tshark")
-        .args(["-r", file.to_str().unwrap(), "-d", decode_as, "-Y", filter])
+    tshark_fields_decrypted(file, None, decode_as, filter, field)
+}
+
+/// As `tshark_fields`, decrypting TLS with the key log `keys` when given.
+pub fn tshark_fields_decrypted(
+    file: &Path,
+    keys: Option<&Path>,
+    decode_as: &str,
+    filter: &str,
+    field: &str,
+) -> Vec<String> {
+    let mut tshark = Command::new("tshark");
+    tshark.args(["-r", file.to_str().unwrap()]);
+    if let Some(keys) = keys {
+        tshark.args(["-o", &format!("tls.keylog_file:{}", keys.display())]);
+    }
+    let out = tshark
+        .args(["-d", decode_as, "-Y", filter])
         .args([
             "-T",
             "fields",
