@@ -5,7 +5,7 @@
 use crate::stats::Runs;
 use std::collections::BTreeMap;
 use whyslow_load::{LoadResult, LoadResultExt, Metric, Percentiles};
-use whyslow_model::{Finding, PhaseName, Report};
+use whyslow_model::{DiagnoseDocument, Finding, PhaseName, Report};
 
 /// One distribution as a file gave it.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +54,13 @@ impl Run {
             let r: LoadResult =
                 serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
             return from_load(file, &r);
+        }
+        if value.get("command").and_then(|c| c.as_str()) == Some("diagnose") {
+            // A diagnosis document's `capture` is the live capture it ran
+            // under, not a capture summary: read it as the document it is.
+            let d: DiagnoseDocument =
+                serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
+            return Ok(Run::from_report(file, d.report, None, d.load));
         }
         if value.get("schema_version").is_some() && value.get("command").is_some() {
             let load = value
