@@ -120,9 +120,9 @@ pub fn error_class_name(class: usize) -> String {
     )
 }
 
-/// The exit code (curl's) of an error class.
-pub fn error_class_exit_code(class: usize) -> i32 {
-    KINDS[class % KINDS.len()].exit_code()
+/// The kind of failure of an error class (how it failed, whatever the phase).
+pub fn error_class_kind(class: usize) -> ErrorKind {
+    KINDS[class % KINDS.len()]
 }
 
 /// Histograms start sized for values up to 10 s (the default request
@@ -358,7 +358,7 @@ mod tests {
         let e = ProbeError::new("connect", ErrorKind::Refused, "x");
         let c = error_class(&e);
         assert_eq!(error_class_name(c), "connect_refused");
-        assert_eq!(error_class_exit_code(c), 7);
+        assert_eq!(error_class_kind(c), ErrorKind::Refused);
         let mut r = Recorded::default();
         r.record_failure(c, None);
         r.record_failure(c, None);

@@ -1,26 +1,14 @@
 //! `whyslow use`: Brendan Gregg's USE checklist for this host.
 
-use crate::cmd_probe::usage;
-use clap::Args;
+use crate::flags::commands::UseArgs;
+use crate::flags::exit::Exit;
+use crate::out;
+use crate::stdout::{self, Done};
 use std::path::PathBuf;
 use std::time::Duration;
 use whyslow_check::parse_duration;
 use whyslow_host::Sampler;
 use whyslow_model::{HostReport, HostSample, SCHEMA_VERSION};
-use whyslow_report::to_json;
-
-#[derive(Args)]
-pub struct UseArgs {
-    /// How long to sample (at least one interval)
-    #[arg(long, default_value = "1s")]
-    pub duration: String,
-    /// Sampling interval
-    #[arg(long, default_value = "1s")]
-    pub interval: String,
-    /// Print the JSON report instead of text
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// Where /proc is: tests point it at recorded files.
 pub fn proc_root() -> PathBuf {
@@ -37,13 +25,14 @@ pub fn host_report(
         schema_version: SCHEMA_VERSION,
         command: command.into(),
         cpus: whyslow_host::cpus(),
-        findings: whyslow_detect::host_saturation::detect(&samples),
+        findings: whyslow_detect::host_findings(&samples),
         samples,
         unavailable,
     }
 }
 
-pub fn run(args: UseArgs) -> u8 {
+pub fn run(args: UseArgs) -> Done {
+    let usage = |msg: &str| stdout::fail(args.output.json, "use", None, Exit::Usage, msg);
     let (duration, interval) = match (
         parse_duration(&args.duration),
         parse_duration(&args.interval),
@@ -62,10 +51,10 @@ pub fn run(args: UseArgs) -> u8 {
     });
     let (samples, unavailable) = sampler.finish();
     let report = host_report("use", samples, unavailable);
-    if args.json {
-        println!("{}", to_json(&report));
+    if args.output.json {
+        stdout::json(&report)?;
     } else {
-        print!("{}", whyslow_report::host::text(&report));
+        out!("{}", whyslow_report::host::text(&report))?;
     }
-    0
+    Ok(Exit::Ok)
 }

@@ -3,7 +3,6 @@
 
 use crate::backing::Watcher;
 use crate::capture_session::{CaptureSession, CaptureSummary};
-use crate::cmd_load::run_setup;
 use crate::interrupted;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use whyslow_client::{
     WritePattern, SSLKEYLOGFILE,
 };
 use whyslow_detect::{attribution, periodic_stall, pipeline};
+use whyslow_load::run_setup;
 use whyslow_load::{LoadPlan, LoadResult, LoadResultExt, Model, Schedule, Stop};
 use whyslow_model::{
     DiagnoseDocument, ExchangeRole, Finding, FindingKind, Protocol, Report, ReportSection, Skipped,
