@@ -11,7 +11,7 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # the backing servers of the wire tests and the client libraries their apps use.
 packages=(tcpdump tshark nginx-light curl openssl python3 libcap2-bin
   redis-server memcached postgresql postgresql-client nghttp2-server nghttp2-client
-  chromium python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy)
+  chromium man-db python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then

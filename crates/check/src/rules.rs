@@ -1,8 +1,6 @@
 //! `--budget 'total<2s,ttfb<500ms'` and `--slo 'p99<200ms,errors<0.1%'`:
 //! lists of `metric<value` rules.
 
-use std::time::Duration;
-
 /// A limit's value: a time or a percentage.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LimitValue {
@@ -38,28 +36,8 @@ impl Rule {
     }
 }
 
-/// "2s", "500ms", "250us", "1.5s", "2m"; a bare number is seconds (as curl's -m).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (try 500ms, 2s)"))?;
-    let scale = match unit.trim() {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "m" | "min" => 60.0,
-        other => return Err(format!("unknown unit {other:?} in {s:?} (us, ms, s, m)")),
-    };
-    if !n.is_finite() || n < 0.0 || n * scale > 1e9 {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(Duration::from_secs_f64(n * scale))
-}
+/// Durations are read as load plans read them (`whyslow_load::plan`).
+pub use whyslow_model::parse_duration;
 
 /// Parses a comma-separated rule list; `metrics` lists the allowed names.
 pub fn parse_rules(spec: &str, metrics: &[&str]) -> Result<Vec<Rule>, String> {
@@ -103,17 +81,6 @@ pub fn parse_rules(spec: &str, metrics: &[&str]) -> Result<Vec<Rule>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
-        for bad in ["", "x", "2h", "-1s", "1e999"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn rule_lists() {

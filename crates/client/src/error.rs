@@ -1,7 +1,8 @@
 use std::fmt;
 
 /// What went wrong, in the terms a person debugging the request uses.
-/// Exit codes follow curl's where curl has one, so scripts keep working.
+/// The binary's exit codes for each kind (curl's, where curl has one) are
+/// in its one exit-code table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     BadUrl,
@@ -19,23 +20,6 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// curl's exit codes: 3 URL malformed, 6 resolve, 7 connect, 28 timeout,
-    /// 35 TLS connect, 52 empty reply, 56 receive failure, 8 weird server reply.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            ErrorKind::BadUrl => 3,
-            ErrorKind::Dns => 6,
-            ErrorKind::Refused => 7,
-            ErrorKind::Timeout => 28,
-            ErrorKind::Tls => 35,
-            ErrorKind::EmptyReply => 52,
-            ErrorKind::Reset | ErrorKind::Io => 56,
-            ErrorKind::Protocol => 8,
-            // 128 + SIGINT, as shells report a process stopped by Ctrl-C.
-            ErrorKind::Interrupted => 130,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorKind::BadUrl => "bad URL",

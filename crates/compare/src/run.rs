@@ -4,7 +4,9 @@
 
 use crate::stats::Runs;
 use std::collections::BTreeMap;
-use whyslow_model::{Finding, LoadResult, Metric, Percentiles, PhaseName, Report, LOAD_FORMAT};
+use whyslow_model::{
+    DiagnoseDocument, Finding, LoadResult, Metric, Percentiles, PhaseName, Report, LOAD_FORMAT,
+};
 
 /// One distribution as a file gave it.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +55,13 @@ impl Run {
             let r: LoadResult =
                 serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
             return from_load(file, &r);
+        }
+        if value.get("command").and_then(|c| c.as_str()) == Some("diagnose") {
+            // A diagnosis document's `capture` is the live capture it ran
+            // under, not a capture summary: read it as the document it is.
+            let d: DiagnoseDocument =
+                serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
+            return Ok(Run::from_report(file, d.report, None, d.load));
         }
         if value.get("schema_version").is_some() && value.get("command").is_some() {
             let load = value

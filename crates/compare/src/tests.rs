@@ -158,3 +158,55 @@ fn the_fuzz_seed_is_a_readable_probe_report() {
     assert_eq!(r.metrics[0].0, "total");
     assert_eq!(r.metrics[0].1.count(), 1);
 }
+
+/// `diagnose --json` carries the live capture it ran under as `capture`,
+/// which is not an analyzed capture's summary: it reads as a diagnosis.
+#[test]
+fn diagnose_documents_read_with_their_capture() {
+    use whyslow_model::{
+        CaptureInfo, DiagnoseDocument, HostReport, Report, ReportSection, RequestPhases,
+        SCHEMA_VERSION,
+    };
+    let requests = (0..5)
+        .map(|i| RequestPhases {
+            index: i,
+            total_us: 1_000 + u64::from(i),
+            wait_us: 900,
+            ..Default::default()
+        })
+        .collect();
+    let mut report = Report::new("diagnose", Some("http://127.0.0.1:1/".into()));
+    report.sections.push(ReportSection {
+        label: whyslow_model::AS_GIVEN.into(),
+        requests,
+    });
+    report.capture = Some(whyslow_model::CaptureSummary::default());
+    let doc = DiagnoseDocument {
+        report,
+        method: "GET".into(),
+        client: "one write, TCP_NODELAY on".into(),
+        load: None,
+        live_capture: Some(CaptureInfo {
+            iface: "lo".into(),
+            ports: vec![1],
+            backing_ports: Vec::new(),
+            packets: 40,
+            kernel_drops: 0,
+            file: None,
+        }),
+        host: HostReport {
+            schema_version: SCHEMA_VERSION,
+            command: "diagnose".into(),
+            cpus: 2,
+            samples: Vec::new(),
+            findings: Vec::new(),
+            unavailable: Vec::new(),
+        },
+    };
+    let text = serde_json::to_string(&doc).unwrap();
+    let run = Run::parse("d.json", &text).unwrap();
+    assert_eq!(run.command, "diagnose");
+    assert_eq!(run.metrics[0].0, "total");
+    assert_eq!(run.metrics[0].1.count(), 5);
+    assert!(compare(&run, &run, &[]).is_ok());
+}

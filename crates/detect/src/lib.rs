@@ -33,7 +33,7 @@ pub mod windowed;
 pub mod zero_window;
 
 use request_calls::RequestCalls;
-use whyslow_model::{Finding, Timeline};
+use whyslow_model::{Finding, HostSample, RequestPhases, Timeline};
 
 /// Runs every detector and ranks the findings by time lost. `requests`:
 /// the timeline's inbound requests with their calls (`request_calls::by_request`).
@@ -47,6 +47,20 @@ pub fn run_all(timeline: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
     }
     Finding::sort(&mut findings);
     findings
+}
+
+/// What client timings alone suggest (`probe`): suspects for a capture to
+/// confirm. `target`: the URL, without credentials, that a finding's fix names.
+pub fn probe_findings(requests: &[RequestPhases], target: &str) -> Vec<Finding> {
+    probe_pattern::delayed_ack_finding(requests, target)
+        .into_iter()
+        .collect()
+}
+
+/// What the host's USE samples during a run say (`use`, `load`,
+/// `diagnose`): one finding per saturated resource.
+pub fn host_findings(samples: &[HostSample]) -> Vec<Finding> {
+    host_saturation::detect(samples)
 }
 
 /// Every detector over a timeline (after attribution set roles and

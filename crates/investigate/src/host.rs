@@ -18,7 +18,7 @@ pub fn host_report(
         schema_version: SCHEMA_VERSION,
         command: command.into(),
         cpus: whyslow_host::cpus(),
-        findings: whyslow_detect::host_saturation::detect(&samples),
+        findings: whyslow_detect::host_findings(&samples),
         samples,
         unavailable,
     }

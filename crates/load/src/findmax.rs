@@ -3,7 +3,12 @@
 //! breaks the SLO (or halves it until one passes), then bisects between the
 //! best passing and the first failing rate. The knee lies between them.
 
+use crate::{LoadResult, Metric};
+use whyslow_model::FindingKind;
 pub use whyslow_model::{Knee, Step};
+
+/// The search starts here unless the caller gives a first guess.
+pub const START: f64 = 100.0;
 
 /// Each growth step doubles the rate: a binary search over an unknown bound.
 const GROWTH: f64 = 2.0;
@@ -102,9 +107,33 @@ impl Search {
     }
 }
 
+/// One step of the search: a constant-rate run at `rate`, judged. `broken`
+/// names the SLO rules the run broke; a run that fell short of RATE_KEPT of
+/// its rate broke the schedule too, and one whose generator could not keep
+/// up says so (the search stops there, as the service was not what failed).
+pub fn judge(result: &LoadResult, rate: f64, mut broken: Vec<String>) -> Step {
+    if result.achieved_rate < rate * RATE_KEPT {
+        broken.push(format!("rate {rate:.0}/s not sustained"));
+    }
+    let p = result.percentiles(Metric::Corrected).copied();
+    Step {
+        rate,
+        achieved_rate: result.achieved_rate,
+        p50_us: p.map_or(0, |p| p.p50),
+        p99_us: p.map_or(0, |p| p.p99),
+        error_rate_pct: result.error_rate_pct,
+        broken,
+        generator_saturated: result
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::GeneratorSaturated),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LoadResultExt;
 
     /// A service whose p99 stays at 5 ms up to `capacity` and explodes past it.
     fn step(rate: f64, capacity: f64) -> Step {
@@ -157,5 +186,51 @@ mod tests {
         s.record(st);
         assert_eq!(s.next_rate(), None);
         assert!(s.knee().generator_limited);
+    }
+
+    /// A one-second open-model run at `rate` of which `served` requests
+    /// got a response, each in 2 ms.
+    fn run(rate: f64, served: u64) -> LoadResult {
+        let mut totals = crate::histograms::Recorded::default();
+        for _ in 0..served {
+            totals.record(&crate::histograms::Sample {
+                corrected_us: 2_000,
+                uncorrected_us: 2_000,
+                lag_us: Some(10),
+                status: 200,
+                ..Default::default()
+            });
+        }
+        let setup = whyslow_model::RunSetup {
+            target: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            model: "open".into(),
+            schedule: format!("{rate} req/s"),
+            target_rate: Some(rate),
+            connections: 1,
+            streams: 1,
+        };
+        let outcome = crate::Outcome {
+            totals,
+            started_at: std::time::SystemTime::now(),
+            elapsed: std::time::Duration::from_secs(1),
+            interrupted: false,
+            unfinished: 0,
+            lanes: 1,
+            intervals: Vec::new(),
+        };
+        LoadResult::from_outcome(setup, outcome)
+    }
+
+    #[test]
+    fn a_step_is_judged_by_its_rules_and_its_rate() {
+        let kept = judge(&run(100.0, 100), 100.0, Vec::new());
+        assert!(kept.passed(), "{kept:?}");
+        assert_eq!(kept.p99_us / 100, 20, "{kept:?}");
+        let slow = judge(&run(100.0, 100), 100.0, vec!["p99<1ms".into()]);
+        assert_eq!(slow.broken, vec!["p99<1ms".to_string()]);
+        let short = judge(&run(100.0, 50), 100.0, Vec::new());
+        assert!(!short.passed());
+        assert_eq!(short.broken, vec!["rate 100/s not sustained".to_string()]);
     }
 }

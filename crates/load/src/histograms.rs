@@ -35,9 +35,9 @@ pub fn error_class(e: &ProbeError) -> usize {
     error_class_at(p, k)
 }
 
-/// The exit code (curl's) of an error class.
-pub fn error_class_exit_code(class: usize) -> i32 {
-    KINDS[class % KINDS.len()].exit_code()
+/// The kind of failure of an error class (how it failed, whatever the phase).
+pub fn error_class_kind(class: usize) -> ErrorKind {
+    KINDS[class % KINDS.len()]
 }
 
 #[cfg(test)]
@@ -49,7 +49,7 @@ mod tests {
         let e = ProbeError::new("connect", ErrorKind::Refused, "x");
         let c = error_class(&e);
         assert_eq!(error_class_name(c), "connect_refused");
-        assert_eq!(error_class_exit_code(c), 7);
+        assert_eq!(error_class_kind(c), ErrorKind::Refused);
         for (phase, kind, name) in [
             ("wait", ErrorKind::Timeout, "wait_timeout"),
             ("receive", ErrorKind::EmptyReply, "receive_closed"),

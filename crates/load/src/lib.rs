@@ -9,13 +9,15 @@
 //! - `result`: building the result file from a run, and its merge; reading
 //!   one back is `whyslow_model::LoadResult`'s. `hdrlog`: HdrHistogram interval logs.
 //! - `saturation`: the `generator_saturated` finding; `omission`: the
-//!   `coordinated_omission` finding; `findmax`: the SLO search.
+//!   `coordinated_omission` finding; `findmax`: the SLO search and its steps' verdicts.
+//! - `plan`: schedules from their text, run length, threads, the setup a result records.
 
 pub mod engine;
 pub mod findmax;
 pub mod hdrlog;
 pub mod histograms;
 pub mod omission;
+pub mod plan;
 pub mod result;
 pub mod saturation;
 pub mod schedule;
@@ -23,5 +25,6 @@ mod timer;
 
 pub use engine::{run, Interval, LoadPlan, Outcome, Stop, INTERRUPT_GRACE};
 pub use histograms::Metric;
+pub use plan::run_setup;
 pub use result::{merge, LoadResult, LoadResultExt, Percentiles, RunSetup};
 pub use schedule::{Model, Schedule};

@@ -62,6 +62,29 @@ pub fn fmt_bytes(n: u64) -> String {
     }
 }
 
+/// "2s", "500ms", "250us", "1.5s", "2m"; a bare number is seconds (as curl's -m).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (try 500ms, 2s)"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "m" | "min" => 60.0,
+        other => return Err(format!("unknown unit {other:?} in {s:?} (us, ms, s, m)")),
+    };
+    if !n.is_finite() || n < 0.0 || n * scale > 1e9 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(std::time::Duration::from_secs_f64(n * scale))
+}
+
 /// "12.34 ms", with a precision that suits the size: the one way every
 /// command shows a time to people.
 pub fn fmt_ms(us: u64) -> String {

@@ -1,9 +1,11 @@
 //! `whyslow demo`: every lab scenario, broken and fixed, diagnosed, with the
 //! before/after table the case studies would have wanted.
 
-use crate::{interrupt_flag, runtime};
+use crate::flags::commands::DemoArgs;
+use crate::flags::exit::Exit;
+use crate::stdout::{self, Done};
+use crate::{interrupt_flag, out, runtime};
 use bytes::Bytes;
-use clap::Args;
 use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
@@ -11,26 +13,12 @@ use whyslow_compare::run::Run;
 use whyslow_investigate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
 use whyslow_lab::{Scenario, SCENARIOS};
 use whyslow_model::{DemoDocument, DemoRow, Metric, AS_GIVEN, SCHEMA_VERSION, SPLIT_NO_NODELAY};
-use whyslow_report::to_json;
 
 /// Requests per client pattern in each diagnosis: enough for a median, quick enough for a demo.
 const DEMO_REQUESTS: u32 = 6;
 /// Connections of a scenario's load phase: enough to keep a 20/s open-model
 /// schedule through a 300 ms stall (6 requests in flight) with room to spare.
 const DEMO_LOAD_CONNECTIONS: usize = 16;
-
-#[derive(Args)]
-pub struct DemoArgs {
-    /// Print the results as JSON
-    #[arg(long)]
-    pub json: bool,
-    /// Only these scenarios (repeatable)
-    #[arg(long = "only")]
-    pub only: Vec<String>,
-    /// Also write every diagnosis (findings, waterfalls, ladders) to one HTML file
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<std::path::PathBuf>,
-}
 
 /// Mean total of every request of a section (what the case studies quote).
 fn mean_total(report: &whyslow_model::Report, label: &str) -> Option<u64> {
@@ -107,7 +95,7 @@ async fn run_one(
     Ok((row, run))
 }
 
-pub fn run(args: DemoArgs) -> u8 {
+pub fn run(args: DemoArgs) -> Done {
     let scenarios: Vec<&Scenario> = SCENARIOS
         .iter()
         .filter(|s| args.only.is_empty() || args.only.iter().any(|o| o == s.name))
@@ -126,7 +114,7 @@ pub fn run(args: DemoArgs) -> u8 {
                 eprintln!("whyslow: interrupted; the table covers what ran");
                 break;
             }
-            match run_one(s, fixed, &stop, args.html.is_some()).await {
+            match run_one(s, fixed, &stop, args.output.html.is_some()).await {
                 Ok(r) => runs.push(r),
                 Err(e) => eprintln!("whyslow: {e}"),
             }
@@ -134,13 +122,16 @@ pub fn run(args: DemoArgs) -> u8 {
         runs
     });
     let doc = document(runs);
-    crate::cmd_analyze::write_html(args.html.as_deref(), || whyslow_report::html::demo(&doc));
-    if args.json {
-        println!("{}", to_json(&doc));
+    args.output.write_html(|| whyslow_report::html::demo(&doc));
+    if args.output.json() {
+        stdout::json(&doc)?;
     } else {
-        print!("{}", whyslow_report::demo::text(&doc));
+        out!("{}", whyslow_report::demo::text(&doc))?;
     }
-    u8::from(doc.rows.len() != total)
+    Ok(match doc.rows.len() == total {
+        true => Exit::Ok,
+        false => Exit::Scenario,
+    })
 }
 
 /// The rows, and broken against fixed (by `compare`) for each scenario run both ways.

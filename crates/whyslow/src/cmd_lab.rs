@@ -1,45 +1,30 @@
 //! `whyslow lab list | run NAME [--fixed]`.
 
-use crate::runtime;
-use clap::Subcommand;
+use crate::flags::commands::LabCommand;
+use crate::flags::exit::Exit;
+use crate::stdout::{usage, Done};
+use crate::{outln, runtime};
 
-#[derive(Subcommand)]
-pub enum LabCommand {
-    /// List the scenarios
-    List,
-    /// Start a scenario, print its URL, serve until Ctrl-C
-    Run {
-        name: String,
-        /// Run the fixed variant
-        #[arg(long)]
-        fixed: bool,
-        /// Every hop over TLS (scenarios that have that variant); the lab's
-        /// secrets go to a key log for `diagnose --keylog` and `analyze --keylog`
-        #[arg(long)]
-        tls: bool,
-    },
-}
-
-pub fn run(cmd: LabCommand) -> u8 {
+pub fn run(cmd: LabCommand) -> Done {
     match cmd {
         LabCommand::List => {
             for s in whyslow_lab::SCENARIOS {
-                println!("{:<12} case {:<4} {}", s.name, s.case, s.summary);
-                println!("{:<12}   broken: {}", "", s.broken);
-                println!("{:<12}   fixed:  {}", "", s.fixed);
+                outln!("{:<12} case {:<4} {}", s.name, s.case, s.summary)?;
+                outln!("{:<12}   broken: {}", "", s.broken)?;
+                outln!("{:<12}   fixed:  {}", "", s.fixed)?;
                 if s.tls.is_some() {
-                    println!("{:<12}   also over TLS (--tls)", "");
+                    outln!("{:<12}   also over TLS (--tls)", "")?;
                 }
             }
-            0
+            Ok(Exit::Ok)
         }
         LabCommand::Run { name, fixed, tls } => {
             let Some(s) = whyslow_lab::find(&name) else {
                 let names: Vec<&str> = whyslow_lab::SCENARIOS.iter().map(|s| s.name).collect();
-                return crate::cmd_probe::usage(&format!(
+                return Ok(usage(&format!(
                     "no scenario {name:?} (one of: {})",
                     names.join(", ")
-                ));
+                )));
             };
             runtime(2).block_on(async {
                 let started = match tls {
@@ -50,21 +35,21 @@ pub fn run(cmd: LabCommand) -> u8 {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("whyslow: cannot start {name}: {e}");
-                        return 1;
+                        return Ok(Exit::Scenario);
                     }
                 };
-                println!("{}", running.url);
+                outln!("{}", running.url)?;
                 if let Some(keys) = &running.keylog {
-                    println!("key log: {} (removed on exit)", keys.display());
+                    outln!("key log: {} (removed on exit)", keys.display())?;
                 }
-                println!(
+                outln!(
                     "{} {} ({}); Ctrl-C to stop",
                     s.method,
                     s.path,
                     if fixed { s.fixed } else { s.broken }
-                );
+                )?;
                 let _ = tokio::signal::ctrl_c().await;
-                0
+                Ok(Exit::Ok)
             })
         }
     }

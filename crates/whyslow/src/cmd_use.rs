@@ -1,27 +1,16 @@
 //! `whyslow use`: Brendan Gregg's USE checklist for this host.
 
-use crate::cmd_probe::usage;
-use clap::Args;
+use crate::flags::commands::UseArgs;
+use crate::flags::exit::Exit;
+use crate::out;
+use crate::stdout::{self, Done};
 use std::time::Duration;
 use whyslow_check::parse_duration;
 use whyslow_host::Sampler;
 use whyslow_investigate::host::{host_report, proc_root};
-use whyslow_report::to_json;
 
-#[derive(Args)]
-pub struct UseArgs {
-    /// How long to sample (at least one interval)
-    #[arg(long, default_value = "1s")]
-    pub duration: String,
-    /// Sampling interval
-    #[arg(long, default_value = "1s")]
-    pub interval: String,
-    /// Print the JSON report instead of text
-    #[arg(long)]
-    pub json: bool,
-}
-
-pub fn run(args: UseArgs) -> u8 {
+pub fn run(args: UseArgs) -> Done {
+    let usage = |msg: &str| stdout::fail(args.output.json, "use", None, Exit::Usage, msg);
     let (duration, interval) = match (
         parse_duration(&args.duration),
         parse_duration(&args.interval),
@@ -40,10 +29,10 @@ pub fn run(args: UseArgs) -> u8 {
     });
     let (samples, unavailable) = sampler.finish();
     let report = host_report("use", samples, unavailable);
-    if args.json {
-        println!("{}", to_json(&report));
+    if args.output.json {
+        stdout::json(&report)?;
     } else {
-        print!("{}", whyslow_report::host::text(&report));
+        out!("{}", whyslow_report::host::text(&report))?;
     }
-    0
+    Ok(Exit::Ok)
 }

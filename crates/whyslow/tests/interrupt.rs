@@ -78,9 +78,8 @@ fn capture_finishes_its_file() {
 }
 
 /// `whyslow analyze FILE | head -0`: the reader is gone before the first
-/// line is written.
+/// line is written; whyslow stops quietly with exit 0, as ripgrep does.
 fn analyze_into_a_closed_pipe(file: &std::path::Path) {
-    use std::os::unix::process::ExitStatusExt;
     let mut child = bin()
         .args(["analyze", file.to_str().unwrap()])
         .stdout(Stdio::piped())
@@ -91,12 +90,7 @@ fn analyze_into_a_closed_pipe(file: &std::path::Path) {
     let out = child.wait_with_output().unwrap();
     let err = stderr(&out);
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(
-        out.status.signal(),
-        Some(libc::SIGPIPE),
-        "{:?} {err}",
-        out.status
-    );
+    assert_eq!(out.status.code(), Some(0), "{:?} {err}", out.status);
 }
 
 #[test]

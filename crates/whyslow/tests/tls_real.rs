@@ -157,7 +157,7 @@ fn https_exchanges_are_seen_with_curls_key_log_and_agree_with_tshark() {
 }
 
 /// whyslow's own client writes key logs that open its sessions: probe with
-/// `--keylog` (HTTP/1.1 and HTTP/2 by ALPN) and load with `SSLKEYLOGFILE`,
+/// `--keylog-out` (HTTP/1.1 and HTTP/2 by ALPN) and load with `SSLKEYLOGFILE`,
 /// to nginx; `analyze --keylog` sees every request they sent, as tshark does.
 #[test]
 fn whyslows_own_key_logs_open_its_sessions() {
@@ -174,8 +174,8 @@ fn whyslows_own_key_logs_open_its_sessions() {
     let (bin, k) = (env!("CARGO_BIN_EXE_whyslow"), keys.display());
     let url = format!("https://127.0.0.1:{port}");
     let script = format!(
-        "{bin} probe -k -n 3 --http1.1 --keylog {k} {url}/one >/dev/null
-{bin} probe -k -n 2 --http2 --keylog {k} {url}/two >/dev/null
+        "{bin} probe -k -n 3 --http1.1 --keylog-out {k} {url}/one >/dev/null
+{bin} probe -k -n 2 --http2 --keylog-out {k} {url}/two >/dev/null
 SSLKEYLOGFILE={k} {bin} load -k -q -n 20 -c 2 --http1.1 --json {url}/three >{}",
         load_json.display()
     );

@@ -1,0 +1,260 @@
+//! Each command's arguments: its own flags, and the shared groups it flattens.
+
+use super::keylog::{KeyLogIn, KeyLogOut};
+use super::limits::LimitArgs;
+use super::output::{Json, Output, TimelineOutput};
+use super::request::RequestArgs;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  whyslow probe -n 5 http://127.0.0.1:8080/
+  whyslow probe -X POST -d @body.json --nodelay off --write split http://127.0.0.1:8080/search
+  whyslow probe --budget 'total<2s,ttfb<500ms' https://example.com/
+  whyslow probe -k --keylog-out keys.log https://127.0.0.1:8443/")]
+pub struct ProbeArgs {
+    /// http:// or https:// URL
+    pub url: String,
+    /// Number of requests
+    #[arg(short = 'n', long = "requests", default_value_t = 5)]
+    pub requests: u32,
+    /// A new connection for every request (default: one reused connection)
+    #[arg(long)]
+    pub fresh: bool,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// curl-style write-out per request: '%{time_total}\n', '%{json}'
+    #[arg(short = 'w', long = "write-out")]
+    pub write_out: Option<String>,
+    /// Exit 1 when any request breaks a limit: 'total<2s,ttfb<500ms'
+    /// (dns, connect, tls, send, wait, receive, total, ttfb)
+    #[arg(long)]
+    pub budget: Option<String>,
+    #[command(flatten)]
+    pub output: Json,
+    #[command(flatten)]
+    pub keylog: KeyLogOut,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  whyslow capture -i lo -p 8080 --duration 10s -w stall.pcapng\n  whyslow capture -p 8080 -w run.pcapng -- curl -s http://127.0.0.1:8080/ http://127.0.0.1:8080/"
+)]
+pub struct CaptureArgs {
+    /// Interface (lo, eth0, any)
+    #[arg(short = 'i', long, default_value = "lo")]
+    pub iface: String,
+    /// TCP port to capture, as source or destination (repeatable; none = all TCP)
+    #[arg(short = 'p', long = "port")]
+    pub ports: Vec<u16>,
+    /// Stop after this long (10s, 500ms)
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// pcapng file to write (Wireshark and tshark read it)
+    #[arg(short = 'w', long = "write")]
+    pub file: PathBuf,
+    /// Capture while this command runs: `-- COMMAND ARGS…`
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    /// pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture)
+    pub file: PathBuf,
+    /// Port(s) of the service under investigation: its exchanges are the
+    /// inbound requests, the others its backing calls (default: found from
+    /// the wire, as the server whose requests enclose other servers' exchanges)
+    #[arg(long, value_name = "PORT", value_delimiter = ',')]
+    pub service: Vec<u16>,
+    #[command(flatten)]
+    pub keylog: KeyLogIn,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub output: TimelineOutput,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline: a `load -o` result file, or `--json` of probe, diagnose or load
+    pub a: PathBuf,
+    /// The candidate, from the same command
+    pub b: PathBuf,
+    /// Exit 1 on a significant regression past a limit: 'p99>+10%,wait.p50>+5ms'
+    #[arg(long)]
+    pub fail_if: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Only these scenarios (repeatable)
+    #[arg(long = "only")]
+    pub only: Vec<String>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  whyslow diagnose http://127.0.0.1:8080/
+  whyslow diagnose -X POST -d @body.json -p 5432 --save run.pcapng http://127.0.0.1:8080/checkout
+  whyslow diagnose --rate 50 --duration 10s --html report.html http://127.0.0.1:8080/
+  whyslow diagnose -k --keylog service-keys.log https://127.0.0.1:8443/")]
+pub struct DiagnoseArgs {
+    /// http:// or https:// URL
+    pub url: String,
+    /// Requests per client pattern
+    #[arg(short = 'n', long = "requests", default_value_t = 5)]
+    pub requests: u32,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// Also capture this port: a backing service the target calls (repeatable)
+    #[arg(short = 'p', long = "port")]
+    pub ports: Vec<u16>,
+    /// Capture interface (default: lo for loopback targets, any otherwise)
+    #[arg(short = 'i', long)]
+    pub iface: Option<String>,
+    /// Keep the capture in this pcapng file
+    #[arg(short = 'w', long = "save")]
+    pub save: Option<PathBuf>,
+    /// Client-side timing only
+    #[arg(long)]
+    pub no_capture: bool,
+    /// Add a load phase under capture: constant rate, requests/s (open model)
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Length of the load phase
+    #[arg(long, default_value = "10s", requires = "rate")]
+    pub duration: String,
+    /// Connections of the load phase
+    #[arg(short = 'c', long, default_value_t = 8, requires = "rate")]
+    pub connections: usize,
+    #[command(flatten)]
+    pub keylog: KeyLogIn,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub output: TimelineOutput,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LabCommand {
+    /// List the scenarios
+    List,
+    /// Start a scenario, print its URL, serve until Ctrl-C
+    Run {
+        name: String,
+        /// Run the fixed variant
+        #[arg(long)]
+        fixed: bool,
+        /// Every hop over TLS (scenarios that have that variant); the lab's
+        /// secrets go to a key log for `diagnose --keylog` and `analyze --keylog`
+        #[arg(long)]
+        tls: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  whyslow load --rate 500 --duration 30s --slo 'p99<200ms,errors<0.1%' http://127.0.0.1:8080/
+  whyslow load -c 32 --duration 10s http://127.0.0.1:8080/            (closed model)
+  whyslow load --ramp 100:2000:60s -c 50 -o ramp.json --hdr-log ramp.hlog http://host/
+  whyslow load --find-max --slo 'p99<200ms' --rate 100 -c 50 http://host/
+  whyslow merge a.json b.json -o all.json")]
+pub struct LoadArgs {
+    /// http:// or https:// URL
+    pub url: String,
+    /// Open model: start RATE requests per second on schedule
+    #[arg(long, conflicts_with_all = ["ramp", "steps"])]
+    pub rate: Option<f64>,
+    /// Open model: rate rising linearly, FROM:TO:OVER (100:1000:30s), then holding TO
+    #[arg(long, conflicts_with = "steps")]
+    pub ramp: Option<String>,
+    /// Open model: rates held in turn, RATE:DURATION,... (100:10s,200:10s)
+    #[arg(long)]
+    pub steps: Option<String>,
+    /// Connections; without a rate each sends as fast as responses return (closed model)
+    #[arg(short = 'c', long, default_value_t = 10)]
+    pub connections: usize,
+    /// Concurrent HTTP/2 streams per connection
+    #[arg(long, default_value_t = 1)]
+    pub streams: usize,
+    /// How long to send: 30s, 2m (default 10s; a ramp or steps last their own length)
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Stop after N requests
+    #[arg(short = 'n', long = "requests")]
+    pub requests: Option<u64>,
+    /// Exit 1 naming each broken rule: 'p99<200ms,errors<0.1%'
+    /// (p50 p75 p90 p95 p99 p99.9 max mean: corrected latency; errors: percent)
+    #[arg(long)]
+    pub slo: Option<String>,
+    /// Search for the highest rate that meets --slo (steps of --duration, default 5s)
+    #[arg(long, requires = "slo", conflicts_with_all = ["ramp", "steps", "hdr_log"])]
+    pub find_max: bool,
+    /// Upper bound of the --find-max search, requests per second
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub max_rate: f64,
+    /// Write the result file (with histograms; `whyslow merge` combines them)
+    #[arg(short = 'o', long = "output")]
+    pub result: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: Output,
+    /// Write an HdrHistogram interval log (one histogram per --interval)
+    #[arg(long)]
+    pub hdr_log: Option<PathBuf>,
+    /// Interval of the progress line and the HDR log
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    /// Worker threads (default: one per core; half the cores for a target on this machine)
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// No progress line (it is shown only on a terminal anyway)
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub keylog: KeyLogOut,
+    #[command(flatten)]
+    pub request: RequestArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct UseArgs {
+    /// How long to sample (at least one interval)
+    #[arg(long, default_value = "1s")]
+    pub duration: String,
+    /// Sampling interval
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    #[command(flatten)]
+    pub output: Json,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Result files written by `whyslow load -o`
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Write the merged result file here
+    #[arg(short = 'o', long = "output")]
+    pub result: Option<PathBuf>,
+    /// Check the merged result: 'p99<200ms,errors<0.1%' (exit 1 when broken)
+    #[arg(long)]
+    pub slo: Option<String>,
+    #[command(flatten)]
+    pub output: Json,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "Install:
+  whyslow completions bash > /etc/bash_completion.d/whyslow
+  whyslow completions zsh > \"${fpath[1]}/_whyslow\"
+  whyslow completions fish > ~/.config/fish/completions/whyslow.fish")]
+pub struct CompletionsArgs {
+    /// The shell to complete in
+    pub shell: clap_complete::Shell,
+}

@@ -1,0 +1,64 @@
+//! What a command prints and writes: `--json`, `--html FILE`, `--timeline`.
+//! Defined once here; each command flattens the group that fits it.
+
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+/// `--json`: every command that prints a report.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Json {
+    /// Print the JSON report instead of text (on failure too, with the error in `errors`)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--json` and `--html FILE`: commands with a page to draw.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Output {
+    #[command(flatten)]
+    pub json: Json,
+    /// Also write a self-contained HTML report to FILE (inline CSS and SVG, no script)
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+impl Output {
+    pub fn json(&self) -> bool {
+        self.json.json
+    }
+
+    /// Writes `--html`; a failure to write is said, and the run's result stands.
+    pub fn write_html(&self, render: impl FnOnce() -> String) {
+        write_html(self.html.as_deref(), render)
+    }
+}
+
+/// `--json`, `--html FILE` and `--timeline`: commands that build a timeline.
+#[derive(Args, Clone, Debug, Default)]
+pub struct TimelineOutput {
+    #[command(flatten)]
+    pub output: Output,
+    /// Include the whole timeline (every connection, segment and exchange) in --json
+    #[arg(long)]
+    pub timeline: bool,
+}
+
+impl TimelineOutput {
+    pub fn json(&self) -> bool {
+        self.output.json()
+    }
+
+    pub fn html(&self) -> Option<&Path> {
+        self.output.html.as_deref()
+    }
+}
+
+/// Writes an HTML page to `path` when one was asked for; a failure to write
+/// is said, and the run's result stands.
+pub fn write_html(path: Option<&Path>, render: impl FnOnce() -> String) {
+    if let Some(path) = path {
+        if let Err(e) = std::fs::write(path, render()) {
+            eprintln!("whyslow: {}: {e}", path.display());
+        }
+    }
+}

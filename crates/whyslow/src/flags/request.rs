@@ -1,0 +1,111 @@
+//! How to make the request, as curl takes it: `-X -d -H`, HTTP version,
+//! client write pattern, TLS trust. Shared by probe, diagnose and load.
+
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use whyslow_client::{HttpVersion, RequestSpec, TlsOptions, WritePattern};
+use whyslow_load::plan::parse_duration;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum WriteArg {
+    Coalesced,
+    Split,
+}
+
+/// How to make the request: shared by probe, diagnose and load.
+#[derive(Args, Clone, Debug)]
+pub struct RequestArgs {
+    /// Request method (default GET, or POST with -d)
+    #[arg(short = 'X', long = "request")]
+    pub method: Option<String>,
+    /// Request body; @FILE reads a file; repeated -d are joined with '&' (as curl)
+    #[arg(short = 'd', long = "data", alias = "data-binary")]
+    pub data: Vec<String>,
+    /// Extra header, 'Name: value' (repeatable)
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Use HTTP/1.1 only
+    #[arg(long = "http1.1", conflicts_with = "http2")]
+    pub http1: bool,
+    /// Use HTTP/2 (ALPN over TLS; prior knowledge h2c over plain TCP)
+    #[arg(long)]
+    pub http2: bool,
+    /// Limit for each phase: 10s, 500ms
+    #[arg(long, default_value = "10s")]
+    pub timeout: String,
+    /// TCP_NODELAY on the client socket (curl: on)
+    #[arg(long, value_enum, default_value = "on")]
+    pub nodelay: OnOff,
+    /// Write headers and body in one write (curl) or two (Ruby Net::HTTP)
+    #[arg(long, value_enum, default_value = "coalesced")]
+    pub write: WriteArg,
+    /// Accept any TLS certificate
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Trust the PEM certificates in FILE
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+}
+
+impl RequestArgs {
+    pub fn spec(&self) -> Result<RequestSpec, String> {
+        let mut parts = Vec::new();
+        for d in &self.data {
+            match d.strip_prefix('@') {
+                Some(path) => {
+                    parts.push(std::fs::read(path).map_err(|e| format!("-d @{path}: {e}"))?)
+                }
+                None => parts.push(d.clone().into_bytes()),
+            }
+        }
+        let body = parts.join(&b'&');
+        let mut headers = Vec::new();
+        for h in &self.headers {
+            let (n, v) = h
+                .split_once(':')
+                .ok_or_else(|| format!("-H {h:?}: expected 'Name: value'"))?;
+            if n.trim().is_empty() || n.contains(char::is_whitespace) {
+                return Err(format!("-H {h:?}: bad header name"));
+            }
+            headers.push((n.trim().to_string(), v.trim().to_string()));
+        }
+        let method = self
+            .method
+            .clone()
+            .unwrap_or_else(|| if body.is_empty() { "GET" } else { "POST" }.into());
+        Ok(RequestSpec {
+            method,
+            headers,
+            body: Bytes::from(body),
+            version: if self.http1 {
+                HttpVersion::Http1
+            } else if self.http2 {
+                HttpVersion::Http2
+            } else {
+                HttpVersion::Auto
+            },
+            write: match self.write {
+                WriteArg::Coalesced => WritePattern::Coalesced,
+                WriteArg::Split => WritePattern::Split,
+            },
+            nodelay: matches!(self.nodelay, OnOff::On),
+            timeout: parse_duration(&self.timeout)?,
+        })
+    }
+
+    /// TLS trust, without a key log (`KeyLogOut` adds one).
+    pub fn tls(&self) -> TlsOptions {
+        TlsOptions {
+            insecure: self.insecure,
+            ca_file: self.cacert.clone(),
+            keylog: None,
+        }
+    }
+}
