@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod capture;
+pub mod demo;
 pub mod diagnose;
 pub mod host;
 pub mod keylog;

@@ -1,163 +1,28 @@
-//! `whyslow demo`: every lab scenario, broken and fixed, diagnosed, with the
-//! before/after table the case studies would have wanted.
+//! `whyslow demo`: every lab scenario, broken and fixed, diagnosed.
 
 use crate::flags::commands::DemoArgs;
 use crate::flags::exit::Exit;
 use crate::stdout::{self, Done};
 use crate::{interrupt_flag, out, runtime};
-use bytes::Bytes;
-use std::time::Duration;
-use tokio::sync::watch;
-use whyslow_client::{RequestSpec, TlsOptions};
-use whyslow_compare::run::Run;
-use whyslow_investigate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
-use whyslow_lab::{Scenario, SCENARIOS};
-use whyslow_model::{DemoDocument, DemoRow, Metric, AS_GIVEN, SCHEMA_VERSION, SPLIT_NO_NODELAY};
-
-/// Requests per client pattern in each diagnosis: enough for a median, quick enough for a demo.
-const DEMO_REQUESTS: u32 = 6;
-/// Connections of a scenario's load phase: enough to keep a 20/s open-model
-/// schedule through a 300 ms stall (6 requests in flight) with room to spare.
-const DEMO_LOAD_CONNECTIONS: usize = 16;
-
-/// Mean total of every request of a section (what the case studies quote).
-fn mean_total(report: &whyslow_model::Report, label: &str) -> Option<u64> {
-    let rs = report.section(label)?;
-    let n = rs.len() as u64;
-    (n > 0).then(|| rs.iter().map(|r| r.total_us).sum::<u64>() / n)
-}
-
-async fn run_one(
-    s: &Scenario,
-    fixed: bool,
-    stop: &watch::Receiver<bool>,
-    html: bool,
-) -> Result<(DemoRow, Run), String> {
-    let running = s
-        .start(fixed)
-        .await
-        .map_err(|e| format!("{}: cannot start: {e}", s.name))?;
-    let spec = RequestSpec {
-        method: s.method.into(),
-        body: Bytes::from_static(s.body.as_bytes()),
-        ..RequestSpec::default()
-    };
-    let opts = DiagnoseOptions {
-        url: running.url.clone(),
-        spec,
-        tls: TlsOptions::default(),
-        requests: DEMO_REQUESTS,
-        extra_ports: running.ports.clone(),
-        iface: None,
-        capture: true,
-        keep_capture: None,
-        flow: whyslow_investigate::AnalysisOptions::default_flow(),
-        service_keylog: running.keylog.clone(),
-        load: s.load.map(|l| LoadPhase {
-            rate: l.rate as f64,
-            duration: Duration::from_millis(l.duration_ms),
-            connections: DEMO_LOAD_CONNECTIONS,
-        }),
-    };
-    let d = diagnose(&opts, stop).await;
-    let report = d.report;
-    let client = match mean_total(&report, SPLIT_NO_NODELAY) {
-        Some(_) => SPLIT_NO_NODELAY,
-        None => AS_GIVEN,
-    };
-    let name = format!("{} ({})", s.name, variant(s, fixed));
-    let run = Run::from_report(&name, report.clone(), Some(client), d.load.clone());
-    let row = DemoRow {
-        scenario: s.name.into(),
-        fixed,
-        variant: variant(s, fixed).into(),
-        request: format!("{} {}", s.method, s.path),
-        client: client.into(),
-        mean_total_us: mean_total(&report, client).unwrap_or(0),
-        load_latency: d
-            .load
-            .as_ref()
-            .and_then(|l| l.percentiles(Metric::Corrected))
-            .copied(),
-        findings: report.findings.clone(),
-        skipped: report
-            .skipped
-            .iter()
-            .map(|k| format!("{}: {}", k.what, k.why))
-            .collect(),
-        injected: if fixed {
-            None
-        } else {
-            s.truth.kind.map(|k| k.to_string())
-        },
-        report: html.then_some(report),
-    };
-    Ok((row, run))
-}
+use whyslow_investigate::demo;
 
 pub fn run(args: DemoArgs) -> Done {
-    let scenarios: Vec<&Scenario> = SCENARIOS
-        .iter()
-        .filter(|s| args.only.is_empty() || args.only.iter().any(|o| o == s.name))
-        .collect();
-    let total = scenarios.len() * 2;
-    let runs: Vec<(DemoRow, Run)> = runtime(2).block_on(async {
-        let stop = interrupt_flag();
-        let mut runs = Vec::new();
-        for (i, (s, fixed)) in scenarios
-            .iter()
-            .flat_map(|s| [(s, false), (s, true)])
-            .enumerate()
-        {
-            eprintln!("[{}/{total}] {} ({}) …", i + 1, s.name, variant(s, fixed));
-            if *stop.borrow() {
-                eprintln!("whyslow: interrupted; the table covers what ran");
-                break;
-            }
-            match run_one(s, fixed, &stop, args.output.html.is_some()).await {
-                Ok(r) => runs.push(r),
-                Err(e) => eprintln!("whyslow: {e}"),
-            }
-        }
-        runs
+    let scenarios = demo::scenarios(&args.only);
+    let reports = args.output.html.is_some();
+    let doc = runtime(2).block_on(async {
+        demo::run(&scenarios, reports, &interrupt_flag(), |line| {
+            eprintln!("{line}")
+        })
+        .await
     });
-    let doc = document(runs);
     args.output.write_html(|| whyslow_report::html::demo(&doc));
     if args.output.json() {
         stdout::json(&doc)?;
     } else {
         out!("{}", whyslow_report::demo::text(&doc))?;
     }
-    Ok(match doc.rows.len() == total {
+    Ok(match doc.rows.len() == scenarios.len() * 2 {
         true => Exit::Ok,
         false => Exit::Scenario,
     })
-}
-
-/// The rows, and broken against fixed (by `compare`) for each scenario run both ways.
-fn document(runs: Vec<(DemoRow, Run)>) -> DemoDocument {
-    let comparisons = runs
-        .chunks(2)
-        .filter_map(|pair| match pair {
-            [(a, ra), (b, rb)] if a.scenario == b.scenario => {
-                whyslow_compare::compare(ra, rb, &[]).ok()
-            }
-            _ => None,
-        })
-        .collect();
-    DemoDocument {
-        schema_version: SCHEMA_VERSION,
-        command: "demo".into(),
-        rows: runs.into_iter().map(|(row, _)| row).collect(),
-        comparisons,
-    }
-}
-
-/// Scenarios with nothing injected run "as is" twice, not broken and fixed.
-fn variant(s: &Scenario, fixed: bool) -> &'static str {
-    match (s.truth.kind, fixed) {
-        (None, _) => "as is",
-        (Some(_), true) => "fixed",
-        (Some(_), false) => "broken",
-    }
 }
