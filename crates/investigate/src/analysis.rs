@@ -30,6 +30,10 @@ pub struct AnalysisOptions {
     pub scope: Scope,
     /// Memory bounds, window policy, key log and known listeners.
     pub flow: FlowOptions,
+    /// Keep the first exchanges and their connections' events, within the
+    /// bounds, as evidence (`--timeline`, `--html`). Without it only the
+    /// connections are kept: what is not shown is not held.
+    pub evidence: bool,
 }
 
 /// Everything the analysis found, before anything is rendered.
@@ -81,9 +85,17 @@ pub fn analyze_capture(
 ) -> Result<CaptureAnalysis, String> {
     let bounds = &opts.flow.bounds;
     let keep = Keep {
-        exchanges: bounds.max_exchanges,
+        exchanges: if opts.evidence {
+            bounds.max_exchanges
+        } else {
+            0
+        },
         connections: bounds.max_connections,
-        events: bounds.max_events_total / EVIDENCE_EVENTS_SHARE,
+        events: if opts.evidence {
+            bounds.max_events_total / EVIDENCE_EVENTS_SHARE
+        } else {
+            0
+        },
     };
     let mut whole = WindowedAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
     let CaptureSource::File(path) = source;

@@ -48,6 +48,7 @@ async fn run_one(
         capture: true,
         keep_capture: None,
         flow: crate::AnalysisOptions::default_flow(),
+        evidence: html,
         service_keylog: running.keylog.clone(),
         load: s.load.map(|l| LoadPhase {
             rate: l.rate as f64,

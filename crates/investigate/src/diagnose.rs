@@ -45,6 +45,8 @@ pub struct DiagnoseOptions {
     /// Bounds and window policy: the keys and listening ports are this
     /// run's own (see `flow_options`).
     pub flow: FlowOptions,
+    /// Keep a bounded timeline as evidence (`--timeline`, `--html`).
+    pub evidence: bool,
     /// The service's key log (`--keylog`), read once the run is over.
     pub service_keylog: Option<PathBuf>,
     /// Constant-rate load under capture after the probes (`--rate`).
@@ -186,6 +188,7 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
                     .collect(),
             },
             flow,
+            evidence: opts.evidence,
         };
         capture = finish_capture(s, &analysis, &mut report);
     }
@@ -379,7 +382,10 @@ async fn run_load(
     let outcome = whyslow_load::run(&plan, halt, &mut |_| {}).await;
     watcher.abort();
     match outcome {
-        Ok(o) => Some(LoadResult::from_outcome(plan.setup(), o)),
+        Ok(o) => Some(LoadResult::from_outcome(
+            whyslow_load::plan::run_setup(&plan),
+            o,
+        )),
         Err(e) => {
             report.errors.push(format!("load: {e}"));
             None

@@ -57,31 +57,6 @@ impl LoadPlan {
     pub fn lanes(&self) -> usize {
         self.connections.max(1) * self.streams.max(1)
     }
-
-    /// What the result file says of the plan: target (without credentials),
-    /// model, schedule and its mean rate, connections.
-    pub fn setup(&self) -> crate::RunSetup {
-        let (model, schedule, target_rate) = match &self.model {
-            Model::Open(s) => {
-                let span = self.duration.or(s.natural_length());
-                let mean = span
-                    .filter(|d| !d.is_zero())
-                    .map(|d| s.count_until(d) / d.as_secs_f64())
-                    .unwrap_or_else(|| s.rate_at(Duration::ZERO));
-                ("open", s.describe().to_string(), Some(mean))
-            }
-            Model::Closed => ("closed", "as fast as possible".to_string(), None),
-        };
-        crate::RunSetup {
-            target: whyslow_client::redact_url(&self.url),
-            method: self.spec.method.clone(),
-            model: model.into(),
-            schedule,
-            target_rate,
-            connections: self.connections as u64,
-            streams: self.streams as u64,
-        }
-    }
 }
 
 /// Asks a run to stop starting requests (Ctrl-C, or a caller's deadline).

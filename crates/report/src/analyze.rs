@@ -77,7 +77,8 @@ fn kept_notes(out: &mut String, s: &CaptureSummary) {
             s.windows_forced
         );
     }
-    if s.kept_exchanges < s.exchanges || s.kept_connections < s.connections {
+    let some_kept = s.kept_exchanges > 0;
+    if some_kept && (s.kept_exchanges < s.exchanges || s.kept_connections < s.connections) {
         let _ = writeln!(
             out,
             "kept the first {} exchanges and {} connections as evidence for --timeline/--html \

@@ -20,6 +20,7 @@ pub fn run(args: AnalyzeArgs) -> Done {
         service: (!args.service.is_empty()).then(|| args.service.clone()),
         scope: Scope::Everything,
         flow,
+        evidence: args.output.evidence(),
     };
     let analysis = match analyze_capture(CaptureSource::File(&args.file), &opts) {
         Ok(a) => a,

@@ -28,6 +28,7 @@ pub fn run(args: DiagnoseArgs) -> Done {
         capture: !args.no_capture,
         keep_capture: args.save.clone(),
         flow: args.limits.bounds(),
+        evidence: args.output.evidence(),
         service_keylog: args.keylog.keylog.clone(),
         load: match args.rate.map(|r| check_rate(r, "--rate")) {
             Some(Err(e)) => return usage(&e),

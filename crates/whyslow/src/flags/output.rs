@@ -48,6 +48,13 @@ impl TimelineOutput {
         self.output.json()
     }
 
+    /// Whether the run keeps a bounded timeline as evidence: only what
+    /// `--timeline` or `--html` shows. Without either, memory stays flat
+    /// however long the capture.
+    pub fn evidence(&self) -> bool {
+        self.timeline || self.output.html.is_some()
+    }
+
     pub fn html(&self) -> Option<&Path> {
         self.output.html.as_deref()
     }
