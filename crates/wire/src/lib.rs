@@ -19,7 +19,7 @@ pub use analyze::{
 };
 pub use error::WireError;
 pub use flow::{
-    Bounds, Counters, FlowOptions, FlowTable, Window, WindowPolicy, MIN_WINDOW_EXCHANGES,
+    Bounds, FlowCounts, FlowOptions, FlowTable, Window, WindowPolicy, MIN_WINDOW_EXCHANGES,
 };
 #[cfg(target_os = "linux")]
 pub use live::{capture_to_file, CaptureHandle, CaptureStats, LiveCapture};

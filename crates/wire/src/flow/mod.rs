@@ -130,7 +130,7 @@ pub struct FlowOptions {
 
 /// Packet counters of a `FlowTable`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
+pub struct FlowCounts {
     pub packets: u64,
     pub tcp_packets: u64,
     /// Not IPv4/IPv6 TCP (ARP, UDP, fragments, unknown link types).
@@ -279,9 +279,9 @@ impl FlowTable {
         &mut self.streams
     }
 
-    pub fn counters(&self) -> Counters {
+    pub fn counters(&self) -> FlowCounts {
         let s = self.streams.counters;
-        Counters {
+        FlowCounts {
             connections_dropped: s.connections_dropped,
             exchanges_seen: s.exchanges_seen,
             exchanges_dropped: s.exchanges_dropped,

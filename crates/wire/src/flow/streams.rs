@@ -4,7 +4,7 @@
 //! bytes said. Windows are cut from what it holds (`window`).
 
 use super::events::{Events, StreamEvent};
-use super::{window, Counters, FlowOptions, MAX_ERRORS};
+use super::{window, FlowCounts, FlowOptions, MAX_ERRORS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use whyslow_model::{Connection, Exchange, Timeline};
@@ -57,7 +57,7 @@ pub struct Streams {
     scratch: Vec<Exchange>,
     /// Exchange and dropped-connection counters (the packet ones are the
     /// TCP half's).
-    pub(super) counters: Counters,
+    pub(super) counters: FlowCounts,
     pub(super) errors: Vec<String>,
     errors_dropped: u64,
     /// Events of connections taken in a window, given back to the TCP
@@ -81,7 +81,7 @@ impl Streams {
             service_waiting: 0,
             room: 0,
             scratch: Vec::new(),
-            counters: Counters::default(),
+            counters: FlowCounts::default(),
             errors: Vec::new(),
             errors_dropped: 0,
             released,

@@ -5,7 +5,7 @@
 
 use super::conn::Flow;
 use super::events::Events;
-use super::{key, Counters, FlowHashState, FlowOptions, Key, MAX_CLOSED_FLOWS, RECENTLY_RETIRED};
+use super::{key, FlowCounts, FlowHashState, FlowOptions, Key, MAX_CLOSED_FLOWS, RECENTLY_RETIRED};
 use crate::decode::{Skip, TcpPacket};
 use crate::reassembly::Budget;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -31,7 +31,7 @@ pub(crate) struct TcpFlows {
     free_slots: Vec<u32>,
     next_slot: u32,
     /// Packet and connection counters (the exchange ones are the other half's).
-    pub(super) counters: Counters,
+    pub(super) counters: FlowCounts,
     /// Server ports of connections whose SYN was seen: which side of a
     /// connection first seen mid-stream is the server.
     listeners: HashSet<u16>,
@@ -51,7 +51,7 @@ impl TcpFlows {
             next_connection: 0,
             free_slots: Vec::new(),
             next_slot: 0,
-            counters: Counters::default(),
+            counters: FlowCounts::default(),
         }
     }
 
