@@ -138,14 +138,15 @@ pub fn analyze_capture(
 
 impl CaptureAnalysis {
     /// Puts the result in `report`: findings, breakdowns, the capture's
-    /// summary, what was not examined, and the kept timeline when
-    /// `with_timeline` (`--timeline`, `--html`).
-    pub fn fill(self, report: &mut Report, with_timeline: bool) {
+    /// summary, what was not examined, and the kept timeline. `evidence`:
+    /// the timeline is shown (`--timeline`, `--html`), so say when it
+    /// holds less than the capture.
+    pub fn fill(self, report: &mut Report, evidence: bool) {
         let s = &self.summary;
-        if with_timeline && s.kept_exchanges < s.exchanges {
+        if evidence && s.kept_exchanges < s.exchanges {
             report.errors.push(format!(
-                "--timeline holds the first {} of {} exchanges (--max-exchanges); \
-                 counts, percentiles and findings cover them all",
+                "the timeline (--timeline, --html) holds the first {} of {} exchanges \
+                 (--max-exchanges); counts, percentiles and findings cover them all",
                 s.kept_exchanges, s.exchanges
             ));
         }

@@ -339,7 +339,7 @@ fn finish_capture(
 ) -> Option<CaptureInfo> {
     match session.finish(opts) {
         Ok((info, analysis)) => {
-            analysis.fill(report, true);
+            analysis.fill(report, opts.evidence);
             Some(info)
         }
         Err(why) => {

@@ -28,7 +28,7 @@ pub fn run(args: AnalyzeArgs) -> Done {
     };
     let partial = analysis.partial.clone();
     let mut report = Report::new("analyze", file);
-    analysis.fill(&mut report, args.output.timeline);
+    analysis.fill(&mut report, opts.evidence);
     crate::flags::output::write_html(args.output.html(), || {
         whyslow_report::html::report(&report, None)
     });

@@ -69,6 +69,12 @@ fn analyze_of_a_saved_diagnosis_gives_the_diagnosis() {
                 capture_findings(&analyzed),
                 "{what}: findings"
             );
+            // No timeline was asked for: none is said to be cut short.
+            assert!(
+                !diagnosed["errors"].to_string().contains("timeline"),
+                "{what}: {}",
+                diagnosed["errors"]
+            );
             for field in ["capture", "time_breakdown", "sql_summary"] {
                 assert_eq!(diagnosed[field], analyzed[field], "{what}: {field}");
             }
