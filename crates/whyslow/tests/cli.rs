@@ -12,12 +12,6 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_whyslow")
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("whyslow-cli-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// A small capture the tests already keep (one HTTP exchange).
 fn small_pcap() -> String {
     concat!(
@@ -166,24 +160,6 @@ fn truncated_captures_have_their_own_code() {
     assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
     assert!(!json(&out)["errors"].as_array().unwrap().is_empty());
     std::fs::remove_dir_all(&dir).ok();
-}
-
-/// Runs whyslow with stdout a pipe whose reader has gone: it must end
-/// quietly with exit 0, not panic.
-fn closed_stdout(args: &[&str]) -> std::process::Output {
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    let err = stderr(&out);
-    assert!(!err.contains("panicked"), "{args:?}: {err}");
-    assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
-    assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
-    out
 }
 
 #[test]

@@ -22,6 +22,24 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Runs whyslow with stdout a pipe whose reader has gone: it must end
+/// quietly with exit 0, not panic.
+pub fn closed_stdout(args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_whyslow"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    out
+}
+
 /// One runtime for every server a test binary starts; it lives as long as the process.
 pub fn rt() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
