@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use whyslow_lab::http1::AppConfig;
 
