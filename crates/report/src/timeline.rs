@@ -1,33 +1,11 @@
-//! A timeline in a few lines: connections, exchanges grouped by request.
+//! A capture in a few lines: counts, servers, exchanges grouped by request.
 
-use crate::{fmt_ms, Summary};
-use std::collections::{BTreeMap, HashMap};
+use crate::fmt_ms;
 use std::fmt::Write;
-use whyslow_model::{
-    CaptureSummary, Connection, ExchangeGroup, ExchangeRole, Protocol, Timeline, TlsFacts,
-};
+use whyslow_model::{CaptureSummary, Connection, ExchangeGroup, Timeline, TlsFacts};
 
 /// Request groups shown in text; JSON has every exchange.
 const GROUPS_SHOWN: usize = 15;
-
-pub fn summary(t: &Timeline) -> String {
-    let mut out = counts(t);
-    let mut servers: BTreeMap<(String, &str), Vec<&Connection>> = BTreeMap::new();
-    for c in &t.connections {
-        let key = (c.server.to_string(), c.protocol.name());
-        servers.entry(key).or_default().push(c);
-    }
-    for ((server, proto), conns) in servers.iter().take(GROUPS_SHOWN) {
-        let n = conns.len();
-        let _ = writeln!(
-            out,
-            "    server {server} ({proto}): {n} connection(s){}",
-            tls_note(conns)
-        );
-    }
-    out.push_str(&request_groups(t));
-    out
-}
 
 /// A whole capture's counts and request groups (`analyze`): every exchange
 /// counted, percentiles from each group's histogram. `evidence`: the
@@ -138,135 +116,6 @@ fn tls_note(conns: &[&Connection]) -> String {
     if !times.is_empty() {
         let median = whyslow_model::stats::percentile(&times, 0.5);
         let _ = write!(out, ", median {}", fmt_ms(median));
-    }
-    out
-}
-
-/// "N TCP connections (T TLS), E exchanges; R retransmissions, Z zero windows".
-fn counts(t: &Timeline) -> String {
-    let both = |f: fn(&whyslow_model::DirectionStats) -> u64| -> u64 {
-        t.connections
-            .iter()
-            .map(|c| f(&c.to_server) + f(&c.to_client))
-            .sum()
-    };
-    format!(
-        "  {} TCP connections ({} TLS), {} exchanges; {} retransmissions, {} zero windows\n",
-        t.connections.len(),
-        t.connections.iter().filter(|c| c.tls).count(),
-        t.exchanges.len(),
-        both(|s| s.retransmissions),
-        both(|s| s.zero_windows)
-    )
-}
-
-/// One line of the request table: a request kind, or a call made for one.
-struct Row {
-    label: String,
-    durations: Vec<u64>,
-    /// Calls: how many inbound requests of the kind they were made for.
-    per: Option<usize>,
-}
-
-/// Exchanges grouped by request kind. Inbound kinds come first, each followed
-/// by the calls made for its requests, grouped by backing server and
-/// normalized request; calls attributed to no request come last.
-fn request_groups(t: &Timeline) -> String {
-    let server: HashMap<u32, (u16, Protocol)> = t
-        .connections
-        .iter()
-        .map(|c| (c.id, (c.server.port(), c.protocol)))
-        .collect();
-    let on = |conn: u32| server.get(&conn).copied().unwrap_or((0, Protocol::Unknown));
-    let kind_of: HashMap<u32, String> = t
-        .exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound)
-        .map(|e| {
-            let (port, proto) = on(e.connection);
-            (e.id, proto.request_kind(&e.request, port))
-        })
-        .collect();
-    let mut kinds: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    let mut calls: BTreeMap<(&str, String), Vec<u64>> = BTreeMap::new();
-    for e in &t.exchanges {
-        let duration = e.duration_us();
-        match e.role {
-            ExchangeRole::Inbound => {
-                let kind = kind_of.get(&e.id).map_or("", String::as_str);
-                kinds.entry(kind).or_default().push(duration);
-            }
-            ExchangeRole::Outbound => {
-                let parent = e
-                    .parent
-                    .and_then(|p| kind_of.get(&p))
-                    .map_or("", String::as_str);
-                let (port, proto) = on(e.connection);
-                let label = format!("→ {} :{port} {}", proto.name(), e.request);
-                calls.entry((parent, label)).or_default().push(duration);
-            }
-        }
-    }
-    let mut kind_list: Vec<_> = kinds.into_iter().collect();
-    kind_list.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
-    let mut rows = Vec::new();
-    for (kind, durations) in kind_list.into_iter().take(GROUPS_SHOWN) {
-        let n = durations.len();
-        rows.push(Row {
-            label: kind.to_string(),
-            durations,
-            per: None,
-        });
-        rows.extend(call_rows(&calls, kind, Some(n)));
-    }
-    rows.extend(call_rows(&calls, "", None).map(|mut r| {
-        r.label = format!("{} (no request)", r.label);
-        r
-    }));
-    render_rows(&rows)
-}
-
-/// The call groups made for requests of `kind`, most frequent first.
-fn call_rows<'a>(
-    calls: &'a BTreeMap<(&str, String), Vec<u64>>,
-    kind: &'a str,
-    per: Option<usize>,
-) -> impl Iterator<Item = Row> + 'a {
-    let mut mine: Vec<_> = calls.iter().filter(|((k, _), _)| *k == kind).collect();
-    mine.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
-    mine.into_iter()
-        .take(GROUPS_SHOWN)
-        .map(move |((_, label), v)| Row {
-            label: format!("  {label}"),
-            durations: v.clone(),
-            per,
-        })
-}
-
-fn render_rows(rows: &[Row]) -> String {
-    let mut out = String::new();
-    if rows.is_empty() {
-        return out;
-    }
-    let _ = writeln!(
-        out,
-        "  {:<48} {:>6} {:>7} {:>9} {:>9} {:>9}",
-        "request", "count", "per req", "min", "median", "max"
-    );
-    for row in rows {
-        let Some(s) = Summary::of(row.durations.iter().copied()) else {
-            continue;
-        };
-        let per = row.per.filter(|&n| n > 0).map_or(String::new(), |n| {
-            format!("{:.1}", s.count as f64 / n as f64)
-        });
-        let (min, median, max) = (fmt_ms(s.min), fmt_ms(s.median), fmt_ms(s.max));
-        let _ = writeln!(
-            out,
-            "  {:<48} {:>6} {per:>7} {min:>9} {median:>9} {max:>9}",
-            truncate(&row.label, 48),
-            s.count
-        );
     }
     out
 }
