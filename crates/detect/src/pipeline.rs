@@ -1,4 +1,4 @@
-//! The one analysis pipeline every command runs on a timeline: which server
+//! The pipeline every window of a capture runs through: which server
 //! is the service under investigation (given, or found from the wire), which
 //! inbound request each backing call served, then every detector.
 
@@ -53,13 +53,6 @@ pub struct Analysis {
     pub sql_summary: Vec<SqlSummary>,
 }
 
-/// Attributes calls to requests (setting roles and parents), runs every
-/// detector, marks background findings and breaks requests' time down. `service`: the service's ports, or None to find it from the wire.
-pub fn analyze(timeline: &mut Timeline, service: Option<&[u16]>) -> Analysis {
-    let service = decide_service(timeline, service);
-    analyze_as(timeline, service)
-}
-
 /// The service under investigation: given, or found from the wire.
 pub fn decide_service(timeline: &Timeline, given: Option<&[u16]>) -> Service {
     match given {
@@ -68,8 +61,10 @@ pub fn decide_service(timeline: &Timeline, given: Option<&[u16]>) -> Service {
     }
 }
 
-/// As `analyze`, with the service already decided (a window of a capture
-/// analyzed as the first window decided).
+/// Analyzes one window with the service already decided (as the first
+/// window decided it): attributes calls to requests (setting roles and
+/// parents), runs every detector, marks background findings and breaks
+/// requests' time down. A whole capture goes through `windowed`.
 pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
     let service_ports = service.ports();
     let backing = if service_ports.is_empty() {
