@@ -51,6 +51,16 @@ impl KeyLogWriter {
         }
     }
 
+    /// `--keylog-out FILE` when given, else `SSLKEYLOGFILE`, else none.
+    pub fn chosen(flag: Option<&Path>) -> Result<Option<KeyLogWriter>, String> {
+        match flag {
+            Some(p) => Self::to_file(p)
+                .map(Some)
+                .map_err(|e| format!("--keylog-out {}: {e}", p.display())),
+            None => Self::from_env().map_err(|e| format!("{SSLKEYLOGFILE}: {e}")),
+        }
+    }
+
     /// Also keeps every line in memory (see `kept`).
     pub fn keeping(mut self) -> KeyLogWriter {
         self.kept = Some(Mutex::new(String::new()));

@@ -9,7 +9,7 @@ pub mod h1;
 mod h2conn;
 mod keylog;
 mod probe;
-mod request;
+pub mod request;
 mod target;
 mod tls;
 

@@ -33,6 +33,34 @@ pub struct RequestSpec {
     pub timeout: Duration,
 }
 
+/// curl's `-d` values: `@FILE` reads a file; several are joined with '&'.
+pub fn curl_body(data: &[String]) -> Result<Bytes, String> {
+    let mut parts = Vec::new();
+    for d in data {
+        match d.strip_prefix('@') {
+            Some(path) => parts.push(std::fs::read(path).map_err(|e| format!("-d @{path}: {e}"))?),
+            None => parts.push(d.clone().into_bytes()),
+        }
+    }
+    Ok(Bytes::from(parts.join(&b'&')))
+}
+
+/// curl's `-H 'Name: value'` headers.
+pub fn curl_headers(given: &[String]) -> Result<Vec<(String, String)>, String> {
+    given
+        .iter()
+        .map(|h| {
+            let (n, v) = h
+                .split_once(':')
+                .ok_or_else(|| format!("-H {h:?}: expected 'Name: value'"))?;
+            if n.trim().is_empty() || n.contains(char::is_whitespace) {
+                return Err(format!("-H {h:?}: bad header name"));
+            }
+            Ok((n.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
 impl Default for RequestSpec {
     fn default() -> Self {
         RequestSpec {

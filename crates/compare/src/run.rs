@@ -48,6 +48,12 @@ pub struct Run {
 }
 
 impl Run {
+    /// A result file: a `load -o` result, or `--json` of probe, diagnose or load.
+    pub fn read(path: &std::path::Path) -> Result<Run, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Run::parse(&path.display().to_string(), &text)
+    }
+
     pub fn parse(file: &str, text: &str) -> Result<Run, String> {
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| format!("{file}: not JSON: {e}"))?;

@@ -72,7 +72,29 @@ pub struct Diagnosis {
     pub host: whyslow_model::HostReport,
 }
 
+impl LoadPhase {
+    /// `--rate`, `--duration` and `-c` checked.
+    pub fn new(rate: f64, duration: &str, connections: usize) -> Result<LoadPhase, String> {
+        Ok(LoadPhase {
+            rate: whyslow_load::plan::check_rate(rate, "--rate")?,
+            duration: whyslow_model::parse_duration(duration)
+                .map_err(|e| format!("--duration: {e}"))?,
+            connections,
+        })
+    }
+}
+
 impl Diagnosis {
+    /// The error that ends the run badly: Ctrl-C, or one that left the
+    /// first pattern without a single response.
+    pub fn failure(&self) -> Option<whyslow_client::ProbeError> {
+        let first_empty = self.patterns.first().is_none_or(|p| p.requests.is_empty());
+        self.patterns
+            .iter()
+            .find_map(|p| p.error.clone())
+            .filter(|e| e.kind == whyslow_client::ErrorKind::Interrupted || first_empty)
+    }
+
     /// The output document: everything `--json`, the text and the HTML show.
     pub fn document(self, spec: &RequestSpec) -> DiagnoseDocument {
         let client = format!(

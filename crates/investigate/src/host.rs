@@ -23,3 +23,21 @@ pub fn host_report(
         unavailable,
     }
 }
+
+/// `use`: samples the host every `interval` for `duration` or until
+/// `stop` completes (Ctrl-C); what was sampled is reported.
+pub fn sample_for(
+    duration: std::time::Duration,
+    interval: std::time::Duration,
+    stop: impl std::future::Future<Output = ()>,
+) -> HostReport {
+    let sampler = whyslow_host::Sampler::start(proc_root(), interval);
+    crate::runtime(1).block_on(async {
+        tokio::select! {
+            _ = tokio::time::sleep(duration + interval / 4) => {}
+            _ = stop => {}
+        }
+    });
+    let (samples, unavailable) = sampler.finish();
+    host_report("use", samples, unavailable)
+}

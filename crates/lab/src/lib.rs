@@ -16,4 +16,4 @@ pub mod scenarios;
 pub mod tls_h2;
 pub mod work;
 
-pub use scenario::{find, Fact, LoadHint, Running, Scenario, Truth, SCENARIOS};
+pub use scenario::{find, listing, named, Fact, LoadHint, Running, Scenario, Truth, SCENARIOS};

@@ -168,3 +168,25 @@ impl Scenario {
         }
     }
 }
+
+/// `lab list`: each scenario, its case, and what its two variants do.
+pub fn listing() -> String {
+    let mut s = String::new();
+    for sc in SCENARIOS {
+        s += &format!("{:<12} case {:<4} {}\n", sc.name, sc.case, sc.summary);
+        s += &format!("{:<12}   broken: {}\n", "", sc.broken);
+        s += &format!("{:<12}   fixed:  {}\n", "", sc.fixed);
+        if sc.tls.is_some() {
+            s += &format!("{:<12}   also over TLS (--tls)\n", "");
+        }
+    }
+    s
+}
+
+/// A scenario by name, or an error that lists the names there are.
+pub fn named(name: &str) -> Result<&'static Scenario, String> {
+    find(name).ok_or_else(|| {
+        let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        format!("no scenario {name:?} (one of: {})", names.join(", "))
+    })
+}

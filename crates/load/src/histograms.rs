@@ -40,6 +40,16 @@ pub fn error_class_kind(class: usize) -> ErrorKind {
     KINDS[class % KINDS.len()]
 }
 
+/// When every request failed: how the most common failure failed.
+pub fn all_failed(result: &crate::LoadResult) -> Option<ErrorKind> {
+    if result.responses > 0 {
+        return None;
+    }
+    let failures = result.recorded().unwrap_or_default().failures;
+    let worst = (0..failures.len()).max_by_key(|i| failures[*i])?;
+    (failures[worst] > 0).then(|| error_class_kind(worst))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,22 @@ pub fn model(rate: Option<f64>, ramp: Option<&str>, steps: Option<&str>) -> Resu
     Ok(Model::Closed)
 }
 
+/// Connections, streams per connection and a request count (-n) are at
+/// least 1 when given.
+pub fn check_counts(
+    connections: usize,
+    streams: usize,
+    requests: Option<u64>,
+) -> Result<(), String> {
+    if connections == 0 || streams == 0 {
+        return Err("--connections and --streams must be at least 1".into());
+    }
+    if requests == Some(0) {
+        return Err("-n must be at least 1".into());
+    }
+    Ok(())
+}
+
 /// How long a run sends: the duration given; else none when a request
 /// count ends it; else the schedule's own length; else a find-max step or
 /// the default. A zero duration is refused.

@@ -123,6 +123,18 @@ impl LoadResult {
         }
     }
 
+    /// Writes the result file (`load -o`, `merge -o`), errors naming it.
+    pub fn write(&self, path: &std::path::Path) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("-o {}: {e}", path.display()))
+    }
+
+    /// A result file (`load -o`), errors naming the file.
+    pub fn read(path: &std::path::Path) -> Result<LoadResult, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        LoadResult::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
     /// Parses and checks a result file's text.
     pub fn parse(text: &str) -> Result<LoadResult, String> {
         let r: LoadResult = serde_json::from_str(text).map_err(|e| format!("not a result: {e}"))?;

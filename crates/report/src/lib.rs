@@ -10,6 +10,7 @@ pub mod findings;
 pub mod host;
 pub mod html;
 pub mod load;
+pub mod man;
 pub mod probe;
 pub mod sql_summary;
 pub mod stats;

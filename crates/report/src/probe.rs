@@ -5,6 +5,22 @@ use crate::{fmt_ms, Summary};
 use std::fmt::Write;
 use whyslow_model::{PhaseName, Report, RequestPhases};
 
+/// The first line of the text: what was asked, as a person would say it.
+pub fn header(
+    method: &str,
+    url: &str,
+    requests: usize,
+    connections: u32,
+    nodelay: bool,
+    split: bool,
+) -> String {
+    format!(
+        "{method} {url}  {requests} request(s), {connections} connection(s) opened, TCP_NODELAY {}, {} writes",
+        if nodelay { "on" } else { "off" },
+        if split { "split" } else { "coalesced" },
+    )
+}
+
 /// The whole text of `probe` for its report, under `header`.
 pub fn text(header: &str, report: &Report) -> String {
     let mut out = format!("{header}\n");

@@ -3,10 +3,8 @@
 
 use crate::flags::commands::AnalyzeArgs;
 use crate::flags::exit::Exit;
-use crate::out;
 use crate::stdout::{self, Done};
-use whyslow_detect::windowed::Scope;
-use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource};
+use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource, Scope};
 use whyslow_model::Report;
 
 pub fn run(args: AnalyzeArgs) -> Done {
@@ -29,17 +27,12 @@ pub fn run(args: AnalyzeArgs) -> Done {
     let partial = analysis.partial.clone();
     let mut report = Report::new("analyze", file);
     analysis.fill(&mut report, opts.evidence);
-    crate::flags::output::write_html(args.output.html(), || {
-        whyslow_report::html::report(&report, None)
-    });
-    if json {
-        if !args.output.timeline {
-            report.timeline = None;
-        }
-        stdout::json(&report)?;
-    } else {
-        out!("{}", whyslow_report::analyze::text(&report))?;
-    }
+    args.output.emit(
+        &mut report,
+        |r| r,
+        |r| whyslow_report::html::report(r, None),
+        whyslow_report::analyze::text,
+    )?;
     if let Some(e) = &partial {
         eprintln!("whyslow: {e}; the result above covers what was read");
         return Ok(Exit::PartialCapture);

@@ -4,14 +4,8 @@ use crate::flags::commands::CompareArgs;
 use crate::flags::exit::Exit;
 use crate::out;
 use crate::stdout::{self, Done};
-use std::path::Path;
 use whyslow_compare::run::Run;
 use whyslow_compare::{compare, gate};
-
-fn read(path: &Path) -> Result<Run, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Run::parse(&path.display().to_string(), &text)
-}
 
 pub fn run(args: CompareArgs) -> Done {
     let json = args.output.json();
@@ -20,7 +14,7 @@ pub fn run(args: CompareArgs) -> Done {
         Ok(g) => g.unwrap_or_default(),
         Err(e) => return usage(&format!("--fail-if: {e}")),
     };
-    let comparison = match (read(&args.a), read(&args.b)) {
+    let comparison = match (Run::read(&args.a), Run::read(&args.b)) {
         (Ok(a), Ok(b)) => compare(&a, &b, &gates),
         (Err(e), _) | (_, Err(e)) => Err(e),
     };

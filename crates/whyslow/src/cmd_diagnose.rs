@@ -3,11 +3,9 @@
 use crate::flags::commands::DiagnoseArgs;
 use crate::flags::exit::Exit;
 use crate::stdout::{self, Done};
-use crate::{interrupt_flag, out, runtime};
-use whyslow_check::parse_duration;
-use whyslow_client::{redact_url, ErrorKind};
+use crate::{interrupt_flag, runtime};
+use whyslow_client::redact_url;
 use whyslow_investigate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
-use whyslow_load::plan::check_rate;
 
 pub fn run(args: DiagnoseArgs) -> Done {
     let usage = |msg: &str| {
@@ -30,37 +28,23 @@ pub fn run(args: DiagnoseArgs) -> Done {
         flow: args.limits.bounds(),
         evidence: args.output.evidence(),
         service_keylog: args.keylog.keylog.clone(),
-        load: match args.rate.map(|r| check_rate(r, "--rate")) {
+        load: match args
+            .rate
+            .map(|r| LoadPhase::new(r, &args.duration, args.connections))
+        {
             Some(Err(e)) => return usage(&e),
-            Some(Ok(rate)) => match parse_duration(&args.duration) {
-                Ok(duration) => Some(LoadPhase {
-                    rate,
-                    duration,
-                    connections: args.connections,
-                }),
-                Err(e) => return usage(&format!("--duration: {e}")),
-            },
-            None => None,
+            phase => phase.and_then(Result::ok),
         },
     };
     let d = runtime(1).block_on(async { diagnose(&opts, &interrupt_flag()).await });
-    let failed = d
-        .patterns
-        .iter()
-        .find_map(|p| p.error.clone())
-        .filter(|e| e.kind == ErrorKind::Interrupted || d.patterns[0].requests.is_empty());
+    let failed = d.failure();
     let mut doc = d.document(&opts.spec);
-    crate::flags::output::write_html(args.output.html(), || {
-        whyslow_report::html::report(&doc.report, doc.load.as_ref())
-    });
-    if args.output.json() {
-        if !args.output.timeline {
-            doc.report.timeline = None;
-        }
-        stdout::json(&doc)?;
-    } else {
-        out!("{}", whyslow_report::diagnose::text(&doc))?;
-    }
+    args.output.emit(
+        &mut doc,
+        |d| &mut d.report,
+        |d| whyslow_report::html::report(&d.report, d.load.as_ref()),
+        whyslow_report::diagnose::text,
+    )?;
     Ok(match failed {
         Some(e) => {
             eprintln!("whyslow: {e}");

@@ -1,23 +1,12 @@
 //! `whyslow merge A.json B.json …`: combine load result files (from several
 //! machines, or several runs) exactly: histograms and counters add.
 
-use crate::cmd_load::print_result;
 use crate::flags::commands::MergeArgs;
 use crate::flags::exit::Exit;
 use crate::stdout::{self, Done};
-use std::path::PathBuf;
-use whyslow_check::{parse_rules, slo_checks, SLO_METRICS};
+use whyslow_check::{parse_rules, SLO_METRICS};
+use whyslow_investigate::load::{document, judge};
 use whyslow_load::{merge, LoadResult};
-
-fn read(files: &[PathBuf]) -> Result<Vec<LoadResult>, String> {
-    files
-        .iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            LoadResult::parse(&text).map_err(|e| format!("{}: {e}", p.display()))
-        })
-        .collect()
-}
 
 pub fn run(args: MergeArgs) -> Done {
     let json = args.output.json;
@@ -27,20 +16,22 @@ pub fn run(args: MergeArgs) -> Done {
         Some(Ok(r)) => r,
         None => Vec::new(),
     };
-    let merged = match read(&args.files).and_then(|r| merge(&r)) {
+    let merged = match args
+        .files
+        .iter()
+        .map(|p| LoadResult::read(p))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|r| merge(&r))
+    {
         Ok(m) => m,
         Err(e) => return fail(Exit::Usage, &e),
     };
-    if let Some(path) = &args.result {
-        let text = serde_json::to_string_pretty(&merged).unwrap_or_default();
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            let msg = format!("-o {}: {e}", path.display());
-            return fail(Exit::WriteFailed, &msg);
-        }
+    if let Some(Err(e)) = args.result.as_deref().map(|p| merged.write(p)) {
+        return fail(Exit::WriteFailed, &e);
     }
-    let rec = merged.recorded().unwrap_or_default();
-    let checks = slo_checks(&rules, &rec, &merged);
-    print_result(json, &merged.setup.target, &merged, &checks, None)?;
+    let checks = judge(&rules, &merged);
+    let doc = document(&merged.setup.target, Some(&merged), &checks, None);
+    crate::cmd_load::print(json, &doc)?;
     Ok(match checks.iter().find(|c| !c.passed) {
         Some(c) => {
             eprintln!(

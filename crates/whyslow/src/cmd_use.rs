@@ -6,8 +6,7 @@ use crate::out;
 use crate::stdout::{self, Done};
 use std::time::Duration;
 use whyslow_check::parse_duration;
-use whyslow_host::Sampler;
-use whyslow_investigate::host::{host_report, proc_root};
+use whyslow_investigate::host::sample_for;
 
 pub fn run(args: UseArgs) -> Done {
     let usage = |msg: &str| stdout::fail(args.output.json, "use", None, Exit::Usage, msg);
@@ -19,16 +18,7 @@ pub fn run(args: UseArgs) -> Done {
         (Ok(_), Ok(_)) => return usage("--interval must be at least 100ms"),
         (Err(e), _) | (_, Err(e)) => return usage(&e),
     };
-    let sampler = Sampler::start(proc_root(), interval);
-    // Ctrl-C ends sampling early; what was sampled is reported.
-    crate::runtime(1).block_on(async {
-        tokio::select! {
-            _ = tokio::time::sleep(duration + interval / 4) => {}
-            _ = crate::ctrl_c() => {}
-        }
-    });
-    let (samples, unavailable) = sampler.finish();
-    let report = host_report("use", samples, unavailable);
+    let report = sample_for(duration, interval, crate::ctrl_c());
     if args.output.json {
         stdout::json(&report)?;
     } else {

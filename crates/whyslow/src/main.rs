@@ -37,36 +37,4 @@ fn main() -> ExitCode {
     ExitCode::from(done.unwrap_or_else(stdout::Stop::exit).code())
 }
 
-/// Completes on Ctrl-C (SIGINT). Commands race it against their work so that
-/// what was measured before the interrupt is still reported.
-pub async fn ctrl_c() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// A flag that turns true on Ctrl-C, for commands that run several steps and
-/// must stop between (or inside) them. Call inside a runtime.
-pub fn interrupt_flag() -> tokio::sync::watch::Receiver<bool> {
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        ctrl_c().await;
-        let _ = tx.send(true);
-    });
-    rx
-}
-
-pub use whyslow_investigate::interrupted;
-
-/// A runtime for one command. Probes use a single thread so that timings
-/// are not disturbed by work stealing.
-pub fn runtime(threads: usize) -> tokio::runtime::Runtime {
-    let mut b = if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(threads);
-        b
-    };
-    b.enable_all().build().expect("tokio runtime")
-}
+pub use whyslow_investigate::{ctrl_c, interrupt_flag, runtime};

@@ -49,22 +49,9 @@ macro_rules! out {
     ($($arg:tt)*) => { $crate::stdout::print(&format!($($arg)*)) };
 }
 
-/// `println!` to stdout through `print`; evaluates to `Result<(), Stop>`.
-#[macro_export]
-macro_rules! outln {
-    () => { $crate::stdout::print("\n") };
-    ($($arg:tt)*) => { $crate::stdout::print(&(format!($($arg)*) + "\n")) };
-}
-
 /// A value as pretty JSON on stdout.
 pub fn json<T: serde::Serialize>(value: &T) -> Result<(), Stop> {
     print(&(to_json(value) + "\n"))
-}
-
-/// A bad argument found after parsing: said on stderr, exit 2.
-pub fn usage(msg: &str) -> Exit {
-    eprintln!("whyslow: {msg}");
-    Exit::Usage
 }
 
 /// A command that failed before it had a result: the message on stderr and,

@@ -105,6 +105,40 @@ fn help_shows_the_exit_codes_and_key_log_flags() {
     assert!(!analyze.contains("--keylog-out"), "{analyze}");
 }
 
+/// The exit codes `--help` lists: one meaning per code, in ascending
+/// order, and the README shows the same table and notes.
+#[test]
+fn exit_codes_have_one_meaning_and_the_readme_shows_them() {
+    let help = stdout(&whyslow(&["--help"]));
+    let table = help.split("Exit status:\n").nth(1).expect("exit table");
+    let mut codes = Vec::new();
+    let mut markdown = String::from("| code | meaning |\n|---|---|\n");
+    let mut notes = Vec::new();
+    for line in table.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match line.split_once("  ") {
+            Some((code, meaning)) if code.parse::<u8>().is_ok() => {
+                codes.push(code.parse::<u8>().unwrap());
+                markdown += &format!("| {code} | {} |\n", meaning.replace('|', "\\|"));
+            }
+            _ => notes.push(line.to_string()),
+        }
+    }
+    assert!(codes.len() >= 10, "{table}");
+    assert!(
+        codes.windows(2).all(|w| w[0] < w[1]),
+        "not one per code, ascending: {codes:?}"
+    );
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    assert!(
+        readme.contains(&markdown),
+        "README.md's exit-code table differs; it should read:\n{markdown}"
+    );
+    for note in notes {
+        assert!(readme.contains(&note), "README lacks {note:?}");
+    }
+}
+
 /// A JSON document with the error in `errors`.
 fn error_document(out: &std::process::Output, command: &str, needle: &str) {
     let doc = json(out);
@@ -268,4 +302,38 @@ fn compare_reads_every_command_s_results() {
         compare_ok(&files[0], &files[1]);
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The binary holds flags, wiring and exit codes: under 1,500 lines, and
+/// nothing in it reaches the detectors, the protocol parsers or /proc.
+#[test]
+fn the_binary_stays_thin() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![src];
+    let mut lines = 0;
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        lines += text.lines().count();
+        for reach in [
+            "whyslow_detect",
+            "whyslow_host",
+            "/proc/",
+            "proto::parse",
+            "::analyzer",
+        ] {
+            assert!(!text.contains(reach), "{} uses {reach}", p.display());
+        }
+    }
+    assert!(lines < 1500, "crates/whyslow/src holds {lines} lines");
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    let deps = manifest.split("[dev-dependencies]").next().unwrap();
+    assert!(
+        !deps.contains("whyslow-detect") && !deps.contains("whyslow-host"),
+        "{deps}"
+    );
 }

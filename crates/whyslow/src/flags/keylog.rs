@@ -3,9 +3,9 @@
 //! writes the secrets of whyslow's own connections (as curl's SSLKEYLOGFILE).
 
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use whyslow_client::{KeyLogWriter, SSLKEYLOGFILE};
+use whyslow_client::KeyLogWriter;
 use whyslow_proto::tls::KeyLog;
 
 /// `--keylog FILE`: a key log to read (analyze, diagnose).
@@ -19,25 +19,19 @@ pub struct KeyLogIn {
 }
 
 impl KeyLogIn {
-    /// The key log, read now (a capture file's keys exist already).
+    /// The key log, read now (a capture file's keys exist already); lines
+    /// it cannot use are said once, not fatal.
     pub fn read(&self) -> Result<Option<Arc<KeyLog>>, String> {
-        self.keylog
-            .as_deref()
-            .map(|p| read_keylog(p).map(Arc::new))
-            .transpose()
+        let Some(path) = self.keylog.as_deref() else {
+            return Ok(None);
+        };
+        let (log, bad) = whyslow_investigate::keylog::read_keylog(path)?;
+        if bad > 0 {
+            let path = path.display();
+            eprintln!("whyslow: --keylog {path}: {bad} line(s) are not key log lines");
+        }
+        Ok(Some(Arc::new(log)))
     }
-}
-
-/// Reads a key log; lines it cannot use are said once, not fatal.
-pub fn read_keylog(path: &Path) -> Result<KeyLog, String> {
-    let (log, bad) = whyslow_investigate::keylog::read_keylog(path)?;
-    if bad > 0 {
-        eprintln!(
-            "whyslow: --keylog {}: {bad} line(s) are not key log lines",
-            path.display()
-        );
-    }
-    Ok(log)
 }
 
 /// `--keylog-out FILE`: where whyslow's own TLS secrets go (probe, load).
@@ -52,12 +46,6 @@ pub struct KeyLogOut {
 impl KeyLogOut {
     /// The writer: `--keylog-out FILE`, else `SSLKEYLOGFILE`, else none.
     pub fn writer(&self) -> Result<Option<Arc<KeyLogWriter>>, String> {
-        let writer = match &self.keylog_out {
-            Some(p) => KeyLogWriter::to_file(p)
-                .map(Some)
-                .map_err(|e| format!("--keylog-out {}: {e}", p.display()))?,
-            None => KeyLogWriter::from_env().map_err(|e| format!("{SSLKEYLOGFILE}: {e}"))?,
-        };
-        Ok(writer.map(Arc::new))
+        Ok(KeyLogWriter::chosen(self.keylog_out.as_deref())?.map(Arc::new))
     }
 }

@@ -82,13 +82,4 @@ mod tests {
     fn command_line_is_consistent() {
         super::command().debug_assert();
     }
-
-    #[test]
-    fn help_shows_the_exit_codes() {
-        let help = super::command().render_help().to_string();
-        for (exit, meaning) in super::exit::TABLE {
-            let line = format!("{:>3}  {meaning}", exit.code());
-            assert!(help.contains(&line), "{line:?} not in:\n{help}");
-        }
-    }
 }

@@ -1,8 +1,10 @@
 //! What a command prints and writes: `--json`, `--html FILE`, `--timeline`.
 //! Defined once here; each command flattens the group that fits it.
 
+use crate::stdout::Stop;
 use clap::Args;
 use std::path::{Path, PathBuf};
+use whyslow_model::Report;
 
 /// `--json`: every command that prints a report.
 #[derive(Args, Clone, Debug, Default)]
@@ -55,8 +57,23 @@ impl TimelineOutput {
         self.timeline || self.output.html.is_some()
     }
 
-    pub fn html(&self) -> Option<&Path> {
-        self.output.html.as_deref()
+    /// Writes `--html`, then prints `--json` (its timeline only with
+    /// `--timeline`) or the text.
+    pub fn emit<T: serde::Serialize>(
+        &self,
+        doc: &mut T,
+        report: fn(&mut T) -> &mut Report,
+        html: impl FnOnce(&T) -> String,
+        text: impl FnOnce(&T) -> String,
+    ) -> Result<(), Stop> {
+        write_html(self.output.html.as_deref(), || html(doc));
+        if !self.json() {
+            return crate::stdout::print(&text(doc));
+        }
+        if !self.timeline {
+            report(doc).timeline = None;
+        }
+        crate::stdout::json(doc)
     }
 }
 

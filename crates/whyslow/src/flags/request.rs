@@ -1,9 +1,9 @@
 //! How to make the request, as curl takes it: `-X -d -H`, HTTP version,
 //! client write pattern, TLS trust. Shared by probe, diagnose and load.
 
-use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
+use whyslow_client::request::{curl_body, curl_headers};
 use whyslow_client::{HttpVersion, RequestSpec, TlsOptions, WritePattern};
 use whyslow_load::plan::parse_duration;
 
@@ -56,26 +56,8 @@ pub struct RequestArgs {
 
 impl RequestArgs {
     pub fn spec(&self) -> Result<RequestSpec, String> {
-        let mut parts = Vec::new();
-        for d in &self.data {
-            match d.strip_prefix('@') {
-                Some(path) => {
-                    parts.push(std::fs::read(path).map_err(|e| format!("-d @{path}: {e}"))?)
-                }
-                None => parts.push(d.clone().into_bytes()),
-            }
-        }
-        let body = parts.join(&b'&');
-        let mut headers = Vec::new();
-        for h in &self.headers {
-            let (n, v) = h
-                .split_once(':')
-                .ok_or_else(|| format!("-H {h:?}: expected 'Name: value'"))?;
-            if n.trim().is_empty() || n.contains(char::is_whitespace) {
-                return Err(format!("-H {h:?}: bad header name"));
-            }
-            headers.push((n.trim().to_string(), v.trim().to_string()));
-        }
+        let body = curl_body(&self.data)?;
+        let headers = curl_headers(&self.headers)?;
         let method = self
             .method
             .clone()
@@ -83,7 +65,7 @@ impl RequestArgs {
         Ok(RequestSpec {
             method,
             headers,
-            body: Bytes::from(body),
+            body,
             version: if self.http1 {
                 HttpVersion::Http1
             } else if self.http2 {

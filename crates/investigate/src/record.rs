@@ -1,0 +1,80 @@
+//! `capture`: packets to a pcapng file for a duration, while a command
+//! runs, or until Ctrl-C — whichever comes first.
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use whyslow_wire::live::{CaptureStats, LiveCapture};
+
+/// How often the wait loop checks for Ctrl-C, the duration and the command.
+const TICK: Duration = Duration::from_millis(20);
+
+pub struct Recording {
+    pub iface: String,
+    pub ports: Vec<u16>,
+    pub file: PathBuf,
+    pub duration: Option<Duration>,
+    /// Run this command and stop when it exits.
+    pub command: Vec<String>,
+}
+
+#[derive(Debug)]
+pub enum RecordError {
+    /// The capture could not start (no CAP_NET_RAW, no such interface).
+    Start(String),
+    /// The command could not be started.
+    Command(String),
+    /// The capture failed while it ran.
+    Capture(String),
+}
+
+pub struct Recorded {
+    pub stats: CaptureStats,
+    /// The command's exit status, when one ran to its end.
+    pub command: Option<ExitStatus>,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Records until the first of: the duration, the command's exit, Ctrl-C.
+/// `waiting` is called once when only Ctrl-C can end it.
+pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, RecordError> {
+    let handle = LiveCapture::spawn(&job.iface, &job.ports, &job.file)
+        .map_err(|e| RecordError::Start(format!("capture on {}: {e}", job.iface)))?;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
+    let start = Instant::now();
+    let mut child = match job.command.split_first() {
+        Some((cmd, rest)) => match std::process::Command::new(cmd).args(rest).spawn() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let _ = handle.stop();
+                return Err(RecordError::Command(format!("cannot run {cmd}: {e}")));
+            }
+        },
+        None => None,
+    };
+    if child.is_none() && job.duration.is_none() {
+        waiting();
+    }
+    let mut status = None;
+    while !INTERRUPTED.load(Ordering::Relaxed) && job.duration.is_none_or(|l| start.elapsed() < l) {
+        if let Some(Ok(Some(s))) = child.as_mut().map(|c| c.try_wait()) {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(TICK);
+    }
+    let stats = handle
+        .stop()
+        .map_err(|e| RecordError::Capture(format!("capture: {e}")))?;
+    Ok(Recorded {
+        stats,
+        command: status,
+    })
+}
