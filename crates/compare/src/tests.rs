@@ -105,6 +105,7 @@ fn summaries_are_compared_not_tested() {
 fn findings_that_came_and_went() {
     use whyslow_model::{Finding, Severity};
     let f = |kind, lost| Finding {
+        facts: Default::default(),
         kind,
         severity: Severity::Warning,
         summary: String::new(),
@@ -186,6 +187,7 @@ fn diagnose_documents_read_with_their_capture() {
         method: "GET".into(),
         client: "one write, TCP_NODELAY on".into(),
         load: None,
+        client_view: None,
         live_capture: Some(CaptureInfo {
             iface: "lo".into(),
             ports: vec![1],

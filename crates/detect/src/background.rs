@@ -72,6 +72,7 @@ mod tests {
 
     fn stall_at(connection: u32, at_us: u64) -> Finding {
         Finding {
+            facts: Default::default(),
             kind: FindingKind::NagleDelayedAck,
             severity: Severity::Critical,
             summary: String::new(),
@@ -79,6 +80,7 @@ mod tests {
             time_lost_per_occurrence_us: 40_000,
             occurrences: 1,
             evidence: vec![Evidence::Packets {
+                facts: Default::default(),
                 connection,
                 packets: vec![1, 2, 3],
                 at_us,

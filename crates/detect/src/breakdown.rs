@@ -138,6 +138,7 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
             protocol,
             calls_per_request: calls as f64 / n as f64,
             critical_us: us / n,
+            share: 0.0,
         })
         .collect();
     backing.sort_by_key(|b| std::cmp::Reverse(b.critical_us));
@@ -150,7 +151,11 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
         queued_us: s.queued / n,
         backing,
         network_us: s.network / n,
+        server_share: 0.0,
+        queued_share: 0.0,
+        network_share: 0.0,
     }
+    .with_shares()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::request_calls::{by_shape, covered_us, with_calls, Call, RequestCalls}
 use crate::request_findings::{self, median_of, Hit};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
 /// Repeats of one call in one request: (calls, time lost).
 pub fn repeats(calls: &[Call]) -> Vec<(usize, u64)> {
@@ -43,21 +43,28 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 lost,
                 n as u64,
                 |_| {
-                    r.inbound_evidence(format!(
-                        "{n} repeat(s) of an earlier identical call, {}",
-                        fmt_ms(lost)
-                    ))
+                    r.inbound_evidence(
+                        format!(
+                            "{n} repeat(s) of an earlier identical call, {}",
+                            fmt_ms(lost)
+                        ),
+                        Facts::default()
+                            .with("repeats", n as f64)
+                            .with("lost_us", lost as f64),
+                    )
                 },
             );
         }
     }
     hits.into_iter()
         .map(|((server, shape), hits)| {
-            let summary = |hits: &[Hit<u64>], per| {
+            let summary = |hits: &[Hit<u64>], per, facts: &mut Facts| {
+                let repeats = median_of(hits, |n| *n);
+                facts.0.insert("repeats_per_request".into(), repeats as f64);
                 format!(
                     "`{shape}` to {server} was repeated {} times per request with the same parameters: \
                      {} per request (median of {} requests)",
-                    median_of(hits, |n| *n),
+                    repeats,
                     fmt_ms(per),
                     hits.len()
                 )

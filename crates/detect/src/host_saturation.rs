@@ -51,6 +51,7 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
             let hits = saturated_intervals(samples, name);
             let r = hits[0].1;
             Finding {
+                facts: Default::default(),
                 kind: FindingKind::HostSaturated,
                 severity: Severity::Warning,
                 summary: format!(
@@ -67,6 +68,7 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
                     .iter()
                     .take(5)
                     .map(|(s, r)| Evidence::Measurement {
+                        facts: Default::default(),
                         note: format!(
                             "{name} at {:.1} s: {}",
                             s.at_ms as f64 / 1000.0,

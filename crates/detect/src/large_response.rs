@@ -8,7 +8,7 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
 /// One finding per server whose responses' transfer dominated.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
@@ -32,23 +32,32 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             transfer,
             (e.response_bytes, e.response_encoded),
             |_| {
-                r.inbound_evidence(format!(
-                    "{} bytes ({compressed}) took {} after the first byte",
-                    e.response_bytes,
-                    fmt_ms(transfer)
-                ))
+                r.inbound_evidence(
+                    format!(
+                        "{} bytes ({compressed}) took {} after the first byte",
+                        e.response_bytes,
+                        fmt_ms(transfer)
+                    ),
+                    Facts::default()
+                        .with("response_bytes", e.response_bytes as f64)
+                        .with("transfer_us", transfer as f64),
+                )
             },
         );
     }
     hits.into_iter()
         .map(|(server, hits)| {
-            let summary = |hits: &[Hit<(u64, bool)>], per| {
+            let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
+                let bytes = median_of(hits, |f| f.0);
+                let plain = hits.iter().filter(|h| !h.facts.1).count();
+                facts.0.insert("response_bytes".into(), bytes as f64);
+                facts.0.insert("not_compressed".into(), plain as f64);
                 format!(
                     "responses from {server} of {} bytes (median) took {} to transfer, more than \
                      the rest of the request; {} of {} were not compressed",
-                    median_of(hits, |f| f.0),
+                    bytes,
                     fmt_ms(per),
-                    hits.iter().filter(|h| !h.facts.1).count(),
+                    plain,
                     hits.len(),
                 )
             };

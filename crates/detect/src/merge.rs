@@ -130,6 +130,7 @@ impl Merging {
                 fmt_ms(self.time_lost_us)
             );
             f.time_lost_per_occurrence_us = self.typical.value_at_quantile(0.5);
+            f.facts.0.insert("windows".into(), self.windows as f64);
         }
         f.time_lost_us = self.time_lost_us;
         f.occurrences = u32::try_from(self.occurrences).unwrap_or(u32::MAX);
@@ -191,6 +192,7 @@ fn weighted(parts: Vec<TimeBreakdown>) -> TimeBreakdown {
                     protocol: s.protocol,
                     calls_per_request: share(&|x| x.calls_per_request),
                     critical_us: share(&|x| x.critical_us as f64) as u64,
+                    share: 0.0,
                 });
             }
         }
@@ -205,7 +207,11 @@ fn weighted(parts: Vec<TimeBreakdown>) -> TimeBreakdown {
         queued_us: mean(&|b| b.queued_us),
         backing,
         network_us: mean(&|b| b.network_us),
+        server_share: 0.0,
+        queued_share: 0.0,
+        network_share: 0.0,
     }
+    .with_shares()
 }
 
 /// SQL summaries of the windows merged per (service, request kind):
@@ -290,6 +296,7 @@ mod tests {
 
     fn finding(lost: u64, occurrences: u32, server: &str) -> Finding {
         Finding {
+            facts: Default::default(),
             kind: FindingKind::PoolQueueing,
             severity: Severity::Warning,
             summary: format!("{occurrences} waited"),
@@ -310,6 +317,7 @@ mod tests {
     #[test]
     fn two_statement_shapes_of_one_server_stay_apart() {
         let shape = |lost, subject: &str| Finding {
+            facts: Default::default(),
             kind: FindingKind::NPlusOne,
             subject: subject.into(),
             ..finding(lost, 8, "db:5432")
@@ -369,6 +377,9 @@ mod tests {
             queued_us: 0,
             backing: Vec::new(),
             network_us: 0,
+            server_share: 1.0,
+            queued_share: 0.0,
+            network_share: 0.0,
         };
         let mut m = MergedBreakdowns::default();
         m.add(vec![b(1, 1_000)]);

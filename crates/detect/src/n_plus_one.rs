@@ -19,7 +19,7 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
 /// Sentry's N+1 DB detector starts at 5 spans.
 pub const MIN_REPEATS: usize = 5;
@@ -67,12 +67,18 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let group = hits.entry((s.server, s.shape.clone())).or_default();
             request_findings::push(group, s.time_lost_us, s, |s| {
-                r.inbound_evidence(format!(
+                r.inbound_evidence(
+                    format!(
                     "{} calls of this shape ({} different parameter sets); one batch would save {}",
                     s.calls,
                     s.distinct_params,
                     fmt_ms(s.time_lost_us)
-                ))
+                ),
+                    Facts::default()
+                        .with("calls", s.calls as f64)
+                        .with("parameter_sets", s.distinct_params as f64)
+                        .with("saving_us", s.time_lost_us as f64),
+                )
             });
         }
     }
@@ -83,11 +89,13 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             } else {
                 Severity::Info
             };
-            let summary = |hits: &[Hit<Storm>], per| {
+            let summary = |hits: &[Hit<Storm>], per, facts: &mut Facts| {
+                let calls = median_of(hits, |s| s.calls as u64);
+                facts.0.insert("calls_per_request".into(), calls as f64);
                 format!(
                     "`{shape}` to {server} ran {} times per request with different parameters, \
                      one after another: {} per request (median of {} requests)",
-                    median_of(hits, |s| s.calls as u64),
+                    calls,
                     fmt_ms(per),
                     hits.len()
                 )

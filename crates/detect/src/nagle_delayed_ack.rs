@@ -109,6 +109,7 @@ fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Find
              client: set TCP_QUICKACK while a response is incomplete",
     };
     Some(Finding {
+        facts: Default::default(),
         kind: FindingKind::NagleDelayedAck,
         severity: Severity::Critical,
         summary: format!(
@@ -126,6 +127,7 @@ fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Find
             .iter()
             .take(MAX_EVIDENCE)
             .map(|s| Evidence::Packets {
+                facts: whyslow_model::Facts::default().with("ack_delay_us", s.ack_delay_us as f64),
                 connection: s.connection,
                 packets: vec![s.first, s.ack, s.second],
                 at_us: s.at_us,

@@ -56,6 +56,7 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
         .collect();
     handshakes.sort_unstable();
     Some(Finding {
+        facts: whyslow_model::Facts::default().with("connections", with_requests.len() as f64),
         kind: FindingKind::NoKeepalive,
         severity: Severity::Warning,
         summary: format!(
@@ -69,6 +70,10 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
             .iter()
             .take(10)
             .map(|c| Evidence::Measurement {
+                facts: whyslow_model::Facts::default()
+                    .with("connection", c.0 as f64)
+                    .with("requests", c.1 as f64)
+                    .with("handshake_us", c.2 as f64),
                 note: format!("connection #{}: {} request(s), handshake {:.2} ms", c.0, c.1, c.2 as f64 / 1000.0),
             })
             .collect(),

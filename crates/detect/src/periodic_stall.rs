@@ -10,7 +10,7 @@ use crate::thresholds::SLOW_PART_US;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::stats::percentile;
-use whyslow_model::{fmt_ms, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity};
 
 /// Calls to a server needed before its tail can be told from its body.
 pub const MIN_CALLS: usize = 20;
@@ -72,20 +72,30 @@ pub fn requests_per_window() -> usize {
 }
 
 /// Why `requests` inbound requests with no stall seen do not rule one out,
-/// and the load flags that would; None when they do.
-pub fn unseen(requests: usize) -> Option<String> {
+/// and the load flags that would, with the numbers it quotes; None when
+/// they do.
+pub fn unseen(requests: usize) -> Option<(String, Facts)> {
     let needed = requests_to_rule_out();
     if requests >= needed {
         return None;
     }
     let missed = (1.0 - 1.0 / RULE_OUT_ONE_IN).powi(requests as i32);
-    Some(format!(
+    let facts = Facts::default()
+        .with("requests", requests as f64)
+        .with("one_call_in", RULE_OUT_ONE_IN)
+        .with("missed_share", missed)
+        .with("requests_needed", needed as f64)
+        .with("confidence", RULE_OUT_CONFIDENCE)
+        .with("suggested_rate", SUGGESTED_RATE as f64)
+        .with("suggested_duration_s", SUGGESTED_DURATION_S as f64);
+    let why = format!(
         "{requests} requests cannot rule out a dependency that stalls 1 call in {RULE_OUT_ONE_IN}: \
          {:.0} % of such runs would miss it ({needed} requests see it {:.0} % of the time); \
          add a load phase: diagnose --rate {SUGGESTED_RATE} --duration {SUGGESTED_DURATION_S}s",
         100.0 * missed,
         100.0 * RULE_OUT_CONFIDENCE
-    ))
+    );
+    Some((why, facts))
 }
 
 /// One server's calls and their tail.
@@ -211,12 +221,18 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
         let r = &requests[i];
         let us = us.min(r.total_us());
         request_findings::push(&mut hits, us, (), |_| {
-            r.inbound_evidence(format!(
-                "{n} call(s) to {} stalled: {} over the usual, of {} in all",
-                t.server,
-                fmt_ms(us),
-                fmt_ms(r.total_us())
-            ))
+            r.inbound_evidence(
+                format!(
+                    "{n} call(s) to {} stalled: {} over the usual, of {} in all",
+                    t.server,
+                    fmt_ms(us),
+                    fmt_ms(r.total_us())
+                ),
+                Facts::default()
+                    .with("calls", n as f64)
+                    .with("over_usual_us", us as f64)
+                    .with("request_us", r.total_us() as f64),
+            )
         });
     }
     let hit_share = 100.0 * hits.len() as f64 / t.requests as f64;
@@ -228,7 +244,26 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
         None => String::new(),
     };
     let per_stall = stall_lengths(t);
-    let summary = |hits: &[Hit<()>], per| {
+    let summary = |hits: &[Hit<()>], per, facts: &mut Facts| {
+        let each = median(per_stall.clone());
+        for (name, v) in [
+            ("stalls", t.stalls.len() as f64),
+            ("stall_us", each as f64),
+            ("stalled_calls", t.stalled.len() as f64),
+            ("calls", t.calls as f64),
+            ("stall_factor", STALL_FACTOR as f64),
+            ("p50_us", t.p50_us as f64),
+            ("p99_us", t.p99_us as f64),
+            ("max_us", t.max_us as f64),
+            ("requests", t.requests as f64),
+            ("hit_share", hit_share / 100.0),
+        ] {
+            facts.0.insert(name.into(), v);
+        }
+        if let Some((us, calls)) = t.period {
+            facts.0.insert("period_us".into(), us as f64);
+            facts.0.insert("period_calls".into(), calls as f64);
+        }
         format!(
             "{} ({}) stalls now and then: {} stalls of {} each, {} of {} calls took ≥ \
              {STALL_FACTOR}× its median (p50 {}, p99 {}, max {}); {} of {} requests were hit \
@@ -236,7 +271,7 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
             t.server,
             t.protocol.name(),
             t.stalls.len(),
-            fmt_ms(median(per_stall.clone())),
+            fmt_ms(each),
             t.stalled.len(),
             t.calls,
             fmt_ms(t.p50_us),
@@ -410,8 +445,9 @@ mod tests {
             59,
             "1 − 0.95^59 ≥ 0.95 > 1 − 0.95^58"
         );
-        let note = unseen(6).unwrap();
+        let (note, facts) = unseen(6).unwrap();
         assert!(note.contains("74 % of such runs would miss it"), "{note}");
+        assert!((facts.0["missed_share"] - 0.735).abs() < 0.001, "{facts:?}");
         assert!(note.contains("--rate 10 --duration 10s"), "{note}");
         assert!(unseen(59).is_none());
     }

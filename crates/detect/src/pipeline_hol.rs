@@ -18,7 +18,7 @@ use foldhash::{HashMap, HashMapExt};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use whyslow_model::{
-    fmt_bytes, fmt_ms, Evidence, Exchange, Finding, FindingKind, Severity, Timeline,
+    fmt_bytes, fmt_ms, Evidence, Exchange, Facts, Finding, FindingKind, Severity, Timeline,
 };
 
 /// Below a millisecond a wait is not worth a finding (pool_queueing's bound).
@@ -110,7 +110,7 @@ pub fn wait<'a>(lane: &'a Lane<'a>, j: usize, arrived: u64) -> Option<Wait<'a>> 
     })
 }
 
-struct Facts<'a> {
+struct Told<'a> {
     waiting: &'a str,
     culprit: &'a str,
     culprit_bytes: u64,
@@ -156,7 +156,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
         if lost < MIN_WAIT_US || (lost as f64) < WORTH_SHARE * total as f64 {
             continue;
         }
-        let facts = Facts {
+        let facts = Told {
             waiting: w.waiting.request.as_str(),
             culprit: w.culprit.request.as_str(),
             culprit_bytes: w.culprit.request_bytes.max(w.culprit.response_bytes),
@@ -192,6 +192,7 @@ fn queued(w: &Wait, connection: u32) -> Evidence {
         format!("sent while {} was unanswered", c.request)
     };
     Evidence::Queued {
+        facts: Default::default(),
         connection,
         exchange: w.waiting.id,
         request: w.waiting.request.to_string(),
@@ -206,7 +207,7 @@ fn queued(w: &Wait, connection: u32) -> Evidence {
 /// redis connection", told of the cause that cost most in all (a write
 /// queued behind a small read that was itself waiting is not the story),
 /// by its request whose loss is nearest the median.
-fn summary(hits: &[Hit<Facts>], per: u64) -> String {
+fn summary(hits: &[Hit<Told>], per: u64, facts: &mut Facts) -> String {
     let mut cost: HashMap<&str, u64> = HashMap::new();
     for h in hits {
         *cost.entry(h.facts.culprit).or_default() += h.lost_us;
@@ -224,6 +225,10 @@ fn summary(hits: &[Hit<Facts>], per: u64) -> String {
     let Some(f) = typical else {
         return String::new();
     };
+    facts
+        .0
+        .insert("culprit_bytes".into(), f.culprit_bytes as f64);
+    facts.0.insert("worst_us".into(), max as f64);
     format!(
         "{} waited {} behind a {} {} on the same {} connection ({} requests hit, worst {})",
         f.waiting,
@@ -240,11 +245,11 @@ fn summary(hits: &[Hit<Facts>], per: u64) -> String {
 mod tests {
     use super::*;
 
-    fn told<'a>(waiting: &'a str, culprit: &'a str, lost_us: u64) -> Hit<Facts<'a>> {
+    fn told<'a>(waiting: &'a str, culprit: &'a str, lost_us: u64) -> Hit<Told<'a>> {
         Hit {
             lost_us,
             evidence: None,
-            facts: Facts {
+            facts: Told {
                 waiting,
                 culprit,
                 culprit_bytes: 1,
@@ -262,7 +267,7 @@ mod tests {
             told("GET hot:config", "SET stash:?", 16_000),
             told("SET stash:?", "GET hot:config", 14_000),
         ];
-        let s = summary(&hits, 14_000);
+        let s = summary(&hits, 14_000, &mut Facts::default());
         assert!(s.starts_with("GET hot:config waited"), "{s}");
         assert!(s.contains("SET stash:?"), "{s}");
     }

@@ -11,7 +11,7 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
 
 /// Fewer calls than this are sequential_calls' case or nothing at all.
 const MIN_CALLS: usize = 3;
@@ -116,6 +116,9 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     w.queued
                 );
                     Evidence::Calls {
+                        facts: whyslow_model::Facts::default()
+                            .with("connections", lanes.len() as f64)
+                            .with("waited", w.queued as f64),
                         inbound: r.inbound.id,
                         server: server.to_string(),
                         calls: w.calls as u32,
@@ -135,13 +138,18 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 
 fn finding(server: SocketAddr, waits: Vec<Hit<(PoolWait, u64)>>) -> Finding {
     let calls = median_of(&waits, |f| f.0.calls as u64);
-    let summary = |waits: &[Hit<(PoolWait, u64)>], per| {
+    let summary = |waits: &[Hit<(PoolWait, u64)>], per, facts: &mut Facts| {
+        let pool = median_of(waits, |f| f.0.in_flight_max as u64);
+        let request = median_of(waits, |f| f.1);
+        facts.0.insert("calls".into(), calls as f64);
+        facts.0.insert("connections".into(), pool as f64);
+        facts.0.insert("request_us".into(), request as f64);
         format!(
             "{calls} calls to {server} waited for one of {} connections: {} of this request's {} \
              (median of {} requests)",
-            median_of(waits, |f| f.0.in_flight_max as u64),
+            pool,
             fmt_ms(per),
-            fmt_ms(median_of(waits, |f| f.1)),
+            fmt_ms(request),
             waits.len()
         )
     };

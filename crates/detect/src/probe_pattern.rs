@@ -40,6 +40,7 @@ pub fn delayed_ack_signature(requests: &[RequestPhases]) -> Option<DelayedAckSig
 pub fn delayed_ack_finding(requests: &[RequestPhases], url: &str) -> Option<Finding> {
     let sig = delayed_ack_signature(requests)?;
     Some(Finding {
+        facts: Default::default(),
         kind: FindingKind::NagleDelayedAck,
         severity: Severity::Warning,
         summary: format!(
@@ -51,6 +52,7 @@ pub fn delayed_ack_finding(requests: &[RequestPhases], url: &str) -> Option<Find
         time_lost_per_occurrence_us: sig.extra_wait_us,
         occurrences: sig.reused_requests as u32,
         evidence: vec![Evidence::Measurement {
+            facts: Default::default(),
             note: format!(
                 "median send + wait of {} reused request(s) minus the first request's",
                 sig.reused_requests

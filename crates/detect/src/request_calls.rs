@@ -5,7 +5,7 @@
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Exchange, ExchangeRole, Protocol, Timeline};
+use whyslow_model::{Evidence, Exchange, ExchangeRole, Facts, Protocol, Timeline};
 
 /// One backing call: an outbound exchange and the server it went to.
 #[derive(Debug, Clone, Copy)]
@@ -50,9 +50,10 @@ impl<'a> RequestCalls<'a> {
         (from, to)
     }
 
-    /// Evidence pointing at this inbound request.
-    pub fn inbound_evidence(&self, note: String) -> Evidence {
+    /// Evidence pointing at this inbound request: `note`, and the numbers it quotes.
+    pub fn inbound_evidence(&self, note: String, facts: Facts) -> Evidence {
         Evidence::Exchange {
+            facts,
             id: self.inbound.id,
             request: self.inbound.request.to_string(),
             note,

@@ -3,7 +3,7 @@
 //! quotes the median per request and keeps the first pieces of evidence.
 
 use crate::request_calls::median;
-use whyslow_model::{Evidence, Finding, FindingKind, Severity};
+use whyslow_model::{Evidence, Facts, Finding, FindingKind, Severity};
 
 /// Requests kept as evidence (the JSON report carries them all up to this).
 pub const EVIDENCE_KEPT: usize = 20;
@@ -45,14 +45,21 @@ pub fn finding<T>(
     kind: FindingKind,
     severity: Severity,
     hits: Vec<Hit<T>>,
-    summary: impl FnOnce(&[Hit<T>], u64) -> String,
+    summary: impl FnOnce(&[Hit<T>], u64, &mut Facts) -> String,
     fix: String,
 ) -> Finding {
     let per = median(hits.iter().map(|h| h.lost_us).collect());
+    // What every summary quotes: the loss per occurrence and the requests
+    // hit (they stay as said when windows merge); a summary adds its own.
+    let mut facts = Facts::default()
+        .with("per_occurrence_us", per as f64)
+        .with("requests_hit", hits.len() as f64);
+    let summary = summary(&hits, per, &mut facts);
     Finding {
+        facts,
         kind,
         severity,
-        summary: summary(&hits, per),
+        summary,
         time_lost_us: hits.iter().map(|h| h.lost_us).sum(),
         time_lost_per_occurrence_us: per,
         occurrences: hits.len() as u32,
@@ -79,6 +86,7 @@ mod tests {
             push(&mut hits, i, (), |_| {
                 built += 1;
                 Evidence::Measurement {
+                    facts: Default::default(),
                     note: format!("hit {i}"),
                 }
             });
@@ -88,7 +96,7 @@ mod tests {
             FindingKind::ServerTime,
             Severity::Warning,
             hits,
-            |_, _| String::new(),
+            |_, _, _| String::new(),
             String::new(),
         );
         assert_eq!(f.occurrences, 100);
@@ -96,7 +104,7 @@ mod tests {
         assert_eq!(f.evidence.len(), EVIDENCE_KEPT);
         let last = format!("hit {}", EVIDENCE_KEPT - 1);
         assert!(
-            matches!(&f.evidence[EVIDENCE_KEPT - 1], Evidence::Measurement { note } if *note == last)
+            matches!(&f.evidence[EVIDENCE_KEPT - 1], Evidence::Measurement { note, .. } if *note == last)
         );
     }
 }

@@ -9,7 +9,7 @@ use crate::request_findings::{self, Hit};
 use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity};
 
 /// Sentry's consecutive-HTTP detector starts at 3 calls.
 const MIN_CALLS: usize = 3;
@@ -39,15 +39,20 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         };
         let n = r.calls.iter().filter(|c| is_http(c)).count();
         request_findings::push(hits.entry(r.server).or_default(), saving, (), |_| {
-            r.inbound_evidence(format!(
-                "{n} HTTP calls one after another; at once they would take {} less",
-                fmt_ms(saving)
-            ))
+            r.inbound_evidence(
+                format!(
+                    "{n} HTTP calls one after another; at once they would take {} less",
+                    fmt_ms(saving)
+                ),
+                Facts::default()
+                    .with("calls", n as f64)
+                    .with("saving_us", saving as f64),
+            )
         });
     }
     hits.into_iter()
         .map(|(server, hits)| {
-            let summary = |hits: &[Hit<()>], per| {
+            let summary = |hits: &[Hit<()>], per, _: &mut Facts| {
                 format!(
                     "requests to {server} made their HTTP calls one at a time: {} per request could be \
                      saved by making them at once (median of {} requests)",

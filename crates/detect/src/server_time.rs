@@ -8,7 +8,7 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
 /// One finding per service whose own time dominated requests.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
@@ -30,18 +30,26 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             own,
             (p.total_us, !r.calls.is_empty()),
             |_| {
-                r.inbound_evidence(format!(
-                    "{} of {} in the service itself, {} call(s) made",
-                    fmt_ms(own),
-                    fmt_ms(p.total_us),
-                    r.calls.len()
-                ))
+                r.inbound_evidence(
+                    format!(
+                        "{} of {} in the service itself, {} call(s) made",
+                        fmt_ms(own),
+                        fmt_ms(p.total_us),
+                        r.calls.len()
+                    ),
+                    Facts::default()
+                        .with("own_us", own as f64)
+                        .with("request_us", p.total_us as f64)
+                        .with("calls", r.calls.len() as f64),
+                )
             },
         );
     }
     slow.into_iter()
         .map(|(server, hits)| {
-            let summary = |hits: &[Hit<(u64, bool)>], per| {
+            let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
+                let request = median_of(hits, |f| f.0);
+                facts.0.insert("request_us".into(), request as f64);
                 let calls = if hits.iter().any(|h| h.facts.1) {
                     "not waiting for any backing call"
                 } else {
@@ -50,7 +58,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 format!(
                     "{server} spent {} of the request's {} in itself, {calls} (median of {} requests)",
                     fmt_ms(per),
-                    fmt_ms(median_of(hits, |f| f.0)),
+                    fmt_ms(request),
                     hits.len()
                 )
             };

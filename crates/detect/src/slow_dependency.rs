@@ -13,7 +13,7 @@ use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use crate::{duplicate_calls, n_plus_one};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity};
 
 /// Time a request's calls to one server would not need without their N+1
 /// storms and repeats: n_plus_one's and duplicate_calls' to name. A service
@@ -56,24 +56,32 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 us,
                 (p.total_us, protocol),
                 |_| {
-                    r.inbound_evidence(format!(
-                        "{calls} call(s) to {server} held {} of {} {}",
-                        fmt_ms(us),
-                        fmt_ms(p.total_us),
-                        r.inbound.request
-                    ))
+                    r.inbound_evidence(
+                        format!(
+                            "{calls} call(s) to {server} held {} of {} {}",
+                            fmt_ms(us),
+                            fmt_ms(p.total_us),
+                            r.inbound.request
+                        ),
+                        Facts::default()
+                            .with("calls", calls as f64)
+                            .with("held_us", us as f64)
+                            .with("request_us", p.total_us as f64),
+                    )
                 },
             );
         }
     }
     slow.into_iter()
         .map(|(server, hits)| {
-            let summary = |hits: &[Hit<(u64, Protocol)>], per| {
+            let summary = |hits: &[Hit<(u64, Protocol)>], per, facts: &mut Facts| {
+                let request = median_of(hits, |f| f.0);
+                facts.0.insert("request_us".into(), request as f64);
                 format!(
                     "{server} ({}) took {} of the request's {} (median of {} requests)",
                     hits[0].facts.1.name(),
                     fmt_ms(per),
-                    fmt_ms(median_of(hits, |f| f.0)),
+                    fmt_ms(request),
                     hits.len()
                 )
             };

@@ -63,6 +63,9 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
             lost.push(wait);
             if evidence.len() < MAX_EVIDENCE {
                 evidence.push(Evidence::Packets {
+                    facts: whyslow_model::Facts::default()
+                        .with("bytes", re.len as f64)
+                        .with("after_us", wait as f64),
                     connection: conn.id,
                     packets: vec![re.packet],
                     at_us: re.at_us,
@@ -82,6 +85,9 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     let total: u64 = lost.iter().sum();
     lost.sort_unstable();
     Vec::from([Finding {
+        facts: whyslow_model::Facts::default()
+            .with("timeouts", timeouts as f64)
+            .with("rto_min_us", RTO_MIN_US as f64),
         kind: FindingKind::TcpRetransmission,
         severity: if timeouts > 0 { Severity::Critical } else { Severity::Warning },
         summary: format!(

@@ -106,6 +106,9 @@ fn finding(client: IpAddr, server: SocketAddr, hs: &[Handshake]) -> Option<Findi
     let per = stats::percentile(&lost, 0.5);
     let bound = if resumed.is_empty() { "up to " } else { "" };
     Some(Finding {
+        facts: whyslow_model::Facts::default()
+            .with("repeated_connections", repeated.len() as f64)
+            .with("saving_us", per as f64),
         kind: FindingKind::TlsFullHandshake,
         severity: Severity::Warning,
         summary: format!(
@@ -122,6 +125,9 @@ fn finding(client: IpAddr, server: SocketAddr, hs: &[Handshake]) -> Option<Findi
             .iter()
             .take(10)
             .map(|h| Evidence::Measurement {
+                facts: whyslow_model::Facts::default()
+                    .with("connection", h.id as f64)
+                    .with("handshake_us", h.handshake_us as f64),
                 note: format!(
                     "connection #{}: {}, full handshake {:.2} ms",
                     h.id,

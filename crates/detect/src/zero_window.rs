@@ -52,6 +52,7 @@ fn evidence(conn: &Connection, d: Direction, c: &Closure) -> Evidence {
         "still closed at the end of the capture,"
     };
     Evidence::Packets {
+        facts: whyslow_model::Facts::default().with("stall_us", c.stall_us as f64),
         connection: conn.id,
         packets: std::iter::once(c.start.packet)
             .chain(c.reopen.map(|a| a.packet))
@@ -84,6 +85,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     let total = stalls.iter().sum();
     stalls.sort_unstable();
     vec![Finding {
+        facts: Default::default(),
         kind: FindingKind::ZeroWindow,
         severity: Severity::Warning,
         summary: format!("a receiver stopped reading {} times: its window closed and the sender waited", stalls.len()),

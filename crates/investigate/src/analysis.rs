@@ -118,12 +118,13 @@ pub fn analyze_capture(
         .iter()
         .any(|f| f.kind == FindingKind::PeriodicStall);
     let has_service = !summary.service.ports.is_empty();
-    if let Some(why) = periodic_stall::unseen(summary.requests_answered as usize)
+    if let Some((why, facts)) = periodic_stall::unseen(summary.requests_answered as usize)
         .filter(|_| has_service && !stall_seen)
     {
         skipped.push(Skipped {
             what: "periodic_stall".into(),
             why,
+            facts,
         });
     }
     Ok(CaptureAnalysis {
@@ -195,6 +196,7 @@ fn left_encrypted(timeline: &Timeline) -> Vec<Skipped> {
                 servers.join(", ")
             ),
             why: why.into(),
+            facts: whyslow_model::Facts::default().with("connections", count as f64),
         })
         .collect()
 }

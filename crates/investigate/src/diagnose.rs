@@ -107,6 +107,7 @@ impl Diagnosis {
             if spec.nodelay { "on" } else { "off" }
         );
         DiagnoseDocument {
+            client_view: whyslow_model::ClientView::of(&self.report),
             report: self.report,
             method: spec.method.clone(),
             client,
@@ -294,6 +295,7 @@ fn start_capture(
         report.skipped.push(Skipped {
             what: "packet capture".into(),
             why,
+            facts: Default::default(),
         });
         return None;
     }
@@ -316,6 +318,7 @@ fn start_capture(
             report.skipped.push(Skipped {
                 what: "packet capture (wire-level findings)".into(),
                 why,
+                facts: Default::default(),
             });
             None
         }
@@ -368,6 +371,7 @@ fn finish_capture(
             report.skipped.push(Skipped {
                 what: "packet capture".into(),
                 why,
+                facts: Default::default(),
             });
             None
         }

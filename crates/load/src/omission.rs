@@ -29,6 +29,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Option<Finding> {
     }
     let hidden = c99 - u99;
     Some(Finding {
+        facts: Default::default(),
         kind: FindingKind::CoordinatedOmission,
         severity: Severity::Info,
         summary: format!(
@@ -42,6 +43,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Option<Finding> {
         time_lost_per_occurrence_us: hidden,
         occurrences: 1,
         evidence: vec![Evidence::Measurement {
+            facts: Default::default(),
             note: format!(
                 "corrected p99 {} (from the intended start), uncorrected p99 {} (from the \
                  actual start)",

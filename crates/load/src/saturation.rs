@@ -41,6 +41,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
     }
     let total_lag = (lag.mean() * lag.len() as f64) as u64;
     vec![Finding {
+        facts: Default::default(),
         kind: FindingKind::GeneratorSaturated,
         severity: Severity::Warning,
         summary: format!(
@@ -53,6 +54,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
         time_lost_per_occurrence_us: lag.value_at_quantile(0.5),
         occurrences: late.min(u64::from(u32::MAX)) as u32,
         evidence: vec![Evidence::Measurement {
+            facts: Default::default(),
             note: format!(
                 "{late} of {} requests started more than {:.2} ms after their connection was \
                  free; max lag {:.2} ms",

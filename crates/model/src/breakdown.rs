@@ -21,6 +21,30 @@ pub struct TimeBreakdown {
     pub backing: Vec<BackingTime>,
     /// Moving the request and the response between client and service.
     pub network_us: u64,
+    /// Each part's share of `total_us` (0–1), as `with_shares` sets them.
+    #[serde(default)]
+    pub server_share: f64,
+    #[serde(default)]
+    pub queued_share: f64,
+    #[serde(default)]
+    pub network_share: f64,
+}
+
+impl TimeBreakdown {
+    /// Sets every part's share of the total.
+    pub fn with_shares(mut self) -> TimeBreakdown {
+        let share = |us: u64| match self.total_us {
+            0 => 0.0,
+            total => us as f64 / total as f64,
+        };
+        self.server_share = share(self.server_us);
+        self.queued_share = share(self.queued_us);
+        self.network_share = share(self.network_us);
+        for b in &mut self.backing {
+            b.share = share(b.critical_us);
+        }
+        self
+    }
 }
 
 /// One backing service's part of an inbound request's time.
@@ -32,4 +56,7 @@ pub struct BackingTime {
     /// Time the request waited on this service and on nothing else;
     /// waits on several services at once are shared between them.
     pub critical_us: u64,
+    /// `critical_us`'s share of the request's total (0–1).
+    #[serde(default)]
+    pub share: f64,
 }

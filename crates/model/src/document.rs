@@ -6,7 +6,9 @@
 //! `HostReport`; load and merge a `LoadDocument`; diagnose a
 //! `DiagnoseDocument`; demo a `DemoDocument`.
 
-use crate::{Comparison, Finding, HostReport, Knee, LoadResult, Percentiles, Report};
+use crate::{
+    Comparison, Finding, HostReport, Knee, LoadResult, Percentiles, Report, RequestPhases,
+};
 use serde::{Deserialize, Serialize};
 
 /// `load` and `merge`: the report (findings, SLO checks, errors) and the
@@ -37,6 +39,76 @@ pub struct DiagnoseDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_capture: Option<CaptureInfo>,
     pub host: HostReport,
+    /// What the probes showed from the client's side, worked out before
+    /// anything is rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_view: Option<ClientView>,
+}
+
+/// The typical request of the request as given, what a new connection
+/// adds, and what splitting headers and body costs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientView {
+    /// Requests of the request as given.
+    pub requests: u32,
+    /// The median reused request by total (of every request when none was
+    /// reused).
+    pub typical: RequestPhases,
+    /// The first request that opened a connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_new_connection: Option<RequestPhases>,
+    /// Median total of the reused requests as given, and of those that
+    /// split headers and body with TCP_NODELAY off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_given_median_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_median_us: Option<u64>,
+    /// What splitting loses per request here, when it is slower.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_loses_us: Option<u64>,
+}
+
+impl ClientView {
+    /// The view of a diagnosis' sections, when the request as given ran.
+    pub fn of(report: &Report) -> Option<ClientView> {
+        let requests = report.sections.first().map(|s| s.requests.as_slice())?;
+        let as_given = median_reused_total(report, AS_GIVEN);
+        let split = median_reused_total(report, SPLIT_NO_NODELAY);
+        Some(ClientView {
+            requests: requests.len() as u32,
+            typical: typical(requests)?.clone(),
+            first_new_connection: requests.iter().find(|r| !r.reused).cloned(),
+            as_given_median_us: as_given,
+            split_median_us: split,
+            split_loses_us: as_given
+                .zip(split)
+                .and_then(|(base, split)| split.checked_sub(base))
+                .filter(|lost| *lost > 0),
+        })
+    }
+}
+
+/// The median reused request of a section (by total), as the typical one;
+/// every request when none was reused.
+pub fn typical(requests: &[RequestPhases]) -> Option<&RequestPhases> {
+    let mut pick: Vec<&RequestPhases> = requests.iter().filter(|r| r.reused).collect();
+    if pick.is_empty() {
+        pick = requests.iter().collect();
+    }
+    pick.sort_by_key(|r| r.total_us);
+    pick.get(crate::stats::nearest_rank(pick.len(), 0.5))
+        .copied()
+}
+
+/// Median total of the reused requests of a section.
+pub fn median_reused_total(report: &Report, label: &str) -> Option<u64> {
+    let v: Vec<u64> = report
+        .section(label)?
+        .iter()
+        .filter(|r| r.reused)
+        .map(|r| r.total_us)
+        .collect();
+    (!v.is_empty()).then(|| crate::stats::median(v))
 }
 
 /// Labels of diagnose's report sections: the client write patterns probed.
@@ -98,5 +170,32 @@ impl DemoRow {
     /// The finding ranked first, background ones aside: what the row names as the cause.
     pub fn top(&self) -> Option<&Finding> {
         self.findings.iter().find(|f| !f.background)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(index: u32, reused: bool, total_us: u64) -> RequestPhases {
+        RequestPhases {
+            index,
+            reused,
+            total_us,
+            ..RequestPhases::default()
+        }
+    }
+
+    #[test]
+    fn the_typical_request_is_the_median_reused_one() {
+        let rs = [
+            req(0, false, 900),
+            req(1, true, 30),
+            req(2, true, 10),
+            req(3, true, 20),
+        ];
+        assert_eq!(typical(&rs).unwrap().index, 3);
+        assert_eq!(typical(&rs[..1]).unwrap().index, 0);
+        assert!(typical(&[]).is_none());
     }
 }

@@ -1,4 +1,24 @@
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The numbers a sentence quotes (a finding's summary, an evidence note),
+/// by name, so that a program reads every number a person reads: times in
+/// `_us`, sizes in `_bytes`, shares as fractions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Facts(pub BTreeMap<String, f64>);
+
+impl Facts {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `name` = `value`.
+    pub fn with(mut self, name: &str, value: f64) -> Facts {
+        self.0.insert(name.to_string(), value);
+        self
+    }
+}
 
 /// Stable identifiers of what whyslow can diagnose (see DESIGN's vocabulary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -76,14 +96,23 @@ pub enum Evidence {
         packets: Vec<u64>,
         at_us: u64,
         note: String,
+        /// The numbers `note` quotes.
+        #[serde(default, skip_serializing_if = "Facts::is_empty")]
+        facts: Facts,
     },
     Exchange {
         id: u32,
         request: String,
         note: String,
+        /// The numbers `note` quotes.
+        #[serde(default, skip_serializing_if = "Facts::is_empty")]
+        facts: Facts,
     },
     Measurement {
         note: String,
+        /// The numbers `note` quotes.
+        #[serde(default, skip_serializing_if = "Facts::is_empty")]
+        facts: Facts,
     },
     /// Backing calls one inbound request made to one server, on the
     /// connections (lanes) they ran on.
@@ -97,6 +126,9 @@ pub enum Evidence {
         /// Exchange ids per connection, in start order.
         lanes: Vec<Vec<u32>>,
         note: String,
+        /// The numbers `note` quotes.
+        #[serde(default, skip_serializing_if = "Facts::is_empty")]
+        facts: Facts,
     },
     /// A request that waited behind earlier ones on the same connection.
     Queued {
@@ -111,6 +143,9 @@ pub enum Evidence {
         bytes_ahead: u64,
         waited_us: u64,
         note: String,
+        /// The numbers `note` quotes.
+        #[serde(default, skip_serializing_if = "Facts::is_empty")]
+        facts: Facts,
     },
 }
 
@@ -139,6 +174,9 @@ pub struct Finding {
     /// request its first evidence names.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject: String,
+    /// The numbers `summary` quotes beyond the fields above.
+    #[serde(default, skip_serializing_if = "Facts::is_empty")]
+    pub facts: Facts,
 }
 
 impl Finding {

@@ -9,6 +9,9 @@ pub const SCHEMA_VERSION: u32 = 2;
 pub struct Skipped {
     pub what: String,
     pub why: String,
+    /// The numbers `what` and `why` quote.
+    #[serde(default, skip_serializing_if = "crate::Facts::is_empty")]
+    pub facts: crate::Facts,
 }
 
 /// One labelled group of client-side measurements (e.g. "reused", "split writes").
@@ -92,13 +95,17 @@ mod tests {
     fn report_round_trips_through_json() {
         let mut r = Report::new("analyze", Some("x.pcapng".into()));
         r.findings.push(Finding {
+            facts: Default::default(),
             kind: FindingKind::NagleDelayedAck,
             severity: Severity::Critical,
             summary: "s".into(),
             time_lost_us: 40_000,
             time_lost_per_occurrence_us: 40_000,
             occurrences: 1,
-            evidence: vec![Evidence::Measurement { note: "n".into() }],
+            evidence: vec![Evidence::Measurement {
+                note: "n".into(),
+                facts: Default::default(),
+            }],
             fix: "f".into(),
             background: false,
             subject: String::new(),

@@ -5,12 +5,8 @@ use crate::{fmt_ms, kinds_left, KINDS_SHOWN};
 use std::fmt::Write;
 use whyslow_model::TimeBreakdown;
 
-fn line(out: &mut String, what: &str, us: u64, total: u64, note: &str) {
-    let share = if total == 0 {
-        0.0
-    } else {
-        100.0 * us as f64 / total as f64
-    };
+fn line(out: &mut String, what: &str, us: u64, share: f64, note: &str) {
+    let share = 100.0 * share;
     let _ = writeln!(
         out,
         "    {what:<34} {:>10} {share:>4.0} %{note}",
@@ -37,7 +33,7 @@ pub fn text(kinds: &[TimeBreakdown]) -> String {
             &mut out,
             "in the service itself",
             k.server_us,
-            k.total_us,
+            k.server_share,
             "",
         );
         if k.queued_us > 0 {
@@ -45,20 +41,20 @@ pub fn text(kinds: &[TimeBreakdown]) -> String {
                 &mut out,
                 "calls queued for a connection",
                 k.queued_us,
-                k.total_us,
+                k.queued_share,
                 "",
             );
         }
         for b in &k.backing {
             let what = format!("→ {} {}", b.protocol.name(), b.server);
             let note = format!("   {:.1} calls per request", b.calls_per_request);
-            line(&mut out, &what, b.critical_us, k.total_us, &note);
+            line(&mut out, &what, b.critical_us, b.share, &note);
         }
         line(
             &mut out,
             "network (request and response)",
             k.network_us,
-            k.total_us,
+            k.network_share,
             "",
         );
     }

@@ -3,31 +3,7 @@
 
 use crate::{breakdown, findings, fmt_ms, sql_summary, timeline};
 use std::fmt::Write;
-use whyslow_model::stats::nearest_rank;
-use whyslow_model::{CaptureInfo, DiagnoseDocument, Report, RequestPhases, Timeline};
-use whyslow_model::{AS_GIVEN, SPLIT_NO_NODELAY};
-
-/// The median reused request of a section (by total), as the typical one;
-/// every request when none was reused.
-pub fn typical(requests: &[RequestPhases]) -> Option<&RequestPhases> {
-    let mut pick: Vec<&RequestPhases> = requests.iter().filter(|r| r.reused).collect();
-    if pick.is_empty() {
-        pick = requests.iter().collect();
-    }
-    pick.sort_by_key(|r| r.total_us);
-    pick.get(nearest_rank(pick.len(), 0.5)).copied()
-}
-
-/// Median total of the reused requests of a section.
-pub fn median_reused_total(report: &Report, label: &str) -> Option<u64> {
-    let v: Vec<u64> = report
-        .section(label)?
-        .iter()
-        .filter(|r| r.reused)
-        .map(|r| r.total_us)
-        .collect();
-    (!v.is_empty()).then(|| whyslow_model::stats::median(v))
-}
+use whyslow_model::{CaptureInfo, ClientView, DiagnoseDocument, Timeline};
 
 pub fn text(doc: &DiagnoseDocument) -> String {
     let r = &doc.report;
@@ -36,8 +12,10 @@ pub fn text(doc: &DiagnoseDocument) -> String {
         doc.method,
         r.target.as_deref().unwrap_or("")
     );
-    typical_text(&mut out, r);
-    patterns_text(&mut out, doc);
+    if let Some(v) = &doc.client_view {
+        typical_text(&mut out, v);
+        patterns_text(&mut out, &doc.client, v);
+    }
     if let Some(l) = &doc.load {
         out.push_str("\nload phase:\n");
         out.push_str(&crate::load::summary(l));
@@ -66,18 +44,13 @@ pub fn text(doc: &DiagnoseDocument) -> String {
     out
 }
 
-/// The phases of the median reused request, and what a new connection adds.
-fn typical_text(out: &mut String, r: &Report) {
-    let Some(requests) = r.sections.first().map(|s| s.requests.as_slice()) else {
-        return;
-    };
-    let Some(t) = typical(requests) else {
-        return;
-    };
+/// The phases of the typical request, and what a new connection adds.
+fn typical_text(out: &mut String, v: &ClientView) {
+    let t = &v.typical;
     let _ = writeln!(
         out,
         "\nwhere the time of a typical request went (median of {} on a reused connection):",
-        requests.len()
+        v.requests
     );
     let _ = writeln!(
         out,
@@ -87,7 +60,7 @@ fn typical_text(out: &mut String, r: &Report) {
         fmt_ms(t.receive_us),
         fmt_ms(t.total_us)
     );
-    if let Some(first) = requests.iter().find(|r| !r.reused) {
+    if let Some(first) = &v.first_new_connection {
         let tls = first
             .tls
             .as_ref()
@@ -147,15 +120,12 @@ fn backing_text(out: &mut String, backing: &[u16]) {
     }
 }
 
-fn patterns_text(out: &mut String, doc: &DiagnoseDocument) {
-    let (Some(base), Some(split)) = (
-        median_reused_total(&doc.report, AS_GIVEN),
-        median_reused_total(&doc.report, SPLIT_NO_NODELAY),
-    ) else {
+fn patterns_text(out: &mut String, client: &str, v: &ClientView) {
+    let (Some(base), Some(split)) = (v.as_given_median_us, v.split_median_us) else {
         return;
     };
     out.push_str("\nclient write patterns (median total on a reused connection):\n");
-    let given = format!("as given ({})", doc.client);
+    let given = format!("as given ({client})");
     let _ = writeln!(out, "  {given:<42} {}", fmt_ms(base));
     let _ = writeln!(
         out,
@@ -163,38 +133,11 @@ fn patterns_text(out: &mut String, doc: &DiagnoseDocument) {
         "headers then body, TCP_NODELAY off (Ruby)",
         fmt_ms(split)
     );
-    if split > base {
+    if let Some(lost) = v.split_loses_us {
         let _ = writeln!(
             out,
             "  → clients that split headers and body lose {} per request here",
-            fmt_ms(split - base)
+            fmt_ms(lost)
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req(index: u32, reused: bool, total_us: u64) -> RequestPhases {
-        RequestPhases {
-            index,
-            reused,
-            total_us,
-            ..RequestPhases::default()
-        }
-    }
-
-    #[test]
-    fn the_typical_request_is_the_median_reused_one() {
-        let rs = [
-            req(0, false, 900),
-            req(1, true, 30),
-            req(2, true, 10),
-            req(3, true, 20),
-        ];
-        assert_eq!(typical(&rs).unwrap().index, 3);
-        assert_eq!(typical(&rs[..1]).unwrap().index, 0);
-        assert!(typical(&[]).is_none());
     }
 }

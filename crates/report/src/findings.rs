@@ -25,8 +25,10 @@ pub(crate) fn evidence_line(e: &Evidence) -> String {
                 list.join(", ")
             )
         }
-        Evidence::Exchange { id, request, note } => format!("exchange #{id} {request}: {note}"),
-        Evidence::Measurement { note } => note.clone(),
+        Evidence::Exchange {
+            id, request, note, ..
+        } => format!("exchange #{id} {request}: {note}"),
+        Evidence::Measurement { note, .. } => note.clone(),
         Evidence::Calls {
             inbound,
             lanes,
@@ -50,6 +52,7 @@ pub(crate) fn evidence_line(e: &Evidence) -> String {
             bytes_ahead,
             waited_us,
             note,
+            ..
         } => {
             let ahead: Vec<String> = ahead.iter().map(|id| format!("#{id}")).collect();
             format!(
@@ -86,11 +89,7 @@ pub fn text(findings: &[Finding]) -> String {
             let _ = writeln!(out, "     evidence: {}", evidence_line(e));
         }
         if f.evidence.len() > EVIDENCE_SHOWN {
-            let _ = writeln!(
-                out,
-                "     … {} more in --json",
-                f.evidence.len() - EVIDENCE_SHOWN
-            );
+            let _ = writeln!(out, "     … more evidence in --json");
         }
         let _ = writeln!(out, "     fix: {}", f.fix);
     }

@@ -77,13 +77,17 @@ fn fanout() -> Report {
     let mut r = Report::new("analyze", Some("x.pcap".into()));
     r.timeline = Some(t);
     r.findings.push(Finding {
+        facts: Default::default(),
         kind: FindingKind::PoolQueueing,
         severity: Severity::Warning,
         summary: "calls waited for a connection & <b>".into(),
         time_lost_us: 40_000,
         time_lost_per_occurrence_us: 40_000,
         occurrences: 1,
-        evidence: vec![Evidence::Measurement { note: "n".into() }],
+        evidence: vec![Evidence::Measurement {
+            note: "n".into(),
+            facts: Default::default(),
+        }],
         fix: "f".into(),
         background: false,
         subject: String::new(),

@@ -267,4 +267,5 @@ pub fn phase_sum(r: &serde_json::Value) -> u64 {
     .sum()
 }
 #[allow(dead_code)]
+pub mod numbers;
 pub mod real;
