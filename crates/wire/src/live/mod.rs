@@ -72,7 +72,11 @@ impl LiveCapture {
         let index = ifindex(iface)?;
         let filter = bpf::tcp_ports_filter(ports, SNAPLEN)
             .ok_or_else(|| WireError::Live(format!("at most {MAX_PORTS} ports can be filtered")))?;
-        let ring = Ring::open(index, &filter).map_err(open_error)?;
+        let blocks = match iface {
+            "lo" | "any" => ring::LOOPBACK_BLOCK_COUNT,
+            _ => ring::BLOCK_COUNT,
+        };
+        let ring = Ring::open(index, &filter, blocks).map_err(open_error)?;
         Ok(LiveCapture {
             ring,
             lo_ifindex: ifindex("lo").unwrap_or(-1),

@@ -8,10 +8,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
 
-/// Ring geometry: 32 blocks of 1 MiB. At 1 Gbit/s that is ~250 ms of
-/// traffic buffered while the reader is busy (writing the file).
+/// Ring geometry: blocks of 1 MiB, 32 of them on a network interface: at
+/// 1 Gbit/s that is ~250 ms of traffic buffered while the reader is busy
+/// (writing the file).
 const BLOCK_SIZE: u32 = 1 << 20;
-const BLOCK_COUNT: u32 = 32;
+pub const BLOCK_COUNT: u32 = 32;
+/// On loopback (and "any", which includes it) 128: segments are up to
+/// 64 KiB and move at several GB/s, so a 16 MiB Redis value and its reply
+/// arrive within milliseconds; 32 MiB of ring lost ~40 packets to such a
+/// burst, 128 MiB holds four of them.
+pub const LOOPBACK_BLOCK_COUNT: u32 = 128;
 /// Nominal frame size; TPACKET_V3 packs packets of any size into blocks,
 /// but the kernel still checks frame_nr = blocks × block_size / frame_size.
 const FRAME_SIZE: u32 = 2048;
@@ -85,6 +91,8 @@ pub struct Ring {
     map: NonNull<u8>,
     map_len: usize,
     block: u32,
+    /// Blocks in the ring.
+    blocks: u32,
     /// Next packet in the current block: (index, byte offset).
     cursor: Option<(u32, usize)>,
 }
@@ -121,7 +129,7 @@ fn setsockopt<T>(fd: libc::c_int, level: libc::c_int, name: libc::c_int, v: &T) 
 
 impl Ring {
     /// Socket, filter and ring first, bind last: no unfiltered packet gets in.
-    pub fn open(ifindex: i32, filter: &[SockFilter]) -> io::Result<Ring> {
+    pub fn open(ifindex: i32, filter: &[SockFilter], blocks: u32) -> io::Result<Ring> {
         // Protocol 0: receives nothing until bound with ETH_P_ALL.
         // SAFETY: plain syscall.
         let raw =
@@ -140,15 +148,15 @@ impl Ring {
         setsockopt(s, libc::SOL_SOCKET, SO_ATTACH_FILTER, &prog)?;
         let req = TpacketReq3 {
             block_size: BLOCK_SIZE,
-            block_nr: BLOCK_COUNT,
+            block_nr: blocks,
             frame_size: FRAME_SIZE,
-            frame_nr: BLOCK_SIZE / FRAME_SIZE * BLOCK_COUNT,
+            frame_nr: BLOCK_SIZE / FRAME_SIZE * blocks,
             retire_blk_tov: BLOCK_TIMEOUT_MS,
             sizeof_priv: 0,
             feature_req_word: 0,
         };
         setsockopt(s, libc::SOL_PACKET, PACKET_RX_RING, &req)?;
-        let map_len = (BLOCK_SIZE * BLOCK_COUNT) as usize;
+        let map_len = BLOCK_SIZE as usize * blocks as usize;
         // SAFETY: maps the ring the kernel just allocated for this socket.
         let p = unsafe {
             libc::mmap(
@@ -168,6 +176,7 @@ impl Ring {
             map: NonNull::new(p.cast()).ok_or_else(last_err)?,
             map_len,
             block: 0,
+            blocks,
             cursor: None,
         };
         ring.bind(ifindex)?;
@@ -196,7 +205,7 @@ impl Ring {
     }
 
     fn block_ptr(&self, b: u32) -> *mut u8 {
-        // SAFETY: b < BLOCK_COUNT, so the offset is inside the mapping.
+        // SAFETY: b < self.blocks, so the offset is inside the mapping.
         unsafe { self.map.as_ptr().add((b * BLOCK_SIZE) as usize) }
     }
 
@@ -261,7 +270,7 @@ impl Ring {
         unsafe {
             std::ptr::write_volatile(blk.add(BD_BLOCK_STATUS).cast::<u32>(), TP_STATUS_KERNEL)
         };
-        self.block = (self.block + 1) % BLOCK_COUNT;
+        self.block = (self.block + 1) % self.blocks;
         self.cursor = None;
     }
 
