@@ -60,7 +60,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .map(|((server, shape), hits)| {
             let summary = |hits: &[Hit<u64>], per, facts: &mut Facts| {
                 let repeats = median_of(hits, |n| *n);
-                facts.0.insert("repeats_per_request".into(), repeats as f64);
+                facts.set("repeats_per_request", repeats as f64);
                 format!(
                     "`{shape}` to {server} was repeated {} times per request with the same parameters: \
                      {} per request (median of {} requests)",

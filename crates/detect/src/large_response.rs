@@ -50,8 +50,8 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
                 let bytes = median_of(hits, |f| f.0);
                 let plain = hits.iter().filter(|h| !h.facts.1).count();
-                facts.0.insert("response_bytes".into(), bytes as f64);
-                facts.0.insert("not_compressed".into(), plain as f64);
+                facts.set("response_bytes", bytes as f64);
+                facts.set("not_compressed", plain as f64);
                 format!(
                     "responses from {server} of {} bytes (median) took {} to transfer, more than \
                      the rest of the request; {} of {} were not compressed",

@@ -130,7 +130,7 @@ impl Merging {
                 fmt_ms(self.time_lost_us)
             );
             f.time_lost_per_occurrence_us = self.typical.value_at_quantile(0.5);
-            f.facts.0.insert("windows".into(), self.windows as f64);
+            f.facts.set("windows", self.windows as f64);
         }
         f.time_lost_us = self.time_lost_us;
         f.occurrences = u32::try_from(self.occurrences).unwrap_or(u32::MAX);

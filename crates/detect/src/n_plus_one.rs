@@ -91,7 +91,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let summary = |hits: &[Hit<Storm>], per, facts: &mut Facts| {
                 let calls = median_of(hits, |s| s.calls as u64);
-                facts.0.insert("calls_per_request".into(), calls as f64);
+                facts.set("calls_per_request", calls as f64);
                 format!(
                     "`{shape}` to {server} ran {} times per request with different parameters, \
                      one after another: {} per request (median of {} requests)",

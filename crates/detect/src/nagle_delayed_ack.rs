@@ -101,6 +101,7 @@ fn stall(conn: &Connection, s1: &Segment, s2: &Segment, d: Direction) -> Option<
 fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Finding> {
     stalls.first()?;
     let per = median(stalls.iter().map(|s| s.time_lost_us).collect());
+    let ack_us = median(stalls.iter().map(|s| s.ack_delay_us).collect());
     let (splitter, delayer) = (d.sender(), d.receiver());
     let fix = match d {
         Direction::ToServer => "client: set TCP_NODELAY, or write headers and body in one call (as curl does); \
@@ -109,7 +110,7 @@ fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Find
              client: set TCP_QUICKACK while a response is incomplete",
     };
     Some(Finding {
-        facts: Default::default(),
+        facts: whyslow_model::Facts::default().with("ack_delay_us", ack_us as f64),
         kind: FindingKind::NagleDelayedAck,
         severity: Severity::Critical,
         summary: format!(
@@ -117,7 +118,7 @@ fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Find
              and the {delayer} delayed its ACK ~{ack:.0} ms, so the second segment waited {per:.1} ms (median)",
             n = stalls.len(),
             what = if d == Direction::ToServer { "requests" } else { "responses" },
-            ack = median(stalls.iter().map(|s| s.ack_delay_us).collect()) as f64 / 1000.0,
+            ack = ack_us as f64 / 1000.0,
             per = per as f64 / 1000.0,
         ),
         time_lost_us: stalls.iter().map(|s| s.time_lost_us).sum(),

@@ -258,11 +258,11 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
             ("requests", t.requests as f64),
             ("hit_share", hit_share / 100.0),
         ] {
-            facts.0.insert(name.into(), v);
+            facts.set(name, v);
         }
         if let Some((us, calls)) = t.period {
-            facts.0.insert("period_us".into(), us as f64);
-            facts.0.insert("period_calls".into(), calls as f64);
+            facts.set("period_us", us as f64);
+            facts.set("period_calls", calls as f64);
         }
         format!(
             "{} ({}) stalls now and then: {} stalls of {} each, {} of {} calls took ≥ \

@@ -228,7 +228,7 @@ fn summary(hits: &[Hit<Told>], per: u64, facts: &mut Facts) -> String {
     facts
         .0
         .insert("culprit_bytes".into(), f.culprit_bytes as f64);
-    facts.0.insert("worst_us".into(), max as f64);
+    facts.set("worst_us", max as f64);
     format!(
         "{} waited {} behind a {} {} on the same {} connection ({} requests hit, worst {})",
         f.waiting,

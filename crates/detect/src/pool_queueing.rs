@@ -141,9 +141,9 @@ fn finding(server: SocketAddr, waits: Vec<Hit<(PoolWait, u64)>>) -> Finding {
     let summary = |waits: &[Hit<(PoolWait, u64)>], per, facts: &mut Facts| {
         let pool = median_of(waits, |f| f.0.in_flight_max as u64);
         let request = median_of(waits, |f| f.1);
-        facts.0.insert("calls".into(), calls as f64);
-        facts.0.insert("connections".into(), pool as f64);
-        facts.0.insert("request_us".into(), request as f64);
+        facts.set("calls", calls as f64);
+        facts.set("connections", pool as f64);
+        facts.set("request_us", request as f64);
         format!(
             "{calls} calls to {server} waited for one of {} connections: {} of this request's {} \
              (median of {} requests)",

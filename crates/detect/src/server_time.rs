@@ -49,7 +49,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .map(|(server, hits)| {
             let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
                 let request = median_of(hits, |f| f.0);
-                facts.0.insert("request_us".into(), request as f64);
+                facts.set("request_us", request as f64);
                 let calls = if hits.iter().any(|h| h.facts.1) {
                     "not waiting for any backing call"
                 } else {

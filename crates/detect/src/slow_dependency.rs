@@ -76,7 +76,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .map(|(server, hits)| {
             let summary = |hits: &[Hit<(u64, Protocol)>], per, facts: &mut Facts| {
                 let request = median_of(hits, |f| f.0);
-                facts.0.insert("request_us".into(), request as f64);
+                facts.set("request_us", request as f64);
                 format!(
                     "{server} ({}) took {} of the request's {} (median of {} requests)",
                     hits[0].facts.1.name(),

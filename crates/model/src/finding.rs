@@ -15,8 +15,13 @@ impl Facts {
 
     /// Adds `name` = `value`.
     pub fn with(mut self, name: &str, value: f64) -> Facts {
-        self.0.insert(name.to_string(), value);
+        self.set(name, value);
         self
+    }
+
+    /// Sets `name` = `value`.
+    pub fn set(&mut self, name: &str, value: f64) {
+        self.0.insert(name.to_string(), value);
     }
 }
 
