@@ -19,6 +19,7 @@ mod report;
 mod sql_summary;
 pub mod stats;
 mod timeline;
+mod trace;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{CaptureSummary, ExchangeGroup, ServerCount, ServiceChoice, ServiceHow};
@@ -43,6 +44,7 @@ pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
     Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState,
 };
+pub use trace::{Attribution, TraceId};
 
 /// Milliseconds for people, from microseconds kept internally.
 pub fn ms(us: u64) -> f64 {

@@ -457,6 +457,15 @@ pub struct Exchange {
     /// PostgreSQL: transaction state when the server was ready again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<TxState>,
+    /// The distributed trace the request carried (W3C `traceparent`, a
+    /// sqlcommenter comment), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::TraceId>,
+    /// For outbound exchanges: how `parent` was chosen; Ambiguous when no
+    /// request could be told apart (then `parent` is None). None for
+    /// inbound exchanges and for calls made while no request waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<crate::Attribution>,
 }
 
 /// Digests travel as 16 hex digits: JSON numbers lose precision past 2^53.
@@ -502,6 +511,8 @@ impl Exchange {
             rows: None,
             params_digest: None,
             transaction: None,
+            trace: None,
+            attribution: None,
         }
     }
 

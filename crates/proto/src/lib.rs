@@ -17,6 +17,7 @@ mod span;
 #[cfg(test)]
 mod testkit;
 pub mod tls;
+pub mod trace_context;
 
 pub use sniff::Sniffer;
 

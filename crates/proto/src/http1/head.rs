@@ -5,7 +5,7 @@ use super::framing::BodyKind;
 use crate::digest::ParamDigest;
 use crate::normalize;
 use std::mem::MaybeUninit;
-use whyslow_model::SmolStr;
+use whyslow_model::{SmolStr, TraceId};
 
 /// Header fields parsed per head. Apache's LimitRequestFields defaults to
 /// 100; a little above that accepts real traffic and bounds stack use.
@@ -47,6 +47,8 @@ const ENCODING_SHOWN: usize = 32;
 pub struct RequestHead {
     /// "METHOD /path", query and fragment dropped.
     pub label: SmolStr,
+    /// Its `traceparent`: absent, the trace it names, or what is wrong with it.
+    pub trace: Option<Result<TraceId, &'static str>>,
     pub is_head: bool,
     pub is_connect: bool,
     pub body: BodyKind,
@@ -118,7 +120,17 @@ pub fn parse_request(head: &[u8]) -> Result<RequestHead, String> {
         is_connect: method == "CONNECT",
         body,
         upgrade_h2c: asks_h2c(req.headers),
+        trace: trace_of(req.headers),
     })
+}
+
+/// The request's `traceparent`, if it has one (the first: a repeated field
+/// is malformed by the spec, and the first is what most servers read).
+fn trace_of(headers: &[httparse::Header]) -> Option<Result<TraceId, &'static str>> {
+    let h = headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("traceparent"))?;
+    Some(crate::trace_context::traceparent(h.value).map(|c| c.trace_id))
 }
 
 fn asks_h2c(headers: &[httparse::Header]) -> bool {

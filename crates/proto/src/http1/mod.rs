@@ -228,6 +228,10 @@ impl Http1Analyzer {
         if self.pending.len() >= MAX_OUTSTANDING {
             return Err(format!("more than {MAX_OUTSTANDING} unanswered requests"));
         }
+        if let Some(Err(why)) = head.trace {
+            self.note
+                .get_or_insert_with(|| format!("{why}: its calls are attributed without it"));
+        }
         let body = head.body;
         let connect = head.is_connect;
         self.pending.push_back(Pending {
@@ -373,6 +377,7 @@ impl Http1Analyzer {
         e.response_packets = resp.map(|s| s.packets());
         e.response_encoded = encoded;
         e.params_digest = p.head.digest;
+        e.trace = p.head.trace.and_then(Result::ok);
         e
     }
 }

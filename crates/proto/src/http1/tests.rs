@@ -442,3 +442,24 @@ fn repeated_heads_are_the_same_exchange_as_parsed_ones() {
     assert_eq!(ex[0].params_digest, ex[1].params_digest);
     assert_ne!(ex[1].params_digest, ex[2].params_digest);
 }
+
+#[test]
+fn traceparent_names_the_exchange_trace() {
+    let traced = b"GET /a HTTP/1.1\r\nHost: x\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n\r\n";
+    let bad =
+        b"GET /a HTTP/1.1\r\nHost: x\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c\r\n\r\n";
+    let ok = b"HTTP/1.1 204 No Content\r\n\r\n";
+    let (ex, err) = run(&[
+        (ToServer, traced),
+        (ToClient, ok),
+        (ToServer, bad),
+        (ToClient, ok),
+    ]);
+    assert_eq!(ex.len(), 2);
+    assert_eq!(
+        ex[0].trace.map(|t| t.to_string()).as_deref(),
+        Some("0af7651916cd43dd8448eb211c80319c")
+    );
+    assert_eq!(ex[1].trace, None);
+    assert!(err.unwrap().contains("traceparent shorter"), "a clear note");
+}

@@ -8,7 +8,7 @@
 //! (newest first), so later blocks decode normally.
 //!
 //! Only the fields an exchange needs leave the decoder (`:method`, `:path`,
-//! `:status`, `content-encoding`); other values exist only in the dynamic
+//! `:status`, `content-encoding`, `traceparent`); other values exist only in the dynamic
 //! table, which later blocks refer to, bounded by `MAX_TABLE_BYTES`.
 
 use super::huffman;
@@ -106,6 +106,8 @@ pub struct Fields {
     pub encoded: bool,
     /// A field came from an entry never seen (placeholder used).
     pub placeholder: bool,
+    /// `traceparent`: the trace it names, or what is wrong with it.
+    pub trace: Option<Result<whyslow_model::TraceId, &'static str>>,
 }
 
 impl Fields {
@@ -118,6 +120,10 @@ impl Fields {
                     .ok()
                     .filter(|s| s.len() == 3)
                     .and_then(|s| s.parse().ok());
+            }
+            b"traceparent" if self.trace.is_none() => {
+                let trace = crate::trace_context::traceparent(value).map(|c| c.trace_id);
+                self.trace = Some(trace);
             }
             b"content-encoding" => {
                 let v = String::from_utf8_lossy(value);

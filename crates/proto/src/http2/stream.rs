@@ -3,7 +3,7 @@
 
 use super::hpack::Fields;
 use crate::Span;
-use whyslow_model::{Direction, Exchange, Protocol, Status};
+use whyslow_model::{Direction, Exchange, Protocol, Status, TraceId};
 
 /// Label of a stream whose request headers could not be read.
 const UNKNOWN_LABEL: &str = "? ?";
@@ -23,6 +23,8 @@ pub struct Stream {
     /// Final (non-1xx) status.
     pub status: Option<u16>,
     pub encoded: bool,
+    /// The request's `traceparent` trace id.
+    pub trace: Option<TraceId>,
 }
 
 impl Stream {
@@ -58,6 +60,7 @@ impl Stream {
     /// The request's header block (the first one; later ones are trailers).
     pub fn request_headers(&mut self, fields: Fields) {
         if self.label.is_none() {
+            self.trace = fields.trace.and_then(Result::ok);
             let (label, digest) = super::label(fields);
             self.label = Some(label);
             self.digest = digest;
@@ -91,6 +94,7 @@ impl Stream {
         e.response_bytes = self.response.bytes;
         e.response_encoded = self.encoded;
         e.params_digest = self.digest;
+        e.trace = self.trace;
         e
     }
 }

@@ -435,3 +435,28 @@ fn h2c_upgrade_stream_one_answers_the_http1_request() {
         (Some(3), "GET /next")
     );
 }
+
+#[test]
+fn traceparent_names_the_stream_trace() {
+    let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-03";
+    let mut client = client_start();
+    for (stream, value) in [(1, tp), (3, "00-bad"), (5, "")] {
+        let mut block = req_block("GET", "/a");
+        if !value.is_empty() {
+            block.extend(lit_new("traceparent", value));
+        }
+        client.extend(frame(HEADERS, ES | EH, stream, &block));
+    }
+    let mut server = server_start();
+    for stream in [1, 3, 5] {
+        server.extend(frame(HEADERS, EH | ES, stream, &resp_block("200", false)));
+    }
+    let (ex, _) = run(&[(ToServer, &client), (ToClient, &server)]);
+    assert_eq!(ex.len(), 3);
+    let traces: Vec<_> = ex.iter().map(|e| e.trace.map(|t| t.to_string())).collect();
+    assert_eq!(
+        traces,
+        vec![Some("0af7651916cd43dd8448eb211c80319c".into()), None, None],
+        "a malformed value and a missing one name no trace"
+    );
+}

@@ -8,8 +8,9 @@ use super::UNKNOWN_STATEMENT;
 use super::{merge, PgAnalyzer, FUNCTION_CALL, LOST_TEXT, MAX_QUERY_STATEMENTS, MAX_QUERY_TEXT};
 use crate::digest::ParamDigest;
 use crate::normalize;
+use crate::trace_context;
 use crate::Span;
-use whyslow_model::SmolStr;
+use whyslow_model::{SmolStr, TraceId};
 
 /// Cut the buffer at its first NUL: (C string, rest after the NUL).
 fn cstr(b: &[u8]) -> (&[u8], &[u8]) {
@@ -19,11 +20,22 @@ fn cstr(b: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
-fn normalized(text: &[u8]) -> (SmolStr, ParamDigest) {
+/// The statement's shape and digest, without its sqlcommenter comment (which
+/// differs per request), and the trace id that comment carried.
+fn normalized(text: &[u8]) -> (SmolStr, ParamDigest, Option<Traced>) {
     let mut d = ParamDigest::new();
-    let label = normalize::sql(&crate::lossy_text(text), &mut d);
-    (label.into(), d)
+    let text = crate::lossy_text(text);
+    let (rest, comment) = trace_context::split_sql_comment(&text);
+    let label = normalize::sql(&rest, &mut d);
+    (
+        label.into(),
+        d,
+        comment.map(|c| c.trace.map(|t| t.trace_id)),
+    )
 }
+
+/// A sqlcommenter comment's trace id, or what was wrong with it.
+type Traced = Result<TraceId, &'static str>;
 
 impl PgAnalyzer {
     pub(super) fn client_start(&mut self, kind: u8, body: u32, code: u32) {
@@ -171,12 +183,15 @@ impl PgAnalyzer {
             ));
         }
         let mut labels: Vec<(SmolStr, Option<ParamDigest>)> = Vec::new();
+        let mut traced = None;
         if self.cmsg.damaged {
             labels.push((LOST_TEXT.into(), None));
         } else {
             // Read where it was kept: valid UTF-8 (nearly every query) is
             // borrowed, not copied.
             let text = crate::lossy_text(cstr(&self.cmsg.buf).0);
+            let (text, comment) = trace_context::split_sql_comment(&text);
+            traced = comment.map(|c| c.trace.map(|t| t.trace_id));
             for stmt in normalize::split_sql(&text)
                 .into_iter()
                 .take(MAX_QUERY_STATEMENTS)
@@ -186,6 +201,7 @@ impl PgAnalyzer {
                 labels.push((label, Some(d)));
             }
         }
+        let trace = traced.and_then(|c| self.traced(c));
         if self.queue.full(labels.len()) {
             self.overflow();
         }
@@ -198,6 +214,7 @@ impl PgAnalyzer {
                 req: span,
                 executed: true,
                 holds: 1,
+                trace,
                 ..Pending::default()
             });
             first.get_or_insert(id);
@@ -215,11 +232,16 @@ impl PgAnalyzer {
     fn parse(&mut self, span: Span) {
         let (name, rest) = cstr(&self.cmsg.buf);
         let name = name.to_vec();
-        let (label, digest) = if self.cmsg.damaged {
-            (LOST_TEXT.into(), ParamDigest::new())
+        let (label, digest, comment) = if self.cmsg.damaged {
+            (LOST_TEXT.into(), ParamDigest::new(), None)
         } else {
             normalized(cstr(rest).0)
         };
+        // A named statement runs again for other requests: only an unnamed
+        // one's comment names the request that runs it.
+        let trace = comment
+            .and_then(|c| self.traced(c))
+            .filter(|_| name.is_empty());
         if self.cmsg.cut {
             self.note(format!(
                 "query text longer than {MAX_QUERY_TEXT} bytes: cut"
@@ -233,6 +255,7 @@ impl PgAnalyzer {
         let id = self.building_for(false);
         if let Some(p) = self.queue.get(id) {
             p.has_parse = true;
+            p.trace = trace;
             p.label = Some(label);
             p.digest = Some(digest);
             merge(&mut p.req, &span);
@@ -286,6 +309,13 @@ impl PgAnalyzer {
         }
         self.last_exec = Some(id);
         self.queue.wait(Wait::Execute(id));
+    }
+
+    /// The trace id of a comment, noting once a malformed one.
+    fn traced(&mut self, comment: Traced) -> Option<TraceId> {
+        comment
+            .map_err(|why| self.note(format!("{why}: its statement is attributed without it")))
+            .ok()
     }
 
     fn close(&mut self) {

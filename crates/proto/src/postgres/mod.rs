@@ -39,6 +39,8 @@ mod test_wire;
 mod tests;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_trace;
 
 use crate::normalize::SqlMemo;
 use crate::{Sniff, Span, Start, StreamAnalyzer};
@@ -354,6 +356,7 @@ impl PgAnalyzer {
         e.status = p.status;
         e.rows = p.rows;
         e.transaction = p.tx;
+        e.trace = p.trace;
         e.params_digest = p.digest.filter(|d| !d.is_empty()).map(|d| d.finish());
         e.request_first_at_us = p.req.first_at;
         e.request_last_at_us = p.req.last_at;

@@ -27,6 +27,8 @@ pub struct Pending {
     pub status: Option<Status>,
     pub rows: Option<u64>,
     pub tx: Option<TxState>,
+    /// Trace id of a sqlcommenter comment in the statement's text.
+    pub trace: Option<whyslow_model::TraceId>,
     /// The client may still add messages (extended protocol, before Execute).
     pub open: bool,
     /// The server was asked to run it (Execute, Query, FunctionCall).

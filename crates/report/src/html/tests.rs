@@ -44,6 +44,8 @@ fn exchange(
         rows: None,
         params_digest: None,
         transaction: None,
+        trace: None,
+        attribution: None,
     }
 }
 

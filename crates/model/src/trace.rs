@@ -1,0 +1,84 @@
+//! Trace context: which distributed trace an exchange belonged to, and how
+//! an outbound call was given to the inbound request it was made for.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A W3C trace id (16 bytes, never all zero). Travels as 32 hex digits, as
+/// in `traceparent` and in every tracing UI, so a person can paste it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TraceId(pub u128);
+
+impl std::fmt::Display for TraceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl Serialize for TraceId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for TraceId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        u128::from_str_radix(&text, 16)
+            .map(TraceId)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// How an outbound call was given to its inbound request, strongest first.
+/// Sources that know more (thread ids, a span's parent) add their own level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attribution {
+    /// The call carried the request's own trace id (W3C `traceparent`,
+    /// a sqlcommenter comment): exact.
+    TraceContext,
+    /// The call shares a trace id with other calls (the service started the
+    /// trace): the group is exact, and it went whole to the one request that
+    /// could hold it.
+    TraceGroup,
+    /// Inferred from the wire: only one request was waiting while the call
+    /// (or the transaction it ran in) ran, or one request's arrival and
+    /// answer bracket it far better than any other's.
+    Inferred,
+    /// Several requests could have made it: kept and counted, never used
+    /// for per-request evidence.
+    Ambiguous,
+}
+
+impl Attribution {
+    pub const ALL: [Attribution; 4] = [
+        Attribution::TraceContext,
+        Attribution::TraceGroup,
+        Attribution::Inferred,
+        Attribution::Ambiguous,
+    ];
+
+    /// The level in the words of the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            Attribution::TraceContext => "trace context",
+            Attribution::TraceGroup => "trace group",
+            Attribution::Inferred => "inferred",
+            Attribution::Ambiguous => "ambiguous",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_ids_travel_as_32_hex_digits() {
+        let id = TraceId(0x0af7651916cd43dd8448eb211c80319c);
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, "\"0af7651916cd43dd8448eb211c80319c\"");
+        assert_eq!(serde_json::from_str::<TraceId>(&json).unwrap(), id);
+        assert!(serde_json::from_str::<TraceId>("\"xyz\"").is_err());
+    }
+}
