@@ -7,7 +7,10 @@ use foldhash::HashMapExt;
 use hdrhistogram::Histogram;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use whyslow_model::{CaptureSummary, ExchangeGroup, ExchangeRole, Protocol, ServerCount, Timeline};
+use whyslow_model::{
+    Attribution, AttributionCounts, CaptureSummary, Exchange, ExchangeGroup, ExchangeRole,
+    Protocol, ServerCount, Timeline,
+};
 
 /// Groups kept apart per list (kinds, call groups); the rest share one
 /// "(other …)" group. An HDR histogram of durations up to seconds at 3
@@ -73,11 +76,15 @@ impl<K: Eq + Hash + Clone> Slots<K> {
 
 /// No inbound request: the calls made for it are made for none.
 const NO_KIND: usize = usize::MAX;
+/// Calls made while requests of several kinds waited, none told apart.
+const SEVERAL_KINDS: usize = usize::MAX - 1;
 
 /// Counts over a capture, fed window by window (after attribution).
 #[derive(Default)]
 pub struct ExchangeGroups {
     kinds: Slots<String>,
+    /// Per kind slot: how its calls were attributed.
+    levels: Vec<AttributionCounts>,
     /// (slot of the kind made for, or NO_KIND; call label).
     calls: Slots<(usize, String)>,
     /// (server, protocol) → (connections, exchanges).
@@ -120,8 +127,14 @@ impl<'a> RecentKinds<'a> {
 
 impl ExchangeGroups {
     /// Counts one window. `headers`: connections the window carries only as
-    /// headers (counted in the window where they end).
-    pub fn add(&mut self, t: &Timeline, headers: &HashSet<u32>) {
+    /// headers (counted in the window where they end). `ambiguous_kind`:
+    /// ambiguous calls whose candidates were all of one kind, with one of them.
+    pub fn add(
+        &mut self,
+        t: &Timeline,
+        headers: &HashSet<u32>,
+        ambiguous_kind: &foldhash::HashMap<u32, u32>,
+    ) {
         // Per connection: server port, protocol and the server's slot.
         let mut on: foldhash::HashMap<u32, (u16, Protocol, usize)> = foldhash::HashMap::new();
         for c in &t.connections {
@@ -163,6 +176,9 @@ impl ExchangeGroups {
                 slot
             });
             self.kinds.list[slot].1.record(e.duration_us());
+            if self.levels.len() <= slot {
+                self.levels.resize(slot + 1, AttributionCounts::default());
+            }
             if any_calls {
                 kind_of.insert(e.id, slot);
             }
@@ -173,10 +189,10 @@ impl ExchangeGroups {
             .filter(|e| e.role == ExchangeRole::Outbound)
         {
             let (port, proto) = self.count_on(&on, e.connection);
-            let made_for = e
-                .parent
-                .and_then(|p| kind_of.get(&p).copied())
-                .unwrap_or(NO_KIND);
+            let made_for = made_for(e, &kind_of, ambiguous_kind);
+            if let (Some(level), Some(counts)) = (e.attribution, self.levels.get_mut(made_for)) {
+                counts.add(level);
+            }
             let calls = &mut self.calls;
             let slot = *call_slots
                 .entry((made_for, e.request.as_str(), port, proto))
@@ -186,6 +202,14 @@ impl ExchangeGroups {
                 });
             self.calls.list[slot].1.record(e.duration_us());
         }
+    }
+
+    /// Calls ambiguous between kinds, made for no request, in this order.
+    fn unplaced() -> [(usize, &'static str); 2] {
+        [
+            (SEVERAL_KINDS, ExchangeGroup::AMBIGUOUS_KINDS),
+            (NO_KIND, ""),
+        ]
     }
 
     fn server_slot(&mut self, server: String, protocol: Protocol) -> usize {
@@ -246,16 +270,17 @@ impl ExchangeGroups {
         for &k in &order {
             let (kind, g) = &kinds[k];
             let n = g.durations.len();
-            groups.push(row(kind.clone(), None, None, g));
+            let mut kind_row = row(kind.clone(), None, None, g);
+            kind_row.attribution = self.levels.get(k).filter(|c| c.total() > 0).copied();
+            groups.push(kind_row);
             for ((_, label), c) in calls.iter().filter(|((made_for, _), _)| *made_for == k) {
                 groups.push(row(label.clone(), Some(kind.clone()), Some(n), c));
             }
         }
-        for ((_, label), c) in calls
-            .iter()
-            .filter(|((made_for, _), _)| *made_for == NO_KIND)
-        {
-            groups.push(row(label.clone(), Some(String::new()), None, c));
+        for (slot, made_for) in Self::unplaced() {
+            for ((_, label), c) in calls.iter().filter(|((m, _), _)| *m == slot) {
+                groups.push(row(label.clone(), Some(made_for.to_string()), None, c));
+            }
         }
         summary.groups = groups;
     }
@@ -284,6 +309,22 @@ fn row(
         p99_us: h.value_at_quantile(0.99),
         max_us: h.max(),
         mean_us: u64::try_from(g.sum_us / u128::from(count.max(1))).unwrap_or(u64::MAX),
+        attribution: None,
+    }
+}
+
+/// The kind slot a call counts under: its request's, the one kind every
+/// candidate of an ambiguous call was of, SEVERAL_KINDS, or NO_KIND.
+fn made_for(
+    e: &Exchange,
+    kind_of: &foldhash::HashMap<u32, usize>,
+    ambiguous_kind: &foldhash::HashMap<u32, u32>,
+) -> usize {
+    let request = e.parent.or_else(|| ambiguous_kind.get(&e.id).copied());
+    match request.and_then(|p| kind_of.get(&p)) {
+        Some(&k) => k,
+        None if e.attribution == Some(Attribution::Ambiguous) => SEVERAL_KINDS,
+        None => NO_KIND,
     }
 }
 
@@ -342,11 +383,11 @@ mod tests {
         call.parent = Some(0);
         t.exchanges.push(call);
         let mut g = ExchangeGroups::default();
-        g.add(&t, &HashSet::new());
+        g.add(&t, &HashSet::new(), &Default::default());
         // A second window: the header of connection 0 is not counted again.
         let mut t2 = t.clone();
         t2.exchanges.truncate(10);
-        g.add(&t2, &[0].into_iter().collect());
+        g.add(&t2, &[0].into_iter().collect(), &Default::default());
         let mut s = CaptureSummary::default();
         g.finish(&mut s);
         assert_eq!(s.connections, 3);

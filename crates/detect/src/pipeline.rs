@@ -41,7 +41,7 @@ impl Service {
 }
 
 /// What the pipeline computed besides the roles and parents it set on the timeline.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Analysis {
     pub service: Service,
     /// Servers whose exchanges nest inside the service's requests.
@@ -51,6 +51,8 @@ pub struct Analysis {
     pub time_breakdown: Vec<TimeBreakdown>,
     /// The SQL each kind of inbound request sent (empty without a service).
     pub sql_summary: Vec<SqlSummary>,
+    /// What attribution found besides parents and levels.
+    pub attributed: attribution::Attributed,
 }
 
 /// The service under investigation: given, or found from the wire.
@@ -67,11 +69,14 @@ pub fn decide_service(timeline: &Timeline, given: Option<&[u16]>) -> Service {
 /// requests' time down. A whole capture goes through `windowed`.
 pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
     let service_ports = service.ports();
-    let backing = if service_ports.is_empty() {
-        Vec::new()
+    let (backing, attributed) = if service_ports.is_empty() {
+        (Vec::new(), attribution::Attributed::default())
     } else {
-        attribution::attribute(timeline, &service_ports);
-        attribution::nested_servers(timeline, &service_ports)
+        let attributed = attribution::attribute(timeline, &service_ports);
+        (
+            attribution::nested_servers(timeline, &service_ports),
+            attributed,
+        )
     };
     let requests = request_calls::by_request(timeline);
     let mut findings = crate::run_all(timeline, &requests);
@@ -82,6 +87,7 @@ pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
             findings,
             time_breakdown: Vec::new(),
             sql_summary: Vec::new(),
+            attributed,
         };
     }
     background::mark(&mut findings, timeline, &service_ports);
@@ -92,5 +98,6 @@ pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
         findings,
         time_breakdown: breakdown::summarize(&requests),
         sql_summary: sql_summary::summarize(&requests),
+        attributed,
     }
 }

@@ -49,6 +49,7 @@ pub struct WindowedAnalysis {
     breakdowns: MergedBreakdowns,
     sql: MergedSql,
     groups: ExchangeGroups,
+    repeated_traces: u64,
     keep: Keep,
     evidence: Timeline,
     /// Position of each kept connection in `evidence.connections`.
@@ -82,6 +83,7 @@ impl WindowedAnalysis {
             breakdowns: MergedBreakdowns::default(),
             sql: MergedSql::default(),
             groups: ExchangeGroups::default(),
+            repeated_traces: 0,
             keep,
             evidence: Timeline::default(),
             kept: HashMap::new(),
@@ -129,7 +131,8 @@ impl WindowedAnalysis {
         self.findings.add(a.findings);
         self.breakdowns.add(a.time_breakdown);
         self.sql.add(a.sql_summary);
-        self.groups.add(t, headers);
+        self.groups.add(t, headers, &a.attributed.ambiguous_kind);
+        self.repeated_traces += a.attributed.repeated_traces as u64;
         self.keep_evidence(t, headers);
     }
 
@@ -180,6 +183,7 @@ impl WindowedAnalysis {
             .filter(|c| c.events_truncated)
             .count() as u64;
         summary.requests_answered = self.requests_answered;
+        summary.repeated_trace_ids = self.repeated_traces;
         let service = self.service.unwrap_or(Service::None);
         summary.service = service.choice();
         summary.backing_ports = self.backing.iter().copied().collect();
@@ -192,6 +196,7 @@ impl WindowedAnalysis {
                 findings: self.findings.finish(),
                 time_breakdown: self.breakdowns.finish(),
                 sql_summary: self.sql.finish(),
+                attributed: Default::default(),
             },
             summary,
             evidence,

@@ -48,6 +48,10 @@ pub struct CaptureSummary {
     /// Inbound requests of the service that got their whole response.
     #[serde(default)]
     pub requests_answered: u64,
+    /// Trace ids that more than one inbound request carried (a client
+    /// reusing one `traceparent`): no call was attributed by them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeated_trace_ids: u64,
 }
 
 /// How the service under investigation was chosen.
@@ -102,4 +106,18 @@ pub struct ExchangeGroup {
     pub p99_us: u64,
     pub max_us: u64,
     pub mean_us: u64,
+    /// For an inbound kind: how the calls made for it were given to its
+    /// requests (absent when it made none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<crate::AttributionCounts>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl ExchangeGroup {
+    /// `made_for` of calls made while requests of several kinds waited,
+    /// none told apart.
+    pub const AMBIGUOUS_KINDS: &'static str = "(ambiguous between kinds)";
 }

@@ -69,6 +69,49 @@ impl Attribution {
     }
 }
 
+/// How the calls made for one request kind were attributed, per level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributionCounts {
+    pub trace_context: u64,
+    pub trace_group: u64,
+    pub inferred: u64,
+    /// Made while several requests of this kind (and no other) waited.
+    pub ambiguous: u64,
+}
+
+impl AttributionCounts {
+    pub fn add(&mut self, level: Attribution) {
+        *match level {
+            Attribution::TraceContext => &mut self.trace_context,
+            Attribution::TraceGroup => &mut self.trace_group,
+            Attribution::Inferred => &mut self.inferred,
+            Attribution::Ambiguous => &mut self.ambiguous,
+        } += 1;
+    }
+
+    pub fn of(&self, level: Attribution) -> u64 {
+        match level {
+            Attribution::TraceContext => self.trace_context,
+            Attribution::TraceGroup => self.trace_group,
+            Attribution::Inferred => self.inferred,
+            Attribution::Ambiguous => self.ambiguous,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.trace_context + self.trace_group + self.inferred + self.ambiguous
+    }
+
+    /// Share of the calls given to a request (not ambiguous), 0 without calls.
+    pub fn coverage(&self) -> f64 {
+        let total = self.total();
+        if total == 0 {
+            return 0.0;
+        }
+        (total - self.ambiguous) as f64 / total as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,9 @@
 
 use crate::fmt_ms;
 use std::fmt::Write;
-use whyslow_model::{CaptureSummary, Connection, ExchangeGroup, Timeline, TlsFacts};
+use whyslow_model::{
+    Attribution, AttributionCounts, CaptureSummary, Connection, ExchangeGroup, Timeline, TlsFacts,
+};
 
 /// Request groups shown in text; JSON has every exchange.
 const GROUPS_SHOWN: usize = 15;
@@ -49,15 +51,49 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
         for call in calls.take(GROUPS_SHOWN) {
             group_line(&mut out, call, "  ");
         }
+        if let Some(a) = &kind.attribution {
+            let _ = writeln!(out, "      {}", attribution_line(a));
+        }
     }
-    let orphans = s
-        .groups
-        .iter()
-        .filter(|g| g.made_for.as_deref() == Some(""));
-    for call in orphans.take(GROUPS_SHOWN) {
-        group_line(&mut out, call, "  ");
+    for made_for in ["", AMBIGUOUS_KINDS] {
+        let unplaced = s
+            .groups
+            .iter()
+            .filter(|g| g.made_for.as_deref() == Some(made_for));
+        for call in unplaced.take(GROUPS_SHOWN) {
+            group_line(&mut out, call, "  ");
+        }
+    }
+    if s.repeated_trace_ids > 0 {
+        let _ = writeln!(
+            out,
+            "  {} trace id(s) carried by more than one request: their calls are ambiguous",
+            s.repeated_trace_ids
+        );
     }
     out
+}
+
+const AMBIGUOUS_KINDS: &str = ExchangeGroup::AMBIGUOUS_KINDS;
+
+/// "calls given to a request: 97.9% (trace context 1,200, inferred 380;
+/// 33 ambiguous)": the evidence behind this kind's per-request numbers.
+pub fn attribution_line(a: &AttributionCounts) -> String {
+    let given: Vec<String> = Attribution::ALL
+        .iter()
+        .filter(|&&l| l != Attribution::Ambiguous && a.of(l) > 0)
+        .map(|&l| format!("{} {}", l.label(), a.of(l)))
+        .collect();
+    let given = if given.is_empty() {
+        "none".to_string()
+    } else {
+        given.join(", ")
+    };
+    format!(
+        "calls given to a request: {:.1}% ({given}; {} ambiguous)",
+        100.0 * a.coverage(),
+        a.ambiguous
+    )
 }
 
 fn group_line(out: &mut String, g: &ExchangeGroup, indent: &str) {
@@ -69,6 +105,7 @@ fn group_line(out: &mut String, g: &ExchangeGroup, indent: &str) {
         });
     let label = match g.made_for.as_deref() {
         Some("") => format!("{indent}{} (no request)", g.label),
+        Some(AMBIGUOUS_KINDS) => format!("{indent}{} (ambiguous)", g.label),
         _ => format!("{indent}{}", g.label),
     };
     let _ = writeln!(

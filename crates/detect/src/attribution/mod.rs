@@ -1,55 +1,19 @@
 //! Which inbound request was each backing call made for? Exchanges to the
-//! service under test are inbound; the rest are outbound calls, each owned by
-//! the inbound exchange that was waiting for its server when the call ran.
+//! service under test are inbound; the rest are outbound calls. Each call
+//! says how it was given to its request, strongest evidence first: its
+//! trace id (exact), a trace group or transaction placed whole, timing
+//! that tells one request apart — or it is declared ambiguous and kept out
+//! of per-request evidence.
 
-use foldhash::{HashMap, HashMapExt};
-use whyslow_model::{Exchange, ExchangeRole, Timeline};
+mod assign;
+mod units;
+mod windows;
 
-/// Inbound requests as waiting windows (first request byte → first response
-/// byte), sorted by start, with the latest answer among each prefix: "is
-/// this call inside some window?" is one binary search, and "which window?"
-/// walks back only over windows that could still contain it.
-struct Windows {
-    /// (start, answer, inbound exchange id), by start.
-    spans: Vec<(u64, u64, u32)>,
-    /// Latest answer among spans[..=i].
-    reach: Vec<u64>,
-}
-
-impl Windows {
-    fn new(mut spans: Vec<(u64, u64, u32)>) -> Self {
-        spans.sort_unstable();
-        let mut reach = Vec::with_capacity(spans.len());
-        let mut max = 0;
-        for &(_, answer, _) in &spans {
-            max = max.max(answer);
-            reach.push(max);
-        }
-        Windows { spans, reach }
-    }
-
-    /// The latest-starting window that encloses [start, end].
-    fn owner(&self, start: u64, end: u64) -> Option<u32> {
-        let mut i = self.spans.partition_point(|w| w.0 <= start);
-        while i > 0 {
-            i -= 1;
-            if self.reach[i] < end {
-                return None; // no window at or before i lasts long enough
-            }
-            if self.spans[i].1 >= end {
-                return Some(self.spans[i].2);
-            }
-        }
-        None
-    }
-}
-
-fn call_span(e: &Exchange) -> (u64, u64) {
-    (
-        e.request_first_at_us,
-        e.response_last_at_us.unwrap_or(e.request_last_at_us),
-    )
-}
+pub use assign::{BRACKET_MARGIN, FILL_SHARE};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use units::{call_span, Holder};
+use whyslow_model::{Attribution, ExchangeRole, SmolStr, Timeline, TraceId};
+use windows::{Window, Windows};
 
 fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
     t.connections
@@ -58,40 +22,129 @@ fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
         .collect()
 }
 
-/// Windows of the exchanges to servers on `ports`.
+/// Windows of the exchanges to servers on `ports`. An unanswered request
+/// waits until its connection closed, or to the end of the capture.
 fn windows_of(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows {
+    let closed: HashMap<u32, u64> = t
+        .connections
+        .iter()
+        .filter(|c| c.closed_by.is_some())
+        .map(|c| (c.id, c.last_at_us))
+        .collect();
     Windows::new(
         t.exchanges
             .iter()
             .filter(|e| port.get(&e.connection).is_some_and(|p| ports.contains(p)))
-            .map(|e| {
-                let answer = e.response_first_at_us.unwrap_or(u64::MAX);
-                (e.request_first_at_us, answer, e.id)
+            .map(|e| Window {
+                start: e.request_first_at_us,
+                answer: e
+                    .response_first_at_us
+                    .or_else(|| closed.get(&e.connection).copied())
+                    .unwrap_or(u64::MAX),
+                id: e.id,
             })
             .collect(),
     )
 }
 
-/// Marks roles and parents in place. `service_ports`: the service's own ports.
-/// With concurrent inbound requests the call goes to the latest one that
-/// started before it and had not begun answering: a best guess, since the
-/// wire does not say which thread made a call.
-pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) {
+/// What attribution found besides the parents and levels it set.
+#[derive(Debug, Default)]
+pub struct Attributed {
+    /// Ambiguous call id → an inbound request of the one kind all its
+    /// candidates were of (calls whose candidates differ in kind are absent).
+    pub ambiguous_kind: HashMap<u32, u32>,
+    /// A trace id that more than one inbound request carried: no call is
+    /// given by it.
+    pub repeated_traces: usize,
+}
+
+/// Marks roles, parents and attribution levels in place. `service_ports`:
+/// the service's own ports.
+pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
     let port = server_ports(timeline);
     let windows = windows_of(timeline, &port, service_ports);
+    // Inbound trace id → the one request that carried it (None: several did).
+    let mut inbound_trace: HashMap<TraceId, Option<u32>> = HashMap::new();
+    // Inbound request → (server port, request kind): ambiguous calls are
+    // still counted for their kind when every candidate was of it.
+    let mut kind: HashMap<u32, (u16, SmolStr)> = HashMap::new();
     for e in timeline.exchanges.iter_mut() {
-        if port
+        let inbound = port
             .get(&e.connection)
-            .is_some_and(|p| service_ports.contains(p))
-        {
-            e.role = ExchangeRole::Inbound;
-            e.parent = None;
+            .is_some_and(|p| service_ports.contains(p));
+        e.role = if inbound {
+            ExchangeRole::Inbound
+        } else {
+            ExchangeRole::Outbound
+        };
+        e.parent = None;
+        e.attribution = None;
+        if inbound {
+            if let Some(t) = e.trace {
+                inbound_trace
+                    .entry(t)
+                    .and_modify(|id| *id = None)
+                    .or_insert(Some(e.id));
+            }
+        }
+    }
+    for e in timeline
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound)
+    {
+        let p = port.get(&e.connection).copied().unwrap_or(0);
+        kind.insert(e.id, (p, e.request.clone()));
+    }
+    let mut out = Attributed {
+        repeated_traces: inbound_trace.values().filter(|id| id.is_none()).count(),
+        ..Attributed::default()
+    };
+    let (exact, todo, traced) = by_trace(timeline, &inbound_trace);
+    let mut held = HashSet::new();
+    for &(i, id) in &exact {
+        held.insert((id, Holder::Trace));
+        let e = &mut timeline.exchanges[i];
+        (e.parent, e.attribution) = match id {
+            u32::MAX => (None, Some(Attribution::Ambiguous)),
+            id => (Some(id), Some(Attribution::TraceContext)),
+        };
+    }
+    let units = units::build(&timeline.exchanges, &todo, &traced, &port);
+    let same_kind = |a: u32, b: u32| kind.get(&a).is_some_and(|k| Some(k) == kind.get(&b));
+    let decisions = assign::decide(&units, &windows, held, same_kind);
+    assign::apply(
+        &mut timeline.exchanges,
+        &units,
+        &decisions,
+        &mut out.ambiguous_kind,
+    );
+    out
+}
+
+/// Outbound calls by what their trace id says: (index, request) given
+/// exactly (u32::MAX: the trace id repeats across requests), the indices
+/// of calls without a trace, and calls of traces no request carried, by trace.
+#[allow(clippy::type_complexity)]
+fn by_trace(
+    t: &Timeline,
+    inbound_trace: &HashMap<TraceId, Option<u32>>,
+) -> (Vec<(usize, u32)>, Vec<usize>, HashMap<TraceId, Vec<usize>>) {
+    let mut exact = Vec::new();
+    let mut todo = Vec::new();
+    let mut traced: HashMap<TraceId, Vec<usize>> = HashMap::new();
+    for (i, e) in t.exchanges.iter().enumerate() {
+        if e.role != ExchangeRole::Outbound {
             continue;
         }
-        e.role = ExchangeRole::Outbound;
-        let (start, end) = call_span(e);
-        e.parent = windows.owner(start, end);
+        match e.trace.map(|t| (t, inbound_trace.get(&t))) {
+            Some((_, Some(Some(id)))) => exact.push((i, *id)),
+            Some((_, Some(None))) => exact.push((i, u32::MAX)),
+            Some((t, None)) => traced.entry(t).or_default().push(i),
+            None => todo.push(i),
+        }
     }
+    (exact, todo, traced)
 }
 
 /// Share of the exchanges on a server's backing connections (those that
@@ -132,7 +185,7 @@ fn nesting(t: &Timeline, service_ports: &[u16]) -> (Vec<u16>, usize) {
         }
         let (start, end) = call_span(e);
         let c = per_conn.entry(e.connection).or_default();
-        c.inside += usize::from(windows.owner(start, end).is_some());
+        c.inside += usize::from(windows.any_encloses(start, end));
         c.all += 1;
     }
     // Per server: (connections, backing connections, their exchanges inside, in all).
@@ -185,6 +238,9 @@ pub fn find_service(t: &Timeline) -> Option<u16> {
         .max_by_key(|&(nested, p)| (nested, std::cmp::Reverse(p)))
         .map(|(_, p)| p)
 }
+
+#[cfg(test)]
+mod tests_concurrent;
 
 #[cfg(test)]
 mod tests {
@@ -260,25 +316,5 @@ mod tests {
                 .push(exchange(10 + i, i, (at, at + 5), (at + 10, at + 20)));
         }
         assert_eq!(nested_servers(&t, &[8080]), vec![6379]);
-    }
-}
-
-#[cfg(test)]
-mod window_tests {
-    use super::*;
-
-    #[test]
-    fn overlapping_windows_pick_the_latest_enclosing_one() {
-        // A long request, a short one inside it, and one after both.
-        let w = Windows::new(vec![(0, 1000, 1), (100, 200, 2), (1500, 1600, 3)]);
-        assert_eq!(w.owner(120, 150), Some(2));
-        assert_eq!(
-            w.owner(300, 400),
-            Some(1),
-            "after 2 answered, 1 still waits"
-        );
-        assert_eq!(w.owner(900, 1100), None, "ends after every window answered");
-        assert_eq!(w.owner(1550, 1560), Some(3));
-        assert_eq!(Windows::new(vec![]).owner(1, 2), None);
     }
 }

@@ -1,0 +1,165 @@
+//! Attribution when requests overlap: exact by trace, whole by group or
+//! transaction, and ambiguous rather than guessed.
+
+use super::*;
+use crate::testkit::exchange;
+use whyslow_model::{Connection, Exchange, Protocol, TxState};
+
+fn conn(id: u32, server_port: u16) -> Connection {
+    let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
+    let server = format!("127.0.0.1:{server_port}").parse().unwrap();
+    Connection::new(id, client, server, 0)
+}
+
+fn traced(mut e: Exchange, trace: u128) -> Exchange {
+    e.trace = Some(TraceId(trace));
+    e
+}
+
+fn levels(t: &Timeline) -> Vec<(Option<u32>, Option<Attribution>)> {
+    t.exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+        .map(|e| (e.parent, e.attribution))
+        .collect()
+}
+
+/// Two requests in flight together, on connections 0 and 1 to :8080, and
+/// short calls on :5432 while both wait.
+fn overlapping() -> Timeline {
+    Timeline {
+        connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 5432), conn(3, 5432)],
+        exchanges: vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (100, 110), (1100, 1110)),
+            exchange(2, 2, (300, 310), (350, 360)),
+            exchange(3, 3, (400, 410), (450, 460)),
+        ],
+    }
+}
+
+#[test]
+fn trace_context_is_exact_whatever_the_overlap() {
+    let mut t = overlapping();
+    t.exchanges[0] = traced(t.exchanges[0].clone(), 7);
+    t.exchanges[1] = traced(t.exchanges[1].clone(), 9);
+    t.exchanges[2] = traced(t.exchanges[2].clone(), 9);
+    t.exchanges[3] = traced(t.exchanges[3].clone(), 7);
+    attribute(&mut t, &[8080]);
+    let exact = Some(Attribution::TraceContext);
+    assert_eq!(levels(&t), vec![(Some(1), exact), (Some(0), exact)]);
+}
+
+#[test]
+fn short_calls_of_overlapping_requests_are_ambiguous_not_guessed() {
+    let mut t = overlapping();
+    let a = attribute(&mut t, &[8080]);
+    let amb = (None, Some(Attribution::Ambiguous));
+    assert_eq!(levels(&t), vec![amb, amb]);
+    // Both candidates were "GET /" requests on :8080: counted for that kind.
+    assert_eq!(a.ambiguous_kind.len(), 2);
+    // A call while only request 0 waited is its own.
+    t.exchanges.push(exchange(4, 2, (20, 30), (60, 70)));
+    attribute(&mut t, &[8080]);
+    assert_eq!(levels(&t)[2], (Some(0), Some(Attribution::Inferred)));
+}
+
+#[test]
+fn a_trace_id_two_requests_carry_gives_nothing() {
+    let mut t = overlapping();
+    for i in 0..4 {
+        t.exchanges[i] = traced(t.exchanges[i].clone(), 5);
+    }
+    let a = attribute(&mut t, &[8080]);
+    assert_eq!(a.repeated_traces, 1);
+    assert!(levels(&t)
+        .iter()
+        .all(|l| *l == (None, Some(Attribution::Ambiguous))));
+}
+
+#[test]
+fn a_trace_the_service_started_goes_whole_to_the_request_that_brackets_it() {
+    // Request 0 [0, 1000] and 1 [100, 1100]; trace 3's calls run 20 → 990,
+    // inside request 0 only; trace 4's 300 → 1080, inside 1 only once whole.
+    let mut t = overlapping();
+    t.exchanges.extend([
+        traced(exchange(4, 2, (20, 30), (60, 70)), 3),
+        traced(exchange(5, 3, (950, 960), (980, 990)), 3),
+        traced(exchange(6, 2, (300, 310), (350, 360)), 4),
+        traced(exchange(7, 3, (1020, 1030), (1070, 1080)), 4),
+    ]);
+    t.exchanges.drain(2..4);
+    attribute(&mut t, &[8080]);
+    let group = Some(Attribution::TraceGroup);
+    assert_eq!(
+        levels(&t),
+        vec![
+            (Some(0), group),
+            (Some(0), group),
+            (Some(1), group),
+            (Some(1), group)
+        ]
+    );
+}
+
+/// A PostgreSQL statement on `connection` that leaves the transaction `tx`.
+fn statement(id: u32, connection: u32, (start, end): (u64, u64), tx: TxState) -> Exchange {
+    let mut e = exchange(id, connection, (start, start + 5), (end - 5, end));
+    e.protocol = Protocol::Postgres;
+    e.transaction = Some(tx);
+    e
+}
+
+#[test]
+fn transactions_are_placed_whole_and_jointly() {
+    // Request 0 [0, 1000] runs a transaction 20 → 980 on connection 2.
+    // Request 1 [100, 3000] waited for the pool and runs its own 1500 → 2900
+    // on the same connection. The first transaction is inside both windows:
+    // request 0 brackets it tightly, and request 1 holds the second.
+    let (i, t_, idle) = (
+        TxState::InTransaction,
+        TxState::InTransaction,
+        TxState::Idle,
+    );
+    let mut t = Timeline {
+        connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 5432)],
+        exchanges: vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (100, 110), (3000, 3010)),
+            statement(2, 2, (20, 40), i),
+            statement(3, 2, (500, 520), t_),
+            statement(4, 2, (960, 980), idle),
+            statement(5, 2, (1500, 1520), i),
+            statement(6, 2, (2880, 2900), idle),
+        ],
+    };
+    attribute(&mut t, &[8080]);
+    let inf = Some(Attribution::Inferred);
+    let want = [0, 0, 0, 1, 1].map(|p| (Some(p), inf));
+    assert_eq!(levels(&t), want);
+    // The same statements one at a time would be ambiguous: 500 → 520
+    // fits both requests alike.
+    for e in &mut t.exchanges {
+        e.transaction = None;
+    }
+    attribute(&mut t, &[8080]);
+    assert_eq!(levels(&t)[1], (None, Some(Attribution::Ambiguous)));
+}
+
+#[test]
+fn an_unanswered_request_waits_only_until_its_connection_closed() {
+    let mut t = overlapping();
+    t.exchanges[0].response_first_at_us = None;
+    t.exchanges[0].response_last_at_us = None;
+    // Never answered, never closed: it may have made anything after it.
+    attribute(&mut t, &[8080]);
+    assert_eq!(levels(&t)[0], (None, Some(Attribution::Ambiguous)));
+    // Reset at 200: the calls after it are request 1's alone.
+    t.connections[0].closed_by = Some((
+        whyslow_model::Direction::ToServer,
+        whyslow_model::CloseKind::Rst,
+    ));
+    t.connections[0].last_at_us = 200;
+    attribute(&mut t, &[8080]);
+    assert_eq!(levels(&t)[0], (Some(1), Some(Attribution::Inferred)));
+}

@@ -1,0 +1,113 @@
+//! What is attributed as one piece: the calls of one trace the service
+//! started, the statements of one PostgreSQL transaction (a connection held
+//! by one request's session from BEGIN to COMMIT), or a single call.
+
+use foldhash::{HashMap, HashMapExt};
+use whyslow_model::{Exchange, ExchangeRole, Protocol, TraceId, TxState};
+
+/// What makes a unit one request's, and so what a request can hold only
+/// one of at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Holder {
+    /// Calls sharing a trace id: one request's, and a request has one trace.
+    Trace,
+    /// A transaction on a connection to this server port: a request's
+    /// session holds one connection of a pool at a time.
+    Transaction(u16),
+    /// A single call: a request may make several at once (fan-out).
+    Call,
+}
+
+/// Calls attributed together.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    /// Indices into the timeline's exchanges.
+    pub calls: Vec<usize>,
+    pub start: u64,
+    pub end: u64,
+    pub holder: Holder,
+}
+
+impl Unit {
+    fn new(holder: Holder) -> Self {
+        Unit {
+            calls: Vec::new(),
+            start: u64::MAX,
+            end: 0,
+            holder,
+        }
+    }
+
+    fn add(&mut self, i: usize, e: &Exchange) {
+        let (start, end) = call_span(e);
+        self.calls.push(i);
+        self.start = self.start.min(start);
+        self.end = self.end.max(end);
+    }
+
+    pub fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// A call's span: first request byte → last response byte (last request
+/// byte when unanswered).
+pub fn call_span(e: &Exchange) -> (u64, u64) {
+    (
+        e.request_first_at_us,
+        e.response_last_at_us.unwrap_or(e.request_last_at_us),
+    )
+}
+
+/// The units of the outbound exchanges at `todo` (indices, in capture
+/// order): `traced` ones grouped by trace, PostgreSQL statements by
+/// transaction, the rest alone. `port`: each connection's server port.
+pub fn build(
+    exchanges: &[Exchange],
+    todo: &[usize],
+    traced: &HashMap<TraceId, Vec<usize>>,
+    port: &HashMap<u32, u16>,
+) -> Vec<Unit> {
+    let mut units: Vec<Unit> = Vec::with_capacity(todo.len());
+    for calls in traced.values() {
+        let mut u = Unit::new(Holder::Trace);
+        for &i in calls {
+            u.add(i, &exchanges[i]);
+        }
+        units.push(u);
+    }
+    // Per connection: the transaction being read, if any.
+    let mut open: HashMap<u32, Unit> = HashMap::new();
+    for &i in todo {
+        let e = &exchanges[i];
+        debug_assert_eq!(e.role, ExchangeRole::Outbound);
+        let in_tx = e.protocol == Protocol::Postgres
+            && matches!(
+                e.transaction,
+                Some(TxState::InTransaction | TxState::Failed)
+            );
+        match open.get_mut(&e.connection) {
+            Some(u) => {
+                u.add(i, e);
+                if !in_tx && e.transaction.is_some() {
+                    units.extend(open.remove(&e.connection));
+                }
+            }
+            None if in_tx => {
+                let server = port.get(&e.connection).copied().unwrap_or(0);
+                let mut u = Unit::new(Holder::Transaction(server));
+                u.add(i, e);
+                open.insert(e.connection, u);
+            }
+            None => {
+                let mut u = Unit::new(Holder::Call);
+                u.add(i, e);
+                units.push(u);
+            }
+        }
+    }
+    // Transactions the capture ended inside.
+    units.extend(open.into_values());
+    units.sort_unstable_by_key(|u| (u.start, u.end, u.calls.first().copied()));
+    units
+}

@@ -1,0 +1,124 @@
+//! Inbound requests as waiting windows (first request byte → first response
+//! byte), sorted by start, with the latest answer among each prefix: "is
+//! this call inside some window?" is one binary search, and "which
+//! windows?" walks back only over windows that could still contain it.
+
+/// One inbound request's window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Window {
+    pub start: u64,
+    /// First response byte; for an unanswered request, when its connection
+    /// ended, or never.
+    pub answer: u64,
+    /// The inbound exchange.
+    pub id: u32,
+}
+
+impl Window {
+    /// Time the window leaves around [start, end] it encloses: small when
+    /// the request's arrival and answer closely bracket the call.
+    pub fn slack(&self, start: u64, end: u64) -> u64 {
+        start.saturating_sub(self.start) + self.answer.saturating_sub(end)
+    }
+
+    pub fn len(&self) -> u64 {
+        self.answer.saturating_sub(self.start)
+    }
+}
+
+/// Windows that enclose a span, at most this many walked back over: past
+/// it, a call has so many candidates that no timing tells them apart.
+pub const MAX_WALK: usize = 512;
+
+pub struct Windows {
+    /// By start.
+    spans: Vec<Window>,
+    /// Latest answer among spans[..=i].
+    reach: Vec<u64>,
+}
+
+impl Windows {
+    pub fn new(mut spans: Vec<Window>) -> Self {
+        spans.sort_unstable();
+        let mut reach = Vec::with_capacity(spans.len());
+        let mut max = 0;
+        for w in &spans {
+            max = max.max(w.answer);
+            reach.push(max);
+        }
+        Windows { spans, reach }
+    }
+
+    /// The windows that enclose [start, end], latest-starting first, into
+    /// `out` (cleared). False when the walk stopped at MAX_WALK windows
+    /// with more possibly enclosing it.
+    pub fn enclosing(&self, start: u64, end: u64, out: &mut Vec<Window>) -> bool {
+        out.clear();
+        let mut i = self.spans.partition_point(|w| w.start <= start);
+        let mut walked = 0;
+        while i > 0 {
+            i -= 1;
+            if self.reach[i] < end {
+                return true; // no window at or before i lasts long enough
+            }
+            if walked == MAX_WALK {
+                return false;
+            }
+            walked += 1;
+            if self.spans[i].answer >= end {
+                out.push(self.spans[i]);
+            }
+        }
+        true
+    }
+
+    /// Whether some window encloses [start, end].
+    pub fn any_encloses(&self, start: u64, end: u64) -> bool {
+        let mut i = self.spans.partition_point(|w| w.start <= start);
+        while i > 0 {
+            i -= 1;
+            if self.reach[i] < end {
+                return false;
+            }
+            if self.spans[i].answer >= end {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(start: u64, answer: u64, id: u32) -> Window {
+        Window { start, answer, id }
+    }
+
+    #[test]
+    fn overlapping_windows_enclose_what_they_bracket() {
+        // A long request, a short one inside it, and one after both.
+        let ws = Windows::new(vec![w(0, 1000, 1), w(100, 200, 2), w(1500, 1600, 3)]);
+        let mut out = Vec::new();
+        let ids = |out: &[Window]| out.iter().map(|w| w.id).collect::<Vec<_>>();
+        assert!(ws.enclosing(120, 150, &mut out));
+        assert_eq!(ids(&out), vec![2, 1]);
+        ws.enclosing(300, 400, &mut out);
+        assert_eq!(ids(&out), vec![1], "after 2 answered, 1 still waits");
+        ws.enclosing(900, 1100, &mut out);
+        assert!(out.is_empty(), "ends after every window answered");
+        assert!(!ws.any_encloses(900, 1100));
+        assert!(ws.any_encloses(1550, 1560));
+        assert!(Windows::new(vec![]).enclosing(1, 2, &mut out) && out.is_empty());
+        assert_eq!(w(100, 200, 0).slack(120, 150), 70);
+    }
+
+    #[test]
+    fn the_walk_back_is_bounded() {
+        let ws = Windows::new((0..2_000).map(|i| w(i, u64::MAX, i as u32)).collect());
+        let mut out = Vec::new();
+        assert!(!ws.enclosing(5_000, 5_001, &mut out));
+        assert_eq!(out.len(), MAX_WALK);
+    }
+}
