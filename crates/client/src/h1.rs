@@ -5,6 +5,7 @@ use crate::connect::{micros, Io};
 use crate::error::{ErrorKind, ProbeError};
 use crate::request::{RequestSpec, WritePattern};
 use crate::target::Target;
+use crate::trace::{self, TraceContext};
 use bytes::{Bytes, BytesMut};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,6 +42,8 @@ pub(crate) fn shown(value: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct PreparedRequest {
     pub head: Bytes,
+    /// Where the `traceparent` value sits in `head`, and its flags.
+    pub trace: Option<(usize, TraceContext)>,
     pub body: Bytes,
     pub write: WritePattern,
     pub is_head: bool,
@@ -75,8 +78,17 @@ impl PreparedRequest {
         for (name, value) in &spec.headers {
             h.push_str(&format!("{name}: {value}\r\n"));
         }
+        // A placeholder each send overwrites with a fresh value.
+        let trace = spec.fresh_trace().map(|mode| {
+            h.push_str("traceparent: ");
+            let at = h.len();
+            h.push_str(&trace::fresh(mode));
+            h.push_str("\r\n");
+            (at, mode)
+        });
         h.push_str("\r\n");
         PreparedRequest {
+            trace,
             head: Bytes::from(h),
             body: spec.body.clone(),
             write: spec.write,
@@ -147,17 +159,27 @@ async fn write_request(
     req: &PreparedRequest,
     timeout: Duration,
 ) -> Result<(), ProbeError> {
+    let fresh;
+    let head: &[u8] = match req.trace {
+        Some((at, mode)) => {
+            let mut h = req.head.to_vec();
+            h[at..at + trace::VALUE_LEN].copy_from_slice(trace::fresh(mode).as_bytes());
+            fresh = h;
+            &fresh
+        }
+        None => &req.head,
+    };
     let write = async {
         match req.write {
             WritePattern::Split if !req.body.is_empty() => {
-                io.write_all(&req.head).await?;
+                io.write_all(head).await?;
                 io.flush().await?;
                 io.write_all(&req.body).await?;
             }
-            _ if req.body.is_empty() => io.write_all(&req.head).await?,
+            _ if req.body.is_empty() => io.write_all(head).await?,
             _ => {
-                let mut all = Vec::with_capacity(req.head.len() + req.body.len());
-                all.extend_from_slice(&req.head);
+                let mut all = Vec::with_capacity(head.len() + req.body.len());
+                all.extend_from_slice(head);
                 all.extend_from_slice(&req.body);
                 io.write_all(&all).await?;
             }

@@ -132,6 +132,9 @@ fn build_request(target: &Target, spec: &RequestSpec) -> Result<http::Request<()
     if !spec.has_header("user-agent") {
         b = b.header("user-agent", concat!("whyslow/", env!("CARGO_PKG_VERSION")));
     }
+    if let Some(mode) = spec.fresh_trace() {
+        b = b.header("traceparent", crate::trace::fresh(mode));
+    }
     b.body(())
         .map_err(|e| ProbeError::new("send", ErrorKind::Protocol, format!("request: {e}")))
 }

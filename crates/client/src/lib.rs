@@ -12,6 +12,7 @@ mod probe;
 pub mod request;
 mod target;
 mod tls;
+pub mod trace;
 
 pub use connect::{connect, Connected, Io};
 pub use error::{ErrorKind, ProbeError};
@@ -21,3 +22,4 @@ pub use probe::{probe, probe_until, ProbeOptions, ProbeRun};
 pub use request::{HttpVersion, RequestSpec, WritePattern};
 pub use target::{redact_url, Target};
 pub use tls::{TlsOptions, TlsSetup};
+pub use trace::TraceContext;

@@ -31,6 +31,8 @@ pub struct RequestSpec {
     pub nodelay: bool,
     /// Limit for each phase (connect, tls, each read and write).
     pub timeout: Duration,
+    /// A fresh `traceparent` per request, unless `headers` has one.
+    pub trace: crate::TraceContext,
 }
 
 /// curl's `-d` values: `@FILE` reads a file; several are joined with '&'.
@@ -71,6 +73,7 @@ impl Default for RequestSpec {
             write: WritePattern::Coalesced,
             nodelay: true,
             timeout: Duration::from_secs(10),
+            trace: crate::TraceContext::Sampled,
         }
     }
 }
@@ -80,5 +83,11 @@ impl RequestSpec {
         self.headers
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
+    /// Whether each request gets a fresh `traceparent`: on, and none given.
+    pub fn fresh_trace(&self) -> Option<crate::TraceContext> {
+        (self.trace != crate::TraceContext::Off && !self.has_header("traceparent"))
+            .then_some(self.trace)
     }
 }

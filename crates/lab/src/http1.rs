@@ -44,6 +44,9 @@ pub struct RequestHead {
     pub head_len: usize,
     pub content_length: usize,
     pub close: bool,
+    /// The request's W3C `traceparent`, which a front propagates to its
+    /// backing calls as an instrumented service does.
+    pub traceparent: Option<String>,
 }
 
 /// Parses a request head from `buf`; Ok(None) when more bytes are needed.
@@ -60,7 +63,11 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<RequestHead>, String> {
     };
     let mut content_length = 0;
     let mut close = req.version == Some(0);
+    let mut traceparent = None;
     for h in req.headers.iter() {
+        if h.name.eq_ignore_ascii_case("traceparent") {
+            traceparent = Some(String::from_utf8_lossy(h.value).trim().to_string());
+        }
         let v = String::from_utf8_lossy(h.value).trim().to_ascii_lowercase();
         if h.name.eq_ignore_ascii_case("content-length") {
             content_length = v.parse().map_err(|_| "bad content-length".to_string())?;
@@ -77,6 +84,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<RequestHead>, String> {
         head_len,
         content_length,
         close,
+        traceparent,
     }))
 }
 

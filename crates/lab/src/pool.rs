@@ -65,11 +65,12 @@ pub enum Upstream {
 }
 
 impl Upstream {
-    /// One GET to the backing API, read to the end of the response.
-    pub async fn call(&self, path: &str) -> io::Result<()> {
+    /// One GET to the backing API, read to the end of the response,
+    /// carrying the inbound request's `traceparent` if it had one.
+    pub async fn call(&self, path: &str, traceparent: Option<&str>) -> io::Result<()> {
         match self {
-            Upstream::Http1(p) => p.call(path).await,
-            Upstream::Http2(h) => h.call(path).await,
+            Upstream::Http1(p) => p.call(path, traceparent).await,
+            Upstream::Http2(h) => h.call(path, traceparent).await,
         }
     }
 }
@@ -90,7 +91,7 @@ impl Http1Pool {
         }
     }
 
-    async fn call(&self, path: &str) -> io::Result<()> {
+    async fn call(&self, path: &str, traceparent: Option<&str>) -> io::Result<()> {
         let permit = self.permits.acquire().await.map_err(io::Error::other)?;
         let idle = self
             .idle
@@ -101,7 +102,9 @@ impl Http1Pool {
             Some(c) => c,
             None => (self.dialer.open().await?, BytesMut::with_capacity(8192)),
         };
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.dialer.addr);
+        let trace = traceparent.map_or(String::new(), |t| format!("traceparent: {t}\r\n"));
+        let host = self.dialer.addr;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{trace}\r\n");
         stream.write_all(request.as_bytes()).await?;
         let len = loop {
             if let Some(n) = response_len(&buf)? {
@@ -147,13 +150,15 @@ impl H2Connection {
         Ok(sender)
     }
 
-    async fn call(&self, path: &str) -> io::Result<()> {
+    async fn call(&self, path: &str, traceparent: Option<&str>) -> io::Result<()> {
         let sender = self.sender.get_or_try_init(|| self.connect()).await?;
         let mut sender = sender.clone().ready().await.map_err(io::Error::other)?;
         let (scheme, addr) = (self.dialer.scheme(), self.dialer.addr);
-        let request = http::Request::get(format!("{scheme}://{addr}{path}"))
-            .body(())
-            .map_err(io::Error::other)?;
+        let mut request = http::Request::get(format!("{scheme}://{addr}{path}"));
+        if let Some(t) = traceparent {
+            request = request.header("traceparent", t);
+        }
+        let request = request.body(()).map_err(io::Error::other)?;
         let (response, _) = sender
             .send_request(request, true)
             .map_err(io::Error::other)?;

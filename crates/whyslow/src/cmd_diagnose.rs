@@ -12,7 +12,7 @@ pub fn run(args: DiagnoseArgs) -> Done {
         let target = Some(redact_url(&args.url));
         stdout::fail(args.output.json(), "diagnose", target, Exit::Usage, msg)
     };
-    let spec = match args.request.spec() {
+    let spec = match args.request.spec(whyslow_client::TraceContext::Sampled) {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };

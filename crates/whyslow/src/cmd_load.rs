@@ -19,7 +19,7 @@ use whyslow_report::load as text;
 
 /// The flags, as a job.
 fn setup(args: &LoadArgs) -> Result<LoadJob, String> {
-    let spec = args.request.spec()?;
+    let spec = args.request.spec(whyslow_client::TraceContext::Unsampled)?;
     let rules = match &args.slo {
         Some(s) => parse_rules(s, SLO_METRICS).map_err(|e| format!("--slo: {e}"))?,
         None => Vec::new(),

@@ -24,7 +24,7 @@ fn options(args: &ProbeArgs) -> Result<(ProbeOptions, Vec<Rule>), String> {
         url: args.url.clone(),
         requests: args.requests,
         fresh: args.fresh,
-        spec: args.request.spec()?,
+        spec: args.request.spec(whyslow_client::TraceContext::Sampled)?,
         tls: TlsOptions {
             keylog: args.keylog.writer()?,
             ..args.request.tls()

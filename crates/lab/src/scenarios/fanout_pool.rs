@@ -83,8 +83,8 @@ async fn front<S: Stream>(mut stream: S, upstream: Arc<Upstream>, page: Arc<Vec<
         let close = head.close;
         let mut calls = JoinSet::new();
         for i in 0..CALLS {
-            let up = upstream.clone();
-            calls.spawn(async move { up.call(&format!("/data/{i}")).await });
+            let (up, trace) = (upstream.clone(), head.traceparent.clone());
+            calls.spawn(async move { up.call(&format!("/data/{i}"), trace.as_deref()).await });
         }
         let mut failed = false;
         while let Some(done) = calls.join_next().await {

@@ -101,7 +101,10 @@ async fn front(mut stream: TcpStream, tax: Option<Arc<Upstream>>) {
     while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
         let _ = buf.split_to(head.head_len + head.content_length);
         let ok = match &tax {
-            Some(up) => up.call("/rate?region=EU").await.is_ok(),
+            Some(up) => up
+                .call("/rate?region=EU", head.traceparent.as_deref())
+                .await
+                .is_ok(),
             None => true,
         };
         let (status, body) = if ok {
@@ -128,7 +131,7 @@ async fn start(fixed: bool) -> std::io::Result<Running> {
     let upstream = Arc::new(Upstream::Http1(Http1Pool::new(Dialer::plain(tax), POOL)));
     // Both variants read the rates at start-up; only the broken one calls
     // again per checkout.
-    upstream.call("/rates").await?;
+    upstream.call("/rates", None).await?;
     let front_task = tokio::spawn(serve_front(front_l, (!fixed).then_some(upstream)));
     Ok(Running::new(
         format!("http://{addr}{PATH}"),

@@ -4,7 +4,7 @@
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use whyslow_client::request::{curl_body, curl_headers};
-use whyslow_client::{HttpVersion, RequestSpec, TlsOptions, WritePattern};
+use whyslow_client::{HttpVersion, RequestSpec, TlsOptions, TraceContext, WritePattern};
 use whyslow_load::plan::parse_duration;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -52,10 +52,18 @@ pub struct RequestArgs {
     /// Trust the PEM certificates in FILE
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
+    /// A fresh W3C traceparent on each request, so the service's calls name
+    /// the request they were made for. probe and diagnose send it sampled
+    /// (an instrumented service records the trace and comments its SQL);
+    /// load sends it unsampled, so a capacity run does not flood the
+    /// service's tracing. A traceparent given with -H is sent as given.
+    #[arg(long, value_name = "MODE", value_parser = TraceContext::NAMES)]
+    pub trace_context: Option<String>,
 }
 
 impl RequestArgs {
-    pub fn spec(&self) -> Result<RequestSpec, String> {
+    /// The request; `trace`: the command's `--trace-context` default.
+    pub fn spec(&self, trace: TraceContext) -> Result<RequestSpec, String> {
         let body = curl_body(&self.data)?;
         let headers = curl_headers(&self.headers)?;
         let method = self
@@ -79,6 +87,10 @@ impl RequestArgs {
             },
             nodelay: matches!(self.nodelay, OnOff::On),
             timeout: parse_duration(&self.timeout)?,
+            trace: self
+                .trace_context
+                .as_deref()
+                .map_or(trace, TraceContext::named),
         })
     }
 
