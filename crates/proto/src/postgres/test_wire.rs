@@ -183,6 +183,17 @@ pub(super) fn split_at(chunks: &Chunks, dir: Direction, i: usize) -> Chunks {
     out
 }
 
+/// The answer to Parse, Bind, Execute, Sync of a one-row SELECT.
+pub(super) fn extended_one_row() -> Vec<u8> {
+    cat(&[
+        msg(b'1', b""),
+        msg(b'2', b""),
+        row(b"1"),
+        complete("SELECT 1"),
+        ready(b'I'),
+    ])
+}
+
 pub(super) fn begin() -> Chunks {
     vec![(ToServer, startup()), (ToClient, server_hello())]
 }

@@ -265,16 +265,7 @@ fn error_in_a_batch_skips_to_sync() {
         ToClient,
         cat(&[msg(b'1', b""), msg(b'2', b""), error("23505"), ready(b'I')]),
     ));
-    c.push((
-        ToClient,
-        cat(&[
-            msg(b'1', b""),
-            msg(b'2', b""),
-            row(b"1"),
-            complete("SELECT 1"),
-            ready(b'I'),
-        ]),
-    ));
+    c.push((ToClient, extended_one_row()));
     let (ex, err) = run(&c);
     assert_eq!(err, None);
     assert_eq!(

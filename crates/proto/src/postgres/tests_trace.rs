@@ -55,16 +55,7 @@ fn only_unnamed_statements_name_their_request() {
                     sync(),
                 ]),
             ),
-            (
-                ToClient,
-                cat(&[
-                    msg(b'1', b""),
-                    msg(b'2', b""),
-                    row(b"1"),
-                    complete("SELECT 1"),
-                    ready(b'I'),
-                ]),
-            ),
+            (ToClient, extended_one_row()),
         ]);
     }
     let (ex, err) = run(&chunks);
