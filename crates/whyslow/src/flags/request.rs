@@ -52,11 +52,9 @@ pub struct RequestArgs {
     /// Trust the PEM certificates in FILE
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
-    /// A fresh W3C traceparent on each request, so the service's calls name
-    /// the request they were made for. probe and diagnose send it sampled
-    /// (an instrumented service records the trace and comments its SQL);
-    /// load sends it unsampled, so a capacity run does not flood the
-    /// service's tracing. A traceparent given with -H is sent as given.
+    /// A fresh W3C traceparent per request, so the service's calls name their request: probe and
+    /// diagnose send it sampled (the service records the trace, comments its SQL), load unsampled
+    /// (no flood of the service's tracing). A traceparent given with -H is sent as given.
     #[arg(long, value_name = "MODE", value_parser = TraceContext::NAMES)]
     pub trace_context: Option<String>,
 }
