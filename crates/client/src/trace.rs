@@ -3,7 +3,6 @@
 //! sqlcommenter comments) name the request they were made for.
 
 use std::cell::Cell;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Whether requests carry a fresh `traceparent`, and how it is flagged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,18 +41,16 @@ impl TraceContext {
 pub const VALUE_LEN: usize = 55;
 
 thread_local! {
-    /// splitmix64 state, seeded per thread from the clock, the process
-    /// and the thread: ids need to be unique, not secret.
+    /// splitmix64 state, seeded per thread from the standard library's
+    /// random hash keys: ids need to be unique, not secret.
     static STATE: Cell<u64> = Cell::new(seed());
 }
 
 fn seed() -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let local = 0u8;
-    let here = &local as *const u8 as u64;
-    nanos ^ (u64::from(std::process::id()) << 32) ^ here.rotate_left(17)
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
 }
 
 fn next() -> u64 {

@@ -55,7 +55,7 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
             let _ = writeln!(out, "      {}", attribution_line(a));
         }
     }
-    for made_for in ["", AMBIGUOUS_KINDS] {
+    for made_for in ["", ExchangeGroup::AMBIGUOUS_KINDS] {
         let unplaced = s
             .groups
             .iter()
@@ -73,8 +73,6 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
     }
     out
 }
-
-const AMBIGUOUS_KINDS: &str = ExchangeGroup::AMBIGUOUS_KINDS;
 
 /// "calls given to a request: 97.9% (trace context 1,200, inferred 380;
 /// 33 ambiguous)": the evidence behind this kind's per-request numbers.
@@ -105,7 +103,7 @@ fn group_line(out: &mut String, g: &ExchangeGroup, indent: &str) {
         });
     let label = match g.made_for.as_deref() {
         Some("") => format!("{indent}{} (no request)", g.label),
-        Some(AMBIGUOUS_KINDS) => format!("{indent}{} (ambiguous)", g.label),
+        Some(ExchangeGroup::AMBIGUOUS_KINDS) => format!("{indent}{} (ambiguous)", g.label),
         _ => format!("{indent}{}", g.label),
     };
     let _ = writeln!(

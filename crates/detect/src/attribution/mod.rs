@@ -12,7 +12,7 @@ mod windows;
 pub use assign::{BRACKET_MARGIN, FILL_SHARE};
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use units::{call_span, Holder};
-use whyslow_model::{Attribution, ExchangeRole, SmolStr, Timeline, TraceId};
+use whyslow_model::{Attribution, ExchangeRole, Timeline, TraceId};
 use windows::{Window, Windows};
 
 fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
@@ -65,9 +65,6 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
     let windows = windows_of(timeline, &port, service_ports);
     // Inbound trace id → the one request that carried it (None: several did).
     let mut inbound_trace: HashMap<TraceId, Option<u32>> = HashMap::new();
-    // Inbound request → (server port, request kind): ambiguous calls are
-    // still counted for their kind when every candidate was of it.
-    let mut kind: HashMap<u32, (u16, SmolStr)> = HashMap::new();
     for e in timeline.exchanges.iter_mut() {
         let inbound = port
             .get(&e.connection)
@@ -88,14 +85,6 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
             }
         }
     }
-    for e in timeline
-        .exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound)
-    {
-        let p = port.get(&e.connection).copied().unwrap_or(0);
-        kind.insert(e.id, (p, e.request.clone()));
-    }
     let mut out = Attributed {
         repeated_traces: inbound_trace.values().filter(|id| id.is_none()).count(),
         ..Attributed::default()
@@ -103,15 +92,26 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
     let (exact, todo, traced) = by_trace(timeline, &inbound_trace);
     let mut held = HashSet::new();
     for &(i, id) in &exact {
-        held.insert((id, Holder::Trace));
         let e = &mut timeline.exchanges[i];
         (e.parent, e.attribution) = match id {
-            u32::MAX => (None, Some(Attribution::Ambiguous)),
-            id => (Some(id), Some(Attribution::TraceContext)),
+            Some(id) => {
+                held.insert((id, Holder::Trace));
+                (Some(id), Some(Attribution::TraceContext))
+            }
+            None => (None, Some(Attribution::Ambiguous)),
         };
     }
     let units = units::build(&timeline.exchanges, &todo, &traced, &port);
-    let same_kind = |a: u32, b: u32| kind.get(&a).is_some_and(|k| Some(k) == kind.get(&b));
+    // Inbound request → (server port, request kind), built only when a call
+    // is ambiguous: such a call still counts for its kind when every
+    // candidate was of it.
+    let kind = std::cell::OnceCell::new();
+    let kind_of = |id: u32| {
+        kind.get_or_init(|| request_kinds(timeline, &port))
+            .get(&id)
+            .copied()
+    };
+    let same_kind = |a: u32, b: u32| kind_of(a).is_some_and(|k| Some(k) == kind_of(b));
     let decisions = assign::decide(&units, &windows, held, same_kind);
     assign::apply(
         &mut timeline.exchanges,
@@ -122,14 +122,30 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
     out
 }
 
+/// Each inbound request's server port and request kind.
+fn request_kinds<'t>(t: &'t Timeline, port: &HashMap<u32, u16>) -> HashMap<u32, (u16, &'t str)> {
+    t.exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound)
+        .map(|e| {
+            let p = port.get(&e.connection).copied().unwrap_or(0);
+            (e.id, (p, e.request.as_str()))
+        })
+        .collect()
+}
+
 /// Outbound calls by what their trace id says: (index, request) given
-/// exactly (u32::MAX: the trace id repeats across requests), the indices
+/// exactly (None: the trace id repeats across requests), the indices
 /// of calls without a trace, and calls of traces no request carried, by trace.
 #[allow(clippy::type_complexity)]
 fn by_trace(
     t: &Timeline,
     inbound_trace: &HashMap<TraceId, Option<u32>>,
-) -> (Vec<(usize, u32)>, Vec<usize>, HashMap<TraceId, Vec<usize>>) {
+) -> (
+    Vec<(usize, Option<u32>)>,
+    Vec<usize>,
+    HashMap<TraceId, Vec<usize>>,
+) {
     let mut exact = Vec::new();
     let mut todo = Vec::new();
     let mut traced: HashMap<TraceId, Vec<usize>> = HashMap::new();
@@ -138,8 +154,7 @@ fn by_trace(
             continue;
         }
         match e.trace.map(|t| (t, inbound_trace.get(&t))) {
-            Some((_, Some(Some(id)))) => exact.push((i, *id)),
-            Some((_, Some(None))) => exact.push((i, u32::MAX)),
+            Some((_, Some(&id))) => exact.push((i, id)),
             Some((t, None)) => traced.entry(t).or_default().push(i),
             None => todo.push(i),
         }
