@@ -4,7 +4,7 @@
 //! request kind so that the parts add up to the total.
 
 use crate::pool_queueing::pool_wait;
-use crate::request_calls::{Call, RequestCalls};
+use crate::request_calls::{covered_us, Call, RequestCalls};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{BackingTime, Protocol, TimeBreakdown};
@@ -15,28 +15,30 @@ pub struct Parts {
     pub total_us: u64,
     pub server_us: u64,
     pub queued_us: u64,
+    /// Waiting covered by ambiguous calls and by none of its own.
+    pub untold_us: u64,
     /// Per backing server: (protocol, calls, critical time).
     pub backing: BTreeMap<SocketAddr, (Protocol, usize, u64)>,
     pub network_us: u64,
 }
 
 /// Splits one request's time. While the service waits, each instant goes
-/// to the servers whose calls are in flight (shared evenly), or to the
-/// service itself when none is; a server's pool queue moves from its
-/// share to `queued_us`.
+/// to the servers whose calls are in flight (shared evenly), to `untold`
+/// when only calls that may be another request's are, or to the service
+/// itself when none is; a server's pool queue moves from its share to
+/// `queued_us`.
 pub fn parts(r: &RequestCalls) -> Parts {
     let total = r.total_us();
     let (from, to) = r.waiting();
-    if r.calls.is_empty() {
-        // All the waiting is the service's own: nothing to share out.
-        return Parts {
-            total_us: total,
-            server_us: to - from,
-            queued_us: 0,
-            backing: BTreeMap::new(),
-            network_us: total.saturating_sub(to - from),
-        };
-    }
+    let waiting = to - from;
+    let own = || r.calls.iter().map(|c| (c.start, c.end));
+    let untold = match r.untold.is_empty() {
+        true => 0,
+        false => {
+            let any = own().chain(r.untold.iter().copied());
+            covered_us(any, (from, to)) - covered_us(own(), (from, to))
+        }
+    };
     let mut backing = critical_shares(&r.calls, (from, to));
     let mut queued = 0;
     for (server, calls) in r.per_server() {
@@ -48,12 +50,14 @@ pub fn parts(r: &RequestCalls) -> Parts {
             queued += q;
         }
     }
-    let on_calls: u64 = backing.values().map(|b| b.2).sum::<u64>() + queued;
-    let waiting = to - from;
+    // Idle while a shared pool was full: waiting, not the service's work.
+    queued += r.queued.iter().map(|q| q.waited_us).sum::<u64>();
+    let on_calls: u64 = backing.values().map(|b| b.2).sum::<u64>() + queued + untold;
     Parts {
         total_us: total,
         server_us: waiting.saturating_sub(on_calls),
         queued_us: queued,
+        untold_us: untold,
         backing,
         network_us: total.saturating_sub(waiting),
     }
@@ -97,6 +101,7 @@ struct Sums {
     total: u64,
     server: u64,
     queued: u64,
+    untold: u64,
     network: u64,
     backing: BTreeMap<SocketAddr, (Protocol, u64, u64)>,
 }
@@ -113,6 +118,7 @@ pub fn summarize(requests: &[RequestCalls]) -> Vec<TimeBreakdown> {
         s.total += p.total_us;
         s.server += p.server_us;
         s.queued += p.queued_us;
+        s.untold += p.untold_us;
         s.network += p.network_us;
         for (server, (protocol, calls, us)) in p.backing {
             let b = s.backing.entry(server).or_insert((protocol, 0, 0));
@@ -149,10 +155,12 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
         total_us: s.total / n,
         server_us: s.server / n,
         queued_us: s.queued / n,
+        untold_us: s.untold / n,
         backing,
         network_us: s.network / n,
         server_share: 0.0,
         queued_share: 0.0,
+        untold_share: 0.0,
         network_share: 0.0,
     }
     .with_shares()
@@ -191,5 +199,41 @@ mod tests {
         assert_eq!(b.len(), 1);
         assert_eq!((b[0].requests, b[0].total_us), (1, 1000));
         assert_eq!(b[0].backing.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod tests_untold {
+    use super::*;
+    use crate::request_calls::by_request;
+    use crate::request_calls::tests::{call, conn};
+    use crate::testkit::exchange;
+    use whyslow_model::{Attribution, Timeline};
+
+    #[test]
+    fn ambiguous_calls_inside_a_wait_are_untold_not_the_services_own() {
+        // Waiting 100..900; its own call 100..300; an ambiguous call 200..600.
+        let mut ambiguous = call(2, 2, 0, (200, 600));
+        ambiguous.parent = None;
+        ambiguous.attribution = Some(Attribution::Ambiguous);
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 6379)],
+            exchanges: vec![
+                exchange(0, 0, (0, 100), (900, 1000)),
+                call(1, 1, 0, (100, 300)),
+                ambiguous,
+            ],
+        };
+        let r = by_request(&t);
+        assert_eq!(r[0].untold, vec![(200, 600)]);
+        let p = parts(&r[0]);
+        assert_eq!(
+            p.untold_us, 300,
+            "300..600 is covered by the ambiguous call alone"
+        );
+        assert_eq!(p.server_us, 300, "600..900");
+        let b = summarize(&r);
+        let sum = b[0].server_us + b[0].untold_us + b[0].network_us + b[0].backing[0].critical_us;
+        assert_eq!(sum, b[0].total_us);
     }
 }

@@ -7,7 +7,7 @@
 
 use foldhash::HashMap;
 use foldhash::HashMapExt;
-use whyslow_model::{Exchange, ExchangeRole, Timeline};
+use whyslow_model::{Attribution, Exchange, ExchangeRole, Timeline};
 
 /// The exchanges of one connection in request order, and for each the
 /// first of the earlier ones still unanswered when its request began.
@@ -61,9 +61,13 @@ pub fn lanes(t: &Timeline) -> HashMap<u32, Lane<'_>> {
 }
 
 /// An inbound request waited for this exchange: it is inbound itself, or
-/// a backing call that ended before its request began answering.
+/// a backing call that ended before its request began answering — known,
+/// or one of several requests in flight (ambiguous: which one is unknown,
+/// that one did is not).
 pub fn waited_for(e: &Exchange) -> bool {
-    e.role == ExchangeRole::Inbound || e.parent.is_some()
+    e.role == ExchangeRole::Inbound
+        || e.parent.is_some()
+        || e.attribution == Some(Attribution::Ambiguous)
 }
 
 /// Per connection, the stretches of time some inbound request waited on it.

@@ -17,6 +17,7 @@ pub mod periodic_stall;
 pub mod pipeline;
 pub mod pipeline_hol;
 pub mod pool_queueing;
+pub mod pools;
 pub mod probe_pattern;
 pub mod request_calls;
 pub mod request_findings;

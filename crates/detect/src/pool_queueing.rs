@@ -1,11 +1,14 @@
 //! `pool_queueing`: calls to one upstream waited for a free connection of a
 //! client pool (case 002: 11 calls through 5 connections per host ran in
-//! rounds). Inside one inbound request, K calls to one server never have
-//! more than C in flight although more are still to come, and each later
-//! call starts as an earlier one ends: it was waiting for that connection.
-//! Time lost = the calls' span minus what they would take with enough
-//! connections (the longest call alone).
+//! rounds). Two ways, added up per request: inside one inbound request, K
+//! calls to one server never have more than C in flight although more are
+//! still to come, and each later call starts as an earlier one ends; and,
+//! under load, the request sat idle while other requests' calls held every
+//! connection of the pool (`pools`). Time lost = the calls' span minus what
+//! they would take with enough connections (the longest call alone), plus
+//! that idle wait.
 
+use crate::pools::HANDOFF_MAX_US;
 use crate::request_calls::{in_flight_max, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
@@ -18,10 +21,6 @@ const MIN_CALLS: usize = 3;
 /// One call at a time is sequential_calls' case: on the wire a pool of one
 /// looks like code that makes its calls one after another.
 const MIN_IN_FLIGHT: usize = 2;
-/// A waiting call leaves as soon as a connection comes back: microseconds
-/// on the client, one RTT later when captured at the server. 10 ms keeps
-/// LAN round trips in (the same bound as Nagle's release after an ACK).
-const HANDOFF_MAX_US: u64 = 10_000;
 /// Of the calls that started once the pool was full, at least this share
 /// must start on a handoff: a few by chance do not make a queue.
 const QUEUED_SHARE: f64 = 0.5;
@@ -94,40 +93,78 @@ fn lanes(calls: &[Call]) -> Vec<Vec<u32>> {
     by_conn.into_values().collect()
 }
 
+/// What one request lost to one server's pool: its calls queued behind
+/// each other (`PoolWait`) and behind other requests' calls (`PoolQueue`).
+#[derive(Debug, Clone, Copy)]
+struct Lost {
+    calls: usize,
+    pool: usize,
+    peak_demand: usize,
+    waited: usize,
+    request_us: u64,
+}
+
+/// The request's loss to `server`'s pool, if worth a finding.
+fn lost_to_pool(r: &RequestCalls, server: SocketAddr, calls: &[Call]) -> Option<(u64, Lost)> {
+    let total = r.total_us();
+    let own = pool_wait(calls, total);
+    let shared = r.queued.iter().find(|q| q.server == server);
+    let shared_us = shared.map_or(0, |q| q.waited_us);
+    let worth = shared_us >= MIN_TIME_LOST_US && shared_us as f64 >= WORTH_SHARE * total as f64;
+    if own.is_none() && !worth {
+        return None;
+    }
+    let lost = own.as_ref().map_or(0, |w| w.time_lost_us) + shared_us;
+    let pool = shared.map_or(0, |q| q.pool);
+    Some((
+        lost.min(total),
+        Lost {
+            calls: calls.len(),
+            pool: pool.max(own.as_ref().map_or(0, |w| w.in_flight_max)),
+            peak_demand: shared.map_or(0, |q| q.peak_demand),
+            waited: own.as_ref().map_or(0, |w| w.queued) + shared.map_or(0, |q| q.calls),
+            request_us: total,
+        },
+    ))
+}
+
 /// One finding per backing server whose calls queued.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
-    let mut per_server: BTreeMap<SocketAddr, Vec<Hit<(PoolWait, u64)>>> = BTreeMap::new();
+    let mut per_server: BTreeMap<SocketAddr, Vec<Hit<Lost>>> = BTreeMap::new();
     for r in with_calls(requests) {
         for (server, calls) in r.per_server() {
-            let Some(w) = pool_wait(&calls, r.total_us()) else {
+            let Some((lost, facts)) = lost_to_pool(r, server, &calls) else {
                 continue;
             };
-            request_findings::push(
-                per_server.entry(server).or_default(),
-                w.time_lost_us,
-                (w, r.total_us()),
-                |(w, _)| {
-                    let lanes = lanes(&calls);
-                    let note = format!(
-                    "{} calls, at most {} at a time on {} connection(s); {} of them waited for one",
-                    w.calls,
-                    w.in_flight_max,
+            let hits = per_server.entry(server).or_default();
+            request_findings::push(hits, lost, facts, |l| {
+                let lanes = lanes(&calls);
+                let others = match l.peak_demand > l.pool {
+                    true => format!(", at least {} calls wanting one at once", l.peak_demand),
+                    false => String::new(),
+                };
+                let note = format!(
+                    "{} calls, at most {} at a time on {} connection(s); {} of them waited for \
+                     one{others}",
+                    l.calls,
+                    in_flight_max(&calls),
                     lanes.len(),
-                    w.queued
+                    l.waited
                 );
-                    Evidence::Calls {
-                        facts: whyslow_model::Facts::default()
-                            .with("connections", lanes.len() as f64)
-                            .with("waited", w.queued as f64),
-                        inbound: r.inbound.id,
-                        server: server.to_string(),
-                        calls: w.calls as u32,
-                        in_flight_max: w.in_flight_max as u32,
-                        lanes,
-                        note,
-                    }
-                },
-            );
+                Evidence::Calls {
+                    facts: Facts::default()
+                        .with("connections", lanes.len() as f64)
+                        .with("waited", l.waited as f64)
+                        .with("pool", l.pool as f64)
+                        .with("peak_demand", l.peak_demand as f64),
+                    inbound: r.inbound.id,
+                    server: server.to_string(),
+                    calls: l.calls as u32,
+                    in_flight_max: in_flight_max(&calls) as u32,
+                    lanes,
+                    note,
+                }
+            });
         }
     }
     per_server
@@ -136,26 +173,34 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .collect()
 }
 
-fn finding(server: SocketAddr, waits: Vec<Hit<(PoolWait, u64)>>) -> Finding {
-    let calls = median_of(&waits, |f| f.0.calls as u64);
-    let summary = |waits: &[Hit<(PoolWait, u64)>], per, facts: &mut Facts| {
-        let pool = median_of(waits, |f| f.0.in_flight_max as u64);
-        let request = median_of(waits, |f| f.1);
+fn finding(server: SocketAddr, waits: Vec<Hit<Lost>>) -> Finding {
+    let calls = median_of(&waits, |f| f.calls as u64);
+    let peak = waits.iter().map(|h| h.facts.peak_demand).max().unwrap_or(0);
+    let summary = |waits: &[Hit<Lost>], per, facts: &mut Facts| {
+        let pool = median_of(waits, |f| f.pool as u64);
+        let request = median_of(waits, |f| f.request_us);
         facts.set("calls", calls as f64);
         facts.set("connections", pool as f64);
         facts.set("request_us", request as f64);
+        let demand = match peak as u64 > pool {
+            true => {
+                facts.set("peak_demand", peak as f64);
+                format!(" (at least {peak} calls wanted one at once)")
+            }
+            false => String::new(),
+        };
         format!(
-            "{calls} calls to {server} waited for one of {} connections: {} of this request's {} \
-             (median of {} requests)",
-            pool,
+            "{calls} calls to {server} waited for one of {pool} connections{demand}: {} of this \
+             request's {} (median of {} requests)",
             fmt_ms(per),
             fmt_ms(request),
             waits.len()
         )
     };
+    let enough = calls.max(peak as u64);
     let fix = format!(
         "let the calls run at once: raise the client's connection limit for {server} to at least \
-         {calls} (pool size, connections per host), multiplex them over HTTP/2 on one connection, \
+         {enough} (pool size, connections per host), multiplex them over HTTP/2 on one connection, \
          or batch them into fewer calls"
     );
     request_findings::finding(

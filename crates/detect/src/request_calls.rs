@@ -2,10 +2,15 @@
 //! attribution set roles and parents): what the request-level detectors and
 //! the time breakdown read.
 
+use crate::pools::{self, PoolQueue};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Exchange, ExchangeRole, Facts, Protocol, Timeline};
+use whyslow_model::{Attribution, Evidence, Exchange, ExchangeRole, Facts, Protocol, Timeline};
+
+/// Ambiguous calls looked at per request: past it, the rest of the
+/// request's wait counts as untold (a bound on work, not a guess).
+const MAX_UNTOLD: usize = 4096;
 
 /// One backing call: an outbound exchange and the server it went to.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +40,12 @@ pub struct RequestCalls<'a> {
     /// The service that answered it.
     pub server: SocketAddr,
     pub calls: Vec<Call<'a>>,
+    /// Spans of calls this request's wait encloses that attribution left
+    /// ambiguous: maybe its own, maybe another's. Its own time excludes them.
+    pub untold: Vec<(u64, u64)>,
+    /// What it waited for shared pools with none of its calls in flight
+    /// (known for requests with no untold call only).
+    pub queued: Vec<PoolQueue>,
 }
 
 impl<'a> RequestCalls<'a> {
@@ -88,6 +99,8 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
                     inbound: e,
                     server: s,
                     calls: Vec::new(),
+                    untold: Vec::new(),
+                    queued: Vec::new(),
                 });
             }
         }
@@ -101,14 +114,52 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
                 exchange: e,
                 server: s,
                 start: e.request_first_at_us,
-                end: e.response_last_at_us.unwrap_or(e.request_last_at_us),
+                end: call_end(e),
             });
         }
     }
     for r in &mut out {
         r.calls.sort_by_key(|c| (c.start, c.end));
     }
+    add_untold(t, &mut out);
+    if any_call {
+        pools::attach(&pools::of(t, &server), &mut out);
+    }
     out
+}
+
+/// Gives each request the spans of the ambiguous calls its wait encloses.
+fn add_untold(t: &Timeline, requests: &mut [RequestCalls]) {
+    let mut spans: Vec<(u64, u64)> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.attribution == Some(Attribution::Ambiguous))
+        .map(|e| (e.request_first_at_us, call_end(e)))
+        .collect();
+    if spans.is_empty() {
+        return;
+    }
+    spans.sort_unstable();
+    for r in requests {
+        let (from, to) = (r.inbound.request_first_at_us, r.waiting().1);
+        let first = spans.partition_point(|s| s.0 < from);
+        let mut looked = 0;
+        for &(start, end) in spans[first..].iter().take_while(|s| s.0 <= to) {
+            if looked == MAX_UNTOLD {
+                r.untold.push((start, to));
+                break;
+            }
+            looked += 1;
+            if end <= to {
+                r.untold.push((start, end));
+            }
+        }
+    }
+}
+
+/// Last response byte, or last request byte when unanswered.
+fn call_end(e: &Exchange) -> u64 {
+    e.response_last_at_us.unwrap_or(e.request_last_at_us)
 }
 
 /// The requests that made at least one call: most make none (every

@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where the time of one kind of inbound request went, as a mean per
 /// request so that the parts add up: `total_us` = `server_us` + `queued_us`
-/// + every backing service's `critical_us` + `network_us`.
+/// + `untold_us` + every backing service's `critical_us` + `network_us`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimeBreakdown {
     /// The service, "127.0.0.1:8080".
@@ -17,6 +17,11 @@ pub struct TimeBreakdown {
     pub server_us: u64,
     /// Backing calls waiting for a free connection of a pool.
     pub queued_us: u64,
+    /// Waiting while calls ran that may have been this request's but could
+    /// not be told apart from other requests' (attribution: ambiguous):
+    /// neither the service's own time nor a known backing service's.
+    #[serde(default)]
+    pub untold_us: u64,
     /// Backing services on the critical path, most time first.
     pub backing: Vec<BackingTime>,
     /// Moving the request and the response between client and service.
@@ -26,6 +31,8 @@ pub struct TimeBreakdown {
     pub server_share: f64,
     #[serde(default)]
     pub queued_share: f64,
+    #[serde(default)]
+    pub untold_share: f64,
     #[serde(default)]
     pub network_share: f64,
 }
@@ -39,6 +46,7 @@ impl TimeBreakdown {
         };
         self.server_share = share(self.server_us);
         self.queued_share = share(self.queued_us);
+        self.untold_share = share(self.untold_us);
         self.network_share = share(self.network_us);
         for b in &mut self.backing {
             b.share = share(b.critical_us);

@@ -45,6 +45,17 @@ pub fn text(kinds: &[TimeBreakdown]) -> String {
                 "",
             );
         }
+        if k.untold_us > 0 {
+            // Ambiguous calls: some of this time is the request's calls,
+            // some other requests'; not the service's own either way.
+            line(
+                &mut out,
+                "calls not told apart (ambiguous)",
+                k.untold_us,
+                k.untold_share,
+                "",
+            );
+        }
         for b in &k.backing {
             let what = format!("→ {} {}", b.protocol.name(), b.server);
             let note = format!("   {:.1} calls per request", b.calls_per_request);

@@ -104,9 +104,15 @@ fn trace_context_gives_every_call_exactly_at_16_clients() {
         wrong.is_empty(),
         "requests not given their own {CALLS} calls: {wrong:?}"
     );
-    // The pool of 5 really queues under 16 clients: still named.
+    // The pool of 5 really queues under 16 clients, and requests idle while
+    // others hold it waited for it: the queue, not the service's own time.
     let kinds = finding_kinds(&report);
-    assert!(kinds.iter().any(|k| k == "pool_queueing"), "{kinds:?}");
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("pool_queueing"),
+        "{kinds:?}"
+    );
+    assert!(!kinds.iter().any(|k| k == "server_time"), "{kinds:?}");
 }
 
 #[test]
@@ -139,4 +145,11 @@ fn without_trace_context_no_call_goes_to_the_wrong_request() {
         counted, total,
         "every call counted for the page's kind: {a}"
     );
+    // The time those calls covered is neither a backing service's nor the
+    // service's own: no false server_time.
+    let kinds = finding_kinds(&report);
+    assert!(!kinds.iter().any(|k| k == "server_time"), "{kinds:?}");
+    let untold = report["time_breakdown"][0]["untold_us"].as_u64().unwrap();
+    let total_us = report["time_breakdown"][0]["total_us"].as_u64().unwrap();
+    assert!(2 * untold > total_us, "{untold} of {total_us}");
 }

@@ -22,6 +22,11 @@ pub const FILL_SHARE: f64 = 0.5;
 /// (arrival → unit start plus unit end → answer). Nearer than that, the
 /// two are near-equal and the unit is ambiguous — never a guess.
 pub const BRACKET_MARGIN: u64 = 2;
+/// And looser by at least this much: on a loaded host a runnable thread
+/// may wait the scheduler's minimum granularity before it runs (CFS: 0.75
+/// ms by default, more with more CPUs), which moves a call's start or an
+/// answer's write. A bracket tighter by less than that is noise.
+pub const BRACKET_MIN_US: u64 = 1_000;
 
 /// What one unit was decided to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,9 +107,10 @@ fn pick(u: &Unit, cands: &[Window]) -> Option<Decision> {
     let best = cands.first()?;
     let slack = best.slack(u.start, u.end);
     let fills = u.len() as f64 >= FILL_SHARE * best.len() as f64;
-    let clear = cands
-        .get(1)
-        .is_none_or(|next| next.slack(u.start, u.end) >= BRACKET_MARGIN * slack.max(1));
+    let clear = cands.get(1).is_none_or(|next| {
+        let other = next.slack(u.start, u.end);
+        other >= BRACKET_MARGIN * slack.max(1) && other - slack >= BRACKET_MIN_US
+    });
     (fills && clear).then_some(Decision::Given(best.id, level(u)))
 }
 

@@ -17,7 +17,7 @@ pub fn breakdown(out: &mut String, kinds: &[TimeBreakdown]) {
     if kinds.is_empty() {
         return;
     }
-    out.push_str("<h2>Where each kind of request spent its time (mean)</h2>\n<table><tr><th>request</th><th>n</th><th class=\"num\">total</th><th class=\"num\">in the service</th><th class=\"num\">pool queue</th><th>backing services (calls per request, time waited)</th><th class=\"num\">network</th></tr>\n");
+    out.push_str("<h2>Where each kind of request spent its time (mean)</h2>\n<table><tr><th>request</th><th>n</th><th class=\"num\">total</th><th class=\"num\">in the service</th><th class=\"num\">pool queue</th><th class=\"num\">calls not told apart</th><th>backing services (calls per request, time waited)</th><th class=\"num\">network</th></tr>\n");
     for k in kinds {
         let backing: Vec<String> = k
             .backing
@@ -34,12 +34,13 @@ pub fn breakdown(out: &mut String, kinds: &[TimeBreakdown]) {
             .collect();
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
             escape(&k.request),
             k.requests,
             fmt_ms(k.total_us),
             fmt_ms(k.server_us),
             fmt_ms(k.queued_us),
+            fmt_ms(k.untold_us),
             escape(&backing.join("; ")),
             fmt_ms(k.network_us)
         );

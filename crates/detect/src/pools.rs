@@ -1,0 +1,308 @@
+//! Client pools on the wire: the connections a service keeps to one backing
+//! server, seen across all its requests at once. Under load a pool is
+//! shared: a request's call waits while other requests' calls hold every
+//! connection, and the request sits idle meanwhile — time that would
+//! otherwise read as the service's own. A call waited for the pool when
+//! it took a connection that another request's call gave back, with every
+//! connection busy until then; its wait runs from when its request had
+//! nothing else to do (arrival, or the end of its previous call) to its
+//! start, counted only while the pool was full.
+
+use crate::request_calls::{covered_us, RequestCalls};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use whyslow_model::{ExchangeRole, Timeline};
+
+/// A waiting call leaves as soon as a connection comes back: microseconds
+/// on the client, one RTT later when captured at the server. 10 ms keeps
+/// LAN round trips in (the same bound as Nagle's release after an ACK).
+pub const HANDOFF_MAX_US: u64 = 10_000;
+
+/// One backing server's pool, as every call to it used it.
+#[derive(Debug, Default)]
+pub struct Pool {
+    /// Most connections busy at once: the pool size seen.
+    pub size: usize,
+    /// When every connection was busy, by start, disjoint.
+    full: Vec<(u64, u64)>,
+    /// When a call gave its connection back with the pool full, and the
+    /// request it was made for (None: not attributed), by time.
+    releases: Vec<(u64, Option<u32>)>,
+}
+
+impl Pool {
+    /// A call of request `inbound` starting at `start` took a connection
+    /// another request's call had just given back with the pool full.
+    fn handed_over(&self, start: u64, inbound: u32) -> bool {
+        let from = start.saturating_sub(HANDOFF_MAX_US);
+        let i = self.releases.partition_point(|r| r.0 < from);
+        self.releases[i..]
+            .iter()
+            .take_while(|r| r.0 <= start)
+            .any(|r| r.1 != Some(inbound))
+    }
+
+    /// The parts of [from, to] when the pool was full, into `out`.
+    fn full_within(&self, from: u64, to: u64, out: &mut Vec<(u64, u64)>) {
+        let i = self.full.partition_point(|f| f.1 <= from);
+        for &(a, b) in self.full[i..].iter().take_while(|f| f.0 < to) {
+            out.push((a.max(from), b.min(to)));
+        }
+    }
+}
+
+/// What one request waited for one server's pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolQueue {
+    pub server: SocketAddr,
+    /// The pool size seen.
+    pub pool: usize,
+    /// Most calls to the server wanted at once (in flight or waiting), over
+    /// the requests whose waits are known.
+    pub peak_demand: usize,
+    /// Its calls that took a connection another request gave back.
+    pub calls: usize,
+    /// Time it waited with none of its own calls in flight.
+    pub waited_us: u64,
+    /// When each waiting call started waiting and when it started.
+    spans: Vec<(u64, u64)>,
+}
+
+/// Pools of the servers whose connections carry one call at a time (a
+/// multiplexed or pipelined connection is not a pool of connections).
+pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>) -> HashMap<SocketAddr, Pool> {
+    let mut calls: BTreeMap<SocketAddr, Vec<(u32, u64, u64, Option<u32>)>> = BTreeMap::new();
+    for e in t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+    {
+        if let (Some(&s), Some(end)) = (server_of.get(&e.connection), e.response_last_at_us) {
+            let c = (e.connection, e.request_first_at_us, end, e.parent);
+            calls.entry(s).or_default().push(c);
+        }
+    }
+    let mut out = HashMap::new();
+    for (server, mut calls) in calls {
+        calls.sort_unstable();
+        let one_at_a_time = calls
+            .windows(2)
+            .all(|w| w[0].0 != w[1].0 || w[1].1 >= w[0].2);
+        if one_at_a_time {
+            let pool = sweep(&calls);
+            if pool.size >= 2 {
+                out.insert(server, pool);
+            }
+        }
+    }
+    out
+}
+
+/// Busy connections over time: the size, the full spans, the releases.
+fn sweep(calls: &[(u32, u64, u64, Option<u32>)]) -> Pool {
+    // (time, +1 start / -1 end, request); ends before starts at one instant.
+    let mut edges: Vec<(u64, i32, Option<u32>)> = Vec::with_capacity(calls.len() * 2);
+    for &(_, start, end, parent) in calls {
+        edges.push((start, 1, parent));
+        edges.push((end, -1, parent));
+    }
+    edges.sort_unstable_by_key(|e| (e.0, e.1));
+    let size = running_max(edges.iter().map(|e| e.1)) as usize;
+    let mut pool = Pool {
+        size,
+        ..Pool::default()
+    };
+    let mut now = 0usize;
+    let mut full_since = None;
+    for &(at, step, parent) in &edges {
+        if step < 0 {
+            if now == size {
+                pool.releases.push((at, parent));
+                pool.full.extend(full_since.take().map(|s| (s, at)));
+            }
+            now -= 1;
+        } else {
+            now += 1;
+            if now == size {
+                full_since = Some(at);
+            }
+        }
+    }
+    pool.full.retain(|f| f.1 > f.0);
+    pool
+}
+
+/// Each complete request's waits for a pool (`RequestCalls::queued`),
+/// then every server's peak demand over them.
+pub fn attach(pools: &HashMap<SocketAddr, Pool>, requests: &mut [RequestCalls]) {
+    if pools.is_empty() {
+        return;
+    }
+    for r in requests.iter_mut() {
+        if r.untold.is_empty() {
+            r.queued = queues(pools, r);
+        }
+    }
+    let mut peaks: HashMap<SocketAddr, usize> = HashMap::new();
+    for (&server, pool) in pools {
+        peaks.insert(server, peak_demand(pool, server, requests));
+    }
+    for q in requests.iter_mut().flat_map(|r| r.queued.iter_mut()) {
+        q.peak_demand = peaks.get(&q.server).copied().unwrap_or(q.pool);
+    }
+}
+
+/// One request's waits, a queue per pool it waited for.
+fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue> {
+    let mut out = Vec::new();
+    let own = || r.calls.iter().map(|c| (c.start, c.end));
+    for (server, calls) in r.per_server() {
+        let Some(pool) = pools.get(&server) else {
+            continue;
+        };
+        let (mut spans, mut full, mut waiting) = (Vec::new(), Vec::new(), 0);
+        for c in calls
+            .iter()
+            .filter(|c| pool.handed_over(c.start, r.inbound.id))
+        {
+            // Idle since arrival or since its latest call before this one ended.
+            let since = own()
+                .map(|(_, end)| end)
+                .filter(|&end| end <= c.start)
+                .fold(r.inbound.request_last_at_us, u64::max);
+            spans.push((since.min(c.start), c.start));
+            pool.full_within(since, c.start, &mut full);
+            waiting += 1;
+        }
+        let window = (r.inbound.request_first_at_us, r.waiting().1);
+        let idle_full =
+            covered_us(own().chain(full.iter().copied()), window) - covered_us(own(), window);
+        if idle_full > 0 {
+            out.push(PoolQueue {
+                server,
+                pool: pool.size,
+                peak_demand: pool.size,
+                calls: waiting,
+                waited_us: idle_full,
+                spans,
+            });
+        }
+    }
+    out
+}
+
+/// Most calls to `server` wanted at once: those in flight plus those
+/// waiting (of the requests whose waits are known), never below the pool.
+fn peak_demand(pool: &Pool, server: SocketAddr, requests: &[RequestCalls]) -> usize {
+    let mut edges: Vec<(u64, i32)> = Vec::new();
+    for q in requests
+        .iter()
+        .flat_map(|r| &r.queued)
+        .filter(|q| q.server == server)
+    {
+        for &(from, to) in &q.spans {
+            edges.push((from, 1));
+            edges.push((to, -1));
+        }
+    }
+    edges.sort_unstable();
+    // While calls wait the pool is full, so demand is its size plus them.
+    pool.size + running_max(edges.iter().map(|e| e.1)) as usize
+}
+
+/// The highest running sum of `steps` (0 at least).
+fn running_max(steps: impl Iterator<Item = i32>) -> i32 {
+    let (mut now, mut max) = (0, 0);
+    for s in steps {
+        now += s;
+        max = max.max(now);
+    }
+    max
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::request_calls::by_request;
+    use crate::request_calls::tests::{call, conn};
+    use crate::testkit::exchange;
+    use whyslow_model::{FindingKind, Timeline};
+
+    const MS: u64 = 1_000;
+
+    /// Two requests and a pool of two connections (2, 3) to :9090. Request
+    /// 0 holds both for 100 ms; request 3 arrives at 2 ms and its call takes
+    /// connection 2 as request 0's call gives it back.
+    fn shared_pool() -> Timeline {
+        let mut t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 9090), conn(3, 9090)],
+            exchanges: vec![
+                exchange(0, 0, (0, 100), (102 * MS, 102 * MS + 100)),
+                call(1, 2, 0, (MS, 101 * MS)),
+                call(2, 3, 0, (MS, 101 * MS)),
+                exchange(3, 1, (2 * MS, 2 * MS + 100), (203 * MS, 203 * MS + 100)),
+                call(4, 2, 3, (101 * MS + 50, 201 * MS + 50)),
+            ],
+        };
+        t.exchanges[2].request = "GET /b".into(); // not a duplicate of call 1
+        t
+    }
+
+    #[test]
+    fn a_request_idle_while_others_hold_the_pool_waited_for_it() {
+        let t = shared_pool();
+        let r = by_request(&t);
+        assert!(r[0].queued.is_empty(), "request 0 found the pool free");
+        let q = &r[1].queued[0];
+        assert_eq!((q.pool, q.calls), (2, 1));
+        // Idle from its arrival (2.1 ms) until the pool freed (101 ms).
+        assert_eq!(q.waited_us, 101 * MS - (2 * MS + 100));
+        assert_eq!(q.peak_demand, 3, "two in flight and one waiting");
+        let p = crate::breakdown::parts(&r[1]);
+        assert!(p.server_us <= 2 * MS, "{p:?}");
+        let f = crate::run_all(&t, &r);
+        let kinds: Vec<FindingKind> = f.iter().map(|f| f.kind).collect();
+        assert!(kinds.contains(&FindingKind::PoolQueueing), "{kinds:?}");
+        assert!(!kinds.contains(&FindingKind::ServerTime), "{kinds:?}");
+    }
+
+    #[test]
+    fn a_call_after_the_requests_own_on_a_held_connection_did_not_queue() {
+        let mut t = shared_pool();
+        // Request 3's call now follows a call of its own on connection 2.
+        t.exchanges[1].parent = Some(3);
+        let r = by_request(&t);
+        assert!(r[1].queued.is_empty(), "{:?}", r[1].queued);
+    }
+
+    #[test]
+    fn a_service_slow_in_its_own_code_keeps_server_time_first() {
+        // One 5 ms call each, 300 ms of the service's own work, the pool of
+        // two never full for long enough to matter.
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 9090), conn(3, 9090)],
+            exchanges: vec![
+                exchange(0, 0, (0, 100), (310 * MS, 310 * MS + 100)),
+                call(1, 2, 0, (MS, 6 * MS)),
+                exchange(2, 1, (MS, MS + 100), (311 * MS, 311 * MS + 100)),
+                call(3, 3, 2, (2 * MS, 7 * MS)),
+            ],
+        };
+        let r = by_request(&t);
+        let f = crate::run_all(&t, &r);
+        assert_eq!(f[0].kind, FindingKind::ServerTime, "{f:?}");
+        assert!(!f.iter().any(|f| f.kind == FindingKind::PoolQueueing));
+    }
+
+    #[test]
+    fn multiplexed_connections_are_no_pool() {
+        let mut t = shared_pool();
+        // Request 3's call overlaps request 0's on connection 2: pipelined.
+        t.exchanges[4].request_first_at_us = 50 * MS;
+        let pools = super::of(
+            &t,
+            &t.connections.iter().map(|c| (c.id, c.server)).collect(),
+        );
+        assert!(pools.is_empty());
+    }
+}
