@@ -19,6 +19,9 @@ use whyslow_model::{ExchangeRole, Timeline};
 /// LAN round trips in (the same bound as Nagle's release after an ACK).
 pub const HANDOFF_MAX_US: u64 = 10_000;
 
+/// A call as a pool sees it: (connection, start, end, request made for).
+type PoolCall = (u32, u64, u64, Option<u32>);
+
 /// One backing server's pool, as every call to it used it.
 #[derive(Debug, Default)]
 pub struct Pool {
@@ -72,7 +75,7 @@ pub struct PoolQueue {
 /// Pools of the servers whose connections carry one call at a time (a
 /// multiplexed or pipelined connection is not a pool of connections).
 pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>) -> HashMap<SocketAddr, Pool> {
-    let mut calls: BTreeMap<SocketAddr, Vec<(u32, u64, u64, Option<u32>)>> = BTreeMap::new();
+    let mut calls: BTreeMap<SocketAddr, Vec<PoolCall>> = BTreeMap::new();
     for e in t
         .exchanges
         .iter()
@@ -100,7 +103,7 @@ pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>) -> HashMap<SocketA
 }
 
 /// Busy connections over time: the size, the full spans, the releases.
-fn sweep(calls: &[(u32, u64, u64, Option<u32>)]) -> Pool {
+fn sweep(calls: &[PoolCall]) -> Pool {
     // (time, +1 start / -1 end, request); ends before starts at one instant.
     let mut edges: Vec<(u64, i32, Option<u32>)> = Vec::with_capacity(calls.len() * 2);
     for &(_, start, end, parent) in calls {

@@ -143,13 +143,12 @@ fn add_untold(t: &Timeline, requests: &mut [RequestCalls]) {
     for r in requests {
         let (from, to) = (r.inbound.request_first_at_us, r.waiting().1);
         let first = spans.partition_point(|s| s.0 < from);
-        let mut looked = 0;
-        for &(start, end) in spans[first..].iter().take_while(|s| s.0 <= to) {
+        let inside = spans[first..].iter().take_while(|s| s.0 <= to);
+        for (looked, &(start, end)) in inside.enumerate() {
             if looked == MAX_UNTOLD {
                 r.untold.push((start, to));
                 break;
             }
-            looked += 1;
             if end <= to {
                 r.untold.push((start, end));
             }
