@@ -115,6 +115,7 @@ fn findings_that_came_and_went() {
         evidence: vec![],
         fix: String::new(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     };
     let mut a = run("diagnose", vec![1, 2, 3]);

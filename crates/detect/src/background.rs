@@ -88,6 +88,7 @@ mod tests {
             }],
             fix: String::new(),
             background: false,
+            symptom_of: None,
             subject: String::new(),
         }
     }

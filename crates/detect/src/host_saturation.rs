@@ -78,6 +78,7 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
                     .collect(),
                 fix: fix(name).into(),
                 background: false,
+                symptom_of: None,
                 subject: String::new(),
             }
         })

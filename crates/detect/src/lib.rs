@@ -25,6 +25,7 @@ pub mod sequential_calls;
 pub mod server_time;
 pub mod slow_dependency;
 pub mod sql_summary;
+pub mod symptoms;
 pub mod tcp_retransmission;
 #[cfg(test)]
 mod testkit;
@@ -46,6 +47,7 @@ pub fn run_all(timeline: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
     for detect in REQUEST_DETECTORS {
         findings.extend(detect(requests));
     }
+    symptoms::mark(&mut findings);
     Finding::sort(&mut findings);
     findings
 }

@@ -143,6 +143,7 @@ fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Find
             .collect(),
         fix: fix.to_string(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     })
 }

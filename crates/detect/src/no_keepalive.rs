@@ -81,6 +81,7 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
               with TLS this also saves the TLS handshake"
             .into(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     })
 }

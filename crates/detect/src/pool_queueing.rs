@@ -203,13 +203,15 @@ fn finding(server: SocketAddr, waits: Vec<Hit<Lost>>) -> Finding {
          {enough} (pool size, connections per host), multiplex them over HTTP/2 on one connection, \
          or batch them into fewer calls"
     );
-    request_findings::finding(
+    let mut f = request_findings::finding(
         FindingKind::PoolQueueing,
         Severity::Critical,
         waits,
         summary,
         fix,
-    )
+    );
+    f.subject = server.to_string();
+    f
 }
 
 #[cfg(test)]

@@ -63,6 +63,7 @@ pub fn delayed_ack_finding(requests: &[RequestPhases], url: &str) -> Option<Find
              the usual fix is TCP_NODELAY or one write per message"
         ),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     })
 }

@@ -70,6 +70,7 @@ pub fn finding<T>(
             .collect(),
         fix,
         background: false,
+        symptom_of: None,
         subject: String::new(),
     }
 }

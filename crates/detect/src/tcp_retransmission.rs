@@ -103,6 +103,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
               retransmission timeouts cost at least 200 ms each"
             .into(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     }])
 }

@@ -142,6 +142,7 @@ fn finding(client: IpAddr, server: SocketAddr, hs: &[Handshake]) -> Option<Findi
               keep connections open (keep-alive)"
             .into(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     })
 }

@@ -97,6 +97,7 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
               a slow consumer downstream), or raise its socket receive buffer"
             .into(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     }]
 }

@@ -65,6 +65,10 @@ pub struct Scenario {
     pub truth: Truth,
     /// The load phase `demo` adds to the diagnosis, if the cause needs one.
     pub load: Option<LoadHint>,
+    /// What the fixed variant shows under `CONCURRENT_CLIENTS` clients at
+    /// once: the queueing concurrency itself causes there, if any (a pool
+    /// smaller than the clients really queues). Empty: nothing.
+    pub fixed_under_load: &'static [FindingKind],
     pub start: StartFn,
     /// The same scenario with every hop over TLS, if it has that variant:
     /// its servers and clients write their secrets to `Running::keylog`.
@@ -91,6 +95,10 @@ pub const SCENARIOS: &[Scenario] = &[
 pub fn find(name: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name)
 }
+
+/// Clients at once in the lab's concurrent runs (`demo`'s concurrent
+/// rows, the tests under load).
+pub const CONCURRENT_CLIENTS: u32 = 16;
 
 /// A started scenario. Its servers stop when this is dropped.
 pub struct Running {

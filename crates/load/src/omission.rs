@@ -55,6 +55,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Option<Finding> {
               `whyslow diagnose URL --rate R`"
             .into(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     })
 }

@@ -67,6 +67,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
               machine), or run from several machines and combine with `whyslow merge`."
             .into(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     }]
 }

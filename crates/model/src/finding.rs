@@ -172,6 +172,11 @@ pub struct Finding {
     /// No inbound request waited for it: reported, never ranked as the cause.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub background: bool,
+    /// Produced by another finding's cause (a pool queue that an N+1's
+    /// statements make, holding each connection longer): ranked after
+    /// every cause, however much time it shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symptom_of: Option<FindingKind>,
     /// What the finding is about beyond its kind, where its evidence does
     /// not say it alone: "127.0.0.1:5432 SELECT … WHERE id = $1" for one
     /// statement shape of a server. Findings of one kind and subject from
@@ -185,11 +190,13 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// Ranks findings: what inbound requests waited for first, then most time lost.
+    /// Ranks findings: what inbound requests waited for first, causes
+    /// before their symptoms, then most time lost.
     pub fn sort(findings: &mut [Finding]) {
         findings.sort_by(|a, b| {
             a.background
                 .cmp(&b.background)
+                .then(a.symptom_of.is_some().cmp(&b.symptom_of.is_some()))
                 .then(b.time_lost_us.cmp(&a.time_lost_us))
                 .then(b.severity.cmp(&a.severity))
         });

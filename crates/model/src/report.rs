@@ -108,6 +108,7 @@ mod tests {
             }],
             fix: "f".into(),
             background: false,
+            symptom_of: None,
             subject: String::new(),
         });
         let text = serde_json::to_string(&r).unwrap();

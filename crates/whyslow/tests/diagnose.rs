@@ -80,13 +80,10 @@ fn check_facts(s: &Scenario, finding: &serde_json::Value) {
             );
         }
     }
-    if let Some(every) = s.truth.fact("stall_every") {
-        let summary = finding["summary"].as_str().unwrap();
-        assert!(
-            summary.contains(&format!("(every {every} calls)")),
-            "{}: {summary}",
-            s.name
-        );
+    if let Some(period) = s.truth.fact("stall_period_us") {
+        let seen = finding["facts"]["period_us"].as_f64().unwrap_or(0.0);
+        let near = (seen - period as f64).abs() <= 0.1 * period as f64;
+        assert!(near, "{}: period {seen} µs, declared {period}", s.name);
     }
     let (Some(calls), Some(pool)) = (s.truth.fact("calls"), s.truth.fact("pool")) else {
         return;

@@ -227,6 +227,16 @@ fn too_many() -> PgError {
     )
 }
 
+/// The statement without a trailing comment (sqlcommenter's), as
+/// PostgreSQL reads it.
+fn without_comment(sql: &str) -> &str {
+    let sql = sql.trim();
+    match (sql.ends_with("*/"), sql.rfind("/*")) {
+        (true, Some(at)) => sql[..at].trim_end(),
+        _ => sql,
+    }
+}
+
 fn handle(session: &mut Session, kind: u8, body: &[u8], out: &mut Out) -> Result<(), PgError> {
     let bad = || ("08P01", "malformed message".to_string());
     let mut r = Reader::new(body);
@@ -236,7 +246,7 @@ fn handle(session: &mut Session, kind: u8, body: &[u8], out: &mut Out) -> Result
             let sql = r.cstr().ok_or_else(bad)?;
             let statement = STATEMENTS
                 .iter()
-                .find(|s| s.sql == sql.trim())
+                .find(|s| s.sql == without_comment(&sql))
                 .ok_or_else(|| {
                     (
                         "42P01",

@@ -63,6 +63,7 @@ pub const SCENARIO: Scenario = Scenario {
         ],
     },
     load: None,
+    fixed_under_load: &[],
     start: boxed,
     tls: None,
 };

@@ -21,6 +21,7 @@ pub const SCENARIO: Scenario = Scenario {
         facts: &[],
     },
     load: None,
+    fixed_under_load: &[],
     start: boxed,
     tls: None,
 };

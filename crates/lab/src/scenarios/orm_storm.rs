@@ -14,11 +14,10 @@ use crate::pgmini::{self, shop};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
 use bytes::BytesMut;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 use tokio_postgres::{Client, NoTls, Statement};
 use whyslow_model::FindingKind;
 
@@ -77,6 +76,7 @@ pub const SCENARIO: Scenario = Scenario {
         ],
     },
     load: None,
+    fixed_under_load: &[FindingKind::PoolQueueing],
     start: boxed,
     tls: None,
 };
@@ -85,6 +85,39 @@ pub const SCENARIO: Scenario = Scenario {
 struct Prepared {
     client: Client,
     statements: Vec<(&'static str, Statement)>,
+}
+
+/// One checkout's statements: prepared once per connection, or — when the
+/// request's trace is sampled — each text with a sqlcommenter comment that
+/// carries it, as an instrumented ORM sends them (prepared per request, the
+/// comment differing per trace).
+struct Session<'a> {
+    db: &'a Prepared,
+    traceparent: Option<&'a str>,
+}
+
+impl Session<'_> {
+    async fn query(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, DbError> {
+        Ok(match self.traceparent {
+            None => self.db.client.query(self.db.get(sql), params).await?,
+            Some(t) => {
+                let text = format!("{sql} /*traceparent='{t}'*/");
+                self.db.client.query(text.as_str(), params).await?
+            }
+        })
+    }
+}
+
+/// The request's `traceparent` when it asks for sampling (flags bit 0):
+/// sqlcommenter comments only the statements of sampled traces.
+fn sampled(traceparent: Option<&str>) -> Option<&str> {
+    let flags = traceparent?.rsplit('-').next()?;
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    (flags & 1 == 1).then_some(traceparent?)
 }
 
 impl Prepared {
@@ -100,10 +133,14 @@ impl Prepared {
 
 /// A pool of POOL connections, each opened and prepared on first use (so a
 /// capture started before the first checkout sees every statement's text).
+/// A checkout holds one connection for its whole work, as an ORM's session
+/// does; under more concurrent checkouts than connections, the rest wait.
 struct Database {
     addr: SocketAddr,
     slots: Vec<OnceCell<Prepared>>,
-    next: AtomicUsize,
+    /// Slots no checkout holds, and a permit per one of them.
+    idle: std::sync::Mutex<Vec<usize>>,
+    free: Semaphore,
     /// The fixed app's tax rate, read at start-up; None: the broken app
     /// reads it per order.
     rate: Option<i64>,
@@ -123,58 +160,79 @@ async fn connect(addr: SocketAddr) -> Result<Client, DbError> {
     Ok(client)
 }
 
+/// One checkout's hold on a connection; gives it back when dropped.
+struct Held<'a> {
+    db: &'a Database,
+    slot: usize,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // Back in the idle list before the permit (a field) is released.
+        if let Ok(mut idle) = self.db.idle.lock() {
+            idle.push(self.slot);
+        }
+    }
+}
+
 impl Database {
-    async fn connection(&self) -> Result<&Prepared, DbError> {
-        let slot = &self.slots[self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()];
-        slot.get_or_try_init(|| async {
-            let client = connect(self.addr).await?;
-            let mut statements = Vec::new();
-            for s in shop::STATEMENTS {
-                statements.push((s.sql, client.prepare(s.sql).await?));
-            }
-            Ok(Prepared { client, statements })
-        })
-        .await
+    /// A connection of its own for one checkout, opened on first use.
+    async fn checkout(&self) -> Result<(Held<'_>, &Prepared), DbError> {
+        let permit = self.free.acquire().await?;
+        let slot = self.idle.lock().ok().and_then(|mut i| i.pop());
+        let held = Held {
+            db: self,
+            slot: slot.ok_or("no idle connection under a permit")?,
+            _permit: permit,
+        };
+        let prepared = self.slots[held.slot]
+            .get_or_try_init(|| async {
+                let client = connect(self.addr).await?;
+                let mut statements = Vec::new();
+                for s in shop::STATEMENTS {
+                    statements.push((s.sql, client.prepare(s.sql).await?));
+                }
+                Ok::<_, DbError>(Prepared { client, statements })
+            })
+            .await?;
+        Ok((held, prepared))
     }
 }
 
 /// The broken checkout: lazy loads, one statement per row, and the rate per order.
-async fn checkout_lazy(db: &Prepared) -> Result<i64, DbError> {
-    let c = &db.client;
+async fn checkout_lazy(c: &Session<'_>) -> Result<i64, DbError> {
     let (mut total, mut rate) = (0, 0);
     for order in c
-        .query(db.get(shop::ORDERS_OF_CUSTOMER), &[&shop::CUSTOMER])
+        .query(shop::ORDERS_OF_CUSTOMER, &[&shop::CUSTOMER])
         .await?
     {
         let order: i64 = order.get(0);
-        for item in c.query(db.get(shop::ITEMS_OF_ORDER), &[&order]).await? {
+        for item in c.query(shop::ITEMS_OF_ORDER, &[&order]).await? {
             let (product, quantity): (i64, i64) = (item.get(1), item.get(2));
-            for p in c.query(db.get(shop::PRODUCT), &[&product]).await? {
+            for p in c.query(shop::PRODUCT, &[&product]).await? {
                 total += quantity * p.get::<_, i64>(2);
             }
         }
-        let row = c
-            .query_one(db.get(shop::TAX_RATE), &[&shop::REGION])
-            .await?;
-        rate = row.get(0);
+        let rows = c.query(shop::TAX_RATE, &[&shop::REGION]).await?;
+        rate = rows.first().ok_or("no tax rate")?.get(0);
     }
     Ok(total + total * rate / 10_000)
 }
 
 /// The fixed checkout: the orders, their items and their products in three
 /// statements; the rate from memory.
-async fn checkout_batched(db: &Prepared, rate: i64) -> Result<i64, DbError> {
-    let c = &db.client;
+async fn checkout_batched(c: &Session<'_>, rate: i64) -> Result<i64, DbError> {
     let orders: Vec<i64> = c
-        .query(db.get(shop::ORDERS_OF_CUSTOMER), &[&shop::CUSTOMER])
+        .query(shop::ORDERS_OF_CUSTOMER, &[&shop::CUSTOMER])
         .await?
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let items = c.query(db.get(shop::ITEMS_OF_ORDERS), &[&orders]).await?;
+    let items = c.query(shop::ITEMS_OF_ORDERS, &[&orders]).await?;
     let ids: Vec<i64> = items.iter().map(|r| r.get(1)).collect();
     let prices: std::collections::HashMap<i64, i64> = c
-        .query(db.get(shop::PRODUCTS), &[&ids])
+        .query(shop::PRODUCTS, &[&ids])
         .await?
         .iter()
         .map(|r| (r.get(0), r.get(2)))
@@ -186,11 +244,15 @@ async fn checkout_batched(db: &Prepared, rate: i64) -> Result<i64, DbError> {
     Ok(sum + sum * rate / 10_000)
 }
 
-async fn checkout(db: &Database) -> Result<i64, DbError> {
-    let conn = db.connection().await?;
+async fn checkout(db: &Database, traceparent: Option<&str>) -> Result<i64, DbError> {
+    let (_held, conn) = db.checkout().await?;
+    let session = Session {
+        db: conn,
+        traceparent: sampled(traceparent),
+    };
     match db.rate {
-        Some(rate) => checkout_batched(conn, rate).await,
-        None => checkout_lazy(conn).await,
+        Some(rate) => checkout_batched(&session, rate).await,
+        None => checkout_lazy(&session).await,
     }
 }
 
@@ -207,7 +269,7 @@ async fn front(mut stream: TcpStream, db: Arc<Database>) {
     let mut buf = BytesMut::with_capacity(4096);
     while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
         let _ = buf.split_to(head.head_len + head.content_length);
-        let (status, body) = match checkout(&db).await {
+        let (status, body) = match checkout(&db, head.traceparent.as_deref()).await {
             Ok(total) => ("200 OK", format!("{{\"total\":{total}}}\n")),
             Err(e) => (
                 "500 Internal Server Error",
@@ -236,7 +298,8 @@ async fn start_front(
     let database = Arc::new(Database {
         addr: db,
         slots: (0..POOL).map(|_| OnceCell::new()).collect(),
-        next: AtomicUsize::new(0),
+        idle: std::sync::Mutex::new((0..POOL).rev().collect()),
+        free: Semaphore::new(POOL),
         rate: match fixed {
             true => Some(read_rate(db).await.map_err(std::io::Error::other)?),
             false => None,

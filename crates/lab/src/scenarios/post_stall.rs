@@ -24,6 +24,7 @@ pub const SCENARIO: Scenario = Scenario {
     body: "{\"query\":{\"match\":{\"name\":\"whyslow\"}}}",
     truth: Truth { kind: Some(FindingKind::NagleDelayedAck), time_lost_us: LINUX_DELACK_MIN_US, facts: &[] },
     load: None,
+    fixed_under_load: &[],
     start: boxed,
     tls: None,
 };

@@ -12,10 +12,14 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 use whyslow_model::FindingKind;
 
-/// The tax service stalls on every this-many-th call.
-pub const STALL_EVERY: u64 = 20;
+/// The tax service stalls once per this much time, whatever the load: a
+/// pause "now and then" (a GC, a nightly-sized lock) is a matter of time,
+/// not of how many calls came; counted in calls it would stall most of the
+/// time under load and be no tail at all.
+pub const STALL_PERIOD_US: u64 = 1_000_000;
 /// How long a stall blocks the service (the case's lasted seconds; kept
 /// short so that the demo's load phase stays short).
 pub const STALL_US: u64 = 300_000;
@@ -23,8 +27,8 @@ pub const STALL_US: u64 = 300_000;
 pub const CALL_LATENCY_US: u64 = 1_000;
 /// Connections the front keeps to the tax service.
 const POOL: usize = 16;
-/// Load that sees STALL_EVERY's stalls several times: 20/s for 4 s = 80
-/// calls, 4 stalls.
+/// Load that sees the stalls several times: 20/s for 4 s = 80 calls, 3 or
+/// 4 stalls.
 const LOAD: LoadHint = LoadHint {
     rate: 20,
     duration_ms: 4_000,
@@ -35,8 +39,8 @@ const PATH: &str = "/checkout";
 pub const SCENARIO: Scenario = Scenario {
     name: "tax-stall",
     case: "003",
-    summary: "each checkout calls a tax service that blocks on every 20th call",
-    broken: "one tax call per checkout; every 20th blocks the service for 300 ms",
+    summary: "each checkout calls a tax service that blocks now and then",
+    broken: "one tax call per checkout; once a second the service blocks for 300 ms",
     fixed: "tax rates loaded once at start-up: no call on the request path",
     method: "GET",
     path: PATH,
@@ -46,8 +50,8 @@ pub const SCENARIO: Scenario = Scenario {
         time_lost_us: STALL_US,
         facts: &[
             Fact {
-                name: "stall_every",
-                value: STALL_EVERY,
+                name: "stall_period_us",
+                value: STALL_PERIOD_US,
             },
             Fact {
                 name: "stall_us",
@@ -60,28 +64,31 @@ pub const SCENARIO: Scenario = Scenario {
         ],
     },
     load: Some(LOAD),
+    fixed_under_load: &[],
     start: boxed,
     tls: None,
 };
 
-/// Answers requests on one connection. One lock for the whole service:
-/// a stall holds it, so every call in flight waits (a GC pause, a global lock).
-async fn tax_connection(mut stream: TcpStream, calls: Arc<Mutex<u64>>) {
+/// When the tax service stalls next, behind one lock for the whole
+/// service: a stall holds it, so every call in flight waits (a GC pause, a
+/// global lock); other calls only look at it.
+type NextStall = Arc<Mutex<Instant>>;
+
+/// Answers requests on one connection.
+async fn tax_connection(mut stream: TcpStream, next_stall: NextStall) {
     let _ = stream.set_nodelay(true);
     let mut buf = BytesMut::with_capacity(4096);
     let body = b"{\"region\":\"EU\",\"rate\":0.2}\n";
     while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
         let _ = buf.split_to(head.head_len + head.content_length);
         {
-            let mut n = calls.lock().await;
-            *n += 1;
-            let us = if *n % STALL_EVERY == 0 {
-                STALL_US
-            } else {
-                CALL_LATENCY_US
-            };
-            tokio::time::sleep(Duration::from_micros(us)).await;
+            let mut next = next_stall.lock().await;
+            if Instant::now() >= *next {
+                tokio::time::sleep(Duration::from_micros(STALL_US)).await;
+                *next = Instant::now() + Duration::from_micros(STALL_PERIOD_US - STALL_US);
+            }
         }
+        tokio::time::sleep(Duration::from_micros(CALL_LATENCY_US)).await;
         let out = json_response("200 OK", body);
         if stream.write_all(&out).await.is_err() || head.close {
             return;
@@ -90,8 +97,12 @@ async fn tax_connection(mut stream: TcpStream, calls: Arc<Mutex<u64>>) {
 }
 
 async fn serve_tax(listener: TcpListener) {
-    let calls = Arc::new(Mutex::new(0));
-    accept_each(listener, |stream| tax_connection(stream, calls.clone())).await;
+    let first = Instant::now() + Duration::from_micros(STALL_PERIOD_US);
+    let next_stall = Arc::new(Mutex::new(first));
+    accept_each(listener, |stream| {
+        tax_connection(stream, next_stall.clone())
+    })
+    .await;
 }
 
 /// The checkout: the tax call (broken) or the rate in memory (fixed).

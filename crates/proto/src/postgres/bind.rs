@@ -18,6 +18,8 @@ pub struct Prepared {
     pub label: SmolStr,
     /// Literals of the statement text (and, for a portal, its bind values).
     pub digest: ParamDigest,
+    /// The trace id of the text's sqlcommenter comment.
+    pub trace: Option<whyslow_model::TraceId>,
 }
 
 /// Name → `Prepared`, at most `cap` named entries; on overflow the oldest is

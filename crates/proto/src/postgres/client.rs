@@ -237,11 +237,10 @@ impl PgAnalyzer {
         } else {
             normalized(cstr(rest).0)
         };
-        // A named statement runs again for other requests: only an unnamed
-        // one's comment names the request that runs it.
-        let trace = comment
-            .and_then(|c| self.traced(c))
-            .filter(|_| name.is_empty());
+        // The comment differs per request, so a client that keeps named
+        // statements by their text runs this one only for that request's
+        // trace: its Binds carry the trace too.
+        let trace = comment.and_then(|c| self.traced(c));
         if self.cmsg.cut {
             self.note(format!(
                 "query text longer than {MAX_QUERY_TEXT} bytes: cut"
@@ -250,6 +249,7 @@ impl PgAnalyzer {
         let prepared = Prepared {
             label: label.clone(),
             digest: digest.clone(),
+            trace,
         };
         self.statements.insert(&name, prepared);
         let id = self.building_for(false);
@@ -266,21 +266,23 @@ impl PgAnalyzer {
     fn bind(&mut self, span: Span) {
         let parser = self.cmsg.bind.take().unwrap_or_else(BindParser::new);
         let damaged = self.cmsg.damaged || !parser.complete;
-        let label = match self.statements.get(&parser.statement) {
-            Some(s) => s.label.clone(),
-            None => UNKNOWN_STATEMENT.into(),
+        let (label, trace) = match self.statements.get(&parser.statement) {
+            Some(s) => (s.label.clone(), s.trace),
+            None => (UNKNOWN_STATEMENT.into(), None),
         };
         let digest = parser.digest.filter(|_| !damaged);
         if let Some(d) = &digest {
             let portal = Prepared {
                 label: label.clone(),
                 digest: d.clone(),
+                trace,
             };
             self.portals.insert(&parser.portal, portal);
         }
         let id = self.building_for(true);
         if let Some(p) = self.queue.get(id) {
             p.has_bind = true;
+            p.trace = p.trace.or(trace);
             p.label = Some(label);
             p.digest = digest;
             merge(&mut p.req, &span);
@@ -301,6 +303,7 @@ impl PgAnalyzer {
                 if let Some(k) = known {
                     p.label = Some(k.label);
                     p.digest = Some(k.digest);
+                    p.trace = p.trace.or(k.trace);
                 }
             }
             merge(&mut p.req, &span);

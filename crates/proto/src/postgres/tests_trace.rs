@@ -42,30 +42,39 @@ fn simple_queries_carry_their_comment_trace() {
 }
 
 #[test]
-fn only_unnamed_statements_name_their_request() {
+fn a_named_statement_carries_its_texts_trace_to_every_bind() {
+    // tokio-postgres: Parse + Describe + Sync (no exchange of its own),
+    // then Bind + Execute + Sync.
     let mut chunks = begin();
-    for name in ["", "s1"] {
-        chunks.extend([
-            (
-                ToServer,
-                cat(&[
-                    parse(name, &commented("SELECT a FROM t WHERE id = $1", "01")),
-                    bind(name, &[Some(b"7")]),
-                    execute(0),
-                    sync(),
-                ]),
-            ),
-            (ToClient, extended_one_row()),
-        ]);
-    }
+    chunks.extend([
+        (
+            ToServer,
+            cat(&[
+                parse("s1", &commented("SELECT a FROM t WHERE id = $1", "01")),
+                msg(b'D', b"Ss1\0"),
+                sync(),
+            ]),
+        ),
+        (
+            ToClient,
+            cat(&[msg(b'1', b""), msg(b't', &[0, 0]), row_desc(), ready(b'I')]),
+        ),
+        (
+            ToServer,
+            cat(&[bind("s1", &[Some(b"7")]), execute(0), sync()]),
+        ),
+        (ToClient, extended_one_row()),
+        (
+            ToServer,
+            cat(&[bind("", &[Some(b"7")]), execute(0), sync()]),
+        ),
+        (ToClient, extended_one_row()),
+    ]);
     let (ex, err) = run(&chunks);
     assert_eq!(err, None);
     assert_eq!(ex.len(), 2, "{ex:#?}");
-    assert!(ex[0].trace.is_some());
-    assert_eq!(
-        ex[1].trace, None,
-        "a named statement is run again for others"
-    );
+    assert!(ex[0].trace.is_some(), "{ex:#?}");
+    assert_eq!(ex[1].trace, None, "an unknown statement names no trace");
 }
 
 #[test]

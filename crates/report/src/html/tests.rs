@@ -92,6 +92,7 @@ fn fanout() -> Report {
         }],
         fix: "f".into(),
         background: false,
+        symptom_of: None,
         subject: String::new(),
     });
     r

@@ -1,0 +1,140 @@
+//! Every lab scenario, broken and fixed, under 16 concurrent clients that
+//! send a sampled `traceparent`: captured, analyzed, and held to the
+//! scenario's declared truth. The broken variant's top cause is its
+//! declared cause; the fixed variant names exactly what concurrency itself
+//! causes there (`fixed_under_load`); every HTTP and SQL call is given to
+//! its request by trace context, and every request of a scenario does the
+//! same work, so each is given the same number of calls.
+
+mod common;
+use common::*;
+use std::collections::{BTreeSet, HashMap};
+use whyslow_lab::scenario::{Scenario, CONCURRENT_CLIENTS, SCENARIOS};
+
+/// The load for `s`: 160 requests, or — for a cause that comes once a
+/// second — three seconds of them, paced so that the capture stays small.
+fn load_args(s: &Scenario) -> Vec<String> {
+    let mut args: Vec<String> = vec!["-c".into(), CONCURRENT_CLIENTS.to_string()];
+    match s.load {
+        Some(_) => args.extend(["--rate", "400", "--duration", "3s"].map(String::from)),
+        None => args.extend(["-n", "160"].map(String::from)),
+    }
+    if s.method != "GET" {
+        args.extend(["-X", s.method, "-d", s.body].map(String::from));
+    }
+    // post-stall's clients write headers and body apart without
+    // TCP_NODELAY (its declared broken client): load does as they do.
+    if s.truth.kind == Some(whyslow_model::FindingKind::NagleDelayedAck) {
+        args.extend(["--nodelay", "off", "--write", "split"].map(String::from));
+    }
+    args.extend(["--trace-context", "sampled"].map(String::from));
+    args
+}
+
+/// The analysis of a capture of `s` (fixed or not) under load.
+fn under_load(s: &Scenario, fixed: bool) -> serde_json::Value {
+    let running = rt().block_on((s.start)(fixed)).unwrap();
+    let dir = tmpdir(&format!("under_load_{}_{fixed}", s.name));
+    let cap = dir.join("load.pcapng");
+    let ports: Vec<String> = running.ports.iter().map(|p| p.to_string()).collect();
+    let mut args: Vec<String> = ["capture", "-i", "lo", "-w", cap.to_str().unwrap()]
+        .map(String::from)
+        .to_vec();
+    for p in &ports {
+        args.extend(["-p".into(), p.clone()]);
+    }
+    args.extend([
+        "--".into(),
+        env!("CARGO_BIN_EXE_whyslow").into(),
+        "load".into(),
+    ]);
+    args.extend(load_args(s));
+    args.push(running.url.clone());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = whyslow(&args);
+    assert!(out.status.success(), "{}: {}", s.name, stderr(&out));
+    let out = whyslow(&[
+        "analyze",
+        "--json",
+        "--timeline",
+        "--service",
+        &ports[0],
+        cap.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}: {}", s.name, stderr(&out));
+    json(&out)
+}
+
+/// Foreground finding kinds, in rank order.
+fn foreground(report: &serde_json::Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["background"] != true)
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Requests overlapped, every HTTP and SQL call came by trace context, and
+/// each request was given as many calls as every other.
+fn check_attribution(name: &str, report: &serde_json::Value) {
+    let exchanges = report["timeline"]["exchanges"].as_array().unwrap();
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    let mut calls: HashMap<u64, u64> = HashMap::new();
+    for e in exchanges.iter().filter(|e| e["role"] == "inbound") {
+        spans.push((us(e, "request_first_at_us"), us(e, "response_last_at_us")));
+        calls.insert(e["id"].as_u64().unwrap(), 0);
+    }
+    spans.sort_unstable();
+    let overlapped = spans.windows(2).any(|w| w[1].0 < w[0].1);
+    let any_call = exchanges.iter().any(|e| e["role"] == "outbound");
+    // A variant with no backing call has nothing to attribute (the fixed
+    // tax-stall answers from memory in microseconds, paced apart).
+    assert!(
+        overlapped || !any_call,
+        "{name}: 16 clients overlap their requests"
+    );
+    let mut traced_protocols = true;
+    for e in exchanges.iter().filter(|e| e["role"] == "outbound") {
+        let traced = matches!(e["protocol"].as_str(), Some("http1" | "http2" | "postgres"));
+        traced_protocols &= traced;
+        if traced {
+            assert_eq!(e["attribution"], "trace_context", "{name}: {e}");
+        }
+        if let Some(p) = e["parent"].as_u64() {
+            *calls.entry(p).or_default() += 1;
+        }
+    }
+    if traced_protocols {
+        let counts: BTreeSet<u64> = calls.values().copied().collect();
+        assert_eq!(counts.len(), 1, "{name}: calls per request {counts:?}");
+    }
+}
+
+#[test]
+fn every_scenario_holds_its_truth_at_16_clients() {
+    let _one_at_a_time = serial();
+    if !capture_allowed("every_scenario_holds_its_truth_at_16_clients") {
+        return;
+    }
+    for s in SCENARIOS {
+        let broken = under_load(s, false);
+        check_attribution(s.name, &broken);
+        let kinds = foreground(&broken);
+        match s.truth.kind {
+            Some(k) => assert_eq!(
+                kinds.first().map(String::as_str),
+                Some(k.to_string().as_str()),
+                "{}: {kinds:?}",
+                s.name
+            ),
+            None => assert!(kinds.is_empty(), "{}: {kinds:?}", s.name),
+        }
+        let fixed = under_load(s, true);
+        check_attribution(s.name, &fixed);
+        let named: BTreeSet<String> = foreground(&fixed).into_iter().collect();
+        let declared: BTreeSet<String> = s.fixed_under_load.iter().map(|k| k.to_string()).collect();
+        assert_eq!(named, declared, "{} fixed under load", s.name);
+    }
+}
