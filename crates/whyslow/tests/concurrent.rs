@@ -31,16 +31,7 @@ fn analyzed(test: &str, trace: &str) -> Option<serde_json::Value> {
     args.extend(["-n", REQUESTS, "--trace-context", trace, &running.url]);
     let out = whyslow(&args);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = whyslow(&[
-        "analyze",
-        "--json",
-        "--timeline",
-        "--service",
-        &ports[0],
-        cap.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    Some(json(&out))
+    Some(analyzed_timeline(&cap, &ports[0]))
 }
 
 /// Inbound requests and how many calls each was given, by level.

@@ -53,16 +53,7 @@ fn under_load(s: &Scenario, fixed: bool) -> serde_json::Value {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = whyslow(&args);
     assert!(out.status.success(), "{}: {}", s.name, stderr(&out));
-    let out = whyslow(&[
-        "analyze",
-        "--json",
-        "--timeline",
-        "--service",
-        &ports[0],
-        cap.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}: {}", s.name, stderr(&out));
-    json(&out)
+    analyzed_timeline(&cap, &ports[0])
 }
 
 /// Foreground finding kinds, in rank order.

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -269,3 +269,17 @@ pub fn phase_sum(r: &serde_json::Value) -> u64 {
 #[allow(dead_code)]
 pub mod numbers;
 pub mod real;
+
+/// `whyslow analyze --json --timeline --service SERVICE CAPTURE`, which must succeed.
+pub fn analyzed_timeline(capture: &Path, service: &str) -> serde_json::Value {
+    let out = whyslow(&[
+        "analyze",
+        "--json",
+        "--timeline",
+        "--service",
+        service,
+        capture.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    json(&out)
+}
