@@ -114,15 +114,17 @@ fn lost_to_pool(r: &RequestCalls, server: SocketAddr, calls: &[Call]) -> Option<
     if own.is_none() && !worth {
         return None;
     }
-    let lost = own.as_ref().map_or(0, |w| w.time_lost_us) + shared_us;
-    let pool = shared.map_or(0, |q| q.pool);
+    let (own_us, own_pool, own_waited) =
+        own.map_or((0, 0, 0), |w| (w.time_lost_us, w.in_flight_max, w.queued));
+    let (pool, peak_demand, shared_waited) =
+        shared.map_or((0, 0, 0), |q| (q.pool, q.peak_demand, q.calls));
     Some((
-        lost.min(total),
+        (own_us + shared_us).min(total),
         Lost {
             calls: calls.len(),
-            pool: pool.max(own.as_ref().map_or(0, |w| w.in_flight_max)),
-            peak_demand: shared.map_or(0, |q| q.peak_demand),
-            waited: own.as_ref().map_or(0, |w| w.queued) + shared.map_or(0, |q| q.calls),
+            pool: pool.max(own_pool),
+            peak_demand,
+            waited: own_waited + shared_waited,
             request_us: total,
         },
     ))

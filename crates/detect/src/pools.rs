@@ -8,7 +8,7 @@
 //! nothing else to do (arrival, or the end of its previous call) to its
 //! start, counted only while the pool was full.
 
-use crate::request_calls::{covered_us, RequestCalls};
+use crate::request_calls::{covered_us, running_max, RequestCalls};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -160,6 +160,8 @@ pub fn attach(pools: &HashMap<SocketAddr, Pool>, requests: &mut [RequestCalls]) 
 fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue> {
     let mut out = Vec::new();
     let own = || r.calls.iter().map(|c| (c.start, c.end));
+    let mut ends: Vec<u64> = r.calls.iter().map(|c| c.end).collect();
+    ends.sort_unstable();
     for (server, calls) in r.per_server() {
         let Some(pool) = pools.get(&server) else {
             continue;
@@ -170,10 +172,11 @@ fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue>
             .filter(|c| pool.handed_over(c.start, r.inbound.id))
         {
             // Idle since arrival or since its latest call before this one ended.
-            let since = own()
-                .map(|(_, end)| end)
-                .filter(|&end| end <= c.start)
-                .fold(r.inbound.request_last_at_us, u64::max);
+            let before = ends.partition_point(|&end| end <= c.start);
+            let since = before
+                .checked_sub(1)
+                .map_or(0, |i| ends[i])
+                .max(r.inbound.request_last_at_us);
             spans.push((since.min(c.start), c.start));
             pool.full_within(since, c.start, &mut full);
             waiting += 1;
@@ -212,16 +215,6 @@ fn peak_demand(pool: &Pool, server: SocketAddr, requests: &[RequestCalls]) -> us
     edges.sort_unstable();
     // While calls wait the pool is full, so demand is its size plus them.
     pool.size + running_max(edges.iter().map(|e| e.1)) as usize
-}
-
-/// The highest running sum of `steps` (0 at least).
-fn running_max(steps: impl Iterator<Item = i32>) -> i32 {
-    let (mut now, mut max) = (0, 0);
-    for s in steps {
-        now += s;
-        max = max.max(now);
-    }
-    max
 }
 
 #[cfg(test)]

@@ -190,12 +190,17 @@ pub fn in_flight_max(calls: &[Call]) -> usize {
         edges.push((c.end, -1));
     }
     edges.sort_unstable(); // at equal times, ends (-1) come first
-    let (mut now, mut max) = (0i32, 0i32);
-    for (_, d) in edges {
-        now += d;
+    running_max(edges.iter().map(|e| e.1)) as usize
+}
+
+/// The highest running sum of `steps` (0 at least).
+pub fn running_max(steps: impl Iterator<Item = i32>) -> i32 {
+    let (mut now, mut max) = (0, 0);
+    for s in steps {
+        now += s;
         max = max.max(now);
     }
-    max as usize
+    max
 }
 
 /// Time covered by at least one of the spans, each clipped to `window`.
