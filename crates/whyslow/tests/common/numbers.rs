@@ -43,7 +43,7 @@ fn without_identifiers(text: &str, doc: &Document) -> String {
     let mut text = text.to_string();
     for id in &doc.identifiers {
         if text.contains(id.as_str()) {
-            text = text.replace(id.as_str(), " ");
+            text = replace_whole(&text, id);
         }
     }
     let mut out = String::new();
@@ -67,6 +67,27 @@ fn without_identifiers(text: &str, doc: &Document) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `text` with each occurrence of `id` replaced by a space, except where
+/// it would cut a number apart: an identifier "1" leaves "18 ms" whole.
+fn replace_whole(text: &str, id: &str) -> String {
+    let numeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit() || c == '.');
+    let (first, last) = (id.chars().next(), id.chars().last());
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(id) {
+        let before = rest[..at].chars().last().or_else(|| out.chars().last());
+        let after = rest[at + id.len()..].chars().next();
+        out += &rest[..at];
+        let cuts = (numeric(before) && numeric(first)) || (numeric(after) && numeric(last));
+        match cuts {
+            true => out += id,
+            false => out.push(' '),
+        }
+        rest = &rest[at + id.len()..];
+    }
+    out + rest
 }
 
 /// A number the text shows, its decimals and its unit.
