@@ -111,6 +111,9 @@ fn diagnose_names_the_read_behind_the_write_on_redis_py() {
     }
 }
 
+/// Captures taken before one without drops is given up on.
+const CAPTURE_TRIES: usize = 3;
+
 #[test]
 fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
     let _one = serial();
@@ -132,7 +135,13 @@ fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
         let file = dir.join(format!("{variant}.pcap"));
         let url = format!("http://127.0.0.1:{}/product/42", page.port);
         // The page's Redis connection opened at start-up, before the capture.
-        tcpdump_while(&file, &[page.port, redis.port], || curl_each(&url, PAGES));
+        // A capture tcpdump dropped packets from (16 MiB bursts on a busy
+        // machine) is taken again, up to CAPTURE_TRIES times.
+        for _ in 0..CAPTURE_TRIES {
+            if tcpdump_while(&file, &[page.port, redis.port], || curl_each(&url, PAGES)) == 0 {
+                break;
+            }
+        }
         let out = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
         assert!(out.status.success(), "{}", stderr(&out));
         let report = json(&out);

@@ -121,7 +121,8 @@ fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
         let (api, front) = start(pool);
         let file = dir.join(format!("pool{pool}.pcap"));
         let url = format!("http://127.0.0.1:{}/dashboard", front.port);
-        tcpdump_while(&file, &[front.port, api.port], || curl_each(&url, PAGES));
+        let dropped = tcpdump_while(&file, &[front.port, api.port], || curl_each(&url, PAGES));
+        assert_eq!(dropped, 0, "tcpdump dropped packets");
         let out = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
         assert!(out.status.success(), "{}", stderr(&out));
         let report = json(&out);

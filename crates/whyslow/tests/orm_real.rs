@@ -106,11 +106,12 @@ fn analyze_sees_the_orms_statements_and_names_n_plus_one() {
         let file = dir.join(format!("{variant}.pcap"));
         let url = format!("http://127.0.0.1:{}/checkout", front.port);
         let mut counted = Vec::new();
-        tcpdump_while(&file, &[front.port, pg.port], || {
+        let dropped = tcpdump_while(&file, &[front.port, pg.port], || {
             for _ in 0..PAGES {
                 counted.push(app_counts(&checkout(&url)));
             }
         });
+        assert_eq!(dropped, 0, "tcpdump dropped packets");
         assert!(counted.windows(2).all(|w| w[0] == w[1]), "{counted:?}");
         let out = whyslow(&["analyze", "--json", "--timeline", file.to_str().unwrap()]);
         assert!(out.status.success(), "{}", stderr(&out));

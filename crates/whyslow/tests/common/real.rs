@@ -68,20 +68,22 @@ pub fn python_has(test: &str, module: &str) -> bool {
     needed(test, &format!("python module {module}"), ok)
 }
 
-/// tcpdump writing `file` from lo for `ports` while `run` runs; stopped after it.
-pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) {
+/// tcpdump writing `file` from lo for `ports` while `run` runs; stopped
+/// after it. Returns how many packets tcpdump says the kernel dropped.
+pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) -> u64 {
     use std::io::BufRead;
     let filter: Vec<String> = ports.iter().map(|p| format!("tcp port {p}")).collect();
     let mut child = Command::new("tcpdump")
-        // -B: a 64 MiB kernel buffer, or bursts of large values (16 MiB
-        // cache writes) overflow the default 2 MiB and packets are dropped.
+        // -B: a 256 MiB kernel buffer, or bursts of large values (16 MiB
+        // cache writes) overflow the default 2 MiB and packets are dropped;
+        // its slots are sized by lo's 64 KiB MTU, so 64 MiB held ~1000.
         .args([
             "-i",
             "lo",
             "-U",
             "--immediate-mode",
             "-B",
-            "65536",
+            "262144",
             "-n",
             "-w",
         ])
@@ -101,7 +103,14 @@ pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) {
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: plain kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // On exit it prints "N packets dropped by kernel".
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
     let _ = child.wait();
+    rest.lines()
+        .find_map(|l| l.strip_suffix(" packets dropped by kernel"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// `n` GETs of `url` with curl, one after another, each a new connection.
