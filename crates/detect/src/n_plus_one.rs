@@ -184,4 +184,20 @@ pub mod tests {
         }
         assert!(detect(&t).is_empty(), "concurrent");
     }
+
+    #[test]
+    fn a_request_with_calls_not_told_apart_gives_no_per_request_evidence() {
+        let mut t = statements(20, 1_000, |i| i as u64);
+        let mut other = t.exchanges[5].clone();
+        (other.id, other.parent) = (99, None);
+        other.attribution = Some(whyslow_model::Attribution::Ambiguous);
+        t.exchanges.push(other);
+        let requests = crate::request_calls::by_request(&t);
+        assert!(!requests[0].told_apart());
+        assert!(
+            super::detect(&requests).is_empty(),
+            "its count may be short"
+        );
+        assert!(crate::sql_summary::summarize(&requests).is_empty());
+    }
 }

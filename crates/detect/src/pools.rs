@@ -143,7 +143,7 @@ pub fn attach(pools: &HashMap<SocketAddr, Pool>, requests: &mut [RequestCalls]) 
         return;
     }
     for r in requests.iter_mut() {
-        if r.untold.is_empty() {
+        if r.told_apart() {
             r.queued = queues(pools, r);
         }
     }

@@ -71,6 +71,12 @@ impl<'a> RequestCalls<'a> {
         }
     }
 
+    /// Whether all the calls made for it are known: no ambiguous call
+    /// in its wait.
+    pub fn told_apart(&self) -> bool {
+        self.untold.is_empty()
+    }
+
     /// The calls to each backing server, by server.
     pub fn per_server(&self) -> BTreeMap<SocketAddr, Vec<Call<'a>>> {
         let mut out: BTreeMap<SocketAddr, Vec<Call<'a>>> = BTreeMap::new();
@@ -161,13 +167,17 @@ fn call_end(e: &Exchange) -> u64 {
     e.response_last_at_us.unwrap_or(e.request_last_at_us)
 }
 
-/// The requests that made at least one call: most make none (every
-/// exchange of a capture without a service is a request of its own), and
-/// the call detectors have nothing to look at in those.
+/// The requests told apart that made at least one call: most make none
+/// (every exchange of a capture without a service is a request of its
+/// own), and the call detectors have nothing to look at in those. A request
+/// with ambiguous calls in its wait may be missing some of its own: its
+/// counts would be wrong, so per-request evidence never uses it.
 pub fn with_calls<'r, 'a>(
     requests: &'r [RequestCalls<'a>],
 ) -> impl Iterator<Item = &'r RequestCalls<'a>> {
-    requests.iter().filter(|r| !r.calls.is_empty())
+    requests
+        .iter()
+        .filter(|r| r.told_apart() && !r.calls.is_empty())
 }
 
 /// Calls grouped by (server, normalized request): one shape each.

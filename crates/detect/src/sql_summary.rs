@@ -60,10 +60,12 @@ fn request(r: &RequestCalls, sql: &[Call]) -> SqlRequest {
 /// A request's summary and its SQL calls.
 type WithCalls<'a> = (SqlRequest, Vec<Call<'a>>);
 
-/// Per request kind of the service, busiest first. Kinds that sent no SQL are left out.
+/// Per request kind of the service, busiest first, over the requests told
+/// apart (the per-kind rates of the others are in the capture's groups).
+/// Kinds that sent no SQL are left out.
 pub fn summarize(requests: &[RequestCalls]) -> Vec<SqlSummary> {
     let mut kinds: BTreeMap<(SocketAddr, &str), Vec<WithCalls>> = BTreeMap::new();
-    for r in requests {
+    for r in requests.iter().filter(|r| r.told_apart()) {
         let sql: Vec<Call> = r
             .calls
             .iter()
