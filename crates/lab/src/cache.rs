@@ -7,6 +7,7 @@
 //! the lab has its own rather than one crate per protocol.
 
 use crate::line::{crlf_line, decimal};
+use crate::truth::{Call, Calls};
 use bytes::{Buf, Bytes, BytesMut};
 use std::io;
 use std::net::SocketAddr;
@@ -41,15 +42,18 @@ struct Command {
     reply: oneshot::Sender<Reply>,
 }
 
-/// A reply on its way; dropping it leaves the command running (a
-/// fire-and-forget write).
-pub struct Pending(oneshot::Receiver<Reply>);
+/// A reply on its way, and the call it is; dropping it leaves the command
+/// running (a fire-and-forget write), unrecorded.
+pub struct Pending(oneshot::Receiver<Reply>, Call);
 
 impl Pending {
     pub async fn wait(self) -> Reply {
-        self.0
+        let reply = self
+            .0
             .await
-            .unwrap_or_else(|_| Err(io::Error::other("cache connection closed")))
+            .unwrap_or_else(|_| Err(io::Error::other("cache connection closed")));
+        self.1.done();
+        reply
     }
 }
 
@@ -58,40 +62,54 @@ impl Pending {
 pub struct SharedConnection {
     protocol: CacheProtocol,
     commands: mpsc::UnboundedSender<Command>,
+    /// Local port of the connection.
+    port: u16,
+    /// Held while a command takes its place: its recorded order is its
+    /// order on the wire.
+    queueing: std::sync::Arc<std::sync::Mutex<()>>,
 }
 
 impl SharedConnection {
     pub async fn connect(addr: SocketAddr, protocol: CacheProtocol) -> io::Result<Self> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
+        let port = stream.local_addr()?.port();
         let (read, write) = stream.into_split();
         let (commands, queue) = mpsc::unbounded_channel();
         let (waiters, waiting) = mpsc::unbounded_channel();
         tokio::spawn(send_in_order(write, queue, waiters));
         tokio::spawn(answer_in_order(read, waiting, protocol));
-        Ok(SharedConnection { protocol, commands })
+        Ok(SharedConnection {
+            protocol,
+            commands,
+            port,
+            queueing: Default::default(),
+        })
     }
 
-    /// Queues `parts` now: its place on the connection is taken at the call.
-    fn send(&self, parts: Vec<Bytes>, expect: Expect) -> Pending {
+    /// Queues `parts` now, a call of `truth`'s request: its place on the
+    /// connection is taken at the call.
+    fn send(&self, parts: Vec<Bytes>, expect: Expect, truth: &Calls) -> Pending {
         let (reply, rx) = oneshot::channel();
+        let _in_order = self.queueing.lock();
+        let call = truth.start(self.port);
         let _ = self.commands.send(Command {
             parts,
             expect,
             reply,
         });
-        Pending(rx)
+        Pending(rx, call)
     }
 
-    pub fn get(&self, key: &str) -> Pending {
+    pub fn get(&self, key: &str, truth: &Calls) -> Pending {
         let parts = match self.protocol {
             CacheProtocol::Resp => vec![resp_command(&[b"GET", key.as_bytes()])],
             CacheProtocol::Memcached => vec![Bytes::from(format!("get {key}\r\n"))],
         };
-        self.send(parts, Expect::Value)
+        self.send(parts, Expect::Value, truth)
     }
 
-    pub fn set(&self, key: &str, value: Bytes) -> Pending {
+    pub fn set(&self, key: &str, value: Bytes, truth: &Calls) -> Pending {
         let head = match self.protocol {
             CacheProtocol::Resp => format!(
                 "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n",
@@ -101,7 +119,7 @@ impl SharedConnection {
             CacheProtocol::Memcached => format!("set {key} 0 0 {}\r\n", value.len()),
         };
         let parts = vec![Bytes::from(head), value, Bytes::from_static(b"\r\n")];
-        self.send(parts, Expect::Stored)
+        self.send(parts, Expect::Stored, truth)
     }
 }
 

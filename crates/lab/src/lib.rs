@@ -14,6 +14,7 @@ pub mod respmini;
 pub mod scenario;
 pub mod scenarios;
 pub mod tls_h2;
+pub mod truth;
 pub mod work;
 
 pub use scenario::{find, listing, named, Fact, LoadHint, Running, Scenario, Truth, SCENARIOS};

@@ -4,6 +4,7 @@
 //! TCP or over TLS.
 
 use crate::proxy::response_len;
+use crate::truth::Calls;
 use bytes::{Bytes, BytesMut};
 use std::io;
 use std::net::SocketAddr;
@@ -45,16 +46,19 @@ impl Dialer {
         }
     }
 
-    async fn open(&self) -> io::Result<Box<dyn Stream>> {
+    /// A new connection and its local port.
+    async fn open(&self) -> io::Result<(Box<dyn Stream>, u16)> {
         let tcp = TcpStream::connect(self.addr).await?;
         tcp.set_nodelay(true)?;
-        match &self.tls {
-            None => Ok(Box::new(tcp)),
+        let port = tcp.local_addr()?.port();
+        let stream: Box<dyn Stream> = match &self.tls {
+            None => Box::new(tcp),
             Some(tls) => {
                 let name = rustls::pki_types::ServerName::IpAddress(self.addr.ip().into());
-                Ok(Box::new(tls.connect(name, tcp).await?))
+                Box::new(tls.connect(name, tcp).await?)
             }
-        }
+        };
+        Ok((stream, port))
     }
 }
 
@@ -66,11 +70,17 @@ pub enum Upstream {
 
 impl Upstream {
     /// One GET to the backing API, read to the end of the response,
-    /// carrying the inbound request's `traceparent` if it had one.
-    pub async fn call(&self, path: &str, traceparent: Option<&str>) -> io::Result<()> {
+    /// carrying the inbound request's `traceparent` if it had one;
+    /// recorded in `calls`.
+    pub async fn call(
+        &self,
+        path: &str,
+        traceparent: Option<&str>,
+        calls: &Calls,
+    ) -> io::Result<()> {
         match self {
-            Upstream::Http1(p) => p.call(path, traceparent).await,
-            Upstream::Http2(h) => h.call(path, traceparent).await,
+            Upstream::Http1(p) => p.call(path, traceparent, calls).await,
+            Upstream::Http2(h) => h.call(path, traceparent, calls).await,
         }
     }
 }
@@ -79,7 +89,8 @@ impl Upstream {
 pub struct Http1Pool {
     dialer: Dialer,
     permits: Semaphore,
-    idle: Mutex<Vec<(Box<dyn Stream>, BytesMut)>>,
+    /// Idle connections: stream, read buffer, local port.
+    idle: Mutex<Vec<(Box<dyn Stream>, BytesMut, u16)>>,
 }
 
 impl Http1Pool {
@@ -91,17 +102,21 @@ impl Http1Pool {
         }
     }
 
-    async fn call(&self, path: &str, traceparent: Option<&str>) -> io::Result<()> {
+    async fn call(&self, path: &str, traceparent: Option<&str>, calls: &Calls) -> io::Result<()> {
         let permit = self.permits.acquire().await.map_err(io::Error::other)?;
         let idle = self
             .idle
             .lock()
             .map_err(|_| io::Error::other("pool"))?
             .pop();
-        let (mut stream, mut buf) = match idle {
+        let (mut stream, mut buf, port) = match idle {
             Some(c) => c,
-            None => (self.dialer.open().await?, BytesMut::with_capacity(8192)),
+            None => {
+                let (stream, port) = self.dialer.open().await?;
+                (stream, BytesMut::with_capacity(8192), port)
+            }
         };
+        let call = calls.start(port);
         let trace = traceparent.map_or(String::new(), |t| format!("traceparent: {t}\r\n"));
         let host = self.dialer.addr;
         let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{trace}\r\n");
@@ -117,9 +132,10 @@ impl Http1Pool {
             }
         };
         let _ = buf.split_to(len);
+        call.done();
         // Back to the pool before the permit: the next waiter finds it idle.
         if let Ok(mut idle) = self.idle.lock() {
-            idle.push((stream, buf));
+            idle.push((stream, buf, port));
         }
         drop(permit);
         Ok(())
@@ -130,7 +146,8 @@ impl Http1Pool {
 /// a capture started before it sees the connection preface.
 pub struct H2Connection {
     dialer: Dialer,
-    sender: OnceCell<h2::client::SendRequest<Bytes>>,
+    /// The connection and its local port.
+    sender: OnceCell<(h2::client::SendRequest<Bytes>, u16)>,
 }
 
 impl H2Connection {
@@ -141,17 +158,18 @@ impl H2Connection {
         }
     }
 
-    async fn connect(&self) -> io::Result<h2::client::SendRequest<Bytes>> {
-        let io = self.dialer.open().await?;
+    async fn connect(&self) -> io::Result<(h2::client::SendRequest<Bytes>, u16)> {
+        let (io, port) = self.dialer.open().await?;
         let (sender, conn) = h2::client::handshake(io).await.map_err(io::Error::other)?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        Ok(sender)
+        Ok((sender, port))
     }
 
-    async fn call(&self, path: &str, traceparent: Option<&str>) -> io::Result<()> {
-        let sender = self.sender.get_or_try_init(|| self.connect()).await?;
+    async fn call(&self, path: &str, traceparent: Option<&str>, calls: &Calls) -> io::Result<()> {
+        let (sender, port) = self.sender.get_or_try_init(|| self.connect()).await?;
+        let call = calls.start(*port);
         let mut sender = sender.clone().ready().await.map_err(io::Error::other)?;
         let (scheme, addr) = (self.dialer.scheme(), self.dialer.addr);
         let mut request = http::Request::get(format!("{scheme}://{addr}{path}"));
@@ -162,11 +180,13 @@ impl H2Connection {
         let (response, _) = sender
             .send_request(request, true)
             .map_err(io::Error::other)?;
+        let call = call.on_stream(response.stream_id().as_u32());
         let mut body = response.await.map_err(io::Error::other)?.into_body();
         while let Some(chunk) = body.data().await {
             let chunk = chunk.map_err(io::Error::other)?;
             let _ = body.flow_control().release_capacity(chunk.len());
         }
+        call.done();
         Ok(())
     }
 }

@@ -2,10 +2,12 @@
 //! Each scenario lives in its own file under `scenarios/` and is listed in `SCENARIOS`.
 
 use crate::scenarios;
+use crate::truth::CallLog;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use whyslow_model::FindingKind;
@@ -107,6 +109,8 @@ pub struct Running {
     pub ports: Vec<u16>,
     /// The TLS variant's key log (NSS format), removed when the scenario stops.
     pub keylog: Option<PathBuf>,
+    /// What its apps recorded of each request's calls, out of band.
+    pub truth: Arc<CallLog>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -116,8 +120,15 @@ impl Running {
             url,
             ports,
             keylog: None,
+            truth: CallLog::new(),
             tasks,
         }
+    }
+
+    /// With the log its apps write their calls to.
+    pub fn with_truth(mut self, truth: Arc<CallLog>) -> Running {
+        self.truth = truth;
+        self
     }
 
     pub fn with_keylog(mut self, path: PathBuf) -> Running {

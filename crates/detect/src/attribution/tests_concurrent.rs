@@ -163,3 +163,32 @@ fn an_unanswered_request_waits_only_until_its_connection_closed() {
     attribute(&mut t, &[8080]);
     assert_eq!(levels(&t)[0], (Some(1), Some(Attribution::Inferred)));
 }
+
+#[test]
+fn timing_tells_a_call_apart_only_where_calls_do_not_interleave() {
+    // A waits 0..1000, B 50..3000; a call 60..990 fills A and brackets it
+    // far more tightly than B.
+    let two = |calls: Vec<Exchange>| {
+        let mut exchanges = vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (50, 60), (3000, 3010)),
+        ];
+        exchanges.extend(calls);
+        Timeline {
+            connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 5432)],
+            exchanges,
+        }
+    };
+    let mut t = two(vec![exchange(2, 2, (60, 70), (980, 990))]);
+    attribute(&mut t, &[8080]);
+    assert_eq!(levels(&t), vec![(Some(0), Some(Attribution::Inferred))]);
+    // The same call beside another in flight on its connection (HTTP/2,
+    // pipelining): whose is which, timing cannot say.
+    let mut t = two(vec![
+        exchange(2, 2, (60, 70), (980, 990)),
+        exchange(3, 2, (70, 80), (900, 910)),
+    ]);
+    attribute(&mut t, &[8080]);
+    let amb = (None, Some(Attribution::Ambiguous));
+    assert_eq!(levels(&t), vec![amb, amb]);
+}

@@ -2,7 +2,7 @@
 //! started, the statements of one PostgreSQL transaction (a connection held
 //! by one request's session from BEGIN to COMMIT), or a single call.
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use whyslow_model::{Exchange, ExchangeRole, Protocol, TraceId, TxState};
 
 /// What makes a unit one request's, and so what a request can hold only
@@ -26,6 +26,10 @@ pub struct Unit {
     pub start: u64,
     pub end: u64,
     pub holder: Holder,
+    /// On a connection that carries several calls at once (multiplexed or
+    /// pipelined): calls of requests in flight together interleave there,
+    /// and timing alone cannot say whose a call is.
+    pub interleaved: bool,
 }
 
 impl Unit {
@@ -35,6 +39,7 @@ impl Unit {
             start: u64::MAX,
             end: 0,
             holder,
+            interleaved: false,
         }
     }
 
@@ -76,6 +81,7 @@ pub fn build(
         }
         units.push(u);
     }
+    let interleaved = interleaving(exchanges, todo);
     // Per connection: the transaction being read, if any.
     let mut open: HashMap<u32, Unit> = HashMap::new();
     for &i in todo {
@@ -102,6 +108,7 @@ pub fn build(
             None => {
                 let mut u = Unit::new(Holder::Call);
                 u.add(i, e);
+                u.interleaved = interleaved.contains(&e.connection);
                 units.push(u);
             }
         }
@@ -110,4 +117,21 @@ pub fn build(
     units.extend(open.into_values());
     units.sort_unstable_by_key(|u| (u.start, u.end, u.calls.first().copied()));
     units
+}
+
+/// Connections on which a call of `todo` (in capture order) started
+/// before the one before it ended.
+fn interleaving(exchanges: &[Exchange], todo: &[usize]) -> HashSet<u32> {
+    let mut last_end: HashMap<u32, u64> = HashMap::new();
+    let mut out = HashSet::new();
+    for &i in todo {
+        let e = &exchanges[i];
+        let (start, end) = call_span(e);
+        let prev = last_end.entry(e.connection).or_insert(0);
+        if start < *prev {
+            out.insert(e.connection);
+        }
+        *prev = (*prev).max(end);
+    }
+    out
 }

@@ -13,6 +13,7 @@ use crate::cache::{CacheProtocol, SharedConnection};
 use crate::http1::{json_response, read_request};
 use crate::respmini;
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
+use crate::truth::{CallLog, Calls};
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,34 +77,39 @@ struct Cache {
     /// (write-behind), so a slow cache never piles up writes.
     stashing: Arc<AtomicBool>,
     fragment: Bytes,
+    truth: Arc<CallLog>,
 }
 
 impl Cache {
     /// Stashes the fragment without waiting, then reads the hot key.
-    async fn render(&self) -> std::io::Result<()> {
+    async fn render(&self, truth: &Calls) -> std::io::Result<()> {
         if !self.stashing.swap(true, Ordering::AcqRel) {
-            let write = self.writes.set(STASH_KEY, self.fragment.clone());
+            let write = self.writes.set(STASH_KEY, self.fragment.clone(), truth);
             let stashing = self.stashing.clone();
             tokio::spawn(async move {
                 let _ = write.wait().await;
                 stashing.store(false, Ordering::Release);
             });
         }
-        self.reads.get(HOT_KEY).wait().await.map(|_| ())
+        self.reads.get(HOT_KEY, truth).wait().await.map(|_| ())
     }
 }
 
 async fn page(mut stream: TcpStream, cache: Arc<Cache>) {
     let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().map_or(0, |a| a.port());
     let mut buf = BytesMut::with_capacity(4096);
     while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
         let _ = buf.split_to(head.head_len + head.content_length);
-        let (status, body) = match cache.render().await {
+        let truth = cache.truth.request(peer);
+        let (status, body) = match cache.render(&truth).await {
             Ok(()) => ("200 OK", "{\"product\":42,\"price\":12.5}\n"),
             Err(_) => ("502 Bad Gateway", "{\"error\":\"cache\"}\n"),
         };
         let out = json_response(status, body.as_bytes());
-        if stream.write_all(&out).await.is_err() || head.close {
+        let sent = stream.write_all(&out).await;
+        truth.served();
+        if sent.is_err() || head.close {
             return;
         }
     }
@@ -133,7 +139,11 @@ async fn start_page(
 ) -> std::io::Result<Running> {
     let reads = SharedConnection::connect(cache, protocol).await?;
     reads
-        .set(HOT_KEY, Bytes::from_static(b"{\"currency\":\"EUR\"}"))
+        .set(
+            HOT_KEY,
+            Bytes::from_static(b"{\"currency\":\"EUR\"}"),
+            &Calls::none(),
+        )
         .wait()
         .await?;
     let writes = if fixed {
@@ -146,14 +156,17 @@ async fn start_page(
         writes,
         stashing: Arc::new(AtomicBool::new(false)),
         fragment: Bytes::from(vec![b'x'; value_bytes]),
+        truth: CallLog::new(),
     });
+    let truth = cache_state.truth.clone();
     let (front_l, addr) = listen().await?;
     tasks.push(tokio::spawn(serve_pages(front_l, cache_state)));
     Ok(Running::new(
         format!("http://{addr}{PATH}"),
         vec![addr.port(), cache.port()],
         tasks,
-    ))
+    )
+    .with_truth(truth))
 }
 
 /// The page on the lab's own RESP server.

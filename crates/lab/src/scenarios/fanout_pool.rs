@@ -9,6 +9,7 @@ use crate::pki::{self, Pki};
 use crate::pool::{Dialer, H2Connection, Http1Pool, Stream, Upstream};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
 use crate::tls_h2;
+use crate::truth::CallLog;
 use bytes::BytesMut;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,16 +77,28 @@ fn page() -> Vec<u8> {
     body
 }
 
-/// Serves the page: every call at once through `upstream`, then rendering.
-async fn front<S: Stream>(mut stream: S, upstream: Arc<Upstream>, page: Arc<Vec<u8>>) {
+/// The front's shared state: its client to the API, its page, its call log.
+struct Front {
+    upstream: Upstream,
+    page: Vec<u8>,
+    truth: Arc<CallLog>,
+}
+
+/// Serves the page to the client at `peer`: every call at once through
+/// the upstream, then rendering.
+async fn front<S: Stream>(mut stream: S, peer: u16, app: Arc<Front>) {
     let mut buf = BytesMut::with_capacity(8192);
     while let Ok(Some(head)) = read_whole_request(&mut stream, &mut buf).await {
         let _ = buf.split_to(head.head_len + head.content_length);
         let close = head.close;
+        let truth = app.truth.request(peer);
         let mut calls = JoinSet::new();
         for i in 0..CALLS {
-            let (up, trace) = (upstream.clone(), head.traceparent.clone());
-            calls.spawn(async move { up.call(&format!("/data/{i}"), trace.as_deref()).await });
+            let (app, trace, truth) = (app.clone(), head.traceparent.clone(), truth.clone());
+            calls.spawn(async move {
+                let path = format!("/data/{i}");
+                app.upstream.call(&path, trace.as_deref(), &truth).await
+            });
         }
         let mut failed = false;
         while let Some(done) = calls.join_next().await {
@@ -95,11 +108,13 @@ async fn front<S: Stream>(mut stream: S, upstream: Arc<Upstream>, page: Arc<Vec<
         let status = if failed { "502 Bad Gateway" } else { "200 OK" };
         let mut out = format!(
             "HTTP/1.1 {status}\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n",
-            page.len()
+            app.page.len()
         )
         .into_bytes();
-        out.extend_from_slice(&page);
-        if stream.write_all(&out).await.is_err() || close {
+        out.extend_from_slice(&app.page);
+        let sent = stream.write_all(&out).await;
+        truth.served();
+        if sent.is_err() || close {
             return;
         }
     }
@@ -110,19 +125,24 @@ async fn serve_front(
     listener: TcpListener,
     upstream: Upstream,
     tls: Option<Arc<rustls::ServerConfig>>,
+    truth: Arc<CallLog>,
 ) {
-    let upstream = Arc::new(upstream);
-    let page = Arc::new(page());
+    let app = Arc::new(Front {
+        upstream,
+        page: page(),
+        truth,
+    });
     let acceptor = tls.map(TlsAcceptor::from);
     accept_each(listener, |tcp| {
-        let (upstream, page, acceptor) = (upstream.clone(), page.clone(), acceptor.clone());
+        let (app, acceptor) = (app.clone(), acceptor.clone());
         async move {
             let _ = tcp.set_nodelay(true);
+            let peer = tcp.peer_addr().map_or(0, |a| a.port());
             match acceptor {
-                None => front(tcp, upstream, page).await,
+                None => front(tcp, peer, app).await,
                 Some(a) => {
                     if let Ok(s) = a.accept(tcp).await {
-                        front(s, upstream, page).await
+                        front(s, peer, app).await
                     }
                 }
             }
@@ -152,12 +172,14 @@ async fn start(fixed: bool) -> std::io::Result<Running> {
         let pool = Http1Pool::new(Dialer::plain(api), POOL as usize);
         (task, Upstream::Http1(pool))
     };
-    let front_task = tokio::spawn(serve_front(front_l, upstream, None));
+    let truth = CallLog::new();
+    let front_task = tokio::spawn(serve_front(front_l, upstream, None, truth.clone()));
     Ok(Running::new(
         format!("http://{addr}{PATH}"),
         vec![addr.port(), api.port()],
         vec![front_task, api_task],
-    ))
+    )
+    .with_truth(truth))
 }
 
 /// The same over TLS, as in the case (the backing API was HTTPS): the front
@@ -186,13 +208,16 @@ async fn start_tls(fixed: bool) -> std::io::Result<Running> {
     } else {
         Upstream::Http1(Http1Pool::new(dialer, POOL as usize))
     };
-    let front_task = tokio::spawn(serve_front(front_l, upstream, Some(Arc::new(front_server))));
+    let truth = CallLog::new();
+    let front_server = Some(Arc::new(front_server));
+    let front_task = tokio::spawn(serve_front(front_l, upstream, front_server, truth.clone()));
     Ok(Running::new(
         format!("https://{addr}{PATH}"),
         vec![addr.port(), api.port()],
         vec![front_task, api_task],
     )
-    .with_keylog(keylog_path))
+    .with_keylog(keylog_path)
+    .with_truth(truth))
 }
 
 fn boxed(fixed: bool) -> BoxedStart {

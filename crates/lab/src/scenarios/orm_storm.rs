@@ -12,6 +12,7 @@
 use crate::http1::{json_response, read_request};
 use crate::pgmini::{self, shop};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
+use crate::truth::{CallLog, Calls};
 use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -84,6 +85,8 @@ pub const SCENARIO: Scenario = Scenario {
 /// The statements a connection prepared, by the SQL they run.
 struct Prepared {
     client: Client,
+    /// Local port of its connection.
+    port: u16,
     statements: Vec<(&'static str, Statement)>,
 }
 
@@ -94,6 +97,7 @@ struct Prepared {
 struct Session<'a> {
     db: &'a Prepared,
     traceparent: Option<&'a str>,
+    truth: &'a Calls,
 }
 
 impl Session<'_> {
@@ -102,13 +106,16 @@ impl Session<'_> {
         sql: &'static str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, DbError> {
-        Ok(match self.traceparent {
-            None => self.db.client.query(self.db.get(sql), params).await?,
+        let call = self.truth.start(self.db.port);
+        let rows = match self.traceparent {
+            None => self.db.client.query(self.db.get(sql), params).await,
             Some(t) => {
                 let text = format!("{sql} /*traceparent='{t}'*/");
-                self.db.client.query(text.as_str(), params).await?
+                self.db.client.query(text.as_str(), params).await
             }
-        })
+        };
+        call.done();
+        Ok(rows?)
     }
 }
 
@@ -144,18 +151,20 @@ struct Database {
     /// The fixed app's tax rate, read at start-up; None: the broken app
     /// reads it per order.
     rate: Option<i64>,
+    truth: Arc<CallLog>,
 }
 
 type DbError = Box<dyn std::error::Error + Send + Sync>;
 
 async fn connect(addr: SocketAddr) -> Result<Client, DbError> {
+    Ok(connect_from(TcpStream::connect(addr).await?).await?)
+}
+
+/// A client over a connection already open (whose local port the caller knows).
+async fn connect_from(tcp: TcpStream) -> Result<Client, tokio_postgres::Error> {
     let mut config = tokio_postgres::Config::new();
-    config
-        .host(addr.ip().to_string())
-        .port(addr.port())
-        .user("postgres")
-        .dbname("postgres");
-    let (client, connection) = config.connect(NoTls).await?;
+    config.user("postgres").dbname("postgres");
+    let (client, connection) = config.connect_raw(tcp, NoTls).await?;
     tokio::spawn(connection);
     Ok(client)
 }
@@ -177,8 +186,9 @@ impl Drop for Held<'_> {
 }
 
 impl Database {
-    /// A connection of its own for one checkout, opened on first use.
-    async fn checkout(&self) -> Result<(Held<'_>, &Prepared), DbError> {
+    /// A connection of its own for one checkout, opened on first use (a
+    /// call of the checkout's, in `truth`).
+    async fn checkout(&self, truth: &Calls) -> Result<(Held<'_>, &Prepared), DbError> {
         let permit = self.free.acquire().await?;
         let slot = self.idle.lock().ok().and_then(|mut i| i.pop());
         let held = Held {
@@ -188,12 +198,20 @@ impl Database {
         };
         let prepared = self.slots[held.slot]
             .get_or_try_init(|| async {
-                let client = connect(self.addr).await?;
+                let tcp = TcpStream::connect(self.addr).await?;
+                let port = tcp.local_addr()?.port();
+                let call = truth.start(port);
+                let client = connect_from(tcp).await?;
                 let mut statements = Vec::new();
                 for s in shop::STATEMENTS {
                     statements.push((s.sql, client.prepare(s.sql).await?));
                 }
-                Ok::<_, DbError>(Prepared { client, statements })
+                call.done();
+                Ok::<_, DbError>(Prepared {
+                    client,
+                    port,
+                    statements,
+                })
             })
             .await?;
         Ok((held, prepared))
@@ -244,11 +262,12 @@ async fn checkout_batched(c: &Session<'_>, rate: i64) -> Result<i64, DbError> {
     Ok(sum + sum * rate / 10_000)
 }
 
-async fn checkout(db: &Database, traceparent: Option<&str>) -> Result<i64, DbError> {
-    let (_held, conn) = db.checkout().await?;
+async fn checkout(db: &Database, traceparent: Option<&str>, truth: &Calls) -> Result<i64, DbError> {
+    let (_held, conn) = db.checkout(truth).await?;
     let session = Session {
         db: conn,
         traceparent: sampled(traceparent),
+        truth,
     };
     match db.rate {
         Some(rate) => checkout_batched(&session, rate).await,
@@ -266,10 +285,12 @@ async fn read_rate(db: SocketAddr) -> Result<i64, DbError> {
 
 async fn front(mut stream: TcpStream, db: Arc<Database>) {
     let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().map_or(0, |a| a.port());
     let mut buf = BytesMut::with_capacity(4096);
     while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
         let _ = buf.split_to(head.head_len + head.content_length);
-        let (status, body) = match checkout(&db, head.traceparent.as_deref()).await {
+        let truth = db.truth.request(peer);
+        let (status, body) = match checkout(&db, head.traceparent.as_deref(), &truth).await {
             Ok(total) => ("200 OK", format!("{{\"total\":{total}}}\n")),
             Err(e) => (
                 "500 Internal Server Error",
@@ -277,7 +298,9 @@ async fn front(mut stream: TcpStream, db: Arc<Database>) {
             ),
         };
         let out = json_response(status, body.as_bytes());
-        if stream.write_all(&out).await.is_err() || head.close {
+        let sent = stream.write_all(&out).await;
+        truth.served();
+        if sent.is_err() || head.close {
             return;
         }
     }
@@ -304,13 +327,16 @@ async fn start_front(
             true => Some(read_rate(db).await.map_err(std::io::Error::other)?),
             false => None,
         },
+        truth: CallLog::new(),
     });
+    let truth = database.truth.clone();
     tasks.insert(0, tokio::spawn(serve_front(front_l, database)));
     Ok(Running::new(
         format!("http://{addr}{PATH}"),
         vec![addr.port(), db.port()],
         tasks,
-    ))
+    )
+    .with_truth(truth))
 }
 
 /// Creates the shop's tables and rows in a real PostgreSQL (user postgres,

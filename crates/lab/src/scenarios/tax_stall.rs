@@ -6,6 +6,7 @@
 use crate::http1::{json_response, read_request};
 use crate::pool::{Dialer, Http1Pool, Upstream};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, LoadHint, Running, Scenario, Truth};
+use crate::truth::{CallLog, Calls};
 use bytes::BytesMut;
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,14 +107,16 @@ async fn serve_tax(listener: TcpListener) {
 }
 
 /// The checkout: the tax call (broken) or the rate in memory (fixed).
-async fn front(mut stream: TcpStream, tax: Option<Arc<Upstream>>) {
+async fn front(mut stream: TcpStream, tax: Option<Arc<Upstream>>, truth: Arc<CallLog>) {
     let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().map_or(0, |a| a.port());
     let mut buf = BytesMut::with_capacity(4096);
     while let Ok(Some(head)) = read_request(&mut stream, &mut buf, false).await {
         let _ = buf.split_to(head.head_len + head.content_length);
+        let calls = truth.request(peer);
         let ok = match &tax {
             Some(up) => up
-                .call("/rate?region=EU", head.traceparent.as_deref())
+                .call("/rate?region=EU", head.traceparent.as_deref(), &calls)
                 .await
                 .is_ok(),
             None => true,
@@ -124,14 +127,16 @@ async fn front(mut stream: TcpStream, tax: Option<Arc<Upstream>>) {
             ("502 Bad Gateway", "{\"error\":\"tax service\"}\n")
         };
         let out = json_response(status, body.as_bytes());
-        if stream.write_all(&out).await.is_err() || head.close {
+        let sent = stream.write_all(&out).await;
+        calls.served();
+        if sent.is_err() || head.close {
             return;
         }
     }
 }
 
-async fn serve_front(listener: TcpListener, tax: Option<Arc<Upstream>>) {
-    accept_each(listener, |stream| front(stream, tax.clone())).await;
+async fn serve_front(listener: TcpListener, tax: Option<Arc<Upstream>>, truth: Arc<CallLog>) {
+    accept_each(listener, |stream| front(stream, tax.clone(), truth.clone())).await;
 }
 
 /// client → checkout → tax service (broken); client → checkout (fixed).
@@ -142,13 +147,16 @@ async fn start(fixed: bool) -> std::io::Result<Running> {
     let upstream = Arc::new(Upstream::Http1(Http1Pool::new(Dialer::plain(tax), POOL)));
     // Both variants read the rates at start-up; only the broken one calls
     // again per checkout.
-    upstream.call("/rates", None).await?;
-    let front_task = tokio::spawn(serve_front(front_l, (!fixed).then_some(upstream)));
+    upstream.call("/rates", None, &Calls::none()).await?;
+    let truth = CallLog::new();
+    let upstream = (!fixed).then_some(upstream);
+    let front_task = tokio::spawn(serve_front(front_l, upstream, truth.clone()));
     Ok(Running::new(
         format!("http://{addr}{PATH}"),
         vec![addr.port(), tax.port()],
         vec![front_task, tax_task],
-    ))
+    )
+    .with_truth(truth))
 }
 
 fn boxed(fixed: bool) -> BoxedStart {

@@ -269,6 +269,7 @@ pub fn phase_sum(r: &serde_json::Value) -> u64 {
 #[allow(dead_code)]
 pub mod numbers;
 pub mod real;
+pub mod truth;
 
 /// `whyslow analyze --json --timeline --service SERVICE CAPTURE`, which must succeed.
 pub fn analyzed_timeline(capture: &Path, service: &str) -> serde_json::Value {

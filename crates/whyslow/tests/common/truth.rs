@@ -1,0 +1,145 @@
+//! Attribution held to what the apps recorded out of band: each call an
+//! app made for a request, matched to its exchange in the analyzed
+//! timeline, and the request whyslow gave that exchange compared with the
+//! one that made it.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use whyslow_lab::truth::{CallTruth, RequestTruth};
+
+/// How attribution did against the truth.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Score {
+    /// Calls matched to a request of the truth.
+    pub calls: usize,
+    /// Of them, given to a request.
+    pub given: usize,
+    /// Of those, given to another request than the one that made them.
+    pub wrong: usize,
+    /// Of them, left ambiguous.
+    pub ambiguous: usize,
+}
+
+impl Score {
+    pub fn wrong_share(&self) -> f64 {
+        self.wrong as f64 / self.given.max(1) as f64
+    }
+
+    pub fn coverage(&self) -> f64 {
+        self.given as f64 / self.calls.max(1) as f64
+    }
+}
+
+fn port_of(addr: &Value) -> u16 {
+    let a: std::net::SocketAddr = addr.as_str().unwrap().parse().unwrap();
+    a.port()
+}
+
+/// An exchange's span: first request byte → last byte seen.
+fn span(e: &Value) -> (u64, u64) {
+    let start = e["request_first_at_us"].as_u64().unwrap();
+    let end = e["response_last_at_us"]
+        .as_u64()
+        .or(e["request_last_at_us"].as_u64())
+        .unwrap();
+    (start, end)
+}
+
+/// Scores the timeline of `report` against `truth`.
+pub fn score(report: &Value, truth: &[RequestTruth]) -> Score {
+    let timeline = &report["timeline"];
+    let client_port: HashMap<u64, u16> = timeline["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_u64().unwrap(), port_of(&c["client"])))
+        .collect();
+    // Per client port: its exchanges by start.
+    let mut on_port: HashMap<u16, Vec<&Value>> = HashMap::new();
+    for e in timeline["exchanges"].as_array().unwrap() {
+        let port = client_port[&e["connection"].as_u64().unwrap()];
+        on_port.entry(port).or_default().push(e);
+    }
+    for list in on_port.values_mut() {
+        list.sort_by_key(|e| span(e));
+    }
+    // Each truth request's inbound exchange: the last on its client's
+    // connection whose request was whole before the app read it.
+    let inbound: Vec<Option<u64>> = truth
+        .iter()
+        .map(|r| {
+            on_port
+                .get(&r.client_port)?
+                .iter()
+                .filter(|e| e["role"] == "inbound")
+                .filter(|e| e["request_last_at_us"].as_u64().unwrap() <= r.received_us)
+                .last()
+                .map(|e| e["id"].as_u64().unwrap())
+        })
+        .collect();
+    // Per local port: the calls made on it, with the request that made each.
+    let mut calls_on: HashMap<u16, Vec<(CallTruth, usize)>> = HashMap::new();
+    for (i, r) in truth.iter().enumerate() {
+        for c in &r.calls {
+            calls_on.entry(c.local_port).or_default().push((*c, i));
+        }
+    }
+    let mut score = Score::default();
+    for (port, mut calls) in calls_on {
+        calls.sort_by_key(|(c, _)| c.seq);
+        let exchanges: Vec<&Value> = on_port
+            .get(&port)
+            .map(|l| {
+                l.iter()
+                    .copied()
+                    .filter(|e| e["role"] == "outbound")
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (n, e) in exchanges.iter().enumerate() {
+            let Some(made_for) = made_by(e, n, &exchanges, &calls) else {
+                continue;
+            };
+            let Some(request) = inbound[made_for] else {
+                continue;
+            };
+            score.calls += 1;
+            match e["parent"].as_u64() {
+                Some(p) => {
+                    score.given += 1;
+                    score.wrong += usize::from(p != request);
+                }
+                None => score.ambiguous += usize::from(e["attribution"] == "ambiguous"),
+            }
+        }
+    }
+    score
+}
+
+/// The truth request that made the `n`th outbound exchange on a connection:
+/// by HTTP/2 stream; by order when the connection carried exactly the
+/// recorded calls (one exchange each); else the one call whose send and
+/// answer enclose the exchange (a call of several exchanges: a statement
+/// prepared, then run).
+fn made_by(
+    e: &Value,
+    n: usize,
+    exchanges: &[&Value],
+    calls: &[(CallTruth, usize)],
+) -> Option<usize> {
+    if let Some(stream) = e["stream"].as_u64() {
+        let same = |c: &&(CallTruth, usize)| c.0.stream == Some(stream as u32);
+        return calls.iter().find(same).map(|c| c.1);
+    }
+    if exchanges.len() == calls.len() {
+        return Some(calls[n].1);
+    }
+    let (start, end) = span(e);
+    let mut enclosing = calls
+        .iter()
+        .filter(|(c, _)| c.sent_us <= start && end <= c.done_us);
+    match (enclosing.next(), enclosing.next()) {
+        (Some(c), None) => Some(c.1),
+        _ => None,
+    }
+}
