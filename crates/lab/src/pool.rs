@@ -85,12 +85,14 @@ impl Upstream {
     }
 }
 
+/// An idle connection: stream, read buffer, local port.
+type Idle = (Box<dyn Stream>, BytesMut, u16);
+
 /// At most `size` keep-alive connections; a call waits for a free one.
 pub struct Http1Pool {
     dialer: Dialer,
     permits: Semaphore,
-    /// Idle connections: stream, read buffer, local port.
-    idle: Mutex<Vec<(Box<dyn Stream>, BytesMut, u16)>>,
+    idle: Mutex<Vec<Idle>>,
 }
 
 impl Http1Pool {
