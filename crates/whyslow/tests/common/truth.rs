@@ -72,8 +72,7 @@ pub fn score(report: &Value, truth: &[RequestTruth]) -> Score {
                 .get(&r.client_port)?
                 .iter()
                 .filter(|e| e["role"] == "inbound")
-                .filter(|e| e["request_last_at_us"].as_u64().unwrap() <= r.received_us)
-                .last()
+                .rfind(|e| e["request_last_at_us"].as_u64().unwrap() <= r.received_us)
                 .map(|e| e["id"].as_u64().unwrap())
         })
         .collect();
