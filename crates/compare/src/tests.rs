@@ -195,6 +195,9 @@ fn diagnose_documents_read_with_their_capture() {
             backing_ports: Vec::new(),
             packets: 40,
             kernel_drops: 0,
+            seconds: 1,
+            seconds_with_drops: 0,
+            max_drops_per_second: 0,
             file: None,
         }),
         host: HostReport {

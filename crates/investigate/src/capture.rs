@@ -96,8 +96,12 @@ impl CaptureSession {
             analysis.errors.insert(
                 0,
                 format!(
-                    "the kernel dropped {} packets: findings may miss events",
-                    stats.kernel_drops
+                    "the kernel dropped {} packets in {} of {} seconds (at most {} in one): \
+                     findings may miss events",
+                    stats.kernel_drops,
+                    stats.seconds_with_drops,
+                    stats.seconds,
+                    stats.max_drops_per_second
                 ),
             );
         }
@@ -107,6 +111,9 @@ impl CaptureSession {
             backing_ports: known_backing(opts),
             packets: stats.packets,
             kernel_drops: stats.kernel_drops,
+            seconds: stats.seconds,
+            seconds_with_drops: stats.seconds_with_drops,
+            max_drops_per_second: stats.max_drops_per_second,
             file: self.keep.then(|| self.path.display().to_string()),
         };
         Ok((info, analysis))

@@ -128,6 +128,14 @@ pub struct CaptureInfo {
     pub backing_ports: Vec<u16>,
     pub packets: u64,
     pub kernel_drops: u64,
+    /// Seconds the capture ran, those of them in which the kernel dropped
+    /// packets, and the most it dropped in one.
+    #[serde(default)]
+    pub seconds: u64,
+    #[serde(default)]
+    pub seconds_with_drops: u64,
+    #[serde(default)]
+    pub max_drops_per_second: u64,
     /// Where the capture was kept (`--save`); None when it was removed.
     pub file: Option<String>,
 }

@@ -94,9 +94,16 @@ fn capture_text(out: &mut String, c: &CaptureInfo) {
         .as_ref()
         .map(|f| format!(", saved to {f}"))
         .unwrap_or_default();
+    let when = match c.seconds_with_drops {
+        0 => String::new(),
+        n => format!(
+            " in {n} of {} seconds (at most {} in one)",
+            c.seconds, c.max_drops_per_second
+        ),
+    };
     let _ = writeln!(
         out,
-        "\ncapture: {} packets on {} ({filter}), {} dropped by the kernel{saved}",
+        "\ncapture: {} packets on {} ({filter}), {} dropped by the kernel{when}{saved}",
         c.packets, c.iface, c.kernel_drops
     );
 }

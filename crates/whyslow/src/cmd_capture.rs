@@ -27,11 +27,13 @@ pub fn run(args: CaptureArgs) -> Done {
         Ok(done) => {
             let s = done.stats;
             eprintln!(
-                "{} packets ({} bytes) written to {}; {} dropped by the kernel",
+                "{} packets ({} bytes) written to {}; {} dropped by the kernel in {} of {} seconds",
                 s.packets,
                 s.bytes,
                 args.file.display(),
-                s.kernel_drops
+                s.kernel_drops,
+                s.seconds_with_drops,
+                s.seconds
             );
             match done.command.and_then(|s| s.code()) {
                 Some(c) => Exit::Child(c as u8),

@@ -27,6 +27,9 @@ pub const SNAPLEN: u32 = 262_144;
 const PACKET_OUTGOING: u8 = 4;
 /// How often the capture thread checks its stop flag.
 const POLL_MS: u64 = 50;
+/// How often the kernel's drop counter is read (reading resets it): drops
+/// are told per second of the run, not only as a total.
+const DROPS_EVERY: Duration = Duration::from_secs(1);
 
 /// Totals of one capture.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,6 +38,24 @@ pub struct CaptureStats {
     pub bytes: u64,
     /// Packets the kernel dropped because the ring was full.
     pub kernel_drops: u64,
+    /// Seconds of the capture (whole or begun).
+    pub seconds: u64,
+    /// Of them, those in which the kernel dropped packets.
+    pub seconds_with_drops: u64,
+    /// Most packets dropped in one of them.
+    pub max_drops_per_second: u64,
+}
+
+impl CaptureStats {
+    /// Counts one reading of the kernel's drop counter.
+    fn add_drops(&mut self, dropped: u64) {
+        self.kernel_drops += dropped;
+        self.seconds += 1;
+        if dropped > 0 {
+            self.seconds_with_drops += 1;
+            self.max_drops_per_second = self.max_drops_per_second.max(dropped);
+        }
+    }
 }
 
 pub struct LiveCapture {
@@ -110,9 +131,9 @@ impl LiveCapture {
         }
     }
 
-    /// Totals so far, with the kernel's drop counter.
+    /// Totals so far, with the kernel's drop counter read once more.
     pub fn stats(&mut self) -> CaptureStats {
-        self.stats.kernel_drops += self.ring.drops().unwrap_or(0);
+        self.stats.add_drops(self.ring.drops().unwrap_or(0));
         self.stats
     }
 
@@ -126,9 +147,14 @@ impl LiveCapture {
         let file = BufWriter::new(File::create(path)?);
         let mut w = PcapngWriter::new(file, LinkType::RAW, SNAPLEN)?;
         let poll = Duration::from_millis(POLL_MS);
+        let mut drops_read = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             if let Some(p) = self.next_packet(poll) {
                 w.write(p.at_us, &p.data, p.orig_len)?;
+            }
+            if drops_read.elapsed() >= DROPS_EVERY {
+                drops_read += DROPS_EVERY;
+                self.stats.add_drops(self.ring.drops().unwrap_or(0));
             }
         }
         // Blocks are handed over at most BLOCK_TIMEOUT_MS after their last
@@ -178,4 +204,20 @@ pub fn capture_to_file(
     stop: &AtomicBool,
 ) -> Result<CaptureStats, WireError> {
     LiveCapture::open(iface, ports)?.write_until(path, stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CaptureStats;
+
+    #[test]
+    fn drops_are_told_per_second() {
+        let mut s = CaptureStats::default();
+        for dropped in [0, 12, 0, 3, 0] {
+            s.add_drops(dropped);
+        }
+        assert_eq!(s.kernel_drops, 15);
+        assert_eq!((s.seconds, s.seconds_with_drops), (5, 2));
+        assert_eq!(s.max_drops_per_second, 12);
+    }
 }
