@@ -26,14 +26,11 @@ pub fn run(args: CaptureArgs) -> Done {
     Ok(match record(&job, waiting) {
         Ok(done) => {
             let s = done.stats;
+            let file = args.file.display();
+            let drops = s.drops_line();
             eprintln!(
-                "{} packets ({} bytes) written to {}; {} dropped by the kernel in {} of {} seconds",
-                s.packets,
-                s.bytes,
-                args.file.display(),
-                s.kernel_drops,
-                s.seconds_with_drops,
-                s.seconds
+                "{} packets ({} bytes) written to {file}; {drops}",
+                s.packets, s.bytes
             );
             match done.command.and_then(|s| s.code()) {
                 Some(c) => Exit::Child(c as u8),

@@ -47,6 +47,14 @@ pub struct CaptureStats {
 }
 
 impl CaptureStats {
+    /// "N dropped by the kernel in K of S seconds".
+    pub fn drops_line(&self) -> String {
+        format!(
+            "{} dropped by the kernel in {} of {} seconds",
+            self.kernel_drops, self.seconds_with_drops, self.seconds
+        )
+    }
+
     /// Counts one reading of the kernel's drop counter.
     fn add_drops(&mut self, dropped: u64) {
         self.kernel_drops += dropped;
