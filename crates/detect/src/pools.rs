@@ -8,6 +8,7 @@
 //! nothing else to do (arrival, or the end of its previous call) to its
 //! start, counted only while the pool was full.
 
+use crate::attribution::interleaved;
 use crate::request_calls::{covered_us, running_max, RequestCalls};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
@@ -89,9 +90,7 @@ pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>) -> HashMap<SocketA
     let mut out = HashMap::new();
     for (server, mut calls) in calls {
         calls.sort_unstable();
-        let one_at_a_time = calls
-            .windows(2)
-            .all(|w| w[0].0 != w[1].0 || w[1].1 >= w[0].2);
+        let one_at_a_time = interleaved(calls.iter().map(|c| (c.0, c.1, c.2))).is_empty();
         if one_at_a_time {
             let pool = sweep(&calls);
             if pool.size >= 2 {

@@ -11,6 +11,7 @@ mod windows;
 
 pub use assign::{BRACKET_MARGIN, FILL_SHARE};
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+pub use units::interleaved;
 use units::{call_span, Holder};
 use whyslow_model::{Attribution, ExchangeRole, Timeline, TraceId};
 use windows::{Window, Windows};

@@ -2,7 +2,7 @@
 //! started, the statements of one PostgreSQL transaction (a connection held
 //! by one request's session from BEGIN to COMMIT), or a single call.
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use whyslow_model::{Exchange, ExchangeRole, Protocol, TraceId, TxState};
 
 /// What makes a unit one request's, and so what a request can hold only
@@ -81,7 +81,10 @@ pub fn build(
         }
         units.push(u);
     }
-    let interleaved = interleaving(exchanges, todo);
+    let interleaved = interleaved(todo.iter().map(|&i| {
+        let (start, end) = call_span(&exchanges[i]);
+        (exchanges[i].connection, start, end)
+    }));
     // Per connection: the transaction being read, if any.
     let mut open: HashMap<u32, Unit> = HashMap::new();
     for &i in todo {
@@ -119,19 +122,18 @@ pub fn build(
     units
 }
 
-/// Connections on which a call of `todo` (in capture order) started
-/// before the one before it ended.
-fn interleaving(exchanges: &[Exchange], todo: &[usize]) -> HashSet<u32> {
-    let mut last_end: HashMap<u32, u64> = HashMap::new();
-    let mut out = HashSet::new();
-    for &i in todo {
-        let e = &exchanges[i];
-        let (start, end) = call_span(e);
-        let prev = last_end.entry(e.connection).or_insert(0);
-        if start < *prev {
-            out.insert(e.connection);
-        }
-        *prev = (*prev).max(end);
-    }
-    out
+/// Connections on which a call started before an earlier one ended
+/// (multiplexed or pipelined), from calls as (connection, start, end) in
+/// any order.
+pub fn interleaved(calls: impl Iterator<Item = (u32, u64, u64)>) -> HashSet<u32> {
+    let mut calls: Vec<(u32, u64, u64)> = calls.collect();
+    calls.sort_unstable();
+    // Sorted by start per connection, an overlap always shows between
+    // neighbours: a call starting inside an earlier one starts inside the
+    // one just before it too.
+    calls
+        .windows(2)
+        .filter(|w| w[0].0 == w[1].0 && w[1].1 < w[0].2)
+        .map(|w| w[0].0)
+        .collect()
 }
