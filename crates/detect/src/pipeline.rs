@@ -78,7 +78,7 @@ pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
             attributed,
         )
     };
-    let requests = request_calls::by_request(timeline);
+    let requests = request_calls::by_request_with(timeline, &attributed.held_runs);
     let mut findings = crate::run_all(timeline, &requests);
     if service_ports.is_empty() {
         return Analysis {

@@ -3,12 +3,13 @@
 //! shared: a request's call waits while other requests' calls hold every
 //! connection, and the request sits idle meanwhile — time that would
 //! otherwise read as the service's own. A call waited for the pool when
-//! it took a connection that another request's call gave back, with every
-//! connection busy until then; its wait runs from when its request had
-//! nothing else to do (arrival, or the end of its previous call) to its
-//! start, counted only while the pool was full.
+//! it took a connection just as another request gave it back; its wait runs
+//! from when its request had nothing else to do (arrival, or the end of its
+//! previous call) to its start, counted only while every connection was
+//! busy. A request that held a connection across several calls (an ORM's
+//! session) kept it busy between them.
 
-use crate::attribution::interleaved;
+use crate::attribution::{interleaved, HeldRuns};
 use crate::request_calls::{covered_us, running_max, RequestCalls};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
@@ -23,6 +24,14 @@ pub const HANDOFF_MAX_US: u64 = 10_000;
 /// A call as a pool sees it: (connection, start, end, request made for).
 type PoolCall = (u32, u64, u64, Option<u32>);
 
+/// Who held a connection across several calls: the request they were given
+/// to, or the ambiguous run they were in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Request(u32),
+    Run(u32),
+}
+
 /// One backing server's pool, as every call to it used it.
 #[derive(Debug, Default)]
 pub struct Pool {
@@ -30,21 +39,24 @@ pub struct Pool {
     pub size: usize,
     /// When every connection was busy, by start, disjoint.
     full: Vec<(u64, u64)>,
-    /// When a call gave its connection back with the pool full, and the
-    /// request it was made for (None: not attributed), by time.
-    releases: Vec<(u64, Option<u32>)>,
+    /// When a call gave its connection back, the request it was made for
+    /// (None: not attributed) and the connection, by time. (Calls of a
+    /// saturated pool often end together: the second to end finds the pool
+    /// no longer full, yet its connection goes straight to a waiting call.)
+    releases: Vec<(u64, Option<u32>, u32)>,
 }
 
 impl Pool {
-    /// A call of request `inbound` starting at `start` took a connection
-    /// another request's call had just given back with the pool full.
-    fn handed_over(&self, start: u64, inbound: u32) -> bool {
-        let from = start.saturating_sub(HANDOFF_MAX_US);
+    /// A call of request `inbound` starting at `start` on `conn` took that
+    /// connection just as another request's call gave it back, after `since` (when the request's previous call ended: a
+    /// release before it was not what this call waited for).
+    fn handed_over(&self, since: u64, start: u64, conn: u32, inbound: u32) -> bool {
+        let from = start.saturating_sub(HANDOFF_MAX_US).max(since);
         let i = self.releases.partition_point(|r| r.0 < from);
         self.releases[i..]
             .iter()
             .take_while(|r| r.0 <= start)
-            .any(|r| r.1 != Some(inbound))
+            .any(|r| r.2 == conn && r.1 != Some(inbound))
     }
 
     /// The parts of [from, to] when the pool was full, into `out`.
@@ -75,8 +87,12 @@ pub struct PoolQueue {
 
 /// Pools of the servers whose connections carry one call at a time (a
 /// multiplexed or pipelined connection is not a pool of connections).
-pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>) -> HashMap<SocketAddr, Pool> {
-    let mut calls: BTreeMap<SocketAddr, Vec<PoolCall>> = BTreeMap::new();
+pub fn of(
+    t: &Timeline,
+    server_of: &HashMap<u32, SocketAddr>,
+    runs: &HeldRuns,
+) -> HashMap<SocketAddr, Pool> {
+    let mut calls: BTreeMap<SocketAddr, Vec<(PoolCall, Option<Holder>)>> = BTreeMap::new();
     for e in t
         .exchanges
         .iter()
@@ -84,15 +100,19 @@ pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>) -> HashMap<SocketA
     {
         if let (Some(&s), Some(end)) = (server_of.get(&e.connection), e.response_last_at_us) {
             let c = (e.connection, e.request_first_at_us, end, e.parent);
-            calls.entry(s).or_default().push(c);
+            let holder = e
+                .parent
+                .map(Holder::Request)
+                .or_else(|| runs.run_of(e.id).map(Holder::Run));
+            calls.entry(s).or_default().push((c, holder));
         }
     }
     let mut out = HashMap::new();
     for (server, mut calls) in calls {
-        calls.sort_unstable();
-        let one_at_a_time = interleaved(calls.iter().map(|c| (c.0, c.1, c.2))).is_empty();
+        calls.sort_unstable_by_key(|(c, _)| (c.0, c.1, c.2));
+        let one_at_a_time = interleaved(calls.iter().map(|(c, _)| (c.0, c.1, c.2))).is_empty();
         if one_at_a_time {
-            let pool = sweep(&calls);
+            let pool = sweep(&held(calls));
             if pool.size >= 2 {
                 out.insert(server, pool);
             }
@@ -101,13 +121,30 @@ pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>) -> HashMap<SocketA
     out
 }
 
+/// Calls (by connection, then start) with consecutive calls of one holder
+/// on one connection as one: it held the connection between them (an ORM's
+/// session), so no other request's call could take it then.
+fn held(calls: Vec<(PoolCall, Option<Holder>)>) -> Vec<PoolCall> {
+    let mut out: Vec<(PoolCall, Option<Holder>)> = Vec::with_capacity(calls.len());
+    for (c, holder) in calls {
+        match out.last_mut() {
+            Some((last, h)) if last.0 == c.0 && holder.is_some() && *h == holder => {
+                last.2 = last.2.max(c.2)
+            }
+            _ => out.push((c, holder)),
+        }
+    }
+    out.into_iter().map(|(c, _)| c).collect()
+}
+
 /// Busy connections over time: the size, the full spans, the releases.
 fn sweep(calls: &[PoolCall]) -> Pool {
-    // (time, +1 start / -1 end, request); ends before starts at one instant.
-    let mut edges: Vec<(u64, i32, Option<u32>)> = Vec::with_capacity(calls.len() * 2);
-    for &(_, start, end, parent) in calls {
-        edges.push((start, 1, parent));
-        edges.push((end, -1, parent));
+    // (time, +1 start / -1 end, request, connection); ends before starts
+    // at one instant.
+    let mut edges: Vec<(u64, i32, Option<u32>, u32)> = Vec::with_capacity(calls.len() * 2);
+    for &(conn, start, end, parent) in calls {
+        edges.push((start, 1, parent, conn));
+        edges.push((end, -1, parent, conn));
     }
     edges.sort_unstable_by_key(|e| (e.0, e.1));
     let size = running_max(edges.iter().map(|e| e.1)) as usize;
@@ -117,10 +154,10 @@ fn sweep(calls: &[PoolCall]) -> Pool {
     };
     let mut now = 0usize;
     let mut full_since = None;
-    for &(at, step, parent) in &edges {
+    for &(at, step, parent, conn) in &edges {
         if step < 0 {
+            pool.releases.push((at, parent, conn));
             if now == size {
-                pool.releases.push((at, parent));
                 pool.full.extend(full_since.take().map(|s| (s, at)));
             }
             now -= 1;
@@ -166,16 +203,16 @@ fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue>
             continue;
         };
         let (mut spans, mut full, mut waiting) = (Vec::new(), Vec::new(), 0);
-        for c in calls
-            .iter()
-            .filter(|c| pool.handed_over(c.start, r.inbound.id))
-        {
+        for c in &calls {
             // Idle since arrival or since its latest call before this one ended.
             let before = ends.partition_point(|&end| end <= c.start);
             let since = before
                 .checked_sub(1)
                 .map_or(0, |i| ends[i])
                 .max(r.inbound.request_last_at_us);
+            if !pool.handed_over(since, c.start, c.exchange.connection, r.inbound.id) {
+                continue;
+            }
             spans.push((since.min(c.start), c.start));
             pool.full_within(since, c.start, &mut full);
             waiting += 1;
@@ -297,6 +334,7 @@ mod tests {
         let pools = super::of(
             &t,
             &t.connections.iter().map(|c| (c.id, c.server)).collect(),
+            &crate::attribution::HeldRuns::default(),
         );
         assert!(pools.is_empty());
     }

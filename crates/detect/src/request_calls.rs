@@ -2,6 +2,7 @@
 //! attribution set roles and parents): what the request-level detectors and
 //! the time breakdown read.
 
+use crate::attribution::HeldRuns;
 use crate::pools::{self, PoolQueue};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
@@ -89,6 +90,11 @@ impl<'a> RequestCalls<'a> {
 
 /// Every answered inbound request with its calls, in capture order.
 pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
+    by_request_with(t, &HeldRuns::default())
+}
+
+/// The same, knowing which ambiguous calls `runs` rules out for a request.
+pub fn by_request_with<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<RequestCalls<'t>> {
     let server: HashMap<u32, SocketAddr> = t.connections.iter().map(|c| (c.id, c.server)).collect();
     let mut out = Vec::new();
     let mut index: HashMap<u32, usize> = HashMap::new();
@@ -127,20 +133,21 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
     for r in &mut out {
         r.calls.sort_by_key(|c| (c.start, c.end));
     }
-    add_untold(t, &mut out);
+    add_untold(t, runs, &mut out);
     if any_call {
-        pools::attach(&pools::of(t, &server), &mut out);
+        pools::attach(&pools::of(t, &server, runs), &mut out);
     }
     out
 }
 
-/// Gives each request the spans of the ambiguous calls its wait encloses.
-fn add_untold(t: &Timeline, requests: &mut [RequestCalls]) {
-    let mut spans: Vec<(u64, u64)> = t
+/// Gives each request the spans of the ambiguous calls its wait encloses,
+/// but those of runs to a server it holds a run on.
+fn add_untold(t: &Timeline, runs: &HeldRuns, requests: &mut [RequestCalls]) {
+    let mut spans: Vec<(u64, u64, u32)> = t
         .exchanges
         .iter()
         .filter(|e| e.attribution == Some(Attribution::Ambiguous))
-        .map(|e| (e.request_first_at_us, call_end(e)))
+        .map(|e| (e.request_first_at_us, call_end(e), e.id))
         .collect();
     if spans.is_empty() {
         return;
@@ -150,12 +157,12 @@ fn add_untold(t: &Timeline, requests: &mut [RequestCalls]) {
         let (from, to) = (r.inbound.request_first_at_us, r.waiting().1);
         let first = spans.partition_point(|s| s.0 < from);
         let inside = spans[first..].iter().take_while(|s| s.0 <= to);
-        for (looked, &(start, end)) in inside.enumerate() {
+        for (looked, &(start, end, call)) in inside.enumerate() {
             if looked == MAX_UNTOLD {
                 r.untold.push((start, to));
                 break;
             }
-            if end <= to {
+            if end <= to && !runs.rules_out(r.inbound.id, call) {
                 r.untold.push((start, end));
             }
         }

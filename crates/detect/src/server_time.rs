@@ -13,7 +13,9 @@ use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 /// One finding per service whose own time dominated requests.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
-    for r in requests {
+    // A request with ambiguous calls in its wait may have waited for a pool
+    // or for calls not given to it: its own time is not known.
+    for r in requests.iter().filter(|r| r.told_apart()) {
         // The service's own time is part of its wait: a request that waited
         // less than the threshold (most do) cannot have spent that in itself.
         let (from, to) = r.waiting();

@@ -7,14 +7,18 @@
 //! on the lab's HTTP/2 fan-out at 16 clients: a fifth of the calls timing
 //! gave there went to the wrong request). Otherwise timing decides only
 //! when it clearly can: the unit fills most of one request's window and that
-//! request brackets it far more tightly than any other. Units a request
-//! can hold only one of at a time (a trace, a transaction on a pool) are
-//! decided jointly, tightest first: a request that already holds one is no
-//! candidate for another of the same kind. Everything else is ambiguous.
+//! request brackets it far more tightly than any other. A run on a held
+//! connection is judged by its end alone (its start waited for the pool),
+//! and only when its best request would clearly pick it back among the runs
+//! still open to it. Units a request can hold only one of at a time (a
+//! trace, a transaction or a run on a pool) are decided jointly, tightest
+//! first: a request that already holds one is no candidate for another of
+//! the same kind. Everything else is ambiguous.
 
 use super::units::{Holder, Unit};
 use super::windows::{Window, Windows};
-use foldhash::{HashMap, HashSet};
+use super::Attributed;
+use foldhash::{HashMap, HashMapExt, HashSet};
 use whyslow_model::{Attribution, Exchange};
 
 /// Share of a request's window a unit must cover for timing to give it to
@@ -50,52 +54,120 @@ pub enum Decision {
 pub fn decide(
     units: &[Unit],
     windows: &Windows,
-    mut held: HashSet<(u32, Holder)>,
+    held: HashSet<(u32, Holder)>,
     same_kind: impl Fn(u32, u32) -> bool,
 ) -> Vec<Decision> {
     let mut out = vec![Decision::Outside; units.len()];
-    // (best slack, unit, its candidates by slack) for units held one at a time.
-    let mut joint: Vec<(u64, usize, Vec<Window>)> = Vec::new();
+    // (best fit, unit, its candidates by fit) for units timing must decide.
+    let mut open: Vec<(u64, usize, Vec<Window>)> = Vec::new();
+    // Per (request, run holder): how each run it could hold fits it, (fit, unit).
+    let mut run_fits: HashMap<(u32, Holder), Vec<(u64, usize)>> = HashMap::new();
     let mut found = Vec::new();
     for (n, u) in units.iter().enumerate() {
         let complete = windows.enclosing(u.start, u.end, &mut found);
         let mut cands = std::mem::take(&mut found);
-        cands.sort_by_key(|w| (w.slack(u.start, u.end), w.id));
-        let ambiguous = || Decision::Ambiguous {
-            kind_of: kind_of(&cands, &same_kind),
-        };
+        cands.sort_by_key(|w| (fit(u, w), w.id));
+        if let Holder::Run(_) = u.holder {
+            for w in &cands {
+                run_fits
+                    .entry((w.id, u.holder))
+                    .or_default()
+                    .push((fit(u, w), n));
+            }
+        }
         out[n] = match cands.len() {
             0 if complete => Decision::Outside,
-            _ if !complete => ambiguous(),
-            1 => Decision::Given(cands[0].id, level(u)),
-            _ if u.interleaved => ambiguous(),
-            _ if u.holder == Holder::Call => pick(u, &cands).unwrap_or_else(ambiguous),
+            1 if complete => Decision::Given(cands[0].id, level(u)),
+            _ if !complete || u.interleaved => Decision::Ambiguous {
+                kind_of: kind_of(&cands, &same_kind),
+            },
             _ => {
-                joint.push((cands[0].slack(u.start, u.end), n, cands));
+                open.push((fit(u, &cands[0]), n, cands));
                 continue;
             }
         };
         found = cands;
     }
-    joint.sort_by_key(|(slack, n, _)| (*slack, *n));
-    for (_, n, cands) in joint {
-        let u = &units[n];
+    for fits in run_fits.values_mut() {
+        fits.sort_unstable();
+    }
+    // Units held one at a time are decided jointly, tightest first.
+    open.sort_by_key(|(fit, n, _)| (*fit, *n));
+    let mut joint = Joint {
+        held,
+        run_fits,
+        out,
+    };
+    for (_, n, cands) in &open {
+        joint.decide(&units[*n], *n, cands);
+        if let Decision::Outside = joint.out[*n] {
+            joint.out[*n] = Decision::Ambiguous {
+                kind_of: kind_of(cands, &same_kind),
+            };
+        }
+    }
+    joint.out
+}
+
+/// The joint decision's state: who holds what, how runs fit their requests.
+struct Joint {
+    held: HashSet<(u32, Holder)>,
+    /// Per (request, run holder): (fit, unit) of each run it could hold, by fit.
+    run_fits: HashMap<(u32, Holder), Vec<(u64, usize)>>,
+    out: Vec<Decision>,
+}
+
+impl Joint {
+    /// Gives unit `n` to its clearest free candidate if that request would
+    /// clearly pick it back; leaves it undecided (Outside) otherwise.
+    fn decide(&mut self, u: &Unit, n: usize, cands: &[Window]) {
         let free: Vec<Window> = cands
             .iter()
-            .filter(|w| !held.contains(&(w.id, u.holder)))
+            .filter(|w| !self.held.contains(&(w.id, u.holder)))
             .copied()
             .collect();
-        out[n] = match pick(u, &free) {
-            Some(Decision::Given(id, how)) => {
-                held.insert((id, u.holder));
-                Decision::Given(id, how)
-            }
-            _ => Decision::Ambiguous {
-                kind_of: kind_of(&cands, &same_kind),
-            },
+        let Some(Decision::Given(id, how)) = pick(u, &free) else {
+            return;
         };
+        if !self.picked_back(u, n, &free[0]) {
+            return;
+        }
+        // A request makes any number of single calls, even at once.
+        if u.holder != Holder::Call {
+            self.held.insert((id, u.holder));
+        }
+        self.out[n] = Decision::Given(id, how);
     }
-    out
+
+    /// Whether `w` would pick run `n` among the runs still open to it (a
+    /// run already given elsewhere competes no more).
+    fn picked_back(&self, u: &Unit, n: usize, w: &Window) -> bool {
+        let Holder::Run(_) = u.holder else {
+            return true;
+        };
+        let fits = self.run_fits.get(&(w.id, u.holder)).map_or(&[][..], |f| f);
+        let open = fits
+            .iter()
+            .filter(|&&(_, m)| m == n || !matches!(self.out[m], Decision::Given(..)));
+        picks_back(open.map(|f| f.0), fit(u, w))
+    }
+}
+
+/// Whether a request whose runs fit it by `fits` (sorted) would clearly pick
+/// the one that fits by `fit` too. A request's answer may be late (measured
+/// on a loaded 2-core host: 2 ms after its run ended) while another request
+/// answers right after that run; then its own run and that one both end
+/// shortly before its answer, and which is its own, timing cannot say.
+fn picks_back(mut fits: impl Iterator<Item = u64>, fit: u64) -> bool {
+    let (Some(best), next) = (fits.next(), fits.next()) else {
+        return true;
+    };
+    best == fit && next.is_none_or(|next| clearly_below(fit, next))
+}
+
+/// Whether a fit of `best` is clearly tighter than one of `next`.
+fn clearly_below(best: u64, next: u64) -> bool {
+    next >= BRACKET_MARGIN * best.max(1) && next - best >= BRACKET_MIN_US
 }
 
 /// The level a unit is given at when timing or its group decided.
@@ -106,16 +178,40 @@ fn level(u: &Unit) -> Attribution {
     }
 }
 
-/// The candidate that clearly brackets `u` best (`cands` by slack), if any.
+/// How closely a candidate brackets `u`: its whole slack, or — for a run on
+/// a held connection — only the time from the run's end to the answer: the
+/// time before the run began is the wait for the connection, which under a
+/// saturated pool every candidate shares.
+fn fit(u: &Unit, w: &Window) -> u64 {
+    match u.holder {
+        Holder::Run(_) => w.answer.saturating_sub(u.end),
+        _ => w.slack(u.start, u.end),
+    }
+}
+
+/// The candidate that clearly brackets `u` best, if any (`cands` by fit).
+/// A run is given by its end alone and never by its start: under queueing,
+/// the request that arrived just before a run began fits its start best,
+/// while the run is most likely the one that waited longest.
 fn pick(u: &Unit, cands: &[Window]) -> Option<Decision> {
+    let len = match u.holder {
+        Holder::Run(_) => u64::MAX,
+        _ => u.len(),
+    };
+    let w = clearest(cands, |w| fit(u, w), len)?;
+    Some(Decision::Given(w.id, level(u)))
+}
+
+/// The first of `cands` (sorted by `slack`) when it fills FILL_SHARE of its
+/// window with `len` and its slack is clearly below the next one's.
+fn clearest(cands: &[Window], slack: impl Fn(&Window) -> u64, len: u64) -> Option<&Window> {
     let best = cands.first()?;
-    let slack = best.slack(u.start, u.end);
-    let fills = u.len() as f64 >= FILL_SHARE * best.len() as f64;
-    let clear = cands.get(1).is_none_or(|next| {
-        let other = next.slack(u.start, u.end);
-        other >= BRACKET_MARGIN * slack.max(1) && other - slack >= BRACKET_MIN_US
-    });
-    (fills && clear).then_some(Decision::Given(best.id, level(u)))
+    let tight = slack(best);
+    let fills = len as f64 >= FILL_SHARE * best.len() as f64;
+    let clear = cands
+        .get(1)
+        .is_none_or(|next| clearly_below(tight, slack(next)));
+    (fills && clear).then_some(best)
 }
 
 /// One of `cands` when every one is of its kind.
@@ -127,15 +223,24 @@ fn kind_of(cands: &[Window], same_kind: &impl Fn(u32, u32) -> bool) -> Option<u3
         .then_some(first)
 }
 
-/// Applies the decisions: parents and levels on the calls; each ambiguous
-/// call's request kind, when its candidates agree, into `ambiguous_kind`.
+/// Applies the decisions: parents and levels on the calls; into `out`,
+/// each ambiguous call's request kind when its candidates agree, and the
+/// runs on held connections: who holds one, and which ambiguous calls were
+/// in one.
 pub fn apply(
     exchanges: &mut [Exchange],
     units: &[Unit],
     decisions: &[Decision],
-    ambiguous_kind: &mut HashMap<u32, u32>,
+    out: &mut Attributed,
 ) {
-    for (u, d) in units.iter().zip(decisions) {
+    for (n, (u, d)) in units.iter().zip(decisions).enumerate() {
+        let run = match u.holder {
+            Holder::Run(server) => Some(server),
+            _ => None,
+        };
+        if let (Some(server), Decision::Given(id, _)) = (run, d) {
+            out.held_runs.given.insert((*id, server));
+        }
         for &i in &u.calls {
             let e = &mut exchanges[i];
             (e.parent, e.attribution) = match *d {
@@ -143,7 +248,10 @@ pub fn apply(
                 Decision::Given(id, how) => (Some(id), Some(how)),
                 Decision::Ambiguous { kind_of } => {
                     if let Some(k) = kind_of {
-                        ambiguous_kind.insert(e.id, k);
+                        out.ambiguous_kind.insert(e.id, k);
+                    }
+                    if let Some(server) = run {
+                        out.held_runs.ambiguous.insert(e.id, (server, n as u32));
                     }
                     (None, Some(Attribution::Ambiguous))
                 }

@@ -6,11 +6,13 @@
 //! of per-request evidence.
 
 mod assign;
+mod runs;
 mod units;
 mod windows;
 
 pub use assign::{BRACKET_MARGIN, FILL_SHARE};
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+pub use runs::{MIN_RUN_OPENERS, RUN_OPENER_SHARE};
 pub use units::interleaved;
 use units::{call_span, Holder};
 use whyslow_model::{Attribution, ExchangeRole, Timeline, TraceId};
@@ -57,6 +59,32 @@ pub struct Attributed {
     /// A trace id that more than one inbound request carried: no call is
     /// given by it.
     pub repeated_traces: usize,
+    pub held_runs: HeldRuns,
+}
+
+/// Runs of calls on held connections (`runs`): a request holds one per
+/// server, so once it was given one, an ambiguous run to that server is
+/// another request's — the request is still told apart.
+#[derive(Debug, Default)]
+pub struct HeldRuns {
+    /// Ambiguous call → the server port and the number of the run it was in.
+    pub ambiguous: HashMap<u32, (u16, u32)>,
+    /// (Inbound request, server port) of each run given.
+    pub given: HashSet<(u32, u16)>,
+}
+
+impl HeldRuns {
+    /// Whether ambiguous call `call` cannot be request `request`'s.
+    pub fn rules_out(&self, request: u32, call: u32) -> bool {
+        self.ambiguous
+            .get(&call)
+            .is_some_and(|&(server, _)| self.given.contains(&(request, server)))
+    }
+
+    /// The run an ambiguous call was in, if any.
+    pub fn run_of(&self, call: u32) -> Option<u32> {
+        self.ambiguous.get(&call).map(|&(_, run)| run)
+    }
 }
 
 /// Marks roles, parents and attribution levels in place. `service_ports`:
@@ -103,6 +131,7 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
         };
     }
     let units = units::build(&timeline.exchanges, &todo, &traced, &port);
+    let units = runs::join(units, &timeline.exchanges, &answers(timeline), &port);
     // Inbound request → (server port, request kind), built only when a call
     // is ambiguous: such a call still counts for its kind when every
     // candidate was of it.
@@ -114,12 +143,19 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
     };
     let same_kind = |a: u32, b: u32| kind_of(a).is_some_and(|k| Some(k) == kind_of(b));
     let decisions = assign::decide(&units, &windows, held, same_kind);
-    assign::apply(
-        &mut timeline.exchanges,
-        &units,
-        &decisions,
-        &mut out.ambiguous_kind,
-    );
+    assign::apply(&mut timeline.exchanges, &units, &decisions, &mut out);
+    out
+}
+
+/// When the inbound requests were answered (first response byte), sorted.
+fn answers(t: &Timeline) -> Vec<u64> {
+    let mut out: Vec<u64> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound)
+        .filter_map(|e| e.response_first_at_us)
+        .collect();
+    out.sort_unstable();
     out
 }
 

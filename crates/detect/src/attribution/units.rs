@@ -1,6 +1,7 @@
 //! What is attributed as one piece: the calls of one trace the service
 //! started, the statements of one PostgreSQL transaction (a connection held
-//! by one request's session from BEGIN to COMMIT), or a single call.
+//! by one request's session from BEGIN to COMMIT), a run of calls on a
+//! held connection (`runs`), or a single call.
 
 use foldhash::{HashMap, HashMapExt, HashSet};
 use whyslow_model::{Exchange, ExchangeRole, Protocol, TraceId, TxState};
@@ -14,6 +15,9 @@ pub enum Holder {
     /// A transaction on a connection to this server port: a request's
     /// session holds one connection of a pool at a time.
     Transaction(u16),
+    /// The calls one request made back to back on a connection to this
+    /// server port that it held for its work: it holds one at a time.
+    Run(u16),
     /// A single call: a request may make several at once (fan-out).
     Call,
 }
@@ -33,7 +37,7 @@ pub struct Unit {
 }
 
 impl Unit {
-    fn new(holder: Holder) -> Self {
+    pub(super) fn new(holder: Holder) -> Self {
         Unit {
             calls: Vec::new(),
             start: u64::MAX,
@@ -43,7 +47,7 @@ impl Unit {
         }
     }
 
-    fn add(&mut self, i: usize, e: &Exchange) {
+    pub(super) fn add(&mut self, i: usize, e: &Exchange) {
         let (start, end) = call_span(e);
         self.calls.push(i);
         self.start = self.start.min(start);

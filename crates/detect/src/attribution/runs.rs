@@ -1,0 +1,230 @@
+//! Runs: the calls one request made, back to back, on a connection it held
+//! for its whole work (an ORM's session, a thread's own connection). Under a
+//! saturated pool every connection is busy all the time, and a call's
+//! timing alone does not say where one request's run ends and the next one's
+//! begins: measured on the lab's orm-storm at 16 clients over 8
+//! connections, the connection whose last call ended nearest before a
+//! request's answer was that request's own for only half the requests.
+//!
+//! What does say it is the statement that opens each run. A request holds
+//! the connection until its work is done and answers; only then does the
+//! next request's first statement go out on that connection. So before
+//! each run-opening statement an inbound answer falls in the gap since the
+//! connection's previous call ended — and before a statement in the middle
+//! of a run, only by chance (there: 152 of 152 run openers; 16 of 3200 at
+//! most for any other statement). Statements that follow an answer nearly
+//! every time open runs; the connection's calls from one opener to the next
+//! are one unit, held by one request.
+
+use super::units::{Holder, Unit};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use whyslow_model::Exchange;
+
+/// Share of a statement's occurrences that must follow an inbound answer
+/// for it to open runs: the measured openers followed one every time, other
+/// statements at most one time in six; a statement that also runs inside
+/// runs now and then must not split them.
+pub const RUN_OPENER_SHARE: f64 = 0.95;
+/// Fewest occurrences (after another call on the same connection) a
+/// statement needs before its share is trusted.
+pub const MIN_RUN_OPENERS: usize = 8;
+
+/// Joins single calls into runs where some statement opens runs on their
+/// server. `units`: in start order; `answers`: inbound answers, sorted;
+/// `port`: each connection's server port.
+pub fn join(
+    units: Vec<Unit>,
+    exchanges: &[Exchange],
+    answers: &[u64],
+    port: &HashMap<u32, u16>,
+) -> Vec<Unit> {
+    let per_conn = joinable(&units, exchanges);
+    let openers = openers(&units, &per_conn, exchanges, answers, port);
+    if openers.is_empty() {
+        return units;
+    }
+    let mut joined: HashSet<usize> = HashSet::new();
+    let mut runs = Vec::new();
+    for (conn, list) in &per_conn {
+        let server = port.get(conn).copied().unwrap_or(0);
+        let mut run: Option<Unit> = None;
+        for &n in list {
+            let call = units[n].calls[0];
+            let opens = openers.contains(&(server, exchanges[call].request.as_str()));
+            if opens {
+                runs.extend(run.take());
+                run = Some(Unit::new(Holder::Run(server)));
+            }
+            if let Some(r) = run.as_mut() {
+                r.add(call, &exchanges[call]);
+                joined.insert(n);
+            }
+        }
+        runs.extend(run);
+    }
+    let mut out: Vec<Unit> = units
+        .into_iter()
+        .enumerate()
+        .filter(|(n, _)| !joined.contains(n))
+        .map(|(_, u)| u)
+        .chain(runs)
+        .collect();
+    out.sort_unstable_by_key(|u| (u.start, u.end, u.calls.first().copied()));
+    out
+}
+
+/// Per connection, its units in start order, for connections whose every
+/// unit is a single call that interleaves with none (a transaction already
+/// is a unit; a multiplexed connection is held by no one).
+fn joinable(units: &[Unit], exchanges: &[Exchange]) -> HashMap<u32, Vec<usize>> {
+    let mut per_conn: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut excluded = HashSet::new();
+    for (n, u) in units.iter().enumerate() {
+        let Some(&first) = u.calls.first() else {
+            continue;
+        };
+        let conn = exchanges[first].connection;
+        if u.holder == Holder::Call && !u.interleaved && u.calls.len() == 1 {
+            per_conn.entry(conn).or_default().push(n);
+        } else {
+            excluded.insert(conn);
+        }
+    }
+    per_conn.retain(|c, _| !excluded.contains(c));
+    per_conn
+}
+
+/// (server port, statement) pairs that open runs.
+fn openers<'e>(
+    units: &[Unit],
+    per_conn: &HashMap<u32, Vec<usize>>,
+    exchanges: &'e [Exchange],
+    answers: &[u64],
+    port: &HashMap<u32, u16>,
+) -> HashSet<(u16, &'e str)> {
+    // (server, statement) → (after an answer, occurrences).
+    let mut seen: HashMap<(u16, &str), (usize, usize)> = HashMap::new();
+    for (conn, list) in per_conn {
+        let server = port.get(conn).copied().unwrap_or(0);
+        for pair in list.windows(2) {
+            let (before, after) = (&units[pair[0]], &units[pair[1]]);
+            let answered = answered_between(answers, before.end, after.start);
+            let key = (server, exchanges[after.calls[0]].request.as_str());
+            let s = seen.entry(key).or_default();
+            s.0 += usize::from(answered);
+            s.1 += 1;
+        }
+    }
+    seen.into_iter()
+        .filter(|&(_, (hits, n))| {
+            n >= MIN_RUN_OPENERS && hits as f64 >= RUN_OPENER_SHARE * n as f64
+        })
+        .map(|(key, _)| key)
+        .collect()
+}
+
+/// Whether some answer falls in [from, to].
+fn answered_between(answers: &[u64], from: u64, to: u64) -> bool {
+    let i = answers.partition_point(|&a| a < from);
+    answers.get(i).is_some_and(|&a| a <= to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::attribute;
+    use crate::testkit::exchange;
+    use whyslow_model::{Attribution, Connection, Exchange, ExchangeRole, Protocol, Timeline};
+
+    fn conn(id: u32, server_port: u16) -> Connection {
+        let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
+        let server = format!("127.0.0.1:{server_port}").parse().unwrap();
+        Connection::new(id, client, server, 0)
+    }
+
+    fn statement(id: u32, connection: u32, start: u64, sql: &str) -> Exchange {
+        let mut e = exchange(
+            id,
+            connection,
+            (start, start + 10),
+            (start + 900, start + 1000),
+        );
+        e.protocol = Protocol::Postgres;
+        e.request = sql.into();
+        e
+    }
+
+    /// `n` requests that all arrived at once and queued for one held
+    /// connection: request k's run of a head statement and three rows runs
+    /// from k × 10 ms, and it answers `answer_after` µs after its run ends.
+    fn queued(n: u32, head: &str, answer_after: u64) -> Timeline {
+        let mut t = Timeline {
+            connections: (0..n).map(|k| conn(k, 8080)).collect(),
+            exchanges: Vec::new(),
+        };
+        t.connections.push(conn(n, 5432));
+        for k in 0..n {
+            let at = u64::from(k) * 10_000;
+            let answer = at + 4_000 + answer_after;
+            t.exchanges
+                .push(exchange(k, k, (0, 10), (answer, answer + 10)));
+            t.exchanges.push(statement(100 + 4 * k, n, at, head));
+            for row in 1..4 {
+                let start = at + u64::from(row) * 1_000;
+                t.exchanges
+                    .push(statement(100 + 4 * k + row, n, start, "SELECT row"));
+            }
+        }
+        t
+    }
+
+    /// (call id, request it was given to, level), outbound only.
+    fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
+        t.exchanges
+            .iter()
+            .filter(|e| e.role == ExchangeRole::Outbound)
+            .map(|e| (e.id, e.parent, e.attribution))
+            .collect()
+    }
+
+    #[test]
+    fn a_held_connection_is_cut_into_runs_at_the_statement_that_opens_them() {
+        let mut t = queued(10, "SELECT head", 100);
+        attribute(&mut t, &[8080]);
+        for (id, parent, level) in given(&t) {
+            let made_for = (id - 100) / 4;
+            assert_eq!(parent, Some(made_for), "call {id}");
+            assert_eq!(level, Some(Attribution::Inferred));
+        }
+    }
+
+    #[test]
+    fn without_an_opener_the_same_calls_are_ambiguous() {
+        // Every statement the same: one follows an answer a quarter of the
+        // time, and no run is cut; each call fits every waiting request.
+        let mut t = queued(10, "SELECT row", 100);
+        attribute(&mut t, &[8080]);
+        let amb = given(&t)
+            .iter()
+            .filter(|g| g.2 == Some(Attribution::Ambiguous))
+            .count();
+        assert!(amb > 30, "{amb} of 40 ambiguous");
+        assert!(given(&t)
+            .iter()
+            .all(|g| g.1.is_none_or(|p| p == (g.0 - 100) / 4)));
+    }
+
+    #[test]
+    fn an_answer_after_the_next_run_began_cuts_nothing() {
+        // Every answer comes 7 ms after its run ended, when the next
+        // request's run has begun (a pool given back before the response
+        // was written): no statement follows an answer, no run is cut, and
+        // nothing is given wrongly.
+        let mut t = queued(10, "SELECT head", 7_000);
+        attribute(&mut t, &[8080]);
+        let given = given(&t);
+        assert!(given
+            .iter()
+            .all(|g| g.1.is_none_or(|p| p == (g.0 - 100) / 4)));
+        assert!(given.iter().any(|g| g.2 == Some(Attribution::Ambiguous)));
+    }
+}
