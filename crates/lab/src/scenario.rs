@@ -71,6 +71,9 @@ pub struct Scenario {
     /// once: the queueing concurrency itself causes there, if any (a pool
     /// smaller than the clients really queues). Empty: nothing.
     pub fixed_under_load: &'static [FindingKind],
+    /// What the broken app's requests hold of their backing connections:
+    /// what attribution without trace context can tell apart depends on it.
+    pub holds: Holding,
     pub start: StartFn,
     /// The same scenario with every hop over TLS, if it has that variant:
     /// its servers and clients write their secrets to `Running::keylog`.
@@ -96,6 +99,19 @@ pub const SCENARIOS: &[Scenario] = &[
 
 pub fn find(name: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name)
+}
+
+/// How an app's requests use their backing connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// No backing call.
+    Nothing,
+    /// A connection of a pool for the request's whole work (an ORM's session).
+    Request,
+    /// A pooled connection per call, given back after it.
+    Call,
+    /// One connection every request uses at once (pipelined, multiplexed).
+    Shared,
 }
 
 /// Clients at once in the lab's concurrent runs (`demo`'s concurrent

@@ -7,17 +7,25 @@
 //! concurrency itself causes there (`fixed_under_load`); every HTTP and SQL
 //! call is given to its request by trace context, and every request of a
 //! scenario does the same work, so each is given the same number of calls.
-//! Without trace context, what is told apart is told apart right, and no
-//! false cause is named.
+//! Without trace context, what is told apart is told apart right, no
+//! false cause is named, and where requests hold a connection for their
+//! work, most of their calls are told apart.
 
 mod common;
 use common::truth::{score, Score};
 use common::*;
 use std::collections::{BTreeSet, HashMap};
-use whyslow_lab::scenario::{Scenario, CONCURRENT_CLIENTS, SCENARIOS};
+use whyslow_lab::scenario::{Holding, Scenario, CONCURRENT_CLIENTS, SCENARIOS};
 
 /// Share of the calls given to a request that may be given to the wrong one.
 const MAX_WRONG_SHARE: f64 = 0.01;
+/// Share of the calls that must be given without trace context where each
+/// request holds a connection for its work: its run ends just before its
+/// answer. Measured at 16 clients over a pool of 8: 23 % to 79 % (without
+/// runs: 4 calls of 16160), the rest runs that end together with others' (a
+/// saturated pool's checkouts end in bursts) or whose answer came late on a
+/// busy host.
+const HELD_MIN_COVERAGE: f64 = 0.15;
 
 /// The load for `s`: 160 requests, or — for a cause that comes once a
 /// second — three seconds of them, paced so that the capture stays small.
@@ -162,7 +170,11 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
     for s in SCENARIOS {
         // The broken variant's top cause, if any is named, is its own (the
         // lab's 16 MiB cache writes also fill windows: real, and after it).
-        let (broken, _) = under_load(s, false, "off");
+        let (broken, score) = under_load(s, false, "off");
+        if s.holds == Holding::Request {
+            let coverage = score.given as f64 / score.calls.max(1) as f64;
+            assert!(coverage >= HELD_MIN_COVERAGE, "{}: {score:?}", s.name);
+        }
         let top = foreground(&broken).into_iter().next();
         let declared = s.truth.kind.map(|k| k.to_string());
         assert!(

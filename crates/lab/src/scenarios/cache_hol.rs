@@ -12,7 +12,7 @@
 use crate::cache::{CacheProtocol, SharedConnection};
 use crate::http1::{json_response, read_request};
 use crate::respmini;
-use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
+use crate::scenario::{accept_each, listen, BoxedStart, Fact, Holding, Running, Scenario, Truth};
 use crate::truth::{CallLog, Calls};
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
@@ -65,6 +65,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: None,
     fixed_under_load: &[],
+    holds: Holding::Shared,
     start: boxed,
     tls: None,
 };

@@ -7,7 +7,7 @@
 use crate::http1::{self, read_whole_request, AppConfig};
 use crate::pki::{self, Pki};
 use crate::pool::{Dialer, H2Connection, Http1Pool, Stream, Upstream};
-use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
+use crate::scenario::{accept_each, listen, BoxedStart, Fact, Holding, Running, Scenario, Truth};
 use crate::tls_h2;
 use crate::truth::CallLog;
 use bytes::BytesMut;
@@ -65,6 +65,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: None,
     fixed_under_load: &[],
+    holds: Holding::Call,
     start: boxed,
     tls: Some(boxed_tls),
 };

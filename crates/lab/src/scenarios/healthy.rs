@@ -2,7 +2,7 @@
 //! A diagnosis of it must find nothing at all.
 
 use crate::http1::{self, AppConfig};
-use crate::scenario::{listen, BoxedStart, Running, Scenario, Truth};
+use crate::scenario::{listen, BoxedStart, Holding, Running, Scenario, Truth};
 
 const PATH: &str = "/";
 
@@ -22,6 +22,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: None,
     fixed_under_load: &[],
+    holds: Holding::Nothing,
     start: boxed,
     tls: None,
 };

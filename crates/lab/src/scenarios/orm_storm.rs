@@ -11,7 +11,7 @@
 
 use crate::http1::{json_response, read_request};
 use crate::pgmini::{self, shop};
-use crate::scenario::{accept_each, listen, BoxedStart, Fact, Running, Scenario, Truth};
+use crate::scenario::{accept_each, listen, BoxedStart, Fact, Holding, Running, Scenario, Truth};
 use crate::truth::{CallLog, Calls};
 use bytes::BytesMut;
 use std::net::SocketAddr;
@@ -78,6 +78,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: None,
     fixed_under_load: &[FindingKind::PoolQueueing],
+    holds: Holding::Request,
     start: boxed,
     tls: None,
 };

@@ -5,7 +5,7 @@
 
 use crate::http1::{self, AppConfig};
 use crate::proxy::{self, ProxyConfig};
-use crate::scenario::{listen, BoxedStart, Running, Scenario, Truth};
+use crate::scenario::{listen, BoxedStart, Holding, Running, Scenario, Truth};
 use whyslow_model::FindingKind;
 
 /// Linux's minimum delayed-ACK timeout, TCP_DELACK_MIN = HZ/25 (include/net/tcp.h).
@@ -25,6 +25,7 @@ pub const SCENARIO: Scenario = Scenario {
     truth: Truth { kind: Some(FindingKind::NagleDelayedAck), time_lost_us: LINUX_DELACK_MIN_US, facts: &[] },
     load: None,
     fixed_under_load: &[],
+    holds: Holding::Nothing,
     start: boxed,
     tls: None,
 };

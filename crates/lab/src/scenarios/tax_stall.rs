@@ -5,7 +5,9 @@
 
 use crate::http1::{json_response, read_request};
 use crate::pool::{Dialer, Http1Pool, Upstream};
-use crate::scenario::{accept_each, listen, BoxedStart, Fact, LoadHint, Running, Scenario, Truth};
+use crate::scenario::{
+    accept_each, listen, BoxedStart, Fact, Holding, LoadHint, Running, Scenario, Truth,
+};
 use crate::truth::{CallLog, Calls};
 use bytes::BytesMut;
 use std::sync::Arc;
@@ -66,6 +68,7 @@ pub const SCENARIO: Scenario = Scenario {
     },
     load: Some(LOAD),
     fixed_under_load: &[],
+    holds: Holding::Call,
     start: boxed,
     tls: None,
 };
