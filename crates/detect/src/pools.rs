@@ -27,7 +27,7 @@ type PoolCall = (u32, u64, u64, Option<u32>);
 /// Who held a connection across several calls: the request they were given
 /// to, or the ambiguous run they were in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Holder {
+enum HeldBy {
     Request(u32),
     Run(u32),
 }
@@ -48,8 +48,9 @@ pub struct Pool {
 
 impl Pool {
     /// A call of request `inbound` starting at `start` on `conn` took that
-    /// connection just as another request's call gave it back, after `since` (when the request's previous call ended: a
-    /// release before it was not what this call waited for).
+    /// connection just as another request's call gave it back, after
+    /// `since` (when the request's previous call ended: a release before it
+    /// was not what this call waited for).
     fn handed_over(&self, since: u64, start: u64, conn: u32, inbound: u32) -> bool {
         let from = start.saturating_sub(HANDOFF_MAX_US).max(since);
         let i = self.releases.partition_point(|r| r.0 < from);
@@ -92,7 +93,7 @@ pub fn of(
     server_of: &HashMap<u32, SocketAddr>,
     runs: &HeldRuns,
 ) -> HashMap<SocketAddr, Pool> {
-    let mut calls: BTreeMap<SocketAddr, Vec<(PoolCall, Option<Holder>)>> = BTreeMap::new();
+    let mut calls: BTreeMap<SocketAddr, Vec<(PoolCall, Option<HeldBy>)>> = BTreeMap::new();
     for e in t
         .exchanges
         .iter()
@@ -102,8 +103,8 @@ pub fn of(
             let c = (e.connection, e.request_first_at_us, end, e.parent);
             let holder = e
                 .parent
-                .map(Holder::Request)
-                .or_else(|| runs.run_of(e.id).map(Holder::Run));
+                .map(HeldBy::Request)
+                .or_else(|| runs.run_of(e.id).map(HeldBy::Run));
             calls.entry(s).or_default().push((c, holder));
         }
     }
@@ -124,8 +125,8 @@ pub fn of(
 /// Calls (by connection, then start) with consecutive calls of one holder
 /// on one connection as one: it held the connection between them (an ORM's
 /// session), so no other request's call could take it then.
-fn held(calls: Vec<(PoolCall, Option<Holder>)>) -> Vec<PoolCall> {
-    let mut out: Vec<(PoolCall, Option<Holder>)> = Vec::with_capacity(calls.len());
+fn held(calls: Vec<(PoolCall, Option<HeldBy>)>) -> Vec<PoolCall> {
+    let mut out: Vec<(PoolCall, Option<HeldBy>)> = Vec::with_capacity(calls.len());
     for (c, holder) in calls {
         match out.last_mut() {
             Some((last, h)) if last.0 == c.0 && holder.is_some() && *h == holder => {

@@ -24,6 +24,11 @@ impl Score {
     pub fn wrong_share(&self) -> f64 {
         self.wrong as f64 / self.given.max(1) as f64
     }
+
+    /// Share of the calls given to a request.
+    pub fn coverage(&self) -> f64 {
+        self.given as f64 / self.calls.max(1) as f64
+    }
 }
 
 fn port_of(addr: &Value) -> u16 {
