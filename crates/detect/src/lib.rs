@@ -47,7 +47,7 @@ pub fn run_all(timeline: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
     for detect in REQUEST_DETECTORS {
         findings.extend(detect(requests));
     }
-    symptoms::mark(&mut findings);
+    symptoms::mark(&mut findings, requests);
     Finding::sort(&mut findings);
     findings
 }

@@ -66,7 +66,10 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let fix = "profile the service's own work on this request (rendering, serialization, CPU, \
                        locks); backing calls outside this capture (other hosts, files) also count here";
-            request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, fix.into())
+            let mut f =
+                request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, fix.into());
+            f.subject = server.to_string();
+            f
         })
         .collect()
 }

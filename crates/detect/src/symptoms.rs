@@ -2,13 +2,29 @@
 //! requests also run an N+1 is that N+1's doing: each request holds its
 //! connection for all its statements, so the others wait for it. Fixing
 //! the N+1 shortens the hold and the queue with it; a bigger pool would
-//! only move the wait into the database.
+//! only move the wait into the database. And a service's own time spent
+//! mostly inside its N+1 loops — the ORM's work per row between one
+//! statement and the next — is that N+1's too: one query removes the loop.
 
-use whyslow_model::{Finding, FindingKind};
+use crate::breakdown::parts;
+use crate::n_plus_one;
+use crate::request_calls::{by_shape, covered_us, median, RequestCalls};
+use whyslow_model::{fmt_ms, Finding, FindingKind};
 
-/// Marks pool queues that an N+1 to the same server causes, and says so in
-/// their summary.
-pub fn mark(findings: &mut [Finding]) {
+/// Share of a service's own time its N+1 loops must take, in the median
+/// request, for that time to be the N+1's symptom: then most of it goes
+/// with the loop (an ORM's per-row work measured at 0.3–3 ms a row in a
+/// threaded Python app, all of it between the loop's statements).
+pub const LOOP_SHARE: f64 = 0.5;
+
+/// Marks the findings an N+1 causes, and says so in their summary.
+pub fn mark(findings: &mut [Finding], requests: &[RequestCalls]) {
+    pools_behind_n_plus_one(findings);
+    own_time_in_n_plus_one_loops(findings, requests);
+}
+
+/// Marks pool queues that an N+1 to the same server causes.
+fn pools_behind_n_plus_one(findings: &mut [Finding]) {
     let n_plus_one: Vec<String> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::NPlusOne)
@@ -29,6 +45,72 @@ pub fn mark(findings: &mut [Finding]) {
             );
         }
     }
+}
+
+/// Marks a service's own time that its N+1 loops mostly spend.
+fn own_time_in_n_plus_one_loops(findings: &mut [Finding], requests: &[RequestCalls]) {
+    if !findings.iter().any(|f| f.kind == FindingKind::NPlusOne) {
+        return;
+    }
+    for f in findings
+        .iter_mut()
+        .filter(|f| f.kind == FindingKind::ServerTime && f.symptom_of.is_none())
+    {
+        let (in_loops, own) = loop_time(requests, &f.subject);
+        if own > 0 && in_loops as f64 >= LOOP_SHARE * own as f64 {
+            f.symptom_of = Some(FindingKind::NPlusOne);
+            f.summary.push_str(&format!(
+                "; {} of it is the service's work inside its N+1 loops, between their statements: fix the N+1 first",
+                fmt_ms(in_loops)
+            ));
+        }
+    }
+}
+
+/// Over the told-apart requests `service` answered: the median time the
+/// service spent in itself inside its N+1 loops (from a loop's first
+/// statement to its last, less the calls it waited on there), and the
+/// median of its own time.
+fn loop_time(requests: &[RequestCalls], service: &str) -> (u64, u64) {
+    let (mut in_loops, mut own) = (Vec::new(), Vec::new());
+    for r in requests
+        .iter()
+        .filter(|r| r.told_apart() && r.server.to_string() == service)
+    {
+        own.push(parts(r).server_us);
+        let mut loops: Vec<(u64, u64)> = by_shape(&r.calls)
+            .values()
+            .filter(|calls| n_plus_one::storm(calls, r.total_us()).is_some())
+            .map(|calls| {
+                let first = calls.iter().map(|c| c.start).min().unwrap_or(0);
+                let last = calls.iter().map(|c| c.end).max().unwrap_or(0);
+                (first, last)
+            })
+            .collect();
+        loops.sort_unstable();
+        in_loops.push(
+            disjoint(loops)
+                .into_iter()
+                .map(|w| {
+                    (w.1 - w.0)
+                        .saturating_sub(covered_us(r.calls.iter().map(|c| (c.start, c.end)), w))
+                })
+                .sum(),
+        );
+    }
+    (median(in_loops), median(own))
+}
+
+/// Sorted spans merged where they overlap.
+fn disjoint(spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -71,7 +153,7 @@ mod tests {
                 50,
             ),
         ];
-        mark(&mut f);
+        mark(&mut f, &[]);
         Finding::sort(&mut f);
         let kinds: Vec<FindingKind> = f.iter().map(|f| f.kind).collect();
         use FindingKind::*;
@@ -79,5 +161,57 @@ mod tests {
         assert_eq!(f[1].symptom_of, None, "another server's queue is a cause");
         assert_eq!(f[2].symptom_of, Some(NPlusOne));
         assert!(f[2].summary.ends_with("fix it first"));
+    }
+
+    /// One request running an N+1 of 20 statements of 0.2 ms, `gap` µs
+    /// apart, answered `after` µs past its last statement.
+    fn orm_request(gap: u64, after: u64) -> whyslow_model::Timeline {
+        let mut t = crate::n_plus_one::tests::statements(20, gap, |i| i as u64);
+        for e in t.exchanges.iter_mut().skip(1) {
+            e.response_first_at_us = Some(e.request_first_at_us + 190);
+            e.response_last_at_us = Some(e.request_first_at_us + 200);
+        }
+        let last = t.exchanges.last().unwrap().response_last_at_us.unwrap();
+        t.exchanges[0].response_first_at_us = Some(last + after);
+        t.exchanges[0].response_last_at_us = Some(last + after + 100);
+        t
+    }
+
+    fn ranked(t: &whyslow_model::Timeline) -> Vec<Finding> {
+        crate::run_all(t, &crate::request_calls::by_request(t))
+    }
+
+    #[test]
+    fn own_time_spent_between_the_loops_statements_is_the_n_plus_ones() {
+        // 10 ms of ORM work per row: 190 ms of the request's 195 ms own time.
+        let f = ranked(&orm_request(10_000, 1_000));
+        let kinds: Vec<FindingKind> = f.iter().map(|f| f.kind).collect();
+        use FindingKind::*;
+        assert_eq!(kinds.first(), Some(&NPlusOne), "{kinds:?}");
+        let own = f
+            .iter()
+            .find(|f| f.kind == ServerTime)
+            .expect("server_time");
+        assert_eq!(own.symptom_of, Some(NPlusOne));
+        assert!(
+            own.summary.contains("inside its N+1 loops"),
+            "{}",
+            own.summary
+        );
+    }
+
+    #[test]
+    fn a_service_slow_in_its_own_code_with_few_calls_keeps_server_time_first() {
+        // The same loop run tightly, then 2 s of the service's own work.
+        let f = ranked(&orm_request(1_000, 2_000_000));
+        let top = &f[0];
+        assert_eq!(
+            top.kind,
+            FindingKind::ServerTime,
+            "{:?}",
+            f.iter().map(|f| f.kind).collect::<Vec<_>>()
+        );
+        assert_eq!(top.symptom_of, None);
+        assert!(f.iter().any(|f| f.kind == FindingKind::NPlusOne));
     }
 }

@@ -88,17 +88,6 @@ fn fixed_under_load(s: &Scenario) -> BTreeSet<String> {
     s.fixed_under_load.iter().map(|k| k.to_string()).collect()
 }
 
-/// Foreground finding kinds, in rank order.
-fn foreground(report: &serde_json::Value) -> Vec<String> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["background"] != true)
-        .map(|f| f["kind"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Requests overlapped, every HTTP and SQL call came by trace context, and
 /// each request was given as many calls as every other.
 fn check_attribution(name: &str, report: &serde_json::Value) {

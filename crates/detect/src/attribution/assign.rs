@@ -7,14 +7,14 @@
 //! on the lab's HTTP/2 fan-out at 16 clients: a fifth of the calls timing
 //! gave there went to the wrong request). Otherwise timing decides only
 //! when it clearly can: the unit fills most of one request's window and that
-//! request brackets it far more tightly than any other. A run on a held
-//! connection is judged by its end alone (its start waited for the pool),
-//! and only when its best request would clearly pick it back among the runs
-//! still open to it. Units a request can hold only one of at a time (a
-//! trace, a transaction or a run on a pool) are decided jointly, tightest
-//! first: a request that already holds one is no candidate for another of
-//! the same kind. Everything else is ambiguous.
+//! request brackets it far more tightly than any other. Runs and
+//! transactions on held connections are placed by deduction where every
+//! placing agrees (`matching`). Calls of one trace are decided jointly,
+//! tightest first: a request that already holds a trace is no candidate
+//! for another.
+//! Everything else is ambiguous.
 
+use super::matching;
 use super::units::{Holder, Unit};
 use super::windows::{Window, Windows};
 use super::Attributed;
@@ -60,23 +60,22 @@ pub fn decide(
     let mut out = vec![Decision::Outside; units.len()];
     // (best fit, unit, its candidates by fit) for units timing must decide.
     let mut open: Vec<(u64, usize, Vec<Window>)> = Vec::new();
-    // Per (request, run holder): how each run it could hold fits it, (fit, unit).
-    let mut run_fits: HashMap<(u32, Holder), Vec<(u64, usize)>> = HashMap::new();
+    // Per holder held for a request's work (a run or a transaction on a
+    // pooled connection): (unit, its candidates), placed by deduction.
+    let mut runs: HashMap<Holder, Vec<(usize, Vec<Window>)>> = HashMap::new();
     let mut found = Vec::new();
     for (n, u) in units.iter().enumerate() {
         let complete = windows.enclosing(u.start, u.end, &mut found);
         let mut cands = std::mem::take(&mut found);
         cands.sort_by_key(|w| (fit(u, w), w.id));
-        if let Holder::Run(_) = u.holder {
-            for w in &cands {
-                run_fits
-                    .entry((w.id, u.holder))
-                    .or_default()
-                    .push((fit(u, w), n));
-            }
-        }
+        let held_for_work = matches!(u.holder, Holder::Run(_) | Holder::Transaction(_));
         out[n] = match cands.len() {
             0 if complete => Decision::Outside,
+            _ if held_for_work && complete && !u.interleaved => {
+                cands.retain(|w| !held.contains(&(w.id, u.holder)));
+                runs.entry(u.holder).or_default().push((n, cands));
+                continue;
+            }
             1 if complete => Decision::Given(cands[0].id, level(u)),
             _ if !complete || u.interleaved => Decision::Ambiguous {
                 kind_of: kind_of(&cands, &same_kind),
@@ -88,16 +87,23 @@ pub fn decide(
         };
         found = cands;
     }
-    for fits in run_fits.values_mut() {
-        fits.sort_unstable();
+    for group in runs.values() {
+        let ids: Vec<Vec<u32>> = group
+            .iter()
+            .map(|(_, c)| c.iter().map(|w| w.id).collect())
+            .collect();
+        for ((n, cands), placed) in group.iter().zip(matching::forced(&ids)) {
+            out[*n] = match placed {
+                Some(id) => Decision::Given(id, Attribution::Inferred),
+                None => Decision::Ambiguous {
+                    kind_of: kind_of(cands, &same_kind),
+                },
+            };
+        }
     }
     // Units held one at a time are decided jointly, tightest first.
     open.sort_by_key(|(fit, n, _)| (*fit, *n));
-    let mut joint = Joint {
-        held,
-        run_fits,
-        out,
-    };
+    let mut joint = Joint { held, out };
     for (_, n, cands) in &open {
         joint.decide(&units[*n], *n, cands);
         if let Decision::Outside = joint.out[*n] {
@@ -109,17 +115,15 @@ pub fn decide(
     joint.out
 }
 
-/// The joint decision's state: who holds what, how runs fit their requests.
+/// The joint decision's state: who holds what.
 struct Joint {
     held: HashSet<(u32, Holder)>,
-    /// Per (request, run holder): (fit, unit) of each run it could hold, by fit.
-    run_fits: HashMap<(u32, Holder), Vec<(u64, usize)>>,
     out: Vec<Decision>,
 }
 
 impl Joint {
-    /// Gives unit `n` to its clearest free candidate if that request would
-    /// clearly pick it back; leaves it undecided (Outside) otherwise.
+    /// Gives unit `n` to its clearest free candidate; leaves it undecided
+    /// (Outside) otherwise.
     fn decide(&mut self, u: &Unit, n: usize, cands: &[Window]) {
         let free: Vec<Window> = cands
             .iter()
@@ -129,40 +133,12 @@ impl Joint {
         let Some(Decision::Given(id, how)) = pick(u, &free) else {
             return;
         };
-        if !self.picked_back(u, n, &free[0]) {
-            return;
-        }
         // A request makes any number of single calls, even at once.
         if u.holder != Holder::Call {
             self.held.insert((id, u.holder));
         }
         self.out[n] = Decision::Given(id, how);
     }
-
-    /// Whether `w` would pick run `n` among the runs still open to it (a
-    /// run already given elsewhere competes no more).
-    fn picked_back(&self, u: &Unit, n: usize, w: &Window) -> bool {
-        let Holder::Run(_) = u.holder else {
-            return true;
-        };
-        let fits = self.run_fits.get(&(w.id, u.holder)).map_or(&[][..], |f| f);
-        let open = fits
-            .iter()
-            .filter(|&&(_, m)| m == n || !matches!(self.out[m], Decision::Given(..)));
-        picks_back(open.map(|f| f.0), fit(u, w))
-    }
-}
-
-/// Whether a request whose runs fit it by `fits` (sorted) would clearly pick
-/// the one that fits by `fit` too. A request's answer may be late (measured
-/// on a loaded 2-core host: 2 ms after its run ended) while another request
-/// answers right after that run; then its own run and that one both end
-/// shortly before its answer, and which is its own, timing cannot say.
-fn picks_back(mut fits: impl Iterator<Item = u64>, fit: u64) -> bool {
-    let (Some(best), next) = (fits.next(), fits.next()) else {
-        return true;
-    };
-    best == fit && next.is_none_or(|next| clearly_below(fit, next))
 }
 
 /// Whether a fit of `best` is clearly tighter than one of `next`.
@@ -178,27 +154,14 @@ fn level(u: &Unit) -> Attribution {
     }
 }
 
-/// How closely a candidate brackets `u`: its whole slack, or — for a run on
-/// a held connection — only the time from the run's end to the answer: the
-/// time before the run began is the wait for the connection, which under a
-/// saturated pool every candidate shares.
+/// How closely a candidate brackets `u`: its slack.
 fn fit(u: &Unit, w: &Window) -> u64 {
-    match u.holder {
-        Holder::Run(_) => w.answer.saturating_sub(u.end),
-        _ => w.slack(u.start, u.end),
-    }
+    w.slack(u.start, u.end)
 }
 
 /// The candidate that clearly brackets `u` best, if any (`cands` by fit).
-/// A run is given by its end alone and never by its start: under queueing,
-/// the request that arrived just before a run began fits its start best,
-/// while the run is most likely the one that waited longest.
 fn pick(u: &Unit, cands: &[Window]) -> Option<Decision> {
-    let len = match u.holder {
-        Holder::Run(_) => u64::MAX,
-        _ => u.len(),
-    };
-    let w = clearest(cands, |w| fit(u, w), len)?;
+    let w = clearest(cands, |w| fit(u, w), u.len())?;
     Some(Decision::Given(w.id, level(u)))
 }
 

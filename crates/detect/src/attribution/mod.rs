@@ -6,6 +6,7 @@
 //! of per-request evidence.
 
 mod assign;
+mod matching;
 mod runs;
 mod units;
 mod windows;

@@ -3,17 +3,22 @@ CALLS concurrent calls (a thread pool) to a backing API through
 requests/urllib3 with a connection pool of POOL connections per host
 (pool_block=True: a call waits for a free connection, as the case's runtime
 did), then answers. The backing API answers each call after DELAY_MS.
+Pages are served at once, their calls on one pool; each call is recorded
+with its connection out of band (truth.py).
 Usage: fanout_app.py api PORT DELAY_MS
        fanout_app.py front PORT API_PORT CALLS POOL"""
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import ThreadingHTTPServer
 
 import requests
 from requests.adapters import HTTPAdapter
 
-from jsonhttp import JsonHandler
+import truth
+from jsonhttp import JsonHandler, serve
+
+# Threads enough for the calls of many pages at once: only the pool queues.
+PAGES_AT_ONCE = 16
 
 
 def api(port, delay_ms):
@@ -22,25 +27,32 @@ def api(port, delay_ms):
             time.sleep(delay_ms / 1000.0)
             self.answer(b'{"points":[1,2,3]}\n')
 
-    ThreadingHTTPServer(("127.0.0.1", port), Api).serve_forever()
+    serve(port, Api)
 
 
 def front(port, api_port, calls, pool):
     session = requests.Session()
     adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool, pool_block=True)
     session.mount("http://", adapter)
-    workers = ThreadPoolExecutor(max_workers=calls)
+    workers = ThreadPoolExecutor(max_workers=calls * PAGES_AT_ONCE)
 
-    def call(i):
-        r = session.get(f"http://127.0.0.1:{api_port}/data/{i}", timeout=10)
-        return len(r.content)
+    def call(page, i):
+        sent_us = truth.now_us()
+        # Streamed: the connection stays with the response until it is read,
+        # so its port can be asked and the call ordered on it.
+        r = session.get(f"http://127.0.0.1:{api_port}/data/{i}", timeout=10, stream=True)
+        record = page.start(r.raw._connection.sock.getsockname()[1], sent_us)
+        size = len(r.content)
+        truth.done(record)
+        return size
 
     class Front(JsonHandler):
         def do_GET(self):
-            sizes = list(workers.map(call, range(calls)))
-            self.answer(f"{sum(sizes)}\n".encode())
+            with truth.serving(self) as page:
+                sizes = list(workers.map(lambda i: call(page, i), range(calls)))
+                self.answer(f"{sum(sizes)}\n".encode())
 
-    ThreadingHTTPServer(("127.0.0.1", port), Front).serve_forever()
+    serve(port, Front)
 
 
 if sys.argv[1] == "api":

@@ -1,5 +1,5 @@
 """The test apps' HTTP/1.1 handler base: keep-alive, JSON answers, quiet."""
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -17,3 +17,15 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+class Server(ThreadingHTTPServer):
+    """A thread per connection, and a listen backlog for many clients
+    connecting at once: socketserver's default of 5 drops the SYNs of the
+    rest, which the client's kernel sends again a second later."""
+    request_queue_size = 128
+    daemon_threads = True
+
+
+def serve(port, handler):
+    Server(("127.0.0.1", port), handler).serve_forever()

@@ -2,16 +2,23 @@
 loads the orders, then each order's items lazily (one SELECT per order: an
 N+1) and re-reads an unchanging tax rate per order (duplicates). With
 `fixed` the items come eagerly in one `IN (...)` query and the rate once.
-The app counts the statements it sends and answers them as JSON.
+The app counts the statements each checkout sends and answers them as
+JSON; it serves checkouts at once (a thread each, a pooled connection held
+by each checkout's session) and records each statement's connection out of
+band (truth.py).
 Usage: orm_app.py HTTP_PORT PG_PORT ORDERS broken|fixed"""
 import json
 import sys
-from http.server import HTTPServer
+import threading
+
+import psycopg2
+import psycopg2.extensions
 
 from sqlalchemy import Column, ForeignKey, Integer, String, create_engine, event, text
 from sqlalchemy.orm import Session, declarative_base, relationship, selectinload
 
-from jsonhttp import JsonHandler
+import truth
+from jsonhttp import JsonHandler, serve
 
 http_port, pg_port, orders = (int(a) for a in sys.argv[1:4])
 fixed = sys.argv[4] == "fixed"
@@ -32,7 +39,41 @@ class Item(Base):
     sku = Column(String)
 
 
-engine = create_engine(f"postgresql+psycopg2://postgres@127.0.0.1:{pg_port}/postgres")
+
+
+class RecordingCursor(psycopg2.extensions.cursor):
+    def execute(self, query, vars=None):
+        call = truth.call_start(self.connection.port)
+        try:
+            return super().execute(query, vars)
+        finally:
+            truth.call_done(call)
+
+
+class RecordingConnection(psycopg2.extensions.connection):
+    """Each statement, and each ROLLBACK that goes on the wire, recorded
+    with this connection's local port."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.port = truth.local_port(self.fileno())
+
+    def cursor(self, *args, **kwargs):
+        kwargs.setdefault("cursor_factory", RecordingCursor)
+        return super().cursor(*args, **kwargs)
+
+    def rollback(self):
+        # psycopg2 sends ROLLBACK only inside a transaction.
+        in_transaction = self.status == psycopg2.extensions.STATUS_BEGIN
+        call = truth.call_start(self.port) if in_transaction else None
+        try:
+            super().rollback()
+        finally:
+            truth.call_done(call)
+
+
+engine = create_engine(f"postgresql+psycopg2://postgres@127.0.0.1:{pg_port}/postgres",
+                       connect_args={"connection_factory": RecordingConnection})
 Base.metadata.drop_all(engine)
 Base.metadata.create_all(engine)
 with engine.begin() as c:
@@ -49,31 +90,45 @@ with Session(engine) as s:
 engine.dispose()
 
 KINDS = ("select", "insert", "update", "delete")
-sent = dict.fromkeys(KINDS + ("other",), 0)
+# Per checkout: each serving thread counts its own.
+counts = threading.local()
+
+
+def sent():
+    if not hasattr(counts, "sent"):
+        reset_counts()
+    return counts.sent
+
+
+def reset_counts():
+    counts.sent = dict.fromkeys(KINDS + ("other",), 0)
 
 
 @event.listens_for(engine, "before_cursor_execute")
 def count(conn, cursor, statement, params, context, executemany):
     first = statement.lstrip().split(None, 1)[0].lower()
-    sent[first if first in KINDS else "other"] += 1
+    sent()[first if first in KINDS else "other"] += 1
 
 
 # psycopg2 sends BEGIN before a transaction's first statement and ROLLBACK
 # when the session closes: statements on the wire too.
 @event.listens_for(engine, "begin")
 def count_begin(conn):
-    sent["other"] += 1
+    sent()["other"] += 1
 
 
 @event.listens_for(engine, "rollback")
 def count_rollback(conn):
-    sent["other"] += 1
+    sent()["other"] += 1
 
 
 class Handler(JsonHandler):
     def do_GET(self):
-        for k in sent:
-            sent[k] = 0
+        with truth.serving(self):
+            self.checkout()
+
+    def checkout(self):
+        reset_counts()
         total = 0.0
         with Session(engine) as s:
             q = s.query(Order).order_by(Order.id)
@@ -84,7 +139,7 @@ class Handler(JsonHandler):
                 if not fixed:
                     rate = s.execute(text("SELECT rate FROM tax WHERE region = :r"), {"r": "EU"}).scalar()
                 total += len(order.items) * float(rate)
-        self.answer(json.dumps({"statements": dict(sent), "total": total}).encode())
+        self.answer(json.dumps({"statements": dict(sent()), "total": total}).encode())
 
 
-HTTPServer(("127.0.0.1", http_port), Handler).serve_forever()
+serve(http_port, Handler)

@@ -3,16 +3,17 @@ one keep-alive session per worker thread) calls a tax service once per
 request; the tax service blocks for STALL_MS on every EVERY-th call while
 holding one lock, so every call in flight waits (a GC pause, a global lock).
 With `fixed` the checkout reads the rate once at start-up and never calls.
+Each tax call is recorded with its connection out of band (truth.py).
 Usage: stall_app.py tax PORT EVERY STALL_MS
        stall_app.py checkout PORT TAX_PORT broken|fixed"""
 import sys
 import threading
 import time
-from http.server import ThreadingHTTPServer
 
 import requests
 
-from jsonhttp import JsonHandler
+import truth
+from jsonhttp import JsonHandler, serve
 
 
 def tax(port, every, stall_ms):
@@ -26,7 +27,7 @@ def tax(port, every, stall_ms):
                 time.sleep(stall_ms / 1000.0 if calls[0] % every == 0 else 0.001)
             self.answer(b'{"region":"EU","rate":0.2}\n')
 
-    ThreadingHTTPServer(("127.0.0.1", port), Tax).serve_forever()
+    serve(port, Tax)
 
 
 def checkout(port, tax_port, fixed):
@@ -35,17 +36,24 @@ def checkout(port, tax_port, fixed):
     def rate():
         if not hasattr(local, "session"):
             local.session = requests.Session()
-        r = local.session.get(f"http://127.0.0.1:{tax_port}/rate?region=EU", timeout=30)
-        return r.json()["rate"]
+        sent_us = truth.now_us()
+        r = local.session.get(f"http://127.0.0.1:{tax_port}/rate?region=EU", timeout=30,
+                              stream=True)
+        request = truth.current()
+        call = request.start(r.raw._connection.sock.getsockname()[1], sent_us) if request else None
+        rate = r.json()["rate"]
+        truth.call_done(call)
+        return rate
 
     start_rate = rate()
 
     class Checkout(JsonHandler):
         def do_GET(self):
-            r = start_rate if fixed else rate()
-            self.answer(f'{{"total":{100 * (1 + r)}}}\n'.encode())
+            with truth.serving(self):
+                r = start_rate if fixed else rate()
+                self.answer(f'{{"total":{100 * (1 + r)}}}\n'.encode())
 
-    ThreadingHTTPServer(("127.0.0.1", port), Checkout).serve_forever()
+    serve(port, Checkout)
 
 
 if sys.argv[1] == "tax":

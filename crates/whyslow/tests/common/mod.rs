@@ -168,6 +168,17 @@ pub fn finding_kinds(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The kinds of the findings not marked background, in rank order.
+pub fn foreground(report: &serde_json::Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["background"] != true)
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// The first finding of `kind` in a report (or a demo row).
 pub fn finding<'a>(report: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
     report["findings"]

@@ -52,10 +52,24 @@ fn spawn(cmd: &mut Command, port: u16) -> Server {
 
 /// A test app in tests/apps run by Debian's Python, serving on `port`.
 pub fn python_app(script: &str, port: u16, args: &[String]) -> Server {
+    spawn(&mut python_command(script, args), port)
+}
+
+/// `python_app`, recording each request's calls in `truth` (apps/truth.py).
+pub fn python_app_recording(script: &str, port: u16, args: &[String], truth: &Path) -> Server {
+    spawn(
+        python_command(script, args).env("WHYSLOW_TRUTH", truth),
+        port,
+    )
+}
+
+fn python_command(script: &str, args: &[String]) -> Command {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/apps")
         .join(script);
-    spawn(Command::new(python()).arg(path).args(args), port)
+    let mut cmd = Command::new(python());
+    cmd.arg(path).args(args);
+    cmd
 }
 
 /// Whether Debian's Python has `module`; under WHYSLOW_REQUIRE_CAPTURE=1

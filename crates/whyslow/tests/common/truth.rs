@@ -5,7 +5,54 @@
 
 use serde_json::Value;
 use std::collections::HashMap;
+use std::path::Path;
 use whyslow_lab::truth::{CallTruth, RequestTruth};
+
+/// What a test app wrote (apps/truth.py): one JSON request per line.
+pub fn read_app_truth(path: &Path) -> Vec<RequestTruth> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let field = |v: &Value, name: &str| v[name].as_u64().unwrap_or_else(|| panic!("{name} in {v}"));
+    text.lines()
+        .map(|line| {
+            let r: Value = serde_json::from_str(line).unwrap();
+            let calls = r["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| CallTruth {
+                    local_port: field(c, "local_port") as u16,
+                    stream: None,
+                    seq: field(c, "seq"),
+                    sent_us: field(c, "sent_us"),
+                    done_us: field(c, "done_us"),
+                })
+                .collect();
+            RequestTruth {
+                client_port: field(&r, "client_port") as u16,
+                received_us: field(&r, "received_us"),
+                calls,
+            }
+        })
+        .collect()
+}
+
+/// Whether some inbound request began before another was answered.
+pub fn requests_overlapped(report: &Value) -> bool {
+    let mut spans: Vec<(u64, u64)> = report["timeline"]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["role"] == "inbound")
+        .filter_map(|e| {
+            Some((
+                e["request_first_at_us"].as_u64()?,
+                e["response_first_at_us"].as_u64()?,
+            ))
+        })
+        .collect();
+    spans.sort_unstable();
+    spans.windows(2).any(|w| w[1].0 < w[0].1)
+}
 
 /// How attribution did against the truth.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

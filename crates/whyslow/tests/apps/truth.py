@@ -1,0 +1,93 @@
+"""What a test app records out of band, never on the wire: per inbound
+request, each backing call it made, with the local port of the connection
+the call used, its sending order across the app, and when it was sent and
+done (µs since the Unix epoch, the clock packets are stamped with). One
+JSON line per served request, in the file named by WHYSLOW_TRUTH; nothing
+is recorded without it. The tests hold whyslow's attribution to it."""
+import itertools
+import json
+import os
+import socket
+import threading
+import time
+
+_path = os.environ.get("WHYSLOW_TRUTH")
+_lock = threading.Lock()
+_seq = itertools.count()
+_current = threading.local()
+
+
+def now_us():
+    return time.time_ns() // 1000
+
+
+def local_port(fd):
+    """The local port of the socket on file descriptor `fd`."""
+    s = socket.socket(fileno=os.dup(fd))
+    try:
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+class Request:
+    """One inbound request and its calls; `served` writes it out."""
+
+    def __init__(self, client_port):
+        self.client_port = client_port
+        self.received_us = now_us()
+        self.calls = []
+
+    def start(self, port, sent_us=None):
+        """A call on the connection from `port`, about to be sent, or — for
+        a client that picks its connection inside the call (a pool) — sent
+        since `sent_us` and holding that connection now."""
+        with _lock:
+            call = {"local_port": port, "seq": next(_seq),
+                    "sent_us": sent_us or now_us(), "done_us": 0}
+        self.calls.append(call)
+        return call
+
+    def served(self):
+        if not _path:
+            return
+        line = json.dumps({"client_port": self.client_port, "received_us": self.received_us,
+                           "calls": self.calls})
+        with _lock, open(_path, "a") as f:
+            f.write(line + "\n")
+
+
+def done(call):
+    call["done_us"] = now_us()
+
+
+class serving:
+    """`with serving(handler):` — the request `handler` just read is this
+    thread's current request until it is answered."""
+
+    def __init__(self, handler):
+        self.request = Request(handler.client_address[1])
+
+    def __enter__(self):
+        _current.request = self.request
+        return self.request
+
+    def __exit__(self, *exc):
+        _current.request = None
+        self.request.served()
+
+
+def current():
+    """This thread's request, or None (set-up work, a writer thread)."""
+    return getattr(_current, "request", None)
+
+
+def call_start(port):
+    """A call on `port` for this thread's request, if it serves one."""
+    r = current()
+    return r.start(port) if r else None
+
+
+def call_done(call):
+    if call is not None:
+        done(call)
