@@ -88,18 +88,7 @@ pub fn decide(
         found = cands;
     }
     for group in runs.values() {
-        let ids: Vec<Vec<u32>> = group
-            .iter()
-            .map(|(_, c)| c.iter().map(|w| w.id).collect())
-            .collect();
-        for ((n, cands), placed) in group.iter().zip(matching::forced(&ids)) {
-            out[*n] = match placed {
-                Some(id) => Decision::Given(id, Attribution::Inferred),
-                None => Decision::Ambiguous {
-                    kind_of: kind_of(cands, &same_kind),
-                },
-            };
-        }
+        place_held(group, &mut out, &same_kind);
     }
     // Units held one at a time are decided jointly, tightest first.
     open.sort_by_key(|(fit, n, _)| (*fit, *n));
@@ -113,6 +102,40 @@ pub fn decide(
         }
     }
     joint.out
+}
+
+/// Places the runs (or transactions) to one server by deduction, where
+/// each request holds at most one of them. Where a request holds two that
+/// only it can hold (a client that checks a connection out per call, a
+/// service that runs two transactions), that rule is wrong for this server:
+/// a run is then given only when one request alone encloses it.
+fn place_held(
+    group: &[(usize, Vec<Window>)],
+    out: &mut [Decision],
+    same_kind: &impl Fn(u32, u32) -> bool,
+) {
+    let mut sole = HashSet::default();
+    let one_each = group
+        .iter()
+        .filter(|(_, c)| c.len() == 1)
+        .all(|(_, c)| sole.insert(c[0].id));
+    let ids: Vec<Vec<u32>> = group
+        .iter()
+        .map(|(_, c)| c.iter().map(|w| w.id).collect())
+        .collect();
+    let placed = if one_each {
+        matching::forced(&ids)
+    } else {
+        ids.iter().map(|c| (c.len() == 1).then(|| c[0])).collect()
+    };
+    for ((n, cands), placed) in group.iter().zip(placed) {
+        out[*n] = match placed {
+            Some(id) => Decision::Given(id, Attribution::Inferred),
+            None => Decision::Ambiguous {
+                kind_of: kind_of(cands, same_kind),
+            },
+        };
+    }
 }
 
 /// The joint decision's state: who holds what.

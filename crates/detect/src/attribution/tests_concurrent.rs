@@ -192,3 +192,40 @@ fn timing_tells_a_call_apart_only_where_calls_do_not_interleave() {
     let amb = (None, Some(Attribution::Ambiguous));
     assert_eq!(levels(&t), vec![amb, amb]);
 }
+
+#[test]
+fn a_request_that_checks_a_connection_out_per_call_keeps_its_calls() {
+    // Requests one at a time, each making two calls on two pooled
+    // connections (a client that checks out per call): each call follows an
+    // answer on its connection and so opens a run, and a request holds two
+    // runs. Each has one candidate: none may be made ambiguous.
+    const REQUESTS: u32 = 10;
+    let mut t = Timeline {
+        connections: vec![conn(0, 8080), conn(1, 5432), conn(2, 5432)],
+        exchanges: Vec::new(),
+    };
+    for k in 0..REQUESTS {
+        let at = u64::from(k) * 1000;
+        let id = k * 3;
+        t.exchanges
+            .push(exchange(id, 0, (at, at + 10), (at + 900, at + 910)));
+        t.exchanges.push(exchange(
+            id + 1,
+            1,
+            (at + 20, at + 30),
+            (at + 100, at + 110),
+        ));
+        t.exchanges.push(exchange(
+            id + 2,
+            2,
+            (at + 200, at + 210),
+            (at + 300, at + 310),
+        ));
+    }
+    attribute(&mut t, &[8080]);
+    let inf = Some(Attribution::Inferred);
+    let want: Vec<_> = (0..REQUESTS)
+        .flat_map(|k| [(Some(k * 3), inf), (Some(k * 3), inf)])
+        .collect();
+    assert_eq!(levels(&t), want);
+}
