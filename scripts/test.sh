@@ -11,7 +11,7 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # the backing servers of the wire tests and the client libraries their apps use.
 packages=(tcpdump tshark nginx-light curl openssl python3 libcap2-bin
   redis-server memcached postgresql postgresql-client nghttp2-server nghttp2-client
-  chromium man-db python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy)
+  chromium man-db python3-venv python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -20,6 +20,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# OpenTelemetry, for the instrumented test app, comes from PyPI: into a
+# virtual environment over Debian's Python, which brings the rest.
+otel=(opentelemetry-sdk==1.45.1 opentelemetry-instrumentation-requests==0.66b1
+  opentelemetry-instrumentation-psycopg2==0.66b1 opentelemetry-instrumentation-threading==0.66b1)
+if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading" 2>/dev/null; then
+  echo "== installing ${otel[*]} into target/pyenv"
+  mkdir -p target
+  /usr/bin/python3 -m venv --system-site-packages target/pyenv
+  target/pyenv/bin/pip install -q "${otel[@]}"
+fi
 
 echo "== cargo fmt"
 cargo fmt --all -- --check

@@ -64,12 +64,46 @@ pub fn python_app_recording(script: &str, port: u16, args: &[String], truth: &Pa
 }
 
 fn python_command(script: &str, args: &[String]) -> Command {
+    python_command_of(Path::new(python()), script, args)
+}
+
+fn python_command_of(python: &Path, script: &str, args: &[String]) -> Command {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/apps")
         .join(script);
-    let mut cmd = Command::new(python());
+    let mut cmd = Command::new(python);
     cmd.arg(path).args(args);
     cmd
+}
+
+/// The virtual environment scripts/test.sh makes over Debian's Python for
+/// the test apps' packages from PyPI (OpenTelemetry), which Debian lacks.
+pub fn pypi_python() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python")
+}
+
+/// Whether `pypi_python` has `module`, as `needed` says.
+pub fn pypi_python_has(test: &str, module: &str) -> bool {
+    let ok = Command::new(pypi_python())
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    needed(test, &format!("python module {module} in target/pyenv"), ok)
+}
+
+/// `python_app_recording` run by `pypi_python`.
+pub fn pypi_app_recording(script: &str, port: u16, args: &[String], truth: &Path) -> Server {
+    spawn(
+        python_command_of(&pypi_python(), script, args).env("WHYSLOW_TRUTH", truth),
+        port,
+    )
+}
+
+/// A test app in tests/apps run to its end by Debian's Python; its output.
+pub fn python_run(script: &str, args: &[String]) -> std::process::Output {
+    python_command(script, args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"))
 }
 
 /// Whether Debian's Python has `module`; under WHYSLOW_REQUIRE_CAPTURE=1

@@ -95,6 +95,43 @@ fn span(e: &Value) -> (u64, u64) {
 
 /// Scores the timeline of `report` against `truth`.
 pub fn score(report: &Value, truth: &[RequestTruth]) -> Score {
+    let mut score = Score::default();
+    for (e, request) in made_for(report, truth) {
+        score.calls += 1;
+        match e["parent"].as_u64() {
+            Some(p) => {
+                score.given += 1;
+                score.wrong += usize::from(p != request);
+            }
+            None => score.ambiguous += usize::from(e["attribution"] == "ambiguous"),
+        }
+    }
+    score
+}
+
+/// Of the calls matched to the truth, those in a trace group that holds
+/// exactly one request's calls, all of them; and all matched calls.
+pub fn in_exact_trace_groups(report: &Value, truth: &[RequestTruth]) -> (usize, usize) {
+    let made = made_for(report, truth);
+    let mut groups: HashMap<&str, Vec<u64>> = HashMap::new();
+    let mut per_request: HashMap<u64, usize> = HashMap::new();
+    for (e, request) in &made {
+        *per_request.entry(*request).or_default() += 1;
+        if let Some(trace) = e["trace"].as_str() {
+            groups.entry(trace).or_default().push(*request);
+        }
+    }
+    let exact: usize = groups
+        .values()
+        .filter(|g| g.iter().all(|r| *r == g[0]) && per_request[&g[0]] == g.len())
+        .map(Vec::len)
+        .sum();
+    (exact, made.len())
+}
+
+/// Each outbound exchange of `report` matched to a call of `truth`, with
+/// the inbound exchange (its id) of the request that made it.
+fn made_for<'a>(report: &'a Value, truth: &[RequestTruth]) -> Vec<(&'a Value, u64)> {
     let timeline = &report["timeline"];
     let client_port: HashMap<u64, u16> = timeline["connections"]
         .as_array()
@@ -131,7 +168,7 @@ pub fn score(report: &Value, truth: &[RequestTruth]) -> Score {
             calls_on.entry(c.local_port).or_default().push((*c, i));
         }
     }
-    let mut score = Score::default();
+    let mut made = Vec::new();
     for (port, mut calls) in calls_on {
         calls.sort_by_key(|(c, _)| c.seq);
         let exchanges: Vec<&Value> = on_port
@@ -144,23 +181,11 @@ pub fn score(report: &Value, truth: &[RequestTruth]) -> Score {
             })
             .unwrap_or_default();
         for (n, e) in exchanges.iter().enumerate() {
-            let Some(made_for) = made_by(e, n, &exchanges, &calls) else {
-                continue;
-            };
-            let Some(request) = inbound[made_for] else {
-                continue;
-            };
-            score.calls += 1;
-            match e["parent"].as_u64() {
-                Some(p) => {
-                    score.given += 1;
-                    score.wrong += usize::from(p != request);
-                }
-                None => score.ambiguous += usize::from(e["attribution"] == "ambiguous"),
-            }
+            let request = made_by(e, n, &exchanges, &calls).and_then(|i| inbound[i]);
+            made.extend(request.map(|r| (*e, r)));
         }
     }
-    score
+    made
 }
 
 /// The truth request that made the `n`th outbound exchange on a connection:
