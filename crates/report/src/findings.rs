@@ -15,14 +15,16 @@ const IDS_SHOWN: usize = 3;
 const LANES_SHOWN: usize = 8;
 
 fn lane(ids: &[u32]) -> String {
-    let shown: Vec<String> = ids
-        .iter()
-        .take(IDS_SHOWN)
-        .map(|id| format!("#{id}"))
-        .collect();
-    match ids.len() > IDS_SHOWN {
-        true => format!("[{} …]", shown.join(" ")),
-        false => format!("[{}]", shown.join(" ")),
+    format!("[{}]", first_few(ids, |id| format!("#{id}"), " "))
+}
+
+/// The first IDS_SHOWN of `items`, joined by `sep`, and how many there are
+/// in all when that is more.
+fn first_few<T>(items: &[T], show: impl Fn(&T) -> String, sep: &str) -> String {
+    let shown: Vec<String> = items.iter().take(IDS_SHOWN).map(show).collect();
+    match items.len() > IDS_SHOWN {
+        true => format!("{} … ({} in all)", shown.join(sep), items.len()),
+        false => shown.join(sep),
     }
 }
 
@@ -37,11 +39,8 @@ pub(crate) fn evidence_line(e: &Evidence) -> String {
             note,
             ..
         } => {
-            let list: Vec<String> = packets.iter().map(|p| p.to_string()).collect();
-            format!(
-                "connection #{connection}, packets {}: {note}",
-                list.join(", ")
-            )
+            let list = first_few(packets, |p| p.to_string(), ", ");
+            format!("connection #{connection}, packets {list}: {note}")
         }
         Evidence::Exchange {
             id, request, note, ..
@@ -73,11 +72,10 @@ pub(crate) fn evidence_line(e: &Evidence) -> String {
             note,
             ..
         } => {
-            let ahead: Vec<String> = ahead.iter().map(|id| format!("#{id}")).collect();
             format!(
                 "connection #{connection}: exchange #{exchange} {request} waited {} behind {} ({} ahead): {note}",
                 fmt_ms(*waited_us),
-                ahead.join(" "),
+                first_few(ahead, |id| format!("#{id}"), " "),
                 fmt_bytes(*bytes_ahead)
             )
         }
@@ -137,7 +135,35 @@ mod tests {
         let line = evidence_line(&e);
         assert_eq!(
             line,
-            "request #7: 331 calls; lanes [#0 #1 #2 …] [#100 #101 #102 …] [#200 #201 #202 …] [#300 #301 #302 …]"
+            "request #7: 331 calls; lanes [#0 #1 #2 … (83 in all)] [#100 #101 #102 … (83 in all)] \
+             [#200 #201 #202 … (83 in all)] [#300 #301 #302 … (83 in all)]"
         );
+    }
+
+    #[test]
+    fn packets_and_exchanges_ahead_are_bounded_too() {
+        let packets = Evidence::Packets {
+            facts: Default::default(),
+            connection: 3,
+            at_us: 0,
+            packets: (1..=500).collect(),
+            note: "retransmitted".into(),
+        };
+        assert_eq!(
+            evidence_line(&packets),
+            "connection #3, packets 1, 2, 3 … (500 in all): retransmitted"
+        );
+        let queued = Evidence::Queued {
+            facts: Default::default(),
+            connection: 1,
+            exchange: 900,
+            request: "GET hot:config".into(),
+            ahead: (0..400).collect(),
+            bytes_ahead: 1 << 20,
+            waited_us: 15_000,
+            note: "behind writes".into(),
+        };
+        let line = evidence_line(&queued);
+        assert!(line.contains("behind #0 #1 #2 … (400 in all) ("), "{line}");
     }
 }
