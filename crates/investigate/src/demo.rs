@@ -8,7 +8,10 @@ use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
 use whyslow_compare::run::Run;
 use whyslow_lab::{Scenario, SCENARIOS};
-use whyslow_model::{DemoDocument, DemoRow, Metric, AS_GIVEN, SCHEMA_VERSION, SPLIT_NO_NODELAY};
+use whyslow_model::{
+    AttributionCounts, ConcurrentRow, DemoDocument, DemoRow, Metric, Report, AS_GIVEN,
+    SCHEMA_VERSION, SPLIT_NO_NODELAY,
+};
 
 /// Requests per client pattern in each diagnosis: enough for a median, quick enough for a demo.
 const DEMO_REQUESTS: u32 = 6;
@@ -16,11 +19,52 @@ const DEMO_REQUESTS: u32 = 6;
 /// schedule through a 300 ms stall (6 requests in flight) with room to spare.
 const DEMO_LOAD_CONNECTIONS: usize = 16;
 
+/// Clients at once in each scenario's concurrent run: the lab's, for
+/// which each scenario declares what concurrency itself causes.
+pub const DEMO_CONCURRENT_CLIENTS: usize = whyslow_lab::scenario::CONCURRENT_CLIENTS as usize;
+/// How long the concurrent run's clients send, and at most how many
+/// requests: a few hundred per scenario, a capture of a few MB.
+const DEMO_CONCURRENT_DURATION: Duration = Duration::from_secs(1);
+const DEMO_CONCURRENT_REQUESTS: u64 = 200;
+/// A scenario whose cause needs many requests (a stall once a second) is
+/// run over its own load phase's length at this many times its rate: its
+/// clients back up behind each stall, as many at once as there are.
+const DEMO_CONCURRENT_RATE_FACTOR: f64 = 10.0;
+
 /// Mean total of every request of a section (what the case studies quote).
 fn mean_total(report: &whyslow_model::Report, label: &str) -> Option<u64> {
     let rs = report.section(label)?;
     let n = rs.len() as u64;
     (n > 0).then(|| rs.iter().map(|r| r.total_us).sum::<u64>() / n)
+}
+
+/// The diagnosis of scenario `s`'s running variant at `running`: its
+/// probes, and `load` (the scenario's own, or a concurrent run).
+fn options(
+    s: &Scenario,
+    running: &whyslow_lab::Running,
+    html: bool,
+    load: Option<LoadPhase>,
+) -> DiagnoseOptions {
+    let spec = RequestSpec {
+        method: s.method.into(),
+        body: Bytes::from_static(s.body.as_bytes()),
+        ..RequestSpec::default()
+    };
+    DiagnoseOptions {
+        url: running.url.clone(),
+        spec,
+        tls: TlsOptions::default(),
+        requests: DEMO_REQUESTS,
+        extra_ports: running.ports.clone(),
+        iface: None,
+        capture: true,
+        keep_capture: None,
+        flow: crate::AnalysisOptions::default_flow(),
+        evidence: html,
+        service_keylog: running.keylog.clone(),
+        load,
+    }
 }
 
 async fn run_one(
@@ -33,29 +77,13 @@ async fn run_one(
         .start(fixed)
         .await
         .map_err(|e| format!("{}: cannot start: {e}", s.name))?;
-    let spec = RequestSpec {
-        method: s.method.into(),
-        body: Bytes::from_static(s.body.as_bytes()),
-        ..RequestSpec::default()
-    };
-    let opts = DiagnoseOptions {
-        url: running.url.clone(),
-        spec,
-        tls: TlsOptions::default(),
-        requests: DEMO_REQUESTS,
-        extra_ports: running.ports.clone(),
-        iface: None,
-        capture: true,
-        keep_capture: None,
-        flow: crate::AnalysisOptions::default_flow(),
-        evidence: html,
-        service_keylog: running.keylog.clone(),
-        load: s.load.map(|l| LoadPhase {
-            rate: l.rate as f64,
-            duration: Duration::from_millis(l.duration_ms),
-            connections: DEMO_LOAD_CONNECTIONS,
-        }),
-    };
+    let load = s.load.map(|l| LoadPhase {
+        rate: Some(l.rate as f64),
+        duration: Duration::from_millis(l.duration_ms),
+        connections: DEMO_LOAD_CONNECTIONS,
+        max_requests: None,
+    });
+    let opts = options(s, &running, html, load);
     let d = diagnose(&opts, stop).await;
     let report = d.report;
     let client = match mean_total(&report, SPLIT_NO_NODELAY) {
@@ -92,38 +120,108 @@ async fn run_one(
     Ok((row, run))
 }
 
+/// Scenario `s` (fixed or not) diagnosed under DEMO_CONCURRENT_CLIENTS
+/// clients at once.
+async fn run_concurrent(
+    s: &Scenario,
+    fixed: bool,
+    stop: &watch::Receiver<bool>,
+) -> Result<ConcurrentRow, String> {
+    let running = s
+        .start(fixed)
+        .await
+        .map_err(|e| format!("{}: cannot start: {e}", s.name))?;
+    let load = match s.load {
+        Some(l) => LoadPhase {
+            rate: Some(l.rate as f64 * DEMO_CONCURRENT_RATE_FACTOR),
+            duration: Duration::from_millis(l.duration_ms),
+            connections: DEMO_CONCURRENT_CLIENTS,
+            max_requests: None,
+        },
+        None => LoadPhase {
+            rate: None,
+            duration: DEMO_CONCURRENT_DURATION,
+            connections: DEMO_CONCURRENT_CLIENTS,
+            max_requests: Some(DEMO_CONCURRENT_REQUESTS),
+        },
+    };
+    let rate = load.rate;
+    let d = diagnose(&options(s, &running, false, Some(load)), stop).await;
+    let declared = match (fixed, s.truth.kind) {
+        (false, Some(k)) => vec![k.to_string()],
+        _ => s.fixed_under_load.iter().map(|k| k.to_string()).collect(),
+    };
+    Ok(ConcurrentRow {
+        scenario: s.name.into(),
+        variant: variant(s, fixed).into(),
+        clients: DEMO_CONCURRENT_CLIENTS as u32,
+        rate,
+        latency: d
+            .load
+            .as_ref()
+            .and_then(|l| l.percentiles(Metric::Uncorrected))
+            .copied(),
+        findings: d.report.findings.clone(),
+        declared,
+        attribution: attribution(&d.report),
+    })
+}
+
+/// The calls of every request kind of `report`, by attribution level.
+fn attribution(report: &Report) -> AttributionCounts {
+    let mut all = AttributionCounts::default();
+    let groups = report.capture.iter().flat_map(|c| &c.groups);
+    for a in groups.filter_map(|g| g.attribution) {
+        all.trace_context += a.trace_context;
+        all.trace_group += a.trace_group;
+        all.inferred += a.inferred;
+        all.ambiguous += a.ambiguous;
+    }
+    all
+}
+
 /// Diagnoses each scenario broken and then fixed (healthy ones as they
-/// are, twice), saying each step to `progress`; stops between runs when
-/// `stop` turns true. `reports`: keep each run's whole report (`--html`).
+/// are, twice), one request at a time and then under many clients at once,
+/// saying each step to `progress`; stops between runs when `stop` turns
+/// true. `reports`: keep each run's whole report (`--html`).
 pub async fn run(
     scenarios: &[&Scenario],
     reports: bool,
     stop: &watch::Receiver<bool>,
     mut progress: impl FnMut(String),
 ) -> DemoDocument {
-    let total = scenarios.len() * 2;
-    let mut runs = Vec::new();
-    for (i, (s, fixed)) in scenarios
+    let each: Vec<(&Scenario, bool)> = scenarios
         .iter()
-        .flat_map(|s| [(s, false), (s, true)])
-        .enumerate()
-    {
-        progress(format!(
-            "[{}/{total}] {} ({}) …",
-            i + 1,
-            s.name,
-            variant(s, fixed)
-        ));
+        .flat_map(|s| [(*s, false), (*s, true)])
+        .collect();
+    let total = each.len() * 2;
+    let mut runs = Vec::new();
+    let mut under_load = Vec::new();
+    let steps = each.iter().map(|&(s, fixed)| (s, fixed, None));
+    let concurrent = each
+        .iter()
+        .map(|&(s, fixed)| (s, fixed, Some(DEMO_CONCURRENT_CLIENTS)));
+    for (i, (s, fixed, clients)) in steps.chain(concurrent).enumerate() {
+        let at_once = clients
+            .map(|c| format!(", {c} clients"))
+            .unwrap_or_default();
+        let name = format!("{} ({}{at_once})", s.name, variant(s, fixed));
+        progress(format!("[{}/{total}] {name} …", i + 1));
         if *stop.borrow() {
-            progress("interrupted; the table covers what ran".into());
+            progress("interrupted; the tables cover what ran".into());
             break;
         }
-        match run_one(s, fixed, stop, reports).await {
-            Ok(r) => runs.push(r),
-            Err(e) => progress(e),
+        let done = match clients {
+            None => run_one(s, fixed, stop, reports).await.map(|r| runs.push(r)),
+            Some(_) => run_concurrent(s, fixed, stop)
+                .await
+                .map(|r| under_load.push(r)),
+        };
+        if let Err(e) = done {
+            progress(e);
         }
     }
-    document(runs)
+    document(runs, under_load)
 }
 
 /// The scenarios `only` names, or all of them.
@@ -135,7 +233,7 @@ pub fn scenarios(only: &[String]) -> Vec<&'static Scenario> {
 }
 
 /// The rows, and broken against fixed (by `compare`) for each scenario run both ways.
-fn document(runs: Vec<(DemoRow, Run)>) -> DemoDocument {
+fn document(runs: Vec<(DemoRow, Run)>, under_load: Vec<ConcurrentRow>) -> DemoDocument {
     let comparisons = runs
         .chunks(2)
         .filter_map(|pair| match pair {
@@ -150,6 +248,7 @@ fn document(runs: Vec<(DemoRow, Run)>) -> DemoDocument {
         command: "demo".into(),
         rows: runs.into_iter().map(|(row, _)| row).collect(),
         comparisons,
+        under_load,
     }
 }
 

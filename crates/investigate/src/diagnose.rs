@@ -53,12 +53,16 @@ pub struct DiagnoseOptions {
     pub load: Option<LoadPhase>,
 }
 
-/// An open-model load phase: `rate` requests/s over `connections` for `duration`.
+/// A load phase over `connections` for `duration`: `rate` requests/s on a
+/// schedule (open model), or — with none — each connection sending its next
+/// request once the last is answered (closed: that many clients at once),
+/// up to `max_requests`.
 #[derive(Debug, Clone)]
 pub struct LoadPhase {
-    pub rate: f64,
+    pub rate: Option<f64>,
     pub duration: Duration,
     pub connections: usize,
+    pub max_requests: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -76,10 +80,11 @@ impl LoadPhase {
     /// `--rate`, `--duration` and `-c` checked.
     pub fn new(rate: f64, duration: &str, connections: usize) -> Result<LoadPhase, String> {
         Ok(LoadPhase {
-            rate: whyslow_load::plan::check_rate(rate, "--rate")?,
+            rate: Some(whyslow_load::plan::check_rate(rate, "--rate")?),
             duration: whyslow_model::parse_duration(duration)
                 .map_err(|e| format!("--duration: {e}"))?,
             connections,
+            max_requests: None,
         })
     }
 }
@@ -378,7 +383,7 @@ fn finish_capture(
     }
 }
 
-/// The load phase: the target under constant-rate load while the capture runs.
+/// The load phase: the target under load while the capture runs.
 async fn run_load(
     opts: &DiagnoseOptions,
     phase: &LoadPhase,
@@ -389,11 +394,14 @@ async fn run_load(
         url: opts.url.clone(),
         spec: opts.spec.clone(),
         tls: opts.tls.clone(),
-        model: Model::Open(Schedule::constant(phase.rate)),
+        model: match phase.rate {
+            Some(rate) => Model::Open(Schedule::constant(rate)),
+            None => Model::Closed,
+        },
         connections: phase.connections.max(1),
         streams: 1,
         duration: Some(phase.duration),
-        max_requests: None,
+        max_requests: phase.max_requests,
         interval: Duration::from_secs(1),
         threads: 1,
     };

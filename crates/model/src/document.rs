@@ -149,6 +149,39 @@ pub struct DemoDocument {
     pub rows: Vec<DemoRow>,
     #[serde(default)]
     pub comparisons: Vec<Comparison>,
+    /// Each scenario run again with many clients at once.
+    #[serde(default)]
+    pub under_load: Vec<ConcurrentRow>,
+}
+
+/// One scenario, broken or fixed, diagnosed while `clients` connections
+/// send requests at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConcurrentRow {
+    pub scenario: String,
+    pub variant: String,
+    pub clients: u32,
+    /// Requests per second on a schedule, for a cause that shows only in
+    /// many requests; none: each client sent its next request once the last
+    /// was answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Latency of the load phase's requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Percentiles>,
+    pub findings: Vec<Finding>,
+    /// What the scenario declares this variant shows under load: its
+    /// injected cause, or what concurrency itself causes (none: nothing).
+    pub declared: Vec<String>,
+    /// How the backing calls were given to the requests that made them.
+    pub attribution: crate::AttributionCounts,
+}
+
+impl ConcurrentRow {
+    /// The findings named in the foreground, background ones aside.
+    pub fn named(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| !f.background)
+    }
 }
 
 /// One scenario, broken or fixed, diagnosed.

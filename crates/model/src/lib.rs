@@ -25,8 +25,8 @@ pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{CaptureSummary, ExchangeGroup, ServerCount, ServiceChoice, ServiceHow};
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{
-    CaptureInfo, ClientView, DemoDocument, DemoRow, DiagnoseDocument, LoadDocument, AS_GIVEN,
-    FRESH, SPLIT_NO_NODELAY,
+    CaptureInfo, ClientView, ConcurrentRow, DemoDocument, DemoRow, DiagnoseDocument, LoadDocument,
+    AS_GIVEN, FRESH, SPLIT_NO_NODELAY,
 };
 pub use finding::{Evidence, Facts, Finding, FindingKind, Severity};
 pub use host::{HostReport, HostSample, ResourceUse};

@@ -3,7 +3,7 @@
 
 use crate::fmt_ms;
 use std::fmt::Write;
-use whyslow_model::{Change, Comparison, DemoDocument, DemoRow};
+use whyslow_model::{Change, Comparison, ConcurrentRow, DemoDocument, DemoRow};
 
 fn cause(row: &DemoRow) -> String {
     match row.top() {
@@ -92,5 +92,68 @@ pub fn text(doc: &DemoDocument) -> String {
     if let Some(s) = doc.rows.iter().flat_map(|r| &r.skipped).next() {
         let _ = writeln!(out, "not examined: {s}");
     }
+    if !doc.under_load.is_empty() {
+        out.push('\n');
+        under_load(&mut out, &doc.under_load);
+    }
     out
+}
+
+/// The concurrent runs: what each named, what its scenario declares it
+/// shows under load, and how its calls were told apart.
+fn under_load(out: &mut String, rows: &[ConcurrentRow]) {
+    let clients = rows.first().map_or(0, |r| r.clients);
+    let _ = writeln!(
+        out,
+        "under load: {clients} connections at once; each sends its next request when the last is \
+         answered, or on a schedule where the cause needs many requests"
+    );
+    let _ = writeln!(
+        out,
+        "{:<11} {:<7} {:>7} {:>9} {:>9}  {:<44} {:<20} calls: exact/grouped/inferred/ambiguous",
+        "scenario", "variant", "pace", "p50", "p99", "named", "declared"
+    );
+    for r in rows {
+        let mut named: Vec<String> = Vec::new();
+        for f in r.named() {
+            let kind = f.kind.to_string();
+            if !named.contains(&kind) {
+                named.push(kind);
+            }
+        }
+        let pace = match r.rate {
+            Some(rate) => format!("{rate:.0}/s"),
+            None => "closed".into(),
+        };
+        let (p50, p99) = match &r.latency {
+            Some(l) => (fmt_ms(l.p50), fmt_ms(l.p99)),
+            None => ("-".into(), "-".into()),
+        };
+        let a = &r.attribution;
+        let calls = match a.trace_context + a.trace_group + a.inferred + a.ambiguous {
+            0 => "no calls".to_string(),
+            _ => format!(
+                "{}/{}/{}/{}",
+                a.trace_context, a.trace_group, a.inferred, a.ambiguous
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "{:<11} {:<7} {:>7} {:>9} {:>9}  {:<44} {:<20} {calls}",
+            r.scenario,
+            r.variant,
+            pace,
+            p50,
+            p99,
+            list_or_nothing(&named),
+            list_or_nothing(&r.declared)
+        );
+    }
+}
+
+fn list_or_nothing(kinds: &[String]) -> String {
+    match kinds.is_empty() {
+        true => "nothing".into(),
+        false => kinds.join(", "),
+    }
 }

@@ -21,7 +21,8 @@ pub fn run(args: DemoArgs) -> Done {
     } else {
         out!("{}", whyslow_report::demo::text(&doc))?;
     }
-    Ok(match doc.rows.len() == scenarios.len() * 2 {
+    let all_ran = doc.rows.len() == scenarios.len() * 2 && doc.under_load.len() == doc.rows.len();
+    Ok(match all_ran {
         true => Exit::Ok,
         false => Exit::Scenario,
     })

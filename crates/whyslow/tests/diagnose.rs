@@ -193,10 +193,48 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     assert_eq!(post["findings"][0]["kind"], "nagle_delayed_ack");
     // Before/after: the fix must remove most of the stall from the average.
     assert!(post["mean_total_us"].as_u64().unwrap() > 5 * fixed["mean_total_us"].as_u64().unwrap());
+    under_load_as_declared(&report);
     fanout_pool_before_and_after(&report);
     tax_stall_before_and_after(rows);
     orm_storm_before_and_after(rows);
     cache_hol_before_and_after(&report);
+}
+
+/// Each scenario under many clients at once names what it declares: the
+/// broken variant its cause first; the fixed one exactly what concurrency
+/// itself causes there (no more, no less; background aside).
+fn under_load_as_declared(demo: &serde_json::Value) {
+    let rows = demo["under_load"].as_array().unwrap();
+    assert_eq!(rows.len(), SCENARIOS.len() * 2);
+    for r in rows {
+        let named: Vec<&str> = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["background"] != true)
+            .map(|f| f["kind"].as_str().unwrap())
+            .collect();
+        let declared: Vec<&str> = r["declared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        let s = SCENARIOS.iter().find(|s| r["scenario"] == s.name).unwrap();
+        let what = format!("{} {} under load: {named:?}", s.name, r["variant"]);
+        if r["variant"] == "broken" {
+            assert_eq!(declared, [s.truth.kind.unwrap().to_string()], "{what}");
+            assert_eq!(named.first(), declared.first(), "{what}");
+        } else {
+            let named: std::collections::BTreeSet<String> =
+                named.into_iter().map(String::from).collect();
+            let truth: std::collections::BTreeSet<String> =
+                s.fixed_under_load.iter().map(|k| k.to_string()).collect();
+            let declared = declared.into_iter().map(String::from).collect();
+            assert_eq!(truth, declared, "{what}");
+            assert_eq!(named, truth, "{what}");
+        }
+    }
 }
 
 /// How much faster the fixed variant's median request is than the broken

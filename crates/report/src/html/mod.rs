@@ -161,7 +161,8 @@ pub fn compare(c: &Comparison) -> String {
 /// `demo`: every scenario's reports one after another.
 /// Every run of `demo` that kept its report: findings, waterfall, ladders.
 pub fn demo(doc: &DemoDocument) -> String {
-    let mut out = String::new();
+    // The tables of the text output first: one at a time, then under load.
+    let mut out = format!("<pre>{}</pre>\n", escape(&crate::demo::text(doc)));
     for row in &doc.rows {
         let Some(r) = &row.report else { continue };
         let title = format!("{} ({}): {}", row.scenario, row.variant, row.request);
