@@ -145,7 +145,7 @@ fn tail<'a>(server: SocketAddr, mut calls: Vec<(usize, Call<'a>)>) -> Option<Tai
         .filter(|(_, c)| c.duration_us() >= floor)
         .copied()
         .collect();
-    let stalls = merge(stalled.iter().map(|(_, c)| (c.start, c.end)));
+    let stalls = crate::request_calls::merged_spans(stalled.iter().map(|(_, c)| (c.start, c.end)));
     if stalls.is_empty() || stalls.len() as f64 > RARE_SHARE * calls.len() as f64 {
         return None;
     }
@@ -164,18 +164,6 @@ fn tail<'a>(server: SocketAddr, mut calls: Vec<(usize, Call<'a>)>) -> Option<Tai
         requests: requests.len(),
         stalls,
     })
-}
-
-/// Overlapping spans merged, by start.
-fn merge(spans: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in spans {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
 }
 
 /// Median interval and median calls between stall starts (`calls` by

@@ -88,6 +88,18 @@ impl<'a> RequestCalls<'a> {
     }
 }
 
+/// Spans sorted by start, merged where they overlap.
+pub fn merged_spans(spans: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// Every answered inbound request with its calls, in capture order.
 pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
     by_request_with(t, &HeldRuns::default())

@@ -89,7 +89,7 @@ fn loop_time(requests: &[RequestCalls], service: &str) -> (u64, u64) {
             .collect();
         loops.sort_unstable();
         in_loops.push(
-            disjoint(loops)
+            crate::request_calls::merged_spans(loops)
                 .into_iter()
                 .map(|w| {
                     (w.1 - w.0)
@@ -99,18 +99,6 @@ fn loop_time(requests: &[RequestCalls], service: &str) -> (u64, u64) {
         );
     }
     (median(in_loops), median(own))
-}
-
-/// Sorted spans merged where they overlap.
-fn disjoint(spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in spans {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -331,29 +331,11 @@ fn stall_app_at_8_clients() {
     // The fixed checkout answers at once: only a high rate overlaps it.
     for (variant, rate) in [("broken", 40), ("fixed", 400)] {
         let start = |truth: &Path| {
-            let tax_port = free_port();
-            let args = [
-                "tax".into(),
-                tax_port.to_string(),
-                EVERY.to_string(),
-                STALL_MS.to_string(),
-            ];
-            let tax = python_app("stall_app.py", tax_port, &args);
-            let port = free_port();
-            let args = [
-                "checkout",
-                &port.to_string(),
-                &tax_port.to_string(),
-                variant,
-            ]
-            .map(String::from);
+            let (tax, checkout) = stall_apps(variant, EVERY, STALL_MS, Some(truth));
             App {
-                _servers: vec![
-                    tax,
-                    python_app_recording("stall_app.py", port, &args, truth),
-                ],
-                url: format!("http://127.0.0.1:{port}/checkout"),
-                ports: vec![port, tax_port],
+                url: format!("http://127.0.0.1:{}/checkout", checkout.port),
+                ports: vec![checkout.port, tax.port],
+                _servers: vec![tax, checkout],
             }
         };
         let runs = [

@@ -23,23 +23,7 @@ const DURATION: &str = "16s";
 const NEEDS: &[Need] = &[Need::Python("requests"), Need::Capture];
 
 fn start(variant: &str) -> (Server, Server) {
-    let tax_port = free_port();
-    let args = [
-        "tax",
-        &tax_port.to_string(),
-        &EVERY.to_string(),
-        &STALL_MS.to_string(),
-    ];
-    let tax = python_app("stall_app.py", tax_port, &args.map(String::from));
-    let port = free_port();
-    let args = [
-        "checkout",
-        &port.to_string(),
-        &tax_port.to_string(),
-        variant,
-    ];
-    let checkout = python_app("stall_app.py", port, &args.map(String::from));
-    (tax, checkout)
+    stall_apps(variant, EVERY, STALL_MS, None)
 }
 
 /// A diagnosis, with a load phase of `duration` at RATE if given.

@@ -37,14 +37,8 @@ def front(port, api_port, calls, pool):
     workers = ThreadPoolExecutor(max_workers=calls * PAGES_AT_ONCE)
 
     def call(page, i):
-        sent_us = truth.now_us()
-        # Streamed: the connection stays with the response until it is read,
-        # so its port can be asked and the call ordered on it.
-        r = session.get(f"http://127.0.0.1:{api_port}/data/{i}", timeout=10, stream=True)
-        record = page.start(r.raw._connection.sock.getsockname()[1], sent_us)
-        size = len(r.content)
-        truth.done(record)
-        return size
+        url = f"http://127.0.0.1:{api_port}/data/{i}"
+        return truth.streamed_call(page, lambda: session.get(url, timeout=10, stream=True))
 
     class Front(JsonHandler):
         def do_GET(self):

@@ -73,12 +73,8 @@ def units(page, sku):
 
 
 def price(page, i):
-    sent_us = truth.now_us()
-    r = session.get(f"http://127.0.0.1:{api_port}/price/{i}", timeout=10, stream=True)
-    record = page.start(r.raw._connection.sock.getsockname()[1], sent_us)
-    size = len(r.content)
-    truth.done(record)
-    return size
+    url = f"http://127.0.0.1:{api_port}/price/{i}"
+    return truth.streamed_call(page, lambda: session.get(url, timeout=10, stream=True))
 
 
 class Front(JsonHandler):

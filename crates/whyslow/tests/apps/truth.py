@@ -61,6 +61,19 @@ def done(call):
     call["done_us"] = now_us()
 
 
+def streamed_call(request, get):
+    """A call for `request` through a client pool that picks its connection
+    inside the call (requests/urllib3): `get()` sends it streamed, so the
+    connection stays with the response until it is read and can be asked
+    its port. Returns the response body's length."""
+    sent_us = now_us()
+    r = get()
+    call = request.start(r.raw._connection.sock.getsockname()[1], sent_us)
+    size = len(r.content)
+    done(call)
+    return size
+
+
 class serving:
     """`with serving(handler):` — the request `handler` just read is this
     thread's current request until it is answered."""

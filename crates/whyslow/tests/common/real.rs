@@ -99,6 +99,37 @@ pub fn pypi_app_recording(script: &str, port: u16, args: &[String], truth: &Path
     )
 }
 
+/// apps/stall_app.py: a tax service that stalls `stall_ms` once in `every`
+/// calls, and the `variant` checkout in front of it (recording its calls in
+/// `truth` when given). Returns (tax, checkout).
+pub fn stall_apps(
+    variant: &str,
+    every: u64,
+    stall_ms: u64,
+    truth: Option<&Path>,
+) -> (Server, Server) {
+    let tax_port = free_port();
+    let args = [
+        "tax".into(),
+        tax_port.to_string(),
+        every.to_string(),
+        stall_ms.to_string(),
+    ];
+    let tax = python_app("stall_app.py", tax_port, &args);
+    let port = free_port();
+    let args = [
+        "checkout".into(),
+        port.to_string(),
+        tax_port.to_string(),
+        variant.into(),
+    ];
+    let checkout = match truth {
+        Some(t) => python_app_recording("stall_app.py", port, &args, t),
+        None => python_app("stall_app.py", port, &args),
+    };
+    (tax, checkout)
+}
+
 /// A test app in tests/apps run to its end by Debian's Python; its output.
 pub fn python_run(script: &str, args: &[String]) -> std::process::Output {
     python_command(script, args)
