@@ -178,9 +178,19 @@ pub struct ConcurrentRow {
 }
 
 impl ConcurrentRow {
-    /// The findings named in the foreground, background ones aside.
+    /// The causes named in the foreground: background ones and those about
+    /// the measurement aside.
     pub fn named(&self) -> impl Iterator<Item = &Finding> {
-        self.findings.iter().filter(|f| !f.background)
+        self.findings
+            .iter()
+            .filter(|f| !f.background && !f.kind.is_about_measurement())
+    }
+
+    /// What it says about the measurement itself (a saturated generator).
+    pub fn about_measurement(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.kind.is_about_measurement())
     }
 }
 

@@ -49,6 +49,15 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
+    /// Whether it is about the measurement (the load generator or the host
+    /// could not keep up), not a cause in the target.
+    pub fn is_about_measurement(self) -> bool {
+        matches!(
+            self,
+            FindingKind::GeneratorSaturated | FindingKind::HostSaturated
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             FindingKind::NagleDelayedAck => "nagle_delayed_ack",

@@ -95,6 +95,7 @@ pub fn text(doc: &DemoDocument) -> String {
     if !doc.under_load.is_empty() {
         out.push('\n');
         under_load(&mut out, &doc.under_load);
+        measurement_notes(&mut out, &doc.under_load);
     }
     out
 }
@@ -148,6 +149,19 @@ fn under_load(out: &mut String, rows: &[ConcurrentRow]) {
             list_or_nothing(&named),
             list_or_nothing(&r.declared)
         );
+    }
+}
+
+/// What the concurrent runs said about their own measurement.
+fn measurement_notes(out: &mut String, rows: &[ConcurrentRow]) {
+    for r in rows {
+        for f in r.about_measurement() {
+            let _ = writeln!(
+                out,
+                "{} {}: {}: {}",
+                r.scenario, r.variant, f.kind, f.summary
+            );
+        }
     }
 }
 

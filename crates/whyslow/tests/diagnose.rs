@@ -200,6 +200,9 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     cache_hol_before_and_after(&report);
 }
 
+/// Findings about the measurement itself, not a cause in the target.
+const MEASUREMENT_KINDS: [&str; 2] = ["generator_saturated", "host_saturated"];
+
 /// Each scenario under many clients at once names what it declares: the
 /// broken variant its cause first; the fixed one exactly what concurrency
 /// itself causes there (no more, no less; background aside).
@@ -213,6 +216,9 @@ fn under_load_as_declared(demo: &serde_json::Value) {
             .iter()
             .filter(|f| f["background"] != true)
             .map(|f| f["kind"].as_str().unwrap())
+            // Said of the measurement, not the target: a debug build's
+            // generator may not keep a 200/s schedule on a busy machine.
+            .filter(|k| !MEASUREMENT_KINDS.contains(k))
             .collect();
         let declared: Vec<&str> = r["declared"]
             .as_array()
