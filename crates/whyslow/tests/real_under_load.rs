@@ -35,6 +35,23 @@ struct App {
 struct Run {
     report: Value,
     truth: Vec<RequestTruth>,
+    /// Whether the kernel retransmitted any TCP segment during the run.
+    kernel_retransmitted: bool,
+}
+
+/// The kernel's count of TCP segments retransmitted (/proc/net/snmp).
+fn kernel_retransmits() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "RetransSegs")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// An app started by `start(truth file)`, loaded by `whyslow load -c 8 -n
@@ -45,15 +62,17 @@ fn captured(test: &str, requests: usize, start: impl Fn(&Path) -> App) -> Run {
     let app = start(&truth);
     let cap = dir.join("load.pcap");
     let n = requests.to_string();
+    let retransmits = kernel_retransmits();
     let dropped = tcpdump_while(&cap, &app.ports, || {
         let args = ["load", "-c", CLIENTS, "-n", &n, "--trace-context", "off"];
         let out = whyslow(&[&args[..], &[app.url.as_str()]].concat());
         assert!(out.status.success(), "{test}: {}", stderr(&out));
     });
     assert_eq!(dropped, 0, "{test}: tcpdump dropped packets");
+    let retransmitted = kernel_retransmits() > retransmits;
     let report = analyzed_timeline(&cap, &app.ports[0].to_string());
     drop(app);
-    held_to_truth(test, report, &truth)
+    held_to_truth(test, report, &truth, retransmitted)
 }
 
 /// The same app under `diagnose` with a load phase of `rate` requests/s on
@@ -65,16 +84,18 @@ fn diagnosed(test: &str, rate: u32, start: impl Fn(&Path) -> App) -> Run {
     let args = ["diagnose", "--json", "--timeline", "-n", "2", "-c", CLIENTS];
     let rate = rate.to_string();
     let load = ["--rate", &rate, "--duration", DIAGNOSE_DURATION];
+    let retransmits = kernel_retransmits();
     let out = whyslow(&[&args[..], &load[..], &[app.url.as_str()]].concat());
+    let retransmitted = kernel_retransmits() > retransmits;
     assert!(out.status.success(), "{test}: {}", stderr(&out));
     drop(app);
     let report = json(&out);
     let _ = std::fs::write(dir.join("report.json"), report.to_string());
-    held_to_truth(test, report, &truth)
+    held_to_truth(test, report, &truth, retransmitted)
 }
 
 /// Requests overlapped, and whyslow's attribution against the app's record.
-fn held_to_truth(test: &str, report: Value, truth_file: &Path) -> Run {
+fn held_to_truth(test: &str, report: Value, truth_file: &Path, kernel_retransmitted: bool) -> Run {
     let truth = read_app_truth(truth_file);
     assert!(
         requests_overlapped(&report),
@@ -90,7 +111,11 @@ fn held_to_truth(test: &str, report: Value, truth_file: &Path) -> Run {
     // several exchanges, e.g. BEGIN and a statement, counts each).
     assert!(s.calls >= recorded, "{test}: {recorded} recorded, {s:?}");
     assert!(s.wrong_share() <= MAX_WRONG_SHARE, "{test}: {s:?}");
-    Run { report, truth }
+    Run {
+        report,
+        truth,
+        kernel_retransmitted,
+    }
 }
 
 fn top(run: &Run) -> Option<String> {
@@ -347,7 +372,10 @@ fn stall_app_at_8_clients() {
             if variant == "broken" {
                 assert_eq!(top(run).as_deref(), Some("periodic_stall"), "{kinds:?}");
             } else {
-                assert!(kinds.is_empty(), "fixed: {kinds:?}");
+                // At 400/s on a busy 2-core host loopback does retransmit
+                // now and then: named only when the kernel counted it.
+                let real = |k: &String| k == "tcp_retransmission" && run.kernel_retransmitted;
+                assert!(kinds.iter().all(real), "fixed: {kinds:?}");
             }
         }
     }
