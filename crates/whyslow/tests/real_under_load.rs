@@ -118,6 +118,15 @@ fn held_to_truth(test: &str, report: Value, truth_file: &Path, kernel_retransmit
     }
 }
 
+/// Whether a fixed app's run names no cause but a retransmission the
+/// kernel counted: under load on a busy 2-core host loopback does
+/// retransmit now and then, and that is real.
+fn names_nothing_false(run: &Run) -> bool {
+    foreground(&run.report)
+        .iter()
+        .all(|k| k == "tcp_retransmission" && run.kernel_retransmitted)
+}
+
 fn top(run: &Run) -> Option<String> {
     foreground(&run.report).into_iter().next()
 }
@@ -159,11 +168,20 @@ fn orm_app_at_8_clients() {
         for run in &runs {
             let kinds = foreground(&run.report);
             if variant == "broken" {
-                assert_eq!(top(run).as_deref(), Some("n_plus_one"), "{kinds:?}");
+                // The app injects both, each one statement per order: which
+                // loses more time is a near tie.
+                let causes = ["n_plus_one", "duplicate_calls"];
+                for cause in causes {
+                    assert!(kinds.iter().any(|k| k == cause), "{kinds:?}");
+                }
+                assert!(
+                    causes.contains(&top(run).unwrap_or_default().as_str()),
+                    "{kinds:?}"
+                );
                 let per = run.truth[0].calls.len();
                 assert!(per as u64 > 2 * ORDERS, "{per} calls recorded");
             } else {
-                assert!(kinds.is_empty(), "fixed: {kinds:?}");
+                assert!(names_nothing_false(run), "fixed: {kinds:?}");
             }
         }
     }
@@ -268,8 +286,12 @@ fn fanout_app_at_8_clients() {
                     assert!(kinds.is_empty(), "pool {pool}: {kinds:?}");
                 }
             }
+            // coordinated_omission is said of the load: its 8 connections
+            // could not keep the schedule while the pages queued.
             assert!(
-                kinds.iter().all(|k| k == "pool_queueing"),
+                kinds
+                    .iter()
+                    .all(|k| k == "pool_queueing" || k == "coordinated_omission"),
                 "pool {pool}: {kinds:?}"
             );
         }
@@ -372,10 +394,7 @@ fn stall_app_at_8_clients() {
             if variant == "broken" {
                 assert_eq!(top(run).as_deref(), Some("periodic_stall"), "{kinds:?}");
             } else {
-                // At 400/s on a busy 2-core host loopback does retransmit
-                // now and then: named only when the kernel counted it.
-                let real = |k: &String| k == "tcp_retransmission" && run.kernel_retransmitted;
-                assert!(kinds.iter().all(real), "fixed: {kinds:?}");
+                assert!(names_nothing_false(run), "fixed: {kinds:?}");
             }
         }
     }
