@@ -200,9 +200,6 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     cache_hol_before_and_after(&report);
 }
 
-/// Findings about the measurement itself, not a cause in the target.
-const MEASUREMENT_KINDS: [&str; 2] = ["generator_saturated", "host_saturated"];
-
 /// Each scenario under many clients at once names what it declares: the
 /// broken variant its cause first; the fixed one exactly what concurrency
 /// itself causes there (no more, no less; background aside).

@@ -133,7 +133,7 @@ fn every_scenario_holds_its_truth_at_16_clients() {
     for s in SCENARIOS {
         let (broken, _) = under_load(s, false, "sampled");
         check_attribution(s.name, &broken);
-        let kinds = foreground(&broken);
+        let kinds = causes(&broken);
         match s.truth.kind {
             Some(k) => assert_eq!(
                 kinds.first().map(String::as_str),
@@ -145,7 +145,7 @@ fn every_scenario_holds_its_truth_at_16_clients() {
         }
         let (fixed, _) = under_load(s, true, "sampled");
         check_attribution(s.name, &fixed);
-        let named: BTreeSet<String> = foreground(&fixed).into_iter().collect();
+        let named: BTreeSet<String> = causes(&fixed).into_iter().collect();
         assert_eq!(named, fixed_under_load(s), "{} fixed under load", s.name);
     }
 }
@@ -167,7 +167,7 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
         }
         // The broken variant's top cause, if any is named, is its own (the
         // lab's 16 MiB cache writes also fill windows: real, and after it).
-        let top = foreground(&broken).into_iter().next();
+        let top = causes(&broken).into_iter().next();
         let declared = s.truth.kind.map(|k| k.to_string());
         assert!(
             top.is_none() || top == declared,
@@ -176,7 +176,7 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
         );
         let (fixed, _) = under_load(s, true, "off");
         let allowed = fixed_under_load(s);
-        let named: BTreeSet<String> = foreground(&fixed).into_iter().collect();
+        let named: BTreeSet<String> = causes(&fixed).into_iter().collect();
         assert!(named.is_subset(&allowed), "{} fixed: {named:?}", s.name);
     }
 }

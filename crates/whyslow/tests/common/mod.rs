@@ -179,6 +179,19 @@ pub fn foreground(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// Findings about the measurement itself (the generator or host could not
+/// keep up), not a cause in the target (`FindingKind::is_about_measurement`).
+pub const MEASUREMENT_KINDS: [&str; 2] = ["generator_saturated", "host_saturated"];
+
+/// The causes a report names in the foreground: findings about the
+/// measurement aside.
+pub fn causes(report: &serde_json::Value) -> Vec<String> {
+    foreground(report)
+        .into_iter()
+        .filter(|k| !MEASUREMENT_KINDS.contains(&k.as_str()))
+        .collect()
+}
+
 /// The first finding of `kind` in a report (or a demo row).
 pub fn finding<'a>(report: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
     report["findings"]
