@@ -11,6 +11,7 @@
 #
 #   MIN_MB=300 bench/analyze_backing_vs_tshark.sh
 #   KEEP=1 bench/analyze_backing_vs_tshark.sh
+#   CAPTURE_ONLY=1 bench/analyze_backing_vs_tshark.sh  # make and keep the capture, time nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MIN_MB=${MIN_MB:-1000}
@@ -59,6 +60,8 @@ for _attempt in 1 2 3; do
 done
 
 settle "$cap"
+# CAPTURE_ONLY=1: make the capture, keep it, print its path, measure nothing.
+if [ -n "${CAPTURE_ONLY:-}" ]; then KEEP=1; echo "capture: $cap"; exit 0; fi
 decode=(-d "tcp.port==$rport,resp" -d "tcp.port==$pport,pgsql")
 
 echo "== whyslow analyze"

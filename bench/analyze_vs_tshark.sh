@@ -13,6 +13,7 @@
 #
 #   MIN_MB=500 bench/analyze_vs_tshark.sh
 #   KEEP=1 bench/analyze_vs_tshark.sh      # keep the capture (printed path)
+#   CAPTURE_ONLY=1 bench/analyze_vs_tshark.sh # make and keep the capture, time nothing
 #   CAPTURE=FILE bench/analyze_vs_tshark.sh # measure an existing capture
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +63,8 @@ else
 fi
 
 settle "$cap"
+# CAPTURE_ONLY=1: make the capture, keep it, print its path, measure nothing.
+if [ -n "${CAPTURE_ONLY:-}" ]; then KEEP=1; echo "capture: $cap"; exit 0; fi
 
 echo "== whyslow analyze"
 read -r w_s w_kb < <(timed "$dir/w" "$bin" analyze "$cap")
