@@ -7,6 +7,7 @@
 
 mod common;
 use common::real::*;
+use common::truth::read_app_truth;
 use common::*;
 use serde_json::Value;
 use whyslow_lab::cache::CacheProtocol;
@@ -203,4 +204,75 @@ fn the_lab_scenario_on_real_redis_and_memcached() {
         assert_hol_seen(&broken, name);
         assert_no_hol(&lab_on(protocol, &cache, true));
     }
+}
+
+/// The load on the 16 MiB case: 10 pages a second for 10 s, each
+/// one 16 MiB SET and one GET (1.6 GB through loopback).
+const LOAD_RATE: &str = "10";
+const LOAD_DURATION: &str = "10s";
+
+#[test]
+fn diagnose_keeps_up_with_16_mib_writes_under_load() {
+    let _one = serial();
+    let test = "diagnose_16_mib_under_load";
+    let needs = [
+        Need::Tool("redis-server"),
+        Need::Capture,
+        Need::Python("redis"),
+    ];
+    if !requirements_met(test, &needs) {
+        return;
+    }
+    let dir = tmpdir(test);
+    let truth = dir.join("truth.jsonl");
+    let redis = redis();
+    let port = free_port();
+    let args = [port, redis.port].map(|p| p.to_string());
+    let args = [&args[..], &[VALUE_BYTES.to_string(), "broken".into()]].concat();
+    let page = python_app_recording("cache_app.py", port, &args, &truth);
+    let url = format!("http://127.0.0.1:{port}/product/42");
+    let cache = redis.port.to_string();
+    let load = ["--rate", LOAD_RATE, "--duration", LOAD_DURATION];
+    let args = [
+        "diagnose",
+        "--json",
+        "--timeline",
+        "-n",
+        "5",
+        "--port",
+        &cache,
+    ];
+    let out = whyslow(&[&args[..], &load[..], &[url.as_str()]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    drop(page);
+    let report = json(&out);
+    let capture = &report["live_capture"];
+    assert_eq!(capture["kernel_drops"], 0, "{capture}");
+    assert!(capture["seconds"].as_u64().unwrap() >= 10, "{capture}");
+    // Every command the app sent is an exchange on the wire, no more.
+    let truth = read_app_truth(&truth);
+    let sent: usize = truth.iter().map(|r| r.calls.len()).sum();
+    let timeline = &report["timeline"];
+    let to_redis: Vec<u64> = timeline["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["server"]
+                .as_str()
+                .is_some_and(|s| s.ends_with(&format!(":{cache}")))
+        })
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    let exchanges = timeline["exchanges"].as_array().unwrap();
+    let commands = exchanges
+        .iter()
+        .filter(|e| to_redis.contains(&e["connection"].as_u64().unwrap()))
+        .count();
+    let pages = exchanges.iter().filter(|e| e["role"] == "inbound").count();
+    eprintln!("{test}: {} pages, {sent} commands sent; {pages} pages, {commands} commands seen; {capture}", truth.len());
+    assert_eq!(pages, truth.len());
+    assert_eq!(commands, sent);
+    assert!(truth.len() >= 50, "{} pages served", truth.len());
+    assert_hol_seen(&report, "redis");
 }
