@@ -93,7 +93,7 @@ pub fn decide(
         found = cands;
     }
     for (holder, group) in &one_each {
-        place_held(*holder, group, units, &mut out, &same_kind);
+        place_held(*holder, group, &mut out, &same_kind);
     }
     for (n, cands) in &open {
         out[*n] = pick(&units[*n], cands).unwrap_or(Decision::Ambiguous {
@@ -104,28 +104,26 @@ pub fn decide(
 }
 
 /// Places the units of one holder (a trace, runs or transactions to one
-/// server) by deduction, where each request holds at most one of them.
-/// Where a request holds two that only it can hold (a client that checks a
-/// connection out per call, a service that runs two transactions), that
-/// rule is wrong for this server: a unit is then given only when one
-/// request alone encloses it.
+/// server) by deduction, where each request holds at most one of them. Where a request holds two that
+/// only it can hold (a client that checks a connection out per call, a
+/// service that runs two transactions), that rule is wrong for this server:
+/// a run is then given only when one request alone encloses it.
 fn place_held(
     holder: Holder,
     group: &[(usize, Vec<Window>)],
-    units: &[Unit],
     out: &mut [Decision],
     same_kind: &impl Fn(u32, u32) -> bool,
 ) {
-    let narrowed = match holder {
-        Holder::Run(_) => released_bound(group, units).filter(|g| one_each(g)),
-        _ => None,
-    };
-    let group = narrowed.as_deref().unwrap_or(group);
+    let mut sole = HashSet::default();
+    let one_each = group
+        .iter()
+        .filter(|(_, c)| c.len() == 1)
+        .all(|(_, c)| sole.insert(c[0].id));
     let ids: Vec<Vec<u32>> = group
         .iter()
         .map(|(_, c)| c.iter().map(|w| w.id).collect())
         .collect();
-    let placed = if one_each(group) {
+    let placed = if one_each {
         matching::forced(&ids)
     } else {
         ids.iter().map(|c| (c.len() == 1).then(|| c[0])).collect()
@@ -138,55 +136,6 @@ fn place_held(
             },
         };
     }
-}
-
-/// Whether no two units have the same request as their only candidate.
-fn one_each(group: &[(usize, Vec<Window>)]) -> bool {
-    let mut sole = HashSet::default();
-    group
-        .iter()
-        .filter(|(_, c)| c.len() == 1)
-        .all(|(_, c)| sole.insert(c[0].id))
-}
-
-/// Runs' candidates narrowed to the requests that answered before the
-/// run's connection carried its next call. A run is cut where an answer
-/// falls between two calls (`runs`): the request is done with the
-/// connection by then, and most often it answers before the next holder's
-/// first call goes out. Under a saturated pool that leaves one candidate
-/// where enclosing windows leave many (the next holder waited through the
-/// whole run). But a service that gives the connection back before it
-/// writes its answer races the next holder: where another candidate
-/// answered within `BRACKET_MIN_US` after the next use, it may be the owner
-/// that lost the race, and the run keeps all its candidates (measured on
-/// the lab's orm-storm fixed at 16 clients: without this, 6 of 480 calls
-/// went to the wrong request). None where some run would keep no
-/// candidate: on that server requests answer after the next use, and the
-/// bound would exclude the owner.
-fn released_bound(
-    group: &[(usize, Vec<Window>)],
-    units: &[Unit],
-) -> Option<Vec<(usize, Vec<Window>)>> {
-    let mut narrowed = Vec::with_capacity(group.len());
-    for (n, cands) in group {
-        let next_use = units[*n].next_use;
-        let raced = cands
-            .iter()
-            .any(|w| w.answer > next_use && w.answer - next_use <= BRACKET_MIN_US);
-        let kept: Vec<Window> = match raced {
-            true => cands.clone(),
-            false => cands
-                .iter()
-                .filter(|w| w.answer <= next_use)
-                .copied()
-                .collect(),
-        };
-        if kept.is_empty() && !cands.is_empty() {
-            return None;
-        }
-        narrowed.push((*n, kept));
-    }
-    Some(narrowed)
 }
 
 /// Whether a fit of `best` is clearly tighter than one of `next`.

@@ -52,10 +52,7 @@ pub fn join(
             let call = units[n].calls[0];
             let opens = openers.contains(&(server, exchanges[call].request.as_str()));
             if opens {
-                if let Some(mut done) = run.take() {
-                    done.next_use = units[n].start;
-                    runs.push(done);
-                }
+                runs.extend(run.take());
                 run = Some(Unit::new(Holder::Run(server)));
             }
             if let Some(r) = run.as_mut() {
@@ -223,70 +220,6 @@ mod tests {
         // was written): no statement follows an answer, no run is cut, and
         // nothing is given wrongly.
         let mut t = queued(10, "SELECT head", 7_000);
-        attribute(&mut t, &[8080]);
-        let given = given(&t);
-        assert!(given
-            .iter()
-            .all(|g| g.1.is_none_or(|p| p == (g.0 - 100) / 4)));
-        assert!(given.iter().any(|g| g.2 == Some(Attribution::Ambiguous)));
-    }
-
-    /// A saturated pool of two held connections, A and B, with every
-    /// request waiting from the start. Round k (5.6 ms): request 2k's run
-    /// on A, 2k+1's on B from 1.5 ms later; 2k answers after both runs
-    /// ended, A goes to the next round, 2k+1 answers 1.1 ms later, then B
-    /// is used again. By windows alone each pair could swap.
-    fn saturated_pool(rounds: u32) -> Timeline {
-        let (a, b) = (2 * rounds, 2 * rounds + 1);
-        let mut t = Timeline {
-            connections: (0..2 * rounds).map(|k| conn(k, 8080)).collect(),
-            exchanges: Vec::new(),
-        };
-        t.connections.extend([conn(a, 5432), conn(b, 5432)]);
-        for k in 0..rounds {
-            let at = u64::from(k) * 5_600;
-            for (request, on, start, answer) in [
-                (2 * k, a, at, at + 5_550),
-                (2 * k + 1, b, at + 1_500, at + 6_700),
-            ] {
-                t.exchanges
-                    .push(exchange(request, request, (0, 10), (answer, answer + 10)));
-                let id = 100 + 4 * request;
-                t.exchanges.push(statement(id, on, start, "SELECT head"));
-                for row in 1..4 {
-                    let s = start + u64::from(row) * 1_000;
-                    t.exchanges.push(statement(id + row, on, s, "SELECT row"));
-                }
-            }
-        }
-        t
-    }
-
-    #[test]
-    fn a_run_goes_to_the_request_that_answered_before_its_connection_was_used_again() {
-        let mut t = saturated_pool(10);
-        attribute(&mut t, &[8080]);
-        for (id, parent, level) in given(&t) {
-            let made_for = (id - 100) / 4;
-            if made_for < 18 {
-                assert_eq!(parent, Some(made_for), "call {id}");
-                assert_eq!(level, Some(Attribution::Inferred));
-            } else {
-                // The last round: the capture shows no next use to bound it.
-                assert_eq!(level, Some(Attribution::Ambiguous), "call {id}");
-            }
-        }
-    }
-
-    #[test]
-    fn where_a_request_answers_after_its_connection_was_used_again_the_bound_is_not_used() {
-        // Request 2's answer comes after A's next run began: that server's
-        // requests give the connection back before they answer, and a bound
-        // from it would give request 2's run to another.
-        let mut t = saturated_pool(10);
-        let late = t.exchanges.iter_mut().find(|e| e.id == 2).unwrap();
-        late.response_first_at_us = Some(12_700);
-        late.response_last_at_us = Some(12_710);
         attribute(&mut t, &[8080]);
         let given = given(&t);
         assert!(given

@@ -34,10 +34,6 @@ pub struct Unit {
     /// pipelined): calls of requests in flight together interleave there,
     /// and timing alone cannot say whose a call is.
     pub interleaved: bool,
-    /// For a run: when its connection next carried a call (u64::MAX: not in
-    /// the capture). A request that answers before it gives the connection
-    /// back answers before then (`assign::released_bound`).
-    pub next_use: u64,
 }
 
 impl Unit {
@@ -48,7 +44,6 @@ impl Unit {
             end: 0,
             holder,
             interleaved: false,
-            next_use: u64::MAX,
         }
     }
 
