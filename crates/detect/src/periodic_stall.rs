@@ -4,7 +4,7 @@
 //! The median hides it, so the finding quotes p50, p99 and max, the share of
 //! inbound requests hit, and the period when the stalls keep one.
 
-use crate::request_calls::{median, Call, RequestCalls};
+use crate::request_calls::{median, merged_spans, Call, RequestCalls};
 use crate::request_findings::{self, Hit};
 use crate::thresholds::SLOW_PART_US;
 use std::collections::BTreeMap;
@@ -145,7 +145,7 @@ fn tail<'a>(server: SocketAddr, mut calls: Vec<(usize, Call<'a>)>) -> Option<Tai
         .filter(|(_, c)| c.duration_us() >= floor)
         .copied()
         .collect();
-    let stalls = crate::request_calls::merged_spans(stalled.iter().map(|(_, c)| (c.start, c.end)));
+    let stalls = merged_spans(stalled.iter().map(|(_, c)| (c.start, c.end)));
     if stalls.is_empty() || stalls.len() as f64 > RARE_SHARE * calls.len() as f64 {
         return None;
     }

@@ -104,13 +104,14 @@ fn typical_holds<'a>(lanes: &HashMap<u32, Lane<'a>>) -> HashMap<&'a str, u64> {
 
 /// The wait of exchange `j` behind those ahead of it, if it lasted at least
 /// `MIN_WAIT_US` and one of them, of a kind that typically holds the
-/// connection long enough to matter (`typical`), did. `arrived`: when the
-/// inbound request it served arrived (B cannot have been issued before).
-pub fn wait<'a>(
+/// connection long enough to matter (`typical`, asked only once a wait
+/// is long enough), did. `arrived`: when the inbound request it served
+/// arrived (B cannot have been issued before).
+pub fn wait<'a, 'm>(
     lane: &'a Lane<'a>,
     j: usize,
     arrived: u64,
-    typical: &HashMap<&str, u64>,
+    typical: impl FnOnce() -> &'m HashMap<&'m str, u64>,
 ) -> Option<Wait<'a>> {
     let b = lane.exchanges[j];
     let ahead = lane.ahead(j);
@@ -129,6 +130,7 @@ pub fn wait<'a>(
         return None;
     }
     let first = lane.ahead_from[j];
+    let typical = typical();
     let heavy = |k: &usize| {
         let request = lane.exchanges[*k].request.as_str();
         typical.get(request).is_some_and(|&t| t >= MIN_CULPRIT_US)
@@ -158,7 +160,9 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
     let index: OnceCell<HashMap<u32, &Exchange>> = OnceCell::new();
     let by_id = || index.get_or_init(|| t.exchanges.iter().map(|e| (e.id, e)).collect());
     let lanes = lanes(t);
-    let typical = typical_holds(&lanes);
+    // Built on first need, like `index`: most waits are too short to ask.
+    let holds: OnceCell<HashMap<&str, u64>> = OnceCell::new();
+    let typical = || holds.get_or_init(|| typical_holds(&lanes));
     // The worst wait per inbound request (waits of one request overlap),
     // its connection and the request's duration.
     let mut worst: BTreeMap<u32, (Wait, u32, u64)> = BTreeMap::new();
@@ -179,7 +183,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
             } else {
                 request.request_last_at_us
             };
-            let Some(w) = wait(lane, j, arrived, &typical) else {
+            let Some(w) = wait(lane, j, arrived, typical) else {
                 continue;
             };
             let total = request.duration_us();
@@ -390,7 +394,7 @@ mod tests {
             };
             let lanes = lanes(&t);
             let typical = typical_holds(&lanes);
-            wait(&lanes[&1], 1, 1_000, &typical).map(|w| w.waited_us)
+            wait(&lanes[&1], 1, 1_000, || &typical).map(|w| w.waited_us)
         };
         assert_eq!(waits(12_020), Some(1_600));
         assert_eq!(waits(10_500), None);
@@ -488,19 +492,14 @@ mod tests {
     /// no read, ten more of its kind for a later page, each as costly as
     /// `typical_us`.
     fn behind_one_slow(slow: &str, typical_us: u64) -> Timeline {
+        let read = |id, at, answered| redis(id, 1, "GET hot:config", (at, at + 5), answered);
         let mut exchanges = vec![
             page(14_020),
             exchange(50, 2, (39_000, 39_010), (99_000, 99_010)),
         ];
         for n in 0..10u32 {
             let at = 1_000 + u64::from(n) * 200;
-            exchanges.push(redis(
-                1 + n,
-                1,
-                "GET hot:config",
-                (at, at + 5),
-                (at + 50, at + 55),
-            ));
+            exchanges.push(read(1 + n, at, (at + 50, at + 55)));
             if slow != "GET hot:config" {
                 let at = 40_000 + u64::from(n) * 5_000;
                 let end = at + typical_us;
@@ -511,14 +510,7 @@ mod tests {
         }
         exchanges.push(redis(30, 1, slow, (10_000, 10_005), (14_000, 14_005)));
         for n in 0..3u32 {
-            let at = 10_010 + u64::from(n) * 5;
-            exchanges.push(redis(
-                31 + n,
-                1,
-                "GET hot:config",
-                (at, at + 5),
-                (14_010, 14_020),
-            ));
+            exchanges.push(read(31 + n, 10_010 + u64::from(n) * 5, (14_010, 14_020)));
         }
         Timeline {
             connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 8080)],

@@ -8,7 +8,7 @@
 
 use crate::breakdown::parts;
 use crate::n_plus_one;
-use crate::request_calls::{by_shape, covered_us, median, RequestCalls};
+use crate::request_calls::{by_shape, covered_us, median, merged_spans, RequestCalls};
 use whyslow_model::{fmt_ms, Finding, FindingKind};
 
 /// Share of a service's own time its N+1 loops must take, in the median
@@ -89,7 +89,7 @@ fn loop_time(requests: &[RequestCalls], service: &str) -> (u64, u64) {
             .collect();
         loops.sort_unstable();
         in_loops.push(
-            crate::request_calls::merged_spans(loops)
+            merged_spans(loops)
                 .into_iter()
                 .map(|w| {
                     (w.1 - w.0)

@@ -179,16 +179,17 @@ pub fn foreground(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-/// Findings about the measurement itself (the generator or host could not
-/// keep up), not a cause in the target (`FindingKind::is_about_measurement`).
-pub const MEASUREMENT_KINDS: [&str; 2] = ["generator_saturated", "host_saturated"];
-
-/// The causes a report names in the foreground: findings about the
-/// measurement aside.
+/// The causes a report (or a demo row) names in the foreground: findings
+/// about the measurement itself (the generator or host could not keep up)
+/// aside, by the model's own rule.
 pub fn causes(report: &serde_json::Value) -> Vec<String> {
+    let about_measurement = |kind: &str| {
+        serde_json::from_value::<whyslow_model::FindingKind>(kind.into())
+            .is_ok_and(|k| k.is_about_measurement())
+    };
     foreground(report)
         .into_iter()
-        .filter(|k| !MEASUREMENT_KINDS.contains(&k.as_str()))
+        .filter(|k| !about_measurement(k))
         .collect()
 }
 
