@@ -288,13 +288,14 @@ fn fanout_app_at_8_clients() {
                 }
             }
             // coordinated_omission is said of the load: its 8 connections
-            // could not keep the schedule while the pages queued.
-            assert!(
-                kinds
-                    .iter()
-                    .all(|k| k == "pool_queueing" || k == "coordinated_omission"),
-                "pool {pool}: {kinds:?}"
-            );
+            // could not keep the schedule while the pages queued. A
+            // retransmission is real when the kernel counted one.
+            let real = |k: &String| {
+                k == "pool_queueing"
+                    || k == "coordinated_omission"
+                    || (k == "tcp_retransmission" && run.kernel_retransmitted)
+            };
+            assert!(kinds.iter().all(real), "pool {pool}: {kinds:?}");
         }
     }
 }
