@@ -44,7 +44,7 @@ pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
     Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState,
 };
-pub use trace::{Attribution, AttributionCounts, TraceId};
+pub use trace::{Attribution, AttributionCounts, Thread, TraceId};
 
 /// Milliseconds for people, from microseconds kept internally.
 pub fn ms(us: u64) -> f64 {

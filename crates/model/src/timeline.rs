@@ -466,6 +466,10 @@ pub struct Exchange {
     /// inbound exchanges and for calls made while no request waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<crate::Attribution>,
+    /// The thread that sent the request (an outbound call) or read it (an
+    /// inbound request), when an eBPF source saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<crate::Thread>,
 }
 
 /// Digests travel as 16 hex digits: JSON numbers lose precision past 2^53.
@@ -513,6 +517,7 @@ impl Exchange {
             transaction: None,
             trace: None,
             attribution: None,
+            thread: None,
         }
     }
 

@@ -37,6 +37,9 @@ pub enum Attribution {
     /// The call carried the request's own trace id (W3C `traceparent`,
     /// a sqlcommenter comment): exact.
     TraceContext,
+    /// The call was made by the thread that was handling the request, between
+    /// reading it and answering it (an eBPF source): exact.
+    Thread,
     /// The call shares a trace id with other calls (the service started the
     /// trace): the group is exact, and it went whole to the one request that
     /// could hold it.
@@ -51,8 +54,9 @@ pub enum Attribution {
 }
 
 impl Attribution {
-    pub const ALL: [Attribution; 4] = [
+    pub const ALL: [Attribution; 5] = [
         Attribution::TraceContext,
+        Attribution::Thread,
         Attribution::TraceGroup,
         Attribution::Inferred,
         Attribution::Ambiguous,
@@ -62,6 +66,7 @@ impl Attribution {
     pub fn label(self) -> &'static str {
         match self {
             Attribution::TraceContext => "trace context",
+            Attribution::Thread => "thread",
             Attribution::TraceGroup => "trace group",
             Attribution::Inferred => "inferred",
             Attribution::Ambiguous => "ambiguous",
@@ -69,10 +74,24 @@ impl Attribution {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A thread of a process, as the kernel numbers them (`tid` equals `pid`
+/// for a process's first thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Thread {
+    pub pid: u32,
+    pub tid: u32,
+}
+
 /// How the calls made for one request kind were attributed, per level.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttributionCounts {
     pub trace_context: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub thread: u64,
     pub trace_group: u64,
     pub inferred: u64,
     /// Made while several requests of this kind (and no other) waited.
@@ -83,6 +102,7 @@ impl AttributionCounts {
     pub fn add(&mut self, level: Attribution) {
         *match level {
             Attribution::TraceContext => &mut self.trace_context,
+            Attribution::Thread => &mut self.thread,
             Attribution::TraceGroup => &mut self.trace_group,
             Attribution::Inferred => &mut self.inferred,
             Attribution::Ambiguous => &mut self.ambiguous,
@@ -92,6 +112,7 @@ impl AttributionCounts {
     pub fn of(&self, level: Attribution) -> u64 {
         match level {
             Attribution::TraceContext => self.trace_context,
+            Attribution::Thread => self.thread,
             Attribution::TraceGroup => self.trace_group,
             Attribution::Inferred => self.inferred,
             Attribution::Ambiguous => self.ambiguous,
@@ -99,7 +120,7 @@ impl AttributionCounts {
     }
 
     pub fn total(&self) -> u64 {
-        self.trace_context + self.trace_group + self.inferred + self.ambiguous
+        self.trace_context + self.thread + self.trace_group + self.inferred + self.ambiguous
     }
 
     /// Share of the calls given to a request (not ambiguous), 0 without calls.

@@ -1,13 +1,14 @@
 //! Which inbound request was each backing call made for? Exchanges to the
 //! service under test are inbound; the rest are outbound calls. Each call
 //! says how it was given to its request, strongest evidence first: its
-//! trace id (exact), a trace group or transaction placed whole, timing
+//! trace id (exact), the thread that handled the request (exact), a trace group or transaction placed whole, timing
 //! that tells one request apart — or it is declared ambiguous and kept out
 //! of per-request evidence.
 
 mod assign;
 mod matching;
 mod runs;
+mod threads;
 mod units;
 mod windows;
 
@@ -119,7 +120,7 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
         repeated_traces: inbound_trace.values().filter(|id| id.is_none()).count(),
         ..Attributed::default()
     };
-    let (exact, todo, traced) = by_trace(timeline, &inbound_trace);
+    let (exact, mut todo, traced) = by_trace(timeline, &inbound_trace);
     let mut held = HashSet::new();
     for &(i, id) in &exact {
         let e = &mut timeline.exchanges[i];
@@ -130,6 +131,10 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
             }
             None => (None, Some(Attribution::Ambiguous)),
         };
+    }
+    for (i, id) in threads::given(&timeline.exchanges, &mut todo) {
+        let e = &mut timeline.exchanges[i];
+        (e.parent, e.attribution) = (Some(id), Some(Attribution::Thread));
     }
     let units = units::build(&timeline.exchanges, &todo, &traced, &port);
     let units = runs::join(units, &timeline.exchanges, &answers(timeline), &port);

@@ -45,6 +45,7 @@ fn exchange(
         params_digest: None,
         transaction: None,
         trace: None,
+        thread: None,
         attribution: None,
     }
 }

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+//
+// Socket reads and writes of the traced processes, with the thread that made
+// them: the events `whyslow --ebpf` joins to the packets it captured.
+//
+// Built by crates/ebpf/bpf/build.sh (Debian's clang, CO-RE against the
+// checked-in vmlinux.h) into sockio.bpf.o, which is checked in and loaded by
+// crates/ebpf/src/load.rs. The event layout is `struct sock_event` below and
+// `crates/ebpf/src/event.rs`; the two must change together.
+//
+// Filtering happens here, in the kernel: a syscall of a process that is not
+// traced costs one map lookup and nothing reaches user space.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+// x86_64 system call numbers (arch/x86/entry/syscalls/syscall_64.tbl).
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_SENDTO 44
+#define NR_RECVFROM 45
+#define NR_SENDMSG 46
+#define NR_RECVMSG 47
+
+#define AF_INET 2
+#define AF_INET6 10
+#define SOCK_STREAM 1
+#define IPPROTO_TCP 6
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+
+// Payload kept per call: enough for a request line and its headers, a SQL
+// statement, a Redis command; the byte count is always whole.
+#define MAX_PAYLOAD 4096
+
+#define KIND_SEND 1
+#define KIND_RECV 2
+#define KIND_THREAD 3
+
+// Set by the loader before load: 1 traces every process, 0 only `pids`.
+const volatile __u8 trace_all = 0;
+
+struct sock_event {
+	__u64 enter_ns; // CLOCK_MONOTONIC, at the syscall's entry
+	__u64 exit_ns;
+	__u32 pid; // the process (tgid)
+	__u32 tid; // the thread
+	__s64 bytes; // the syscall's return: whole, never cut
+	__u32 seq; // TCP sequence of the first byte: write_seq / copied_seq at entry
+	__u32 captured; // payload bytes that follow the header
+	__s32 fd;
+	__u16 family;
+	__u16 kind;
+	__u8 local_addr[16];
+	__u8 remote_addr[16];
+	__u16 local_port;
+	__u16 remote_port;
+	char comm[16];
+	__u8 payload[MAX_PAYLOAD];
+};
+
+#define HEADER_SIZE __builtin_offsetof(struct sock_event, payload)
+
+// A call between its entry and its exit, per thread.
+struct pending {
+	__u64 enter_ns;
+	__u64 buf; // user address of the first buffer
+	__u64 len; // that buffer's length
+	struct sock *sk;
+	__u32 seq;
+	__s32 fd;
+	__u16 kind;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pending);
+} in_flight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sock_event);
+} scratch SEC(".maps");
+
+// Events the ring buffer had no room for: counted, never silent.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20);
+} events SEC(".maps");
+
+static __always_inline int traced(__u32 pid)
+{
+	return trace_all || bpf_map_lookup_elem(&pids, &pid);
+}
+
+static __always_inline void count_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+	if (n)
+		*n += 1;
+}
+
+// The TCP socket behind `fd` of the current task, or NULL.
+static __always_inline struct sock *tcp_socket(int fd)
+{
+	struct task_struct *task = (void *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *file = NULL;
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	if (!file)
+		return NULL;
+	umode_t mode = BPF_CORE_READ(file, f_inode, i_mode);
+	if ((mode & S_IFMT) != S_IFSOCK)
+		return NULL;
+	struct socket *socket = BPF_CORE_READ(file, private_data);
+	if (!socket || BPF_CORE_READ(socket, type) != SOCK_STREAM)
+		return NULL;
+	struct sock *sk = BPF_CORE_READ(socket, sk);
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return NULL;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return NULL;
+	return sk;
+}
+
+// The first buffer of an iovec array.
+static __always_inline void first_iov(__u64 iov, __u64 *buf, __u64 *len)
+{
+	struct iovec v = {};
+	bpf_probe_read_user(&v, sizeof(v), (void *)iov);
+	*buf = (__u64)v.iov_base;
+	*len = v.iov_len;
+}
+
+SEC("raw_tracepoint/sys_enter")
+int sys_enter(__u64 *ctx)
+{
+	long nr = ctx[1];
+	__u16 kind;
+	switch (nr) {
+	case NR_WRITE:
+	case NR_WRITEV:
+	case NR_SENDTO:
+	case NR_SENDMSG:
+		kind = KIND_SEND;
+		break;
+	case NR_READ:
+	case NR_READV:
+	case NR_RECVFROM:
+	case NR_RECVMSG:
+		kind = KIND_RECV;
+		break;
+	default:
+		return 0;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!traced(id >> 32))
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	int fd = (int)BPF_CORE_READ(regs, di);
+	struct sock *sk = tcp_socket(fd);
+	if (!sk)
+		return 0;
+	struct pending p = {
+		.enter_ns = bpf_ktime_get_ns(),
+		.sk = sk,
+		.fd = fd,
+		.kind = kind,
+	};
+	__u64 arg = BPF_CORE_READ(regs, si);
+	__u64 len = BPF_CORE_READ(regs, dx);
+	switch (nr) {
+	case NR_READV:
+	case NR_WRITEV:
+		first_iov(arg, &p.buf, &p.len);
+		break;
+	case NR_SENDMSG:
+	case NR_RECVMSG: {
+		struct user_msghdr msg = {};
+		bpf_probe_read_user(&msg, sizeof(msg), (void *)arg);
+		first_iov((__u64)msg.msg_iov, &p.buf, &p.len);
+		break;
+	}
+	default:
+		p.buf = arg;
+		p.len = len;
+	}
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	p.seq = kind == KIND_SEND ? BPF_CORE_READ(tp, write_seq) : BPF_CORE_READ(tp, copied_seq);
+	__u32 tid = (__u32)id;
+	bpf_map_update_elem(&in_flight, &tid, &p, BPF_ANY);
+	return 0;
+}
+
+static __always_inline void fill_addresses(struct sock_event *e, struct sock *sk)
+{
+	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	e->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->remote_port = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (e->family == AF_INET) {
+		bpf_core_read(e->local_addr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_core_read(e->remote_addr, 4, &sk->__sk_common.skc_daddr);
+	} else {
+		bpf_core_read(e->local_addr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_core_read(e->remote_addr, 16, &sk->__sk_common.skc_v6_daddr);
+	}
+}
+
+SEC("raw_tracepoint/sys_exit")
+int sys_exit(__u64 *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct pending *p = bpf_map_lookup_elem(&in_flight, &tid);
+	if (!p)
+		return 0;
+	long ret = ctx[1];
+	struct pending call = *p;
+	bpf_map_delete_elem(&in_flight, &tid);
+	if (ret <= 0)
+		return 0;
+	__u32 zero = 0;
+	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	e->enter_ns = call.enter_ns;
+	e->exit_ns = bpf_ktime_get_ns();
+	e->pid = id >> 32;
+	e->tid = tid;
+	e->bytes = ret;
+	e->seq = call.seq;
+	e->fd = call.fd;
+	e->kind = call.kind;
+	fill_addresses(e, call.sk);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	__u64 n = (__u64)ret < call.len ? (__u64)ret : call.len;
+	if (n > MAX_PAYLOAD)
+		n = MAX_PAYLOAD;
+	if (bpf_probe_read_user(e->payload, n, (void *)call.buf) < 0)
+		n = 0;
+	e->captured = n;
+	if (bpf_ringbuf_output(&events, e, HEADER_SIZE + n, 0) < 0)
+		count_lost();
+	return 0;
+}
+
+// A new thread of a traced process, or a traced process's child: children
+// are traced too (pre-fork servers), and a thread's parent says which
+// request it may have been started for.
+SEC("raw_tracepoint/sched_process_fork")
+int process_fork(__u64 *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx[0];
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	__u32 parent_pid = BPF_CORE_READ(parent, tgid);
+	if (!traced(parent_pid))
+		return 0;
+	__u32 child_pid = BPF_CORE_READ(child, tgid);
+	if (child_pid != parent_pid && !trace_all) {
+		__u8 one = 1;
+		bpf_map_update_elem(&pids, &child_pid, &one, BPF_ANY);
+	}
+	__u32 zero = 0;
+	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	__builtin_memset(e, 0, HEADER_SIZE);
+	e->enter_ns = bpf_ktime_get_ns();
+	e->exit_ns = e->enter_ns;
+	e->pid = child_pid;
+	e->tid = BPF_CORE_READ(child, pid);
+	// For a thread event, `seq` carries the parent thread's id.
+	e->seq = BPF_CORE_READ(parent, pid);
+	e->kind = KIND_THREAD;
+	BPF_CORE_READ_INTO(&e->comm, child, comm);
+	if (bpf_ringbuf_output(&events, e, HEADER_SIZE, 0) < 0)
+		count_lost();
+	return 0;
+}

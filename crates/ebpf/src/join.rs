@@ -1,0 +1,190 @@
+//! Joins socket calls to the exchanges read from packets: each exchange
+//! gains the thread that sent its request (a call the traced process made)
+//! or read it (a request to the traced service).
+//!
+//! The join is by socket and time. On loopback a packet is captured inside
+//! the `write` that sent it, so the request's first packet falls between
+//! that call's entry and exit; a request is read by the first read on the
+//! server's socket that returns after its first packet arrived. Calls on
+//! one socket are serialized, so the match is unique.
+
+use crate::event::{Kind, SockEvent};
+use foldhash::HashMap;
+use std::net::SocketAddr;
+use whyslow_model::{Thread, Timeline};
+
+/// Slack for the two clocks (packets: CLOCK_REALTIME in µs; events:
+/// CLOCK_MONOTONIC, put on the same clock by the offset taken when tracing
+/// began). The offset is read within a microsecond; 50 µs also covers a
+/// capture that timestamps a packet a little after the call returned.
+pub const CLOCK_SLACK_US: u64 = 50;
+
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    enter_us: u64,
+    exit_us: u64,
+    thread: Thread,
+}
+
+/// The calls of each socket, as (local, remote): sends by entry, receives
+/// by exit.
+#[derive(Debug, Default)]
+pub struct ThreadIndex {
+    sends: HashMap<(SocketAddr, SocketAddr), Vec<Call>>,
+    receives: HashMap<(SocketAddr, SocketAddr), Vec<Call>>,
+}
+
+/// An IPv4 peer of a dual-stack socket shows as ::ffff:a.b.c.d; the
+/// packets say a.b.c.d.
+fn canonical(a: SocketAddr) -> SocketAddr {
+    SocketAddr::new(a.ip().to_canonical(), a.port())
+}
+
+fn to_us(ns: u64, offset_ns: i64) -> u64 {
+    ((i128::from(ns) + i128::from(offset_ns)).max(0) / 1000) as u64
+}
+
+impl ThreadIndex {
+    pub fn new(events: &[SockEvent], clock_offset_ns: i64) -> Self {
+        let mut out = ThreadIndex::default();
+        for e in events {
+            let (Some(local), Some(remote)) = (e.local, e.remote) else {
+                continue;
+            };
+            let call = Call {
+                enter_us: to_us(e.enter_ns, clock_offset_ns),
+                exit_us: to_us(e.exit_ns, clock_offset_ns),
+                thread: e.thread,
+            };
+            let side = match e.kind {
+                Kind::Send => &mut out.sends,
+                Kind::Receive => &mut out.receives,
+                Kind::NewThread { .. } => continue,
+            };
+            side.entry((canonical(local), canonical(remote)))
+                .or_default()
+                .push(call);
+        }
+        for calls in out.sends.values_mut() {
+            calls.sort_unstable_by_key(|c| c.enter_us);
+        }
+        for calls in out.receives.values_mut() {
+            calls.sort_unstable_by_key(|c| c.exit_us);
+        }
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sends.is_empty() && self.receives.is_empty()
+    }
+
+    /// The thread whose send on (local, remote) was under way at `at_us`.
+    fn sender(&self, local: SocketAddr, remote: SocketAddr, at_us: u64) -> Option<Thread> {
+        let calls = self.sends.get(&(local, remote))?;
+        let k = calls.partition_point(|c| c.enter_us <= at_us + CLOCK_SLACK_US);
+        let c = calls[..k].last()?;
+        (at_us <= c.exit_us + CLOCK_SLACK_US).then_some(c.thread)
+    }
+
+    /// The thread whose read on (local, remote) first returned after `at_us`.
+    fn reader(&self, local: SocketAddr, remote: SocketAddr, at_us: u64) -> Option<Thread> {
+        let calls = self.receives.get(&(local, remote))?;
+        let k = calls.partition_point(|c| c.exit_us + CLOCK_SLACK_US < at_us);
+        calls.get(k).map(|c| c.thread)
+    }
+
+    /// Sets the thread of each exchange of `t` it can: on connections to
+    /// `service_ports` the service's thread that read the request, on the
+    /// rest the thread that sent it. Returns how many got one.
+    pub fn annotate(&self, t: &mut Timeline, service_ports: &[u16]) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
+        let ends: HashMap<u32, (SocketAddr, SocketAddr)> = t
+            .connections
+            .iter()
+            .map(|c| (c.id, (canonical(c.client), canonical(c.server))))
+            .collect();
+        let mut joined = 0;
+        for e in t.exchanges.iter_mut() {
+            let Some(&(client, server)) = ends.get(&e.connection) else {
+                continue;
+            };
+            let at = e.request_first_at_us;
+            e.thread = if service_ports.contains(&server.port()) {
+                self.reader(server, client, at)
+            } else {
+                self.sender(client, server, at)
+            };
+            joined += usize::from(e.thread.is_some());
+        }
+        joined
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use whyslow_model::{Connection, Exchange, Protocol};
+
+    fn call(kind: Kind, tid: u32, local: &str, remote: &str, (a, b): (u64, u64)) -> SockEvent {
+        SockEvent {
+            enter_ns: a * 1000,
+            exit_ns: b * 1000,
+            thread: Thread { pid: 1, tid },
+            kind,
+            bytes: 10,
+            seq: 0,
+            fd: 3,
+            local: Some(local.parse().unwrap()),
+            remote: Some(remote.parse().unwrap()),
+            comm: String::new(),
+            payload: Vec::new(),
+        }
+    }
+
+    fn timeline() -> Timeline {
+        let conn = |id, client: &str, server: &str| {
+            Connection::new(id, client.parse().unwrap(), server.parse().unwrap(), 0)
+        };
+        let at = |id, connection, t| {
+            let mut e = Exchange::new(connection, Protocol::Http1, "GET /".into());
+            e.id = id;
+            e.request_first_at_us = t;
+            e
+        };
+        Timeline {
+            connections: vec![
+                conn(0, "127.0.0.1:50000", "127.0.0.1:8080"),
+                conn(1, "127.0.0.1:50001", "127.0.0.1:5432"),
+            ],
+            exchanges: vec![at(0, 0, 1_500), at(1, 1, 1_200), at(2, 1, 5_000)],
+        }
+    }
+
+    #[test]
+    fn requests_get_their_reader_and_calls_their_sender() {
+        use Kind::*;
+        // Clocks 1000 µs apart: events on the monotonic clock, packets on
+        // the real-time one.
+        let events = [
+            call(Receive, 7, "127.0.0.1:8080", "127.0.0.1:50000", (0, 10)),
+            call(Send, 7, "127.0.0.1:50001", "[::ffff:127.0.0.1]:5432", (199, 203)),
+            call(Send, 8, "127.0.0.1:50001", "127.0.0.1:5432", (4_000, 4_010)),
+            // The service's blocking read, entered before the request came.
+            call(Receive, 9, "127.0.0.1:8080", "127.0.0.1:50000", (50, 1_001)),
+        ];
+        let mut t = timeline();
+        let index = ThreadIndex::new(&events, 1_000_000);
+        assert_eq!(index.annotate(&mut t, &[8080]), 3);
+        let tids: Vec<_> = t.exchanges.iter().map(|e| e.thread.unwrap().tid).collect();
+        assert_eq!(tids, vec![9, 7, 8]);
+    }
+
+    #[test]
+    fn an_exchange_no_call_covers_gets_no_thread() {
+        let events = [call(Kind::Send, 7, "127.0.0.1:50001", "127.0.0.1:5432", (0, 5))];
+        let mut t = timeline();
+        assert_eq!(ThreadIndex::new(&events, 0).annotate(&mut t, &[8080]), 0);
+    }
+}

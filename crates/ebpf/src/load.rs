@@ -1,0 +1,213 @@
+//! Loads sockio.bpf.o (checked in, built by bpf/build.sh) with aya and
+//! writes what its ring buffer hands over to an events file, on a thread
+//! of its own, until stopped. Where eBPF is not allowed the error is one
+//! line that says why, and the caller carries on with packets.
+
+use crate::file::EventsWriter;
+use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::RawTracePoint;
+use aya::{Ebpf, EbpfLoader};
+use std::io::{BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/sockio.bpf.o");
+
+/// How long the reader waits on an empty ring buffer before looking at the
+/// stop flag and the lost count again.
+const POLL_MS: i32 = 100;
+
+/// Which processes to trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Filter {
+    /// Every process on the machine.
+    All,
+    /// These processes, and the processes they start (pre-fork servers).
+    Pids(Vec<u32>),
+}
+
+/// What tracing handed over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceStats {
+    pub events: u64,
+    /// Events the ring buffer had no room for.
+    pub lost: u64,
+    pub seconds: u64,
+    pub seconds_with_loss: u64,
+    pub max_lost_per_second: u64,
+}
+
+/// Tracing under way.
+pub struct Tracer {
+    stop: Arc<AtomicBool>,
+    reader: JoinHandle<Result<TraceStats, String>>,
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to write to.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+}
+
+/// CLOCK_REALTIME − CLOCK_MONOTONIC, from the tightest of a few readings.
+pub fn clock_offset_ns() -> i64 {
+    (0..5)
+        .map(|_| {
+            let a = clock_ns(libc::CLOCK_MONOTONIC);
+            let real = clock_ns(libc::CLOCK_REALTIME);
+            let b = clock_ns(libc::CLOCK_MONOTONIC);
+            (b - a, real - (a + b) / 2)
+        })
+        .min()
+        .map_or(0, |(_, offset)| offset as i64)
+}
+
+/// The one line a user reads when tracing cannot start.
+fn why(e: impl std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    if text.contains("Operation not permitted") || text.contains("EPERM") {
+        "eBPF is not allowed here: it needs root or CAP_BPF with CAP_PERFMON (and no \
+         kernel lockdown); carrying on with packets only"
+            .into()
+    } else {
+        format!("eBPF could not start ({text}); carrying on with packets only")
+    }
+}
+
+fn load(filter: &Filter) -> Result<Ebpf, String> {
+    // Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK.
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit with a valid struct; failure is harmless here.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+    let trace_all = u8::from(*filter == Filter::All);
+    let mut ebpf = EbpfLoader::new()
+        .set_global("trace_all", &trace_all, true)
+        .load(OBJECT)
+        .map_err(why)?;
+    if let Filter::Pids(pids) = filter {
+        let mut map: BpfHashMap<_, u32, u8> =
+            BpfHashMap::try_from(ebpf.map_mut("pids").ok_or("no pids map")?).map_err(why)?;
+        for &pid in pids {
+            map.insert(pid, 1, 0).map_err(why)?;
+        }
+    }
+    for (program, tracepoint) in [
+        ("sys_enter", "sys_enter"),
+        ("sys_exit", "sys_exit"),
+        ("process_fork", "sched_process_fork"),
+    ] {
+        let p: &mut RawTracePoint = ebpf
+            .program_mut(program)
+            .ok_or_else(|| format!("no program {program}"))?
+            .try_into()
+            .map_err(why)?;
+        p.load().map_err(why)?;
+        p.attach(tracepoint).map_err(why)?;
+    }
+    Ok(ebpf)
+}
+
+/// Events lost so far: the per-CPU counters, summed.
+fn lost_total(lost: &PerCpuArray<MapData, u64>) -> u64 {
+    lost.get(&0, 0).map_or(0, |per_cpu| per_cpu.iter().sum())
+}
+
+impl Tracer {
+    /// Starts tracing `filter`, writing events to `out`. Err: one line
+    /// saying why eBPF is not available.
+    pub fn start<W: Write + Send + 'static>(filter: &Filter, out: W) -> Result<Tracer, String> {
+        if !cfg!(target_arch = "x86_64") {
+            return Err("the eBPF source reads x86_64 system calls only; \
+                        carrying on with packets only"
+                .into());
+        }
+        let mut ebpf = load(filter)?;
+        let ring = RingBuf::try_from(ebpf.take_map("events").ok_or("no events map")?)
+            .map_err(why)?;
+        let lost: PerCpuArray<MapData, u64> =
+            PerCpuArray::try_from(ebpf.take_map("lost").ok_or("no lost map")?).map_err(why)?;
+        let writer = EventsWriter::new(BufWriter::new(out), clock_offset_ns())
+            .map_err(|e| format!("events file: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let reader = std::thread::Builder::new()
+            .name("whyslow-ebpf".into())
+            .spawn(move || {
+                // The programs stay attached while `ebpf` lives.
+                let _attached = ebpf;
+                drain(ring, lost, writer, &flag)
+            })
+            .map_err(|e| format!("eBPF reader thread: {e}"))?;
+        Ok(Tracer { stop, reader })
+    }
+
+    /// Stops tracing; every event handed over so far is written.
+    pub fn stop(self) -> Result<TraceStats, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.reader
+            .join()
+            .map_err(|_| "the eBPF reader thread panicked".to_string())?
+    }
+}
+
+fn drain<W: Write>(
+    mut ring: RingBuf<MapData>,
+    lost: PerCpuArray<MapData, u64>,
+    mut writer: EventsWriter<W>,
+    stop: &AtomicBool,
+) -> Result<TraceStats, String> {
+    let io = |e: std::io::Error| format!("events file: {e}");
+    let started = Instant::now();
+    let mut stats = TraceStats::default();
+    let mut second = Instant::now();
+    let mut lost_before = 0;
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        while let Some(record) = ring.next() {
+            writer.record(&record).map_err(io)?;
+            stats.events += 1;
+        }
+        if stopping || second.elapsed() >= Duration::from_secs(1) {
+            let total = lost_total(&lost);
+            let new = total - lost_before.min(total);
+            if new > 0 {
+                let now_ns = clock_ns(libc::CLOCK_MONOTONIC) as u64;
+                writer.lost(now_ns, total).map_err(io)?;
+                stats.seconds_with_loss += 1;
+                stats.max_lost_per_second = stats.max_lost_per_second.max(new);
+            }
+            lost_before = total;
+            second = Instant::now();
+        }
+        if stopping {
+            break;
+        }
+        let mut fds = [libc::pollfd {
+            fd: ring.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(fds.as_mut_ptr(), 1, POLL_MS) };
+    }
+    writer.finish().map_err(io)?;
+    stats.lost = lost_before;
+    stats.seconds = started.elapsed().as_secs().max(1);
+    Ok(stats)
+}

@@ -1,0 +1,105 @@
+//! The eBPF source on this kernel: this test process traces itself while
+//! two of its threads talk over loopback TCP, and every call must come back
+//! with its thread, its socket, its whole byte count and its payload.
+//! Needs root (or CAP_BPF and CAP_PERFMON): skipped with a printed reason
+//! elsewhere, a failure where WHYSLOW_REQUIRE_EBPF=1 (CI).
+
+#![cfg(target_os = "linux")]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use whyslow_ebpf::{read_events, Filter, Kind, Tracer};
+
+/// An events file kept in memory, shared with the reader thread.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn start(filter: &Filter, out: Shared) -> Option<Tracer> {
+    match Tracer::start(filter, out) {
+        Ok(t) => Some(t),
+        Err(why) if std::env::var_os("WHYSLOW_REQUIRE_EBPF").is_none() => {
+            eprintln!("skipped: {why}");
+            None
+        }
+        Err(why) => panic!("WHYSLOW_REQUIRE_EBPF=1 and {why}"),
+    }
+}
+
+fn gettid() -> u32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
+#[test]
+fn each_socket_call_comes_back_with_its_thread_bytes_and_payload() {
+    let out = Shared::default();
+    let Some(tracer) = start(&Filter::Pids(vec![std::process::id()]), out.clone()) else {
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let big = vec![b'x'; 100_000];
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"PING");
+        s.write_all(b"PONG").unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+        (gettid(), rest.len())
+    });
+    let client_tid = gettid();
+    let mut c = TcpStream::connect(addr).unwrap();
+    let client_addr = c.local_addr().unwrap();
+    c.write_all(b"PING").unwrap();
+    let mut buf = [0u8; 4];
+    c.read_exact(&mut buf).unwrap();
+    c.write_all(&big).unwrap();
+    drop(c);
+    let (server_tid, got) = server.join().unwrap();
+    assert_eq!(got, big.len());
+    let stats = tracer.stop().unwrap();
+    let bytes = out.0.lock().unwrap().clone();
+    let read = read_events(&bytes[..], 1 << 20, true).unwrap();
+    assert!(read.error.is_none(), "{:?}", read.error);
+    assert_eq!(stats.lost, 0);
+    assert_eq!(stats.events, read.events.len() as u64);
+    let on = |kind: Kind, local| {
+        read.events
+            .iter()
+            .filter(move |e| e.kind == kind && e.local == Some(local))
+    };
+    let ping: Vec<_> = on(Kind::Send, client_addr).collect();
+    assert_eq!(ping[0].thread.tid, client_tid);
+    assert_eq!(ping[0].thread.pid, std::process::id());
+    assert_eq!((ping[0].payload.as_slice(), ping[0].remote), (&b"PING"[..], Some(addr)));
+    // The big write: whole byte count, payload cut at the bound.
+    let sent: u64 = ping.iter().skip(1).map(|e| e.bytes).sum();
+    assert_eq!(sent, big.len() as u64);
+    assert!(ping[1..].iter().all(|e| e.payload.len() <= 4096));
+    let served: Vec<_> = on(Kind::Receive, addr).collect();
+    assert_eq!(served[0].thread.tid, server_tid);
+    assert_eq!(served[0].payload, b"PING");
+    let received: u64 = served.iter().map(|e| e.bytes).sum();
+    assert_eq!(received, 4 + big.len() as u64);
+    let pong: Vec<_> = on(Kind::Send, addr).collect();
+    assert_eq!((pong.len(), pong[0].payload.as_slice()), (1, &b"PONG"[..]));
+    // The server thread's start was seen, with this thread as its parent.
+    assert!(read.events.iter().any(|e| e.kind == Kind::NewThread { parent: client_tid }
+        && e.thread.tid == server_tid));
+    // And sequence numbers follow the bytes: the big write began 4 bytes
+    // after PING's first byte.
+    assert_eq!(ping[1].seq, ping[0].seq.wrapping_add(4));
+}
