@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Real peers the tests run against or compare with: capture and HTTP peers,
-# the backing servers of the wire tests and the client libraries their apps use.
+# the backing servers of the wire tests and the client libraries their apps
+# use; clang, llvm and libbpf's headers rebuild the checked-in eBPF object.
 packages=(tcpdump tshark nginx-light curl openssl python3 libcap2-bin
   redis-server memcached postgresql postgresql-client nghttp2-server nghttp2-client
-  chromium man-db python3-venv python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy)
+  chromium man-db python3-venv clang llvm libbpf-dev python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -32,6 +33,8 @@ if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, 
   target/pyenv/bin/pip install -q "${otel[@]}"
 fi
 
+echo "== eBPF object"
+crates/ebpf/bpf/build.sh --check
 echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -265,7 +265,31 @@ REPORT = (b'{"schema_version":1,"command":"probe","target":null,"sections":[{"la
           b'"timeline":null,"findings":[],"skipped":[],"errors":[]}')
 
 
+def ebpf_record(kind, tid, payload):
+    """One socket call as sockio.bpf.c records it (crates/ebpf/src/event.rs)."""
+    b = bytearray(100)
+    struct.pack_into("<QQIIqIIiHH", b, 0, 1000, 6000, 40, tid, len(payload), 1000,
+                     len(payload), 5, 2, kind)
+    b[48:52] = bytes([127, 0, 0, 1])
+    b[64:68] = bytes([127, 0, 0, 1])
+    struct.pack_into("<HH", b, 80, 40000, 5432)
+    b[84:91] = b"python3"
+    return bytes(b) + payload
+
+
+def ebpf_events_file():
+    """An events file (crates/ebpf/src/file.rs): two calls and a lost count."""
+    def frame(t, data):
+        return bytes([t]) + struct.pack("<I", len(data)) + data
+    return (b"whyslow-events\0\x01" + struct.pack("<q", 1000)
+            + frame(1, ebpf_record(1, 41, b"Q\0\0\0\x0dSELECT 1;\0"))
+            + frame(1, ebpf_record(2, 41, b"T\0\0\0\x04"))
+            + frame(2, struct.pack("<QQ", 7, 0)))
+
+
 if __name__ == "__main__":
+    write("ebpf_events", "two_calls", ebpf_events_file())
+    write("ebpf_events", "record", ebpf_record(1, 41, b"GET / HTTP/1.1\r\n\r\n"))
     for name, data in PROC_TEXT.items():
         write("host_counters", name, data)
     write("compare_result", "probe.json", REPORT)

@@ -110,6 +110,17 @@ impl WindowedAnalysis {
     /// headers (they come whole in a later window).
     /// What is not kept as evidence stays in `t`, for the caller to drop
     /// or to reuse the vectors of.
+    /// The service's ports, decided from `t` when no window decided them yet.
+    pub fn decided_ports(&mut self, t: &Timeline) -> Vec<u16> {
+        if self.service.is_none() {
+            self.service_ports(t, true);
+        }
+        self.service
+            .as_ref()
+            .map(Service::ports)
+            .unwrap_or_default()
+    }
+
     pub fn window(&mut self, t: &mut Timeline, headers: &HashSet<u32>) {
         if self.service.is_none() {
             self.service_ports(t, true);

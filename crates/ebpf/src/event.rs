@@ -110,7 +110,10 @@ pub fn decode(record: &[u8]) -> Result<SockEvent, DecodeError> {
     let captured = u32_at(record, 36) as usize;
     let has = record.len() - HEADER_SIZE;
     if captured > has || captured > MAX_PAYLOAD {
-        return Err(DecodeError::Payload { said: captured, has });
+        return Err(DecodeError::Payload {
+            said: captured,
+            has,
+        });
     }
     let family = u16_at(record, 44);
     let seq = u32_at(record, 32);
@@ -193,7 +196,13 @@ pub fn encode(e: &SockEvent) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    pub(crate) fn send(tid: u32, local: &str, remote: &str, at_ns: u64, payload: &[u8]) -> SockEvent {
+    pub(crate) fn send(
+        tid: u32,
+        local: &str,
+        remote: &str,
+        at_ns: u64,
+        payload: &[u8],
+    ) -> SockEvent {
         SockEvent {
             enter_ns: at_ns,
             exit_ns: at_ns + 5_000,
@@ -212,7 +221,13 @@ mod tests {
     #[test]
     fn a_record_decodes_to_what_was_encoded() {
         for e in [
-            send(41, "127.0.0.1:40000", "127.0.0.1:5432", 9, b"Q\0\0\0\x0bSELECT 1\0"),
+            send(
+                41,
+                "127.0.0.1:40000",
+                "127.0.0.1:5432",
+                9,
+                b"Q\0\0\0\x0bSELECT 1\0",
+            ),
             send(41, "[::1]:40000", "[::1]:6379", 9, b""),
             SockEvent {
                 kind: Kind::NewThread { parent: 40 },

@@ -16,6 +16,14 @@
 use crate::event::{decode, SockEvent, HEADER_SIZE, MAX_PAYLOAD};
 use std::io::{self, Read, Write};
 
+/// Where `capture --ebpf` puts the events of a capture, and `analyze`
+/// looks for them: beside it, `.events` added to its name.
+pub fn events_path(capture: &std::path::Path) -> std::path::PathBuf {
+    let mut name = capture.as_os_str().to_owned();
+    name.push(".events");
+    name.into()
+}
+
 pub const MAGIC: &[u8; 16] = b"whyslow-events\0\x01";
 const FRAME_EVENT: u8 = 1;
 const FRAME_LOST: u8 = 2;
@@ -222,7 +230,12 @@ mod tests {
 
     #[test]
     fn other_files_are_refused() {
-        assert!(read_events(&b"\x0a\x0d\x0d\x0a pcapng...................."[..], 1, false).is_err());
+        assert!(read_events(
+            &b"\x0a\x0d\x0d\x0a pcapng...................."[..],
+            1,
+            false
+        )
+        .is_err());
         assert!(read_events(&b""[..], 1, false).is_err());
     }
 }

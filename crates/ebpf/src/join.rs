@@ -169,7 +169,13 @@ mod tests {
         // the real-time one.
         let events = [
             call(Receive, 7, "127.0.0.1:8080", "127.0.0.1:50000", (0, 10)),
-            call(Send, 7, "127.0.0.1:50001", "[::ffff:127.0.0.1]:5432", (199, 203)),
+            call(
+                Send,
+                7,
+                "127.0.0.1:50001",
+                "[::ffff:127.0.0.1]:5432",
+                (199, 203),
+            ),
             call(Send, 8, "127.0.0.1:50001", "127.0.0.1:5432", (4_000, 4_010)),
             // The service's blocking read, entered before the request came.
             call(Receive, 9, "127.0.0.1:8080", "127.0.0.1:50000", (50, 1_001)),
@@ -183,7 +189,13 @@ mod tests {
 
     #[test]
     fn an_exchange_no_call_covers_gets_no_thread() {
-        let events = [call(Kind::Send, 7, "127.0.0.1:50001", "127.0.0.1:5432", (0, 5))];
+        let events = [call(
+            Kind::Send,
+            7,
+            "127.0.0.1:50001",
+            "127.0.0.1:5432",
+            (0, 5),
+        )];
         let mut t = timeline();
         assert_eq!(ThreadIndex::new(&events, 0).annotate(&mut t, &[8080]), 0);
     }

@@ -8,11 +8,24 @@
 pub mod event;
 pub mod file;
 pub mod join;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "load"))]
 pub mod load;
 
 pub use event::{decode, Kind, SockEvent};
-pub use file::{read_events, EventsRead, EventsWriter};
+pub use file::{events_path, read_events, EventsRead, EventsWriter};
 pub use join::ThreadIndex;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "load"))]
 pub use load::{Filter, TraceStats, Tracer};
+
+/// One fuzz input through every decoder of this crate: as a ring buffer
+/// record, as an events file, and the join's index over what it held.
+pub fn fuzz(data: &[u8]) {
+    let _ = decode(data);
+    if let Ok(read) = read_events(data, 1 << 12, true) {
+        let _ = ThreadIndex::new(&read.events, read.clock_offset_ns);
+    }
+    let mut file = file::MAGIC.to_vec();
+    file.extend_from_slice(&[0; 8]);
+    file.extend_from_slice(data);
+    let _ = read_events(&file[..], 1 << 12, true);
+}

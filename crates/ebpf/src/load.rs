@@ -42,6 +42,8 @@ pub struct TraceStats {
 
 /// Tracing under way.
 pub struct Tracer {
+    /// Processes traced (absent when every process is).
+    pids: Option<BpfHashMap<MapData, u32, u8>>,
     stop: Arc<AtomicBool>,
     reader: JoinHandle<Result<TraceStats, String>>,
 }
@@ -100,13 +102,6 @@ fn load(filter: &Filter) -> Result<Ebpf, String> {
         .set_global("trace_all", &trace_all, true)
         .load(OBJECT)
         .map_err(why)?;
-    if let Filter::Pids(pids) = filter {
-        let mut map: BpfHashMap<_, u32, u8> =
-            BpfHashMap::try_from(ebpf.map_mut("pids").ok_or("no pids map")?).map_err(why)?;
-        for &pid in pids {
-            map.insert(pid, 1, 0).map_err(why)?;
-        }
-    }
     for (program, tracepoint) in [
         ("sys_enter", "sys_enter"),
         ("sys_exit", "sys_exit"),
@@ -138,8 +133,20 @@ impl Tracer {
                 .into());
         }
         let mut ebpf = load(filter)?;
-        let ring = RingBuf::try_from(ebpf.take_map("events").ok_or("no events map")?)
-            .map_err(why)?;
+        let pids = match filter {
+            Filter::All => None,
+            Filter::Pids(pids) => {
+                let mut map: BpfHashMap<MapData, u32, u8> =
+                    BpfHashMap::try_from(ebpf.take_map("pids").ok_or("no pids map")?)
+                        .map_err(why)?;
+                for &pid in pids {
+                    map.insert(pid, 1, 0).map_err(why)?;
+                }
+                Some(map)
+            }
+        };
+        let ring =
+            RingBuf::try_from(ebpf.take_map("events").ok_or("no events map")?).map_err(why)?;
         let lost: PerCpuArray<MapData, u64> =
             PerCpuArray::try_from(ebpf.take_map("lost").ok_or("no lost map")?).map_err(why)?;
         let writer = EventsWriter::new(BufWriter::new(out), clock_offset_ns())
@@ -154,7 +161,16 @@ impl Tracer {
                 drain(ring, lost, writer, &flag)
             })
             .map_err(|e| format!("eBPF reader thread: {e}"))?;
-        Ok(Tracer { stop, reader })
+        Ok(Tracer { pids, stop, reader })
+    }
+
+    /// Traces `pid` too (a command started after tracing began), and the
+    /// processes it starts from now on.
+    pub fn add_pid(&mut self, pid: u32) -> Result<(), String> {
+        match &mut self.pids {
+            Some(map) => map.insert(pid, 1, 0).map_err(why),
+            None => Ok(()),
+        }
     }
 
     /// Stops tracing; every event handed over so far is written.

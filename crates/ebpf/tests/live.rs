@@ -84,7 +84,10 @@ fn each_socket_call_comes_back_with_its_thread_bytes_and_payload() {
     let ping: Vec<_> = on(Kind::Send, client_addr).collect();
     assert_eq!(ping[0].thread.tid, client_tid);
     assert_eq!(ping[0].thread.pid, std::process::id());
-    assert_eq!((ping[0].payload.as_slice(), ping[0].remote), (&b"PING"[..], Some(addr)));
+    assert_eq!(
+        (ping[0].payload.as_slice(), ping[0].remote),
+        (&b"PING"[..], Some(addr))
+    );
     // The big write: whole byte count, payload cut at the bound.
     let sent: u64 = ping.iter().skip(1).map(|e| e.bytes).sum();
     assert_eq!(sent, big.len() as u64);
@@ -97,8 +100,10 @@ fn each_socket_call_comes_back_with_its_thread_bytes_and_payload() {
     let pong: Vec<_> = on(Kind::Send, addr).collect();
     assert_eq!((pong.len(), pong[0].payload.as_slice()), (1, &b"PONG"[..]));
     // The server thread's start was seen, with this thread as its parent.
-    assert!(read.events.iter().any(|e| e.kind == Kind::NewThread { parent: client_tid }
-        && e.thread.tid == server_tid));
+    assert!(read
+        .events
+        .iter()
+        .any(|e| e.kind == Kind::NewThread { parent: client_tid } && e.thread.tid == server_tid));
     // And sequence numbers follow the bytes: the big write began 4 bytes
     // after PING's first byte.
     assert_eq!(ping[1].seq, ping[0].seq.wrapping_add(4));

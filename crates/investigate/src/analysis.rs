@@ -6,11 +6,14 @@
 //! both come here, so a change to analysis is made once and memory stays
 //! flat however long the capture.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use whyslow_detect::periodic_stall;
 use whyslow_detect::pipeline::Analysis;
 use whyslow_detect::windowed::{CaptureResult, Keep, Scope, WindowedAnalysis};
-use whyslow_model::{CaptureSummary, FindingKind, Protocol, Report, Skipped, Timeline};
+use whyslow_ebpf::ThreadIndex;
+use whyslow_model::{
+    CaptureSummary, FindingKind, Protocol, Report, Skipped, ThreadSource, Timeline,
+};
 use whyslow_wire::{windows_from_file, FlowOptions, Window, WindowSink};
 
 /// Where the connections and exchanges come from.
@@ -34,7 +37,14 @@ pub struct AnalysisOptions {
     /// bounds, as evidence (`--timeline`, `--html`). Without it only the
     /// connections are kept: what is not shown is not held.
     pub evidence: bool,
+    /// eBPF socket calls to join to the exchanges (an events file of
+    /// `capture --ebpf`): each exchange gains its thread.
+    pub events: Option<PathBuf>,
 }
+
+/// Socket calls kept from an events file: each costs a few dozen bytes in
+/// the join's index; 4 M of them is a long, busy capture.
+pub const MAX_SOCKET_CALLS: usize = 4 << 20;
 
 /// Everything the analysis found, before anything is rendered.
 #[derive(Debug)]
@@ -52,6 +62,15 @@ pub struct CaptureAnalysis {
 }
 
 impl AnalysisOptions {
+    /// The events file to join: the one given, else the one `capture
+    /// --ebpf` wrote beside `capture`, if it did.
+    pub fn events_for(capture: &Path, given: Option<PathBuf>) -> Option<PathBuf> {
+        given.or_else(|| {
+            let beside = whyslow_ebpf::events_path(capture);
+            beside.exists().then_some(beside)
+        })
+    }
+
     /// The flow table's default options, with windows cut once they hold
     /// the requests a stall period needs (`periodic_stall`).
     pub fn default_flow() -> FlowOptions {
@@ -66,16 +85,48 @@ impl AnalysisOptions {
 /// the rest stays for the flows still open.
 const EVIDENCE_EVENTS_SHARE: usize = 4;
 
-/// Hands the capture's windows to the whole-capture analysis.
-struct Sink<'a>(&'a mut WindowedAnalysis);
+/// Hands the capture's windows to the whole-capture analysis, each
+/// exchange given its thread first when there are socket calls to join.
+struct Sink<'a> {
+    whole: &'a mut WindowedAnalysis,
+    threads: Option<(ThreadIndex, u64)>,
+}
 
 impl WindowSink for Sink<'_> {
     fn service_ports(&mut self, first: &Timeline, last_chance: bool) -> Option<Vec<u16>> {
-        self.0.service_ports(first, last_chance)
+        self.whole.service_ports(first, last_chance)
     }
     fn window(&mut self, w: &mut Window) {
-        self.0.window(&mut w.timeline, &w.headers);
+        if let Some((index, joined)) = &mut self.threads {
+            let ports = self.whole.decided_ports(&w.timeline);
+            *joined += index.annotate(&mut w.timeline, &ports) as u64;
+        }
+        self.whole.window(&mut w.timeline, &w.headers);
     }
+}
+
+/// The socket calls of an events file, indexed for the join, and what the
+/// summary says of them. Err: the file cannot be read as events.
+fn thread_index(path: &Path) -> Result<(ThreadIndex, ThreadSource, Option<String>), String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let read = whyslow_ebpf::read_events(std::io::BufReader::new(file), MAX_SOCKET_CALLS, false)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let source = ThreadSource {
+        file: path.display().to_string(),
+        socket_calls: read.events.len() as u64,
+        exchanges_joined: 0,
+        lost: read.lost.last().map_or(0, |&(_, total)| total),
+    };
+    let mut problem = read.error.map(|e| format!("{}: {e}", path.display()));
+    if read.beyond_limit > 0 {
+        problem = Some(format!(
+            "{}: the first {MAX_SOCKET_CALLS} socket calls were joined, {} more were not",
+            path.display(),
+            read.beyond_limit
+        ));
+    }
+    let index = ThreadIndex::new(&read.events, read.clock_offset_ns);
+    Ok((index, source, problem))
 }
 
 /// Analyzes a capture. Err: the source cannot be read as a capture at all.
@@ -99,8 +150,22 @@ pub fn analyze_capture(
     };
     let mut whole = WindowedAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
     let CaptureSource::File(path) = source;
-    let outcome = windows_from_file(path, &opts.flow, &mut Sink(&mut whole))
+    let (threads, mut thread_source, events_problem) = match opts.events.as_deref() {
+        Some(p) => {
+            let (index, source, problem) = thread_index(p)?;
+            (Some((index, 0)), Some(source), problem)
+        }
+        None => (None, None, None),
+    };
+    let mut sink = Sink {
+        whole: &mut whole,
+        threads,
+    };
+    let outcome = windows_from_file(path, &opts.flow, &mut sink)
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    if let (Some(s), Some((_, joined))) = (thread_source.as_mut(), sink.threads) {
+        s.exchanges_joined = joined;
+    }
     let CaptureResult {
         analysis,
         mut summary,
@@ -112,6 +177,7 @@ pub fn analyze_capture(
     summary.windows_forced = outcome.windows_forced;
     summary.non_tcp_packets = outcome.non_tcp;
     summary.truncated_packets = outcome.truncated_packets;
+    summary.threads = thread_source;
     let mut skipped = left_encrypted(&evidence);
     let stall_seen = analysis
         .findings
@@ -132,7 +198,10 @@ pub fn analyze_capture(
         summary,
         evidence,
         skipped,
-        errors: outcome.protocol_errors,
+        errors: events_problem
+            .into_iter()
+            .chain(outcome.protocol_errors)
+            .collect(),
         partial: outcome.error,
     })
 }

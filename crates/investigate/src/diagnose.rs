@@ -217,6 +217,7 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
             },
             flow,
             evidence: opts.evidence,
+            events: None,
         };
         capture = finish_capture(s, &analysis, &mut report);
     }

@@ -52,6 +52,21 @@ pub struct CaptureSummary {
     /// reusing one `traceparent`): no call was attributed by them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub repeated_trace_ids: u64,
+    /// The eBPF events read beside the capture, when there were any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<ThreadSource>,
+}
+
+/// What an eBPF events file gave the analysis.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadSource {
+    pub file: String,
+    /// Socket calls read (within the bound).
+    pub socket_calls: u64,
+    /// Exchanges that gained the thread that made or read them.
+    pub exchanges_joined: u64,
+    /// Events the kernel side could not hand over.
+    pub lost: u64,
 }
 
 /// How the service under investigation was chosen.

@@ -22,7 +22,9 @@ mod timeline;
 mod trace;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
-pub use capture_summary::{CaptureSummary, ExchangeGroup, ServerCount, ServiceChoice, ServiceHow};
+pub use capture_summary::{
+    CaptureSummary, ExchangeGroup, ServerCount, ServiceChoice, ServiceHow, ThreadSource,
+};
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{
     CaptureInfo, ClientView, ConcurrentRow, DemoDocument, DemoRow, DiagnoseDocument, LoadDocument,

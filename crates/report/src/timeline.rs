@@ -17,6 +17,13 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
         "  {} TCP connections ({} TLS), {} exchanges; {} retransmissions, {} zero windows\n",
         s.connections, s.tls_connections, s.exchanges, s.retransmissions, s.zero_windows
     );
+    if let Some(t) = &s.threads {
+        let _ = writeln!(
+            out,
+            "  threads: {} of {} exchanges joined to {} socket calls traced by eBPF ({}); {} lost",
+            t.exchanges_joined, s.exchanges, t.socket_calls, t.file, t.lost
+        );
+    }
     for server in s.servers.iter().take(GROUPS_SHOWN) {
         let conns: Vec<&Connection> = evidence
             .connections

@@ -19,6 +19,7 @@ pub fn run(args: AnalyzeArgs) -> Done {
         scope: Scope::Everything,
         flow,
         evidence: args.output.evidence(),
+        events: AnalysisOptions::events_for(&args.file, args.events.clone()),
     };
     let analysis = match analyze_capture(CaptureSource::File(&args.file), &opts) {
         Ok(a) => a,

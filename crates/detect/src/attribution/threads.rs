@@ -74,7 +74,10 @@ mod tests {
         e.request_last_at_us = start;
         e.response_first_at_us = Some(end);
         e.response_last_at_us = Some(end);
-        e.thread = Some(Thread { pid: 7, tid: thread });
+        e.thread = Some(Thread {
+            pid: 7,
+            tid: thread,
+        });
         e
     }
 

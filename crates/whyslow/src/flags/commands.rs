@@ -49,11 +49,18 @@ pub struct CaptureArgs {
     #[arg(short = 'p', long = "port")]
     pub ports: Vec<u16>,
     /// Stop after this long (10s, 500ms)
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = whyslow_check::parse_duration)]
+    pub duration: Option<std::time::Duration>,
     /// pcapng file to write (Wireshark and tshark read it)
     #[arg(short = 'w', long = "write")]
     pub file: PathBuf,
+    /// Also trace socket calls with their thread (eBPF, root) into FILE.events,
+    /// which analyze reads: the --pid processes, else the command, else all
+    #[arg(long)]
+    pub ebpf: bool,
+    /// Process to trace with --ebpf, with the processes it starts (repeatable)
+    #[arg(long, value_name = "PID", requires = "ebpf")]
+    pub pid: Vec<u32>,
     /// Capture while this command runs: `-- COMMAND ARGS…`
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -68,6 +75,10 @@ pub struct AnalyzeArgs {
     /// the wire, as the server whose requests enclose other servers' exchanges)
     #[arg(long, value_name = "PORT", value_delimiter = ',')]
     pub service: Vec<u16>,
+    /// eBPF events (capture --ebpf) giving calls to requests by thread
+    /// (default: FILE.events beside the capture, if there)
+    #[arg(long, value_name = "EVENTS")]
+    pub events: Option<PathBuf>,
     #[command(flatten)]
     pub keylog: KeyLogIn,
     #[command(flatten)]

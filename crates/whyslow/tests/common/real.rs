@@ -33,6 +33,10 @@ impl Drop for Server {
 }
 
 impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `child`, once something listens on `port`; stopped if nothing ever does.
     pub fn started(child: Child, port: u16) -> Server {
         let s = Server { child, port };
@@ -286,6 +290,8 @@ pub enum Need<'a> {
     Postgres,
     /// Raw packet sockets (`capture_allowed`).
     Capture,
+    /// Loading eBPF programs (`ebpf_allowed`).
+    Ebpf,
 }
 
 /// Whether `test` has everything it needs, checked in the order given: at
@@ -297,7 +303,30 @@ pub fn requirements_met(test: &str, needs: &[Need]) -> bool {
         Need::Python(module) => python_has(test, module),
         Need::Postgres => postgres_needed(test),
         Need::Capture => capture_allowed(test),
+        Need::Ebpf => ebpf_allowed(test),
     })
+}
+
+/// Whether eBPF programs may be loaded here: root and a kernel with BTF.
+/// When not, eBPF tests skip with the reason, except under
+/// WHYSLOW_REQUIRE_EBPF=1 (CI), where they fail.
+pub fn ebpf_allowed(test: &str) -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    if root && btf {
+        return true;
+    }
+    let why = if root {
+        "a kernel with BTF"
+    } else {
+        "root (CAP_BPF and CAP_PERFMON)"
+    };
+    if std::env::var("WHYSLOW_REQUIRE_EBPF").as_deref() == Ok("1") {
+        panic!("{test}: eBPF needs {why} and WHYSLOW_REQUIRE_EBPF=1");
+    }
+    eprintln!("skipping {test}: eBPF needs {why}");
+    false
 }
 
 /// Runs `cmd` as the `postgres` user when we are root (the server refuses root).

@@ -1,0 +1,140 @@
+//! The eBPF source on a real threaded app: SQLAlchemy on PostgreSQL serving
+//! 16 clients at once, a thread per connection, recorded with
+//! `whyslow capture --ebpf --pid APP` and read back with `analyze`. From the
+//! wire alone, the statements of checkouts in flight together are partly
+//! ambiguous (bursts of answers within a millisecond); with the thread that
+//! read each request and sent each statement, every call is given, by
+//! thread, to the request the app's own record says made it.
+
+mod common;
+use common::real::*;
+use common::truth::{read_app_truth, requests_overlapped, score};
+use common::*;
+use serde_json::Value;
+
+const CLIENTS: &str = "16";
+const REQUESTS: &str = "96";
+/// Orders per checkout: one lazy items query and one tax read each.
+const ORDERS: &str = "20";
+/// Share of the calls that may be given by something other than their
+/// thread: the statements on a pooled connection opened before the
+/// capture began (its first statement has no response to bracket).
+const MIN_BY_THREAD: f64 = 0.99;
+
+/// Every outbound call of the report's timeline and its attribution level.
+fn levels(report: &Value) -> Vec<String> {
+    report["timeline"]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["role"] == "outbound")
+        .map(|e| e["attribution"].as_str().unwrap_or("none").to_string())
+        .collect()
+}
+
+#[test]
+fn orm_app_at_16_clients_attributed_by_thread() {
+    let _one = serial();
+    let test = "orm_app_at_16_clients_attributed_by_thread";
+    let needs = [
+        Need::Postgres,
+        Need::Python("sqlalchemy"),
+        Need::Python("psycopg2"),
+        Need::Capture,
+        Need::Ebpf,
+    ];
+    if !requirements_met(test, &needs) {
+        return;
+    }
+    let (pg, _pg_dir) = postgres();
+    for variant in ["broken", "fixed"] {
+        let dir = tmpdir(&format!("ebpf_orm_{variant}"));
+        let truth_file = dir.join("truth.jsonl");
+        let port = free_port();
+        let args = [
+            port.to_string(),
+            pg.port.to_string(),
+            ORDERS.into(),
+            variant.into(),
+        ];
+        let app = python_app_recording("orm_app.py", port, &args, &truth_file);
+        let cap = dir.join("load.pcapng");
+        let (app_pid, url) = (
+            app.pid().to_string(),
+            format!("http://127.0.0.1:{port}/checkout"),
+        );
+        let (port_s, pg_s) = (port.to_string(), pg.port.to_string());
+        let out = whyslow(&[
+            "capture",
+            "--ebpf",
+            "--pid",
+            &app_pid,
+            "-p",
+            &port_s,
+            "-p",
+            &pg_s,
+            "-w",
+            cap.to_str().unwrap(),
+            "--",
+            env!("CARGO_BIN_EXE_whyslow"),
+            "load",
+            "-c",
+            CLIENTS,
+            "-n",
+            REQUESTS,
+            "--trace-context",
+            "off",
+            &url,
+        ]);
+        assert!(out.status.success(), "{variant}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(" 0 lost"),
+            "{variant}: {}",
+            stderr(&out)
+        );
+        drop(app);
+        let report = analyzed_timeline(&cap, &port_s);
+        let truth = read_app_truth(&truth_file);
+        assert!(
+            requests_overlapped(&report),
+            "{variant}: requests never overlapped"
+        );
+        let threads = &report["capture"]["threads"];
+        assert!(threads["exchanges_joined"].as_u64() > Some(0), "{threads}");
+        let s = score(&report, &truth);
+        let recorded: usize = truth.iter().map(|r| r.calls.len()).sum();
+        let levels = levels(&report);
+        let by_thread = levels.iter().filter(|l| *l == "thread").count();
+        eprintln!(
+            "{variant}: {} requests, {recorded} calls recorded, {s:?}, {by_thread} of {} by thread",
+            truth.len(),
+            levels.len()
+        );
+        assert!(s.calls >= recorded, "{variant}: {recorded} recorded, {s:?}");
+        assert_eq!(s.wrong, 0, "{variant}: {s:?}");
+        assert!(s.coverage() >= MIN_BY_THREAD, "{variant}: {s:?}");
+        assert!(
+            by_thread as f64 >= MIN_BY_THREAD * levels.len() as f64,
+            "{variant}: {by_thread} of {} by thread",
+            levels.len()
+        );
+        let kinds = causes(&report);
+        if variant == "broken" {
+            let top = kinds.first().map(String::as_str);
+            assert!(
+                matches!(top, Some("n_plus_one" | "duplicate_calls")),
+                "{kinds:?}"
+            );
+        } else {
+            // Sixteen threads of one Python process share one interpreter
+            // lock on this machine's cores: the service's own time is real
+            // at this load and may be named. What overlap used to fool —
+            // causes built on per-request counts — must name nothing.
+            let own_time = ["server_time", "tcp_retransmission"];
+            assert!(
+                kinds.iter().all(|k| own_time.contains(&k.as_str())),
+                "fixed: {kinds:?}"
+            );
+        }
+    }
+}
