@@ -5,12 +5,15 @@
 use crate::analysis::{analyze_capture, AnalysisOptions, CaptureAnalysis, CaptureSource};
 use std::path::PathBuf;
 use whyslow_detect::windowed::Scope;
+use whyslow_ebpf::{events_path, Filter, Tracer};
 use whyslow_model::CaptureInfo;
 use whyslow_wire::live::{CaptureHandle, LiveCapture};
 use whyslow_wire::WireError;
 
 pub struct CaptureSession {
     handle: CaptureHandle,
+    /// Socket calls traced with eBPF into the events file beside the capture.
+    tracer: Option<Tracer>,
     iface: String,
     ports: Vec<u16>,
     path: PathBuf,
@@ -21,19 +24,23 @@ pub struct CaptureSession {
 /// holds every local service's payloads. Created exclusively (no symlink
 /// games in /tmp); the capture then writes into it, keeping the mode.
 fn private_file() -> Result<PathBuf, String> {
-    use std::os::unix::fs::OpenOptionsExt;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let path = std::env::temp_dir().join(format!("whyslow-{}-{nanos}.pcapng", std::process::id()));
+    create_private(&path).map_err(|e| format!("temporary capture file {e}"))?;
+    Ok(path)
+}
+
+fn create_private(path: &std::path::Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("temporary capture file {}: {e}", path.display()))?;
-    Ok(path)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn why(e: WireError) -> String {
@@ -76,6 +83,7 @@ impl CaptureSession {
         })?;
         Ok(CaptureSession {
             handle,
+            tracer: None,
             iface: iface.to_string(),
             ports: ports.to_vec(),
             path,
@@ -83,15 +91,39 @@ impl CaptureSession {
         })
     }
 
+    /// Also traces the socket calls of `pids` (and the processes they
+    /// start) with eBPF, into the events file beside the capture, which
+    /// `finish` joins. Err: one line saying why not; the capture goes on.
+    pub fn trace(&mut self, pids: Vec<u32>) -> Result<(), String> {
+        let events = events_path(&self.path);
+        let _ = std::fs::remove_file(&events);
+        let file = create_private(&events)?;
+        self.tracer = Some(Tracer::start(&Filter::Pids(pids), file)?);
+        Ok(())
+    }
+
     /// Stops the capture and analyzes what it caught. The capture's own
     /// problems (kernel drops) are in the analysis' errors.
-    pub fn finish(self, opts: &AnalysisOptions) -> Result<(CaptureInfo, CaptureAnalysis), String> {
+    pub fn finish(
+        mut self,
+        opts: &AnalysisOptions,
+    ) -> Result<(CaptureInfo, CaptureAnalysis), String> {
+        let traced = self.tracer.take().map(Tracer::stop);
         let stats = self.handle.stop().map_err(why)?;
+        let events = events_path(&self.path);
+        let opts = &AnalysisOptions {
+            events: matches!(traced, Some(Ok(_))).then(|| events.clone()),
+            ..opts.clone()
+        };
         let analysis = analyze_capture(CaptureSource::File(&self.path), opts);
         if !self.keep {
             let _ = std::fs::remove_file(&self.path);
+            let _ = std::fs::remove_file(&events);
         }
         let mut analysis = analysis?;
+        if let Some(Err(why)) = traced {
+            analysis.errors.insert(0, why);
+        }
         if stats.kernel_drops > 0 {
             analysis.errors.insert(
                 0,

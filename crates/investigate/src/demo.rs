@@ -59,6 +59,7 @@ fn options(
         extra_ports: running.ports.clone(),
         iface: None,
         capture: true,
+        ebpf: false,
         keep_capture: None,
         flow: crate::AnalysisOptions::default_flow(),
         evidence: html,

@@ -51,6 +51,9 @@ pub struct DiagnoseOptions {
     pub service_keylog: Option<PathBuf>,
     /// Constant-rate load under capture after the probes (`--rate`).
     pub load: Option<LoadPhase>,
+    /// Trace the target's socket calls with eBPF (`--ebpf`): its calls are
+    /// given to its requests by thread.
+    pub ebpf: bool,
 }
 
 /// A load phase over `connections` for `duration`: `rate` requests/s on a
@@ -182,7 +185,10 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         },
         ..opts.clone()
     };
-    let session = start_capture(opts, target.as_ref(), &mut report);
+    let mut session = start_capture(opts, target.as_ref(), &mut report);
+    if let (Some(s), Some(t), true) = (session.as_mut(), &target, opts.ebpf) {
+        trace_target(s, t.port, &mut report);
+    }
     let watcher = match (&session, &target) {
         (Some(_), Some(t)) => Some(Watcher::start(t.port)),
         _ => None,
@@ -329,6 +335,25 @@ fn start_capture(
             None
         }
     }
+}
+
+/// Traces the processes listening on the target's port with eBPF, beside
+/// the capture; where it cannot, the report says why.
+fn trace_target(session: &mut CaptureSession, port: u16, report: &mut Report) {
+    let pids = whyslow_host::sockets::listeners(port);
+    let why = if pids.is_empty() {
+        format!("no process of this host listens on :{port}")
+    } else {
+        match session.trace(pids) {
+            Ok(()) => return,
+            Err(why) => why,
+        }
+    };
+    report.skipped.push(Skipped {
+        what: "eBPF socket calls (attribution by thread)".into(),
+        why,
+        facts: Default::default(),
+    });
 }
 
 /// Probes each client pattern in turn; stops early on Ctrl-C or an unreachable target.

@@ -18,13 +18,11 @@ pub fn run(args: CaptureArgs) -> Done {
     let waiting = || eprintln!("capturing on {} until Ctrl-C …", args.iface);
     Ok(match record(&job, waiting) {
         Ok(done) => {
-            for line in done.summary(&args.file) {
-                eprintln!("{line}");
-            }
-            match done.command.and_then(|s| s.code()) {
-                Some(c) => Exit::Child(c as u8),
-                None => Exit::Ok,
-            }
+            done.summary(&args.file)
+                .iter()
+                .for_each(|l| eprintln!("{l}"));
+            let code = done.command.and_then(|s| s.code());
+            code.map_or(Exit::Ok, |c| Exit::Child(c as u8))
         }
         Err(e) => {
             let (exit, msg) = match e {

@@ -24,6 +24,7 @@ pub fn run(args: DiagnoseArgs) -> Done {
         extra_ports: args.ports.clone(),
         iface: args.iface.clone(),
         capture: !args.no_capture,
+        ebpf: args.ebpf,
         keep_capture: args.save.clone(),
         flow: args.limits.bounds(),
         evidence: args.output.evidence(),

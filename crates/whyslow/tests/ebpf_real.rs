@@ -32,6 +32,39 @@ fn levels(report: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Requests overlapped, every exchange was joined to its socket calls, and
+/// at least `MIN_BY_THREAD` of the calls were given by thread, none wrongly,
+/// against the app's own record.
+fn held_to_truth(run: &str, report: &Value, truth_file: &std::path::Path) {
+    let truth = read_app_truth(truth_file);
+    assert!(
+        requests_overlapped(report),
+        "{run}: requests never overlapped"
+    );
+    let threads = &report["capture"]["threads"];
+    assert!(
+        threads["exchanges_joined"].as_u64() > Some(0),
+        "{run}: {threads}"
+    );
+    let s = score(report, &truth);
+    let recorded: usize = truth.iter().map(|r| r.calls.len()).sum();
+    let levels = levels(report);
+    let by_thread = levels.iter().filter(|l| *l == "thread").count();
+    eprintln!(
+        "{run}: {} requests, {recorded} calls recorded, {s:?}, {by_thread} of {} by thread",
+        truth.len(),
+        levels.len()
+    );
+    assert!(s.calls >= recorded, "{run}: {recorded} recorded, {s:?}");
+    assert_eq!(s.wrong, 0, "{run}: {s:?}");
+    assert!(s.coverage() >= MIN_BY_THREAD, "{run}: {s:?}");
+    assert!(
+        by_thread as f64 >= MIN_BY_THREAD * levels.len() as f64,
+        "{run}: {by_thread} of {} by thread",
+        levels.len()
+    );
+}
+
 #[test]
 fn orm_app_at_16_clients_attributed_by_thread() {
     let _one = serial();
@@ -94,31 +127,16 @@ fn orm_app_at_16_clients_attributed_by_thread() {
         );
         drop(app);
         let report = analyzed_timeline(&cap, &port_s);
-        let truth = read_app_truth(&truth_file);
-        assert!(
-            requests_overlapped(&report),
-            "{variant}: requests never overlapped"
-        );
-        let threads = &report["capture"]["threads"];
-        assert!(threads["exchanges_joined"].as_u64() > Some(0), "{threads}");
-        let s = score(&report, &truth);
-        let recorded: usize = truth.iter().map(|r| r.calls.len()).sum();
-        let levels = levels(&report);
-        let by_thread = levels.iter().filter(|l| *l == "thread").count();
-        eprintln!(
-            "{variant}: {} requests, {recorded} calls recorded, {s:?}, {by_thread} of {} by thread",
-            truth.len(),
-            levels.len()
-        );
-        assert!(s.calls >= recorded, "{variant}: {recorded} recorded, {s:?}");
-        assert_eq!(s.wrong, 0, "{variant}: {s:?}");
-        assert!(s.coverage() >= MIN_BY_THREAD, "{variant}: {s:?}");
-        assert!(
-            by_thread as f64 >= MIN_BY_THREAD * levels.len() as f64,
-            "{variant}: {by_thread} of {} by thread",
-            levels.len()
-        );
+        held_to_truth(variant, &report, &truth_file);
         let kinds = causes(&report);
+        if variant == "broken" {
+            let top = kinds.first().map(String::as_str);
+            assert!(
+                matches!(top, Some("n_plus_one" | "duplicate_calls")),
+                "{kinds:?}"
+            );
+            diagnosed_by_thread(&pg_s);
+        }
         if variant == "broken" {
             let top = kinds.first().map(String::as_str);
             assert!(
@@ -137,4 +155,45 @@ fn orm_app_at_16_clients_attributed_by_thread() {
             );
         }
     }
+}
+
+/// `diagnose --ebpf` with a load phase of 16 connections: it finds the app
+/// by its listening port and gives its calls by thread, as `capture --ebpf`.
+fn diagnosed_by_thread(pg_port: &str) {
+    let dir = tmpdir("ebpf_orm_diagnose");
+    let truth_file = dir.join("truth.jsonl");
+    let port = free_port();
+    let args = [
+        port.to_string(),
+        pg_port.into(),
+        ORDERS.into(),
+        "broken".into(),
+    ];
+    let app = python_app_recording("orm_app.py", port, &args, &truth_file);
+    let url = format!("http://127.0.0.1:{port}/checkout");
+    let out = whyslow(&[
+        "diagnose",
+        "--ebpf",
+        "--json",
+        "--timeline",
+        "-n",
+        "2",
+        "-c",
+        CLIENTS,
+        "--rate",
+        "40",
+        "--duration",
+        "2s",
+        &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    drop(app);
+    let report = json(&out);
+    held_to_truth("diagnose", &report, &truth_file);
+    let kinds = causes(&report);
+    let top = kinds.first().map(String::as_str);
+    assert!(
+        matches!(top, Some("n_plus_one" | "duplicate_calls")),
+        "{kinds:?}"
+    );
 }

@@ -75,8 +75,7 @@ pub struct AnalyzeArgs {
     /// the wire, as the server whose requests enclose other servers' exchanges)
     #[arg(long, value_name = "PORT", value_delimiter = ',')]
     pub service: Vec<u16>,
-    /// eBPF events (capture --ebpf) giving calls to requests by thread
-    /// (default: FILE.events beside the capture, if there)
+    /// eBPF events of capture --ebpf (default: FILE.events, if there)
     #[arg(long, value_name = "EVENTS")]
     pub events: Option<PathBuf>,
     #[command(flatten)]
@@ -135,6 +134,9 @@ pub struct DiagnoseArgs {
     /// Client-side timing only
     #[arg(long)]
     pub no_capture: bool,
+    /// Trace the target's socket calls with eBPF (root): calls given by thread
+    #[arg(long, conflicts_with = "no_capture")]
+    pub ebpf: bool,
     /// Add a load phase under capture: constant rate, requests/s (open model)
     #[arg(long)]
     pub rate: Option<f64>,
