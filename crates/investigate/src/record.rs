@@ -45,7 +45,7 @@ pub struct Recorded {
 impl Recorded {
     /// What was written, a line each: packets, and socket calls with --ebpf
     /// (or why none were).
-    pub fn summary(&self, file: &std::path::Path) -> Vec<String> {
+    pub fn summary(&self, file: &std::path::Path) -> String {
         let s = &self.stats;
         let mut out = vec![format!(
             "{} packets ({} bytes) written to {}; {}",
@@ -65,7 +65,7 @@ impl Recorded {
             Some(Err(why)) => out.push(format!("whyslow: {why}")),
             None => {}
         }
-        out
+        out.join("\n")
     }
 }
 

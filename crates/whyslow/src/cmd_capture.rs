@@ -18,9 +18,7 @@ pub fn run(args: CaptureArgs) -> Done {
     let waiting = || eprintln!("capturing on {} until Ctrl-C …", args.iface);
     Ok(match record(&job, waiting) {
         Ok(done) => {
-            done.summary(&args.file)
-                .iter()
-                .for_each(|l| eprintln!("{l}"));
+            eprintln!("{}", done.summary(&args.file));
             let code = done.command.and_then(|s| s.code());
             code.map_or(Exit::Ok, |c| Exit::Child(c as u8))
         }
