@@ -106,26 +106,25 @@ impl WindowedAnalysis {
         Some(ports)
     }
 
+    /// The service, decided from `t` when no window decided it yet.
+    fn decided(&mut self, t: &Timeline) -> Service {
+        if self.service.is_none() {
+            self.service_ports(t, true);
+        }
+        self.service.clone().unwrap_or(Service::None)
+    }
+
+    /// The service's ports, decided from `t` when no window decided them yet.
+    pub fn decided_ports(&mut self, t: &Timeline) -> Vec<u16> {
+        self.decided(t).ports()
+    }
+
     /// Analyzes one window. `headers`: connections it carries only as
     /// headers (they come whole in a later window).
     /// What is not kept as evidence stays in `t`, for the caller to drop
     /// or to reuse the vectors of.
-    /// The service's ports, decided from `t` when no window decided them yet.
-    pub fn decided_ports(&mut self, t: &Timeline) -> Vec<u16> {
-        if self.service.is_none() {
-            self.service_ports(t, true);
-        }
-        self.service
-            .as_ref()
-            .map(Service::ports)
-            .unwrap_or_default()
-    }
-
     pub fn window(&mut self, t: &mut Timeline, headers: &HashSet<u32>) {
-        if self.service.is_none() {
-            self.service_ports(t, true);
-        }
-        let service = self.service.clone().unwrap_or(Service::None);
+        let service = self.decided(t);
         if let Scope::ServiceAndBacking { known } = &self.scope {
             let service_ports = service.ports();
             let mut servers = attribution::nested_servers(t, &service_ports);

@@ -173,6 +173,25 @@ impl Tracer {
         }
     }
 
+    /// Starts tracing `filter` into the events file beside `capture`,
+    /// readable by this user only (it holds payloads, as the capture does).
+    /// When tracing cannot start the file is removed, so that no empty
+    /// events file sits beside the capture.
+    pub fn beside(filter: &Filter, capture: &std::path::Path) -> Result<Tracer, String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = crate::events_path(capture);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Tracer::start(filter, file).inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })
+    }
+
     /// Stops tracing; every event handed over so far is written.
     pub fn stop(self) -> Result<TraceStats, String> {
         self.stop.store(true, Ordering::Relaxed);

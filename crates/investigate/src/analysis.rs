@@ -106,7 +106,7 @@ impl WindowSink for Sink<'_> {
 }
 
 /// The socket calls of an events file, indexed for the join, and what the
-/// summary says of them. Err: the file cannot be read as events.
+/// summary says of them. Err: the file cannot be read as events at all.
 fn thread_index(path: &Path) -> Result<(ThreadIndex, ThreadSource, Option<String>), String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let read = whyslow_ebpf::read_events(std::io::BufReader::new(file), MAX_SOCKET_CALLS, false)
@@ -150,13 +150,14 @@ pub fn analyze_capture(
     };
     let mut whole = WindowedAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
     let CaptureSource::File(path) = source;
-    let (threads, mut thread_source, events_problem) = match opts.events.as_deref() {
-        Some(p) => {
-            let (index, source, problem) = thread_index(p)?;
-            (Some((index, 0)), Some(source), problem)
-        }
-        None => (None, None, None),
-    };
+    // An events file that cannot be read is a note: the packets still tell
+    // everything but the threads.
+    let (threads, mut thread_source, events_problem) =
+        match opts.events.as_deref().map(thread_index) {
+            Some(Ok((index, source, problem))) => (Some((index, 0)), Some(source), problem),
+            Some(Err(why)) => (None, None, Some(why)),
+            None => (None, None, None),
+        };
     let mut sink = Sink {
         whole: &mut whole,
         threads,

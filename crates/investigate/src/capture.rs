@@ -28,19 +28,15 @@ fn private_file() -> Result<PathBuf, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    let path = std::env::temp_dir().join(format!("whyslow-{}-{nanos}.pcapng", std::process::id()));
-    create_private(&path).map_err(|e| format!("temporary capture file {e}"))?;
-    Ok(path)
-}
-
-fn create_private(path: &std::path::Path) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
+    let path = std::env::temp_dir().join(format!("whyslow-{}-{nanos}.pcapng", std::process::id()));
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .open(&path)
+        .map_err(|e| format!("temporary capture file {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 fn why(e: WireError) -> String {
@@ -95,10 +91,7 @@ impl CaptureSession {
     /// start) with eBPF, into the events file beside the capture, which
     /// `finish` joins. Err: one line saying why not; the capture goes on.
     pub fn trace(&mut self, pids: Vec<u32>) -> Result<(), String> {
-        let events = events_path(&self.path);
-        let _ = std::fs::remove_file(&events);
-        let file = create_private(&events)?;
-        self.tracer = Some(Tracer::start(&Filter::Pids(pids), file)?);
+        self.tracer = Some(Tracer::beside(&Filter::Pids(pids), &self.path)?);
         Ok(())
     }
 

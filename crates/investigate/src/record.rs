@@ -85,10 +85,7 @@ pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, Recor
             (true, true) => Filter::All,
             _ => Filter::Pids(pids.clone()),
         };
-        let path = events_path(&job.file);
-        std::fs::File::create(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))
-            .and_then(|f| Tracer::start(&filter, f))
+        Tracer::beside(&filter, &job.file)
     });
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };

@@ -1,9 +1,9 @@
 //! Which inbound request was each backing call made for? Exchanges to the
 //! service under test are inbound; the rest are outbound calls. Each call
 //! says how it was given to its request, strongest evidence first: its
-//! trace id (exact), the thread that handled the request (exact), a trace group or transaction placed whole, timing
-//! that tells one request apart — or it is declared ambiguous and kept out
-//! of per-request evidence.
+//! trace id (exact), the thread that handled the request (exact), a trace
+//! group or transaction placed whole, timing that tells one request apart —
+//! or it is declared ambiguous and kept out of per-request evidence.
 
 mod assign;
 mod matching;
