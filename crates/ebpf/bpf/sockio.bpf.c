@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 //
 // Socket reads and writes of the traced processes, with the thread that made
-// them: the events `whyslow --ebpf` joins to the packets it captured.
+// them: the events `whyslow --ebpf` joins to the packets it captured; and
+// the plaintext of OpenSSL's SSL_read/SSL_write (uprobes, attached by the
+// loader to every libssl the traced processes map), placed on its socket.
 //
 // Built by crates/ebpf/bpf/build.sh (Debian's clang, CO-RE against the
 // checked-in vmlinux.h) into sockio.bpf.o, which is checked in and loaded by
@@ -14,6 +16,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -41,6 +44,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define KIND_SEND 1
 #define KIND_RECV 2
 #define KIND_THREAD 3
+#define KIND_TLS_SEND 4
+#define KIND_TLS_RECV 5
 
 // Set by the loader before load: 1 traces every process, 0 only `pids`.
 const volatile __u8 trace_all = 0;
@@ -90,6 +95,39 @@ struct {
 	__type(key, __u32);
 	__type(value, struct pending);
 } in_flight SEC(".maps");
+
+// An OpenSSL call between its entry and its return, per thread. Its socket
+// is the one the first socket call nested in it used (curl's own BIO has no
+// fd in the SSL object), else the one the same SSL object used before.
+struct ssl_call {
+	__u64 enter_ns;
+	__u64 ssl;
+	__u64 buf;
+	__u64 len;
+	__u64 done; // SSL_*_ex: where the byte count is written
+	struct sock *sk;
+	__s32 fd;
+	__u16 kind;
+};
+
+struct ssl_socket {
+	struct sock *sk;
+	__s32 fd;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct ssl_call);
+} ssl_in_flight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct ssl_socket);
+} ssl_sockets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -217,6 +255,11 @@ int sys_enter(__u64 *ctx)
 	p.seq = kind == KIND_SEND ? BPF_CORE_READ(tp, write_seq) : BPF_CORE_READ(tp, copied_seq);
 	__u32 tid = (__u32)id;
 	bpf_map_update_elem(&in_flight, &tid, &p, BPF_ANY);
+	struct ssl_call *ssl = bpf_map_lookup_elem(&ssl_in_flight, &tid);
+	if (ssl && !ssl->sk) {
+		ssl->sk = sk;
+		ssl->fd = fd;
+	}
 	return 0;
 }
 
@@ -304,4 +347,112 @@ int process_fork(__u64 *ctx)
 	if (bpf_ringbuf_output(&events, e, HEADER_SIZE, 0) < 0)
 		count_lost();
 	return 0;
+}
+
+static __always_inline int ssl_enter(struct pt_regs *ctx, __u16 kind, int ex)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!traced(id >> 32))
+		return 0;
+	struct ssl_call call = {
+		.enter_ns = bpf_ktime_get_ns(),
+		.ssl = PT_REGS_PARM1(ctx),
+		.buf = PT_REGS_PARM2(ctx),
+		.len = PT_REGS_PARM3(ctx),
+		.done = ex ? PT_REGS_PARM4(ctx) : 0,
+		.fd = -1,
+		.kind = kind,
+	};
+	__u32 tid = (__u32)id;
+	bpf_map_update_elem(&ssl_in_flight, &tid, &call, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int ssl_exit(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct ssl_call *p = bpf_map_lookup_elem(&ssl_in_flight, &tid);
+	if (!p)
+		return 0;
+	struct ssl_call call = *p;
+	bpf_map_delete_elem(&ssl_in_flight, &tid);
+	long ret = PT_REGS_RC(ctx);
+	__u64 bytes = 0;
+	if (call.done) {
+		// SSL_read_ex/SSL_write_ex return 1 and write the count.
+		if (ret != 1)
+			return 0;
+		bpf_probe_read_user(&bytes, sizeof(bytes), (void *)call.done);
+	} else if (ret > 0) {
+		bytes = ret;
+	}
+	if (bytes == 0)
+		return 0;
+	if (call.sk) {
+		struct ssl_socket known = { .sk = call.sk, .fd = call.fd };
+		bpf_map_update_elem(&ssl_sockets, &call.ssl, &known, BPF_ANY);
+	} else {
+		struct ssl_socket *known = bpf_map_lookup_elem(&ssl_sockets, &call.ssl);
+		if (!known)
+			return 0;
+		call.sk = known->sk;
+		call.fd = known->fd;
+	}
+	__u32 zero = 0;
+	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	e->enter_ns = call.enter_ns;
+	e->exit_ns = bpf_ktime_get_ns();
+	e->pid = id >> 32;
+	e->tid = tid;
+	e->bytes = bytes;
+	e->seq = 0;
+	e->fd = call.fd;
+	e->kind = call.kind;
+	fill_addresses(e, call.sk);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	__u64 n = bytes < call.len ? bytes : call.len;
+	if (n > MAX_PAYLOAD)
+		n = MAX_PAYLOAD;
+	if (bpf_probe_read_user(e->payload, n, (void *)call.buf) < 0)
+		n = 0;
+	e->captured = n;
+	if (bpf_ringbuf_output(&events, e, HEADER_SIZE + n, 0) < 0)
+		count_lost();
+	return 0;
+}
+
+// int SSL_write(SSL *, const void *, int); int SSL_read(SSL *, void *, int);
+// int SSL_write_ex(SSL *, const void *, size_t, size_t *written); and the
+// same for SSL_read_ex (Python's ssl module calls the _ex ones).
+SEC("uprobe/SSL_write")
+int ssl_write(struct pt_regs *ctx)
+{
+	return ssl_enter(ctx, KIND_TLS_SEND, 0);
+}
+
+SEC("uprobe/SSL_write_ex")
+int ssl_write_ex(struct pt_regs *ctx)
+{
+	return ssl_enter(ctx, KIND_TLS_SEND, 1);
+}
+
+SEC("uprobe/SSL_read")
+int ssl_read(struct pt_regs *ctx)
+{
+	return ssl_enter(ctx, KIND_TLS_RECV, 0);
+}
+
+SEC("uprobe/SSL_read_ex")
+int ssl_read_ex(struct pt_regs *ctx)
+{
+	return ssl_enter(ctx, KIND_TLS_RECV, 1);
+}
+
+SEC("uretprobe/SSL_call")
+int ssl_return(struct pt_regs *ctx)
+{
+	return ssl_exit(ctx);
 }

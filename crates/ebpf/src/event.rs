@@ -16,7 +16,8 @@
 //! | 36     | 4    | captured: payload bytes after the header          |
 //! | 40     | 4    | fd                                                |
 //! | 44     | 2    | family (2 AF_INET, 10 AF_INET6)                   |
-//! | 46     | 2    | kind (1 send, 2 receive, 3 new thread or process) |
+//! | 46     | 2    | kind (1 send, 2 receive, 3 new thread or process, |
+//! |        |      | 4 TLS plaintext sent, 5 TLS plaintext received)   |
 //! | 48     | 16   | local address (IPv4 in the first 4 bytes)         |
 //! | 64     | 16   | remote address                                    |
 //! | 80     | 2    | local port                                        |
@@ -44,6 +45,21 @@ pub enum Kind {
     Receive,
     /// A thread or process started by `parent` (a thread id).
     NewThread { parent: u32 },
+    /// Plaintext handed to OpenSSL's SSL_write on a TCP socket (seq: 0).
+    TlsSend,
+    /// Plaintext OpenSSL's SSL_read returned.
+    TlsReceive,
+}
+
+impl Kind {
+    /// Bytes the process wrote (in the clear or to its TLS library).
+    pub fn sends(self) -> bool {
+        matches!(self, Kind::Send | Kind::TlsSend)
+    }
+    /// Plaintext of a TLS connection, from its library.
+    pub fn is_tls(self) -> bool {
+        matches!(self, Kind::TlsSend | Kind::TlsReceive)
+    }
 }
 
 /// One socket call of a traced thread, or a new thread.
@@ -121,6 +137,8 @@ pub fn decode(record: &[u8]) -> Result<SockEvent, DecodeError> {
         1 => Kind::Send,
         2 => Kind::Receive,
         3 => Kind::NewThread { parent: seq },
+        4 => Kind::TlsSend,
+        5 => Kind::TlsReceive,
         other => return Err(DecodeError::Kind(other)),
     };
     let (local, remote) = match kind {
@@ -163,6 +181,8 @@ pub fn encode(e: &SockEvent) -> Vec<u8> {
         Kind::Send => (1u16, e.seq),
         Kind::Receive => (2, e.seq),
         Kind::NewThread { parent } => (3, parent),
+        Kind::TlsSend => (4, e.seq),
+        Kind::TlsReceive => (5, e.seq),
     };
     b[32..36].copy_from_slice(&seq.to_le_bytes());
     let payload = &e.payload[..e.payload.len().min(MAX_PAYLOAD)];
@@ -229,6 +249,16 @@ mod tests {
                 b"Q\0\0\0\x0bSELECT 1\0",
             ),
             send(41, "[::1]:40000", "[::1]:6379", 9, b""),
+            SockEvent {
+                kind: Kind::TlsReceive,
+                ..send(
+                    43,
+                    "127.0.0.1:40001",
+                    "127.0.0.1:443",
+                    9,
+                    b"HTTP/1.1 200 OK\r\n",
+                )
+            },
             SockEvent {
                 kind: Kind::NewThread { parent: 40 },
                 seq: 40,

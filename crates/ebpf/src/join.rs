@@ -56,9 +56,11 @@ impl ThreadIndex {
                 exit_us: to_us(e.exit_ns, clock_offset_ns),
                 thread: e.thread,
             };
+            // An exchange read from TLS plaintext starts when the library
+            // call does, so those calls are indexed beside the socket's own.
             let side = match e.kind {
-                Kind::Send => &mut out.sends,
-                Kind::Receive => &mut out.receives,
+                Kind::Send | Kind::TlsSend => &mut out.sends,
+                Kind::Receive | Kind::TlsReceive => &mut out.receives,
                 Kind::NewThread { .. } => continue,
             };
             side.entry((canonical(local), canonical(remote)))

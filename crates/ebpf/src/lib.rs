@@ -10,6 +10,8 @@ pub mod file;
 pub mod join;
 #[cfg(all(target_os = "linux", feature = "load"))]
 pub mod load;
+#[cfg(all(target_os = "linux", feature = "load"))]
+mod uprobes;
 
 pub use event::{decode, Kind, SockEvent};
 pub use file::{events_path, read_events, EventsRead, EventsWriter};

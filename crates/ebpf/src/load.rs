@@ -4,13 +4,14 @@
 //! line that says why, and the caller carries on with packets.
 
 use crate::file::EventsWriter;
+use crate::uprobes::{self, SslHooks};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::RawTracePoint;
 use aya::{Ebpf, EbpfLoader};
 use std::io::{BufWriter, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -38,12 +39,18 @@ pub struct TraceStats {
     pub seconds: u64,
     pub seconds_with_loss: u64,
     pub max_lost_per_second: u64,
+    /// libssl files whose plaintext was traced.
+    pub tls_hooked: Vec<String>,
+    /// libssl files that could not be hooked, each with why.
+    pub tls_failed: Vec<String>,
 }
 
 /// Tracing under way.
 pub struct Tracer {
     /// Processes traced (absent when every process is).
     pids: Option<BpfHashMap<MapData, u32, u8>>,
+    /// The same, for the reader's look for libssl files (None: all).
+    scan: Option<Arc<Mutex<Vec<u32>>>>,
     stop: Arc<AtomicBool>,
     reader: JoinHandle<Result<TraceStats, String>>,
 }
@@ -115,6 +122,7 @@ fn load(filter: &Filter) -> Result<Ebpf, String> {
         p.load().map_err(why)?;
         p.attach(tracepoint).map_err(why)?;
     }
+    uprobes::load_programs(&mut ebpf)?;
     Ok(ebpf)
 }
 
@@ -151,22 +159,43 @@ impl Tracer {
             PerCpuArray::try_from(ebpf.take_map("lost").ok_or("no lost map")?).map_err(why)?;
         let writer = EventsWriter::new(BufWriter::new(out), clock_offset_ns())
             .map_err(|e| format!("events file: {e}"))?;
+        let scan = match filter {
+            Filter::All => None,
+            Filter::Pids(pids) => Some(Arc::new(Mutex::new(pids.clone()))),
+        };
+        let mut hooks = SslHooks::default();
+        rescan(&mut hooks, &mut ebpf, scan.as_deref());
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let shared = scan.clone();
         let reader = std::thread::Builder::new()
             .name("whyslow-ebpf".into())
             .spawn(move || {
                 // The programs stay attached while `ebpf` lives.
-                let _attached = ebpf;
-                drain(ring, lost, writer, &flag)
+                let mut libssl = Libssl {
+                    ebpf,
+                    hooks,
+                    pids: shared,
+                };
+                drain(ring, lost, writer, &flag, &mut libssl)
             })
             .map_err(|e| format!("eBPF reader thread: {e}"))?;
-        Ok(Tracer { pids, stop, reader })
+        Ok(Tracer {
+            pids,
+            scan,
+            stop,
+            reader,
+        })
     }
 
     /// Traces `pid` too (a command started after tracing began), and the
     /// processes it starts from now on.
     pub fn add_pid(&mut self, pid: u32) -> Result<(), String> {
+        if let Some(scan) = &self.scan {
+            scan.lock()
+                .map_err(|_| "eBPF reader thread panicked")?
+                .push(pid);
+        }
         match &mut self.pids {
             Some(map) => map.insert(pid, 1, 0).map_err(why),
             None => Ok(()),
@@ -201,11 +230,48 @@ impl Tracer {
     }
 }
 
+/// What the reader needs to hook libssl files as they appear.
+struct Libssl {
+    ebpf: Ebpf,
+    hooks: SslHooks,
+    /// The traced processes (None: all of them).
+    pids: Option<Arc<Mutex<Vec<u32>>>>,
+}
+
+/// Hooks the libssl files the traced processes map now; forgets the
+/// processes that ended.
+fn rescan(hooks: &mut SslHooks, ebpf: &mut Ebpf, pids: Option<&Mutex<Vec<u32>>>) {
+    match pids {
+        None => {
+            hooks.scan(ebpf, &uprobes::all_pids());
+        }
+        Some(shared) => {
+            let now = shared.lock().map(|p| p.clone()).unwrap_or_default();
+            let alive = hooks.scan(ebpf, &now);
+            if let Ok(mut p) = shared.lock() {
+                // Keep pids added since `now` was taken.
+                p.retain(|pid| alive.contains(pid) || !now.contains(pid));
+            }
+        }
+    }
+}
+
+/// A process a traced one started (a fork event whose thread is a new
+/// process): its libssl files are looked for from now on.
+fn new_process(record: &[u8]) -> Option<u32> {
+    let e = crate::decode(record).ok()?;
+    matches!(e.kind, crate::Kind::NewThread { .. })
+        .then_some(e.thread)
+        .filter(|t| t.pid == t.tid)
+        .map(|t| t.pid)
+}
+
 fn drain<W: Write>(
     mut ring: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
     mut writer: EventsWriter<W>,
     stop: &AtomicBool,
+    libssl: &mut Libssl,
 ) -> Result<TraceStats, String> {
     let io = |e: std::io::Error| format!("events file: {e}");
     let started = Instant::now();
@@ -217,6 +283,11 @@ fn drain<W: Write>(
         while let Some(record) = ring.next() {
             writer.record(&record).map_err(io)?;
             stats.events += 1;
+            if let (Some(pid), Some(pids)) = (new_process(&record), &libssl.pids) {
+                if let Ok(mut p) = pids.lock() {
+                    p.push(pid);
+                }
+            }
         }
         if stopping || second.elapsed() >= Duration::from_secs(1) {
             let total = lost_total(&lost);
@@ -229,6 +300,7 @@ fn drain<W: Write>(
             }
             lost_before = total;
             second = Instant::now();
+            rescan(&mut libssl.hooks, &mut libssl.ebpf, libssl.pids.as_deref());
         }
         if stopping {
             break;
@@ -244,5 +316,7 @@ fn drain<W: Write>(
     writer.finish().map_err(io)?;
     stats.lost = lost_before;
     stats.seconds = started.elapsed().as_secs().max(1);
+    stats.tls_hooked = std::mem::take(&mut libssl.hooks.hooked);
+    stats.tls_failed = std::mem::take(&mut libssl.hooks.failed);
     Ok(stats)
 }

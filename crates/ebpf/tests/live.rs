@@ -108,3 +108,85 @@ fn each_socket_call_comes_back_with_its_thread_bytes_and_payload() {
     // after PING's first byte.
     assert_eq!(ping[1].seq, ping[0].seq.wrapping_add(4));
 }
+
+/// A self-signed certificate and key in a fresh directory (openssl req).
+fn certificate() -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("whyslow-ebpf-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let ok = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "openssl req");
+    (cert, key)
+}
+
+#[test]
+fn openssl_plaintext_comes_back_on_its_socket_with_its_thread() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let (cert, key) = certificate();
+    let app = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/apps/tls_pair.py");
+    let mut child = Command::new("python3")
+        .arg(app)
+        .args([&cert, &key])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let out = Shared::default();
+    let Some(tracer) = start(&Filter::Pids(vec![child.id()]), out.clone()) else {
+        let _ = child.kill();
+        return;
+    };
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let said: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(child.wait().unwrap().success());
+    let stats = tracer.stop().unwrap();
+    assert!(
+        stats.tls_hooked.iter().any(|p| p.contains("libssl")),
+        "{stats:?}"
+    );
+    let bytes = out.0.lock().unwrap().clone();
+    let read = read_events(&bytes[..], 1 << 20, true).unwrap();
+    let port = |k: &str| said[k].as_u64().unwrap() as u16;
+    let tid = |k: &str| said[k].as_u64().unwrap() as u32;
+    let plain = |kind: Kind, local_port: u16| -> Vec<_> {
+        read.events
+            .iter()
+            .filter(|e| e.kind == kind && e.local.map(|a| a.port()) == Some(local_port))
+            .collect()
+    };
+    let sent = plain(Kind::TlsSend, port("client_port"));
+    let got = plain(Kind::TlsReceive, port("server_port"));
+    let paths = |v: &[&whyslow_ebpf::SockEvent]| -> Vec<String> {
+        v.iter()
+            .map(|e| String::from_utf8_lossy(&e.payload[..12]).into_owned())
+            .collect()
+    };
+    assert_eq!(paths(&sent), ["GET /first H", "GET /second "]);
+    assert_eq!(paths(&got), paths(&sent));
+    assert!(sent.iter().all(|e| e.thread.tid == tid("client_tid")));
+    assert!(got.iter().all(|e| e.thread.tid == tid("server_tid")));
+    assert!(sent
+        .iter()
+        .all(|e| e.remote.map(|a| a.port()) == Some(port("server_port"))));
+    let answers = plain(Kind::TlsSend, port("server_port"));
+    assert_eq!(answers.len(), 2);
+    assert!(answers
+        .iter()
+        .all(|e| e.bytes == 40 && e.payload.ends_with(b"ok")));
+    // The ciphertext went through the socket calls nested in them.
+    assert!(!plain(Kind::Send, port("client_port")).is_empty());
+}

@@ -1,0 +1,138 @@
+//! OpenSSL's plaintext: the uprobes of sockio.bpf.c attached to every
+//! libssl the traced processes map — the system's, and the copies wheels
+//! ship (psycopg2-binary brings its own) — found in `/proc/PID/maps` and
+//! looked for again each second, so a library loaded after tracing began
+//! (`capture --ebpf -- COMMAND`) is hooked too. A uprobe on a file fires in
+//! every process that maps it; the programs keep only the traced ones.
+
+use aya::programs::UProbe;
+use aya::Ebpf;
+use foldhash::HashSet;
+use std::path::{Path, PathBuf};
+
+/// Entry programs and the OpenSSL functions they hook; `ssl_return` is
+/// attached to the return of each.
+const ENTRIES: [(&str, &str); 4] = [
+    ("ssl_write", "SSL_write"),
+    ("ssl_write_ex", "SSL_write_ex"),
+    ("ssl_read", "SSL_read"),
+    ("ssl_read_ex", "SSL_read_ex"),
+];
+const RETURN: &str = "ssl_return";
+
+/// A mapped file, as the kernel names it: device and inode.
+type FileId = (String, u64);
+
+/// The libssl files hooked so far, and what could not be.
+#[derive(Debug, Default)]
+pub struct SslHooks {
+    done: HashSet<FileId>,
+    /// Paths of the libraries hooked.
+    pub hooked: Vec<String>,
+    /// Libraries that could not be hooked, each with why: their TLS stays
+    /// encrypted.
+    pub failed: Vec<String>,
+}
+
+/// Loads the uprobe programs (once, before any attach).
+pub fn load_programs(ebpf: &mut Ebpf) -> Result<(), String> {
+    for name in ENTRIES.iter().map(|(p, _)| *p).chain([RETURN]) {
+        let p: &mut UProbe = ebpf
+            .program_mut(name)
+            .ok_or_else(|| format!("no program {name}"))?
+            .try_into()
+            .map_err(|e| format!("{name}: {e}"))?;
+        p.load().map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The libssl files `pid` maps, each with the path to open it by (through
+/// the process's root, so a process in another mount namespace is read in
+/// its own). None: the process is gone.
+fn libssl_of(pid: u32) -> Option<Vec<(FileId, PathBuf)>> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let mut out: Vec<(FileId, PathBuf)> = Vec::new();
+    for line in maps.lines() {
+        // address perms offset dev inode path
+        let mut fields = line.split_whitespace();
+        let (Some(dev), Some(inode), Some(path)) = (fields.nth(3), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let name = Path::new(path).file_name().and_then(|n| n.to_str());
+        if !name.is_some_and(|n| n.starts_with("libssl") && n.contains(".so")) {
+            continue;
+        }
+        let id = (dev.to_string(), inode.parse().unwrap_or(0));
+        if !out.iter().any(|(known, _)| *known == id) {
+            let root = PathBuf::from(format!("/proc/{pid}/root"));
+            out.push((id, root.join(path.trim_start_matches('/'))));
+        }
+    }
+    Some(out)
+}
+
+/// Hooks the functions `path` has. Err: it has none of them (a library
+/// stripped of its dynamic symbols, say).
+fn attach(ebpf: &mut Ebpf, path: &Path) -> Result<(), String> {
+    let mut first_error = None;
+    let mut hooked = 0;
+    for (program, function) in ENTRIES {
+        let mut one = |name: &str| -> Result<(), String> {
+            let p: &mut UProbe = ebpf
+                .program_mut(name)
+                .ok_or_else(|| format!("no program {name}"))?
+                .try_into()
+                .map_err(|e| format!("{name}: {e}"))?;
+            p.attach(Some(function), 0, path, None)
+                .map(|_| ())
+                .map_err(|e| format!("{function}: {e}"))
+        };
+        match one(program).and_then(|()| one(RETURN)) {
+            Ok(()) => hooked += 1,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match (hooked, first_error) {
+        (0, Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+impl SslHooks {
+    /// Hooks the libssl files of `pids` not hooked yet; returns the pids
+    /// still alive.
+    pub fn scan(&mut self, ebpf: &mut Ebpf, pids: &[u32]) -> Vec<u32> {
+        let mut alive = Vec::with_capacity(pids.len());
+        for &pid in pids {
+            let Some(libs) = libssl_of(pid) else { continue };
+            alive.push(pid);
+            for (id, path) in libs {
+                if !self.done.insert(id) {
+                    continue;
+                }
+                let shown = path.display().to_string();
+                match attach(ebpf, &path) {
+                    Ok(()) => self.hooked.push(shown),
+                    Err(why) => self
+                        .failed
+                        .push(format!("{shown}: {why}; TLS through it stays encrypted")),
+                }
+            }
+        }
+        alive
+    }
+}
+
+/// Every process's id, for tracing without a filter.
+pub fn all_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
