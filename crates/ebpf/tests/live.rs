@@ -148,6 +148,7 @@ fn openssl_plaintext_comes_back_on_its_socket_with_its_thread() {
     let out = Shared::default();
     let Some(tracer) = start(&Filter::Pids(vec![child.id()]), out.clone()) else {
         let _ = child.kill();
+        let _ = child.wait();
         return;
     };
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
