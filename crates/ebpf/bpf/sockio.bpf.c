@@ -377,7 +377,8 @@ static __always_inline int ssl_exit(struct pt_regs *ctx)
 		return 0;
 	struct ssl_call call = *p;
 	bpf_map_delete_elem(&ssl_in_flight, &tid);
-	long ret = PT_REGS_RC(ctx);
+	// All four return an int: the upper half of the register is not theirs.
+	int ret = (int)PT_REGS_RC(ctx);
 	__u64 bytes = 0;
 	if (call.done) {
 		// SSL_read_ex/SSL_write_ex return 1 and write the count.

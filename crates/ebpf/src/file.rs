@@ -79,6 +79,9 @@ pub struct EventsRead {
     pub undecoded: u64,
     /// Events past `max_events`, counted only.
     pub beyond_limit: u64,
+    /// Payload bytes kept, and payloads dropped past `MAX_PAYLOAD_BYTES`.
+    pub payload_bytes: usize,
+    pub payloads_dropped: u64,
     /// Why reading stopped early: the events before it are kept.
     pub error: Option<String>,
 }
@@ -97,12 +100,26 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<bool> {
     Ok(true)
 }
 
+/// Which events keep their payload when a file is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payloads {
+    None,
+    /// TLS plaintext only (what the analyzers read; the join needs none).
+    Tls,
+    All,
+}
+
+/// Payload bytes kept by one read, at most: a quarter of a GiB of
+/// plaintext is hours of a busy TLS client's requests and responses at
+/// 4 KiB each. Past it, events keep their counts and lose their payload.
+pub const MAX_PAYLOAD_BYTES: usize = 256 << 20;
+
 /// Reads an events file: at most `max_events` events are kept (memory stays
-/// bounded), payloads only when `payloads`. Err: not an events file.
+/// bounded), with the payloads `payloads` says. Err: not an events file.
 pub fn read_events<R: Read>(
     mut r: R,
     max_events: usize,
-    payloads: bool,
+    payloads: Payloads,
 ) -> Result<EventsRead, String> {
     let mut head = [0u8; 24];
     match read_full(&mut r, &mut head) {
@@ -146,9 +163,16 @@ pub fn read_events<R: Read>(
             FRAME_EVENT if out.events.len() >= max_events => out.beyond_limit += 1,
             FRAME_EVENT => match decode(bytes) {
                 Ok(mut e) => {
-                    if !payloads {
+                    let keep = match payloads {
+                        Payloads::None => false,
+                        Payloads::Tls => e.kind.is_tls(),
+                        Payloads::All => true,
+                    };
+                    if !keep || out.payload_bytes + e.payload.len() > MAX_PAYLOAD_BYTES {
+                        out.payloads_dropped += u64::from(keep);
                         e.payload = Vec::new();
                     }
+                    out.payload_bytes += e.payload.len();
                     out.events.push(e);
                 }
                 Err(_) => out.undecoded += 1,
@@ -197,7 +221,7 @@ mod tests {
 
     #[test]
     fn what_is_written_reads_back_with_the_clock_and_losses() {
-        let got = read_events(&file(&[event(1), event(2)])[..], 10, true).unwrap();
+        let got = read_events(&file(&[event(1), event(2)])[..], 10, Payloads::All).unwrap();
         assert_eq!(got.clock_offset_ns, -42);
         assert_eq!(got.events, vec![event(1), event(2)]);
         assert_eq!(got.lost, vec![(9, 3)]);
@@ -207,7 +231,7 @@ mod tests {
     #[test]
     fn a_cut_file_keeps_the_events_before_the_cut() {
         let whole = file(&[event(1), event(2)]);
-        let got = read_events(&whole[..whole.len() - 30], 10, false).unwrap();
+        let got = read_events(&whole[..whole.len() - 30], 10, Payloads::None).unwrap();
         assert_eq!(got.events.len(), 1);
         assert!(got.events[0].payload.is_empty());
         assert!(got.error.unwrap().contains("cut"));
@@ -217,14 +241,19 @@ mod tests {
     fn a_huge_frame_length_is_corruption_not_an_allocation() {
         let mut b = file(&[event(1)]);
         b[24 + 1..24 + 5].copy_from_slice(&u32::MAX.to_le_bytes());
-        let got = read_events(&b[..], 10, false).unwrap();
+        let got = read_events(&b[..], 10, Payloads::None).unwrap();
         assert!(got.events.is_empty());
         assert!(got.error.unwrap().contains("corrupt"));
     }
 
     #[test]
     fn events_past_the_limit_are_counted_not_kept() {
-        let got = read_events(&file(&[event(1), event(2), event(3)])[..], 2, false).unwrap();
+        let got = read_events(
+            &file(&[event(1), event(2), event(3)])[..],
+            2,
+            Payloads::None,
+        )
+        .unwrap();
         assert_eq!((got.events.len(), got.beyond_limit), (2, 1));
     }
 
@@ -233,9 +262,9 @@ mod tests {
         assert!(read_events(
             &b"\x0a\x0d\x0d\x0a pcapng...................."[..],
             1,
-            false
+            Payloads::None
         )
         .is_err());
-        assert!(read_events(&b""[..], 1, false).is_err());
+        assert!(read_events(&b""[..], 1, Payloads::None).is_err());
     }
 }

@@ -14,7 +14,7 @@ pub mod load;
 mod uprobes;
 
 pub use event::{decode, Kind, SockEvent};
-pub use file::{events_path, read_events, EventsRead, EventsWriter};
+pub use file::{events_path, read_events, EventsRead, EventsWriter, Payloads};
 pub use join::ThreadIndex;
 #[cfg(all(target_os = "linux", feature = "load"))]
 pub use load::{Filter, TraceStats, Tracer};
@@ -23,11 +23,11 @@ pub use load::{Filter, TraceStats, Tracer};
 /// record, as an events file, and the join's index over what it held.
 pub fn fuzz(data: &[u8]) {
     let _ = decode(data);
-    if let Ok(read) = read_events(data, 1 << 12, true) {
+    if let Ok(read) = read_events(data, 1 << 12, Payloads::All) {
         let _ = ThreadIndex::new(&read.events, read.clock_offset_ns);
     }
     let mut file = file::MAGIC.to_vec();
     file.extend_from_slice(&[0; 8]);
     file.extend_from_slice(data);
-    let _ = read_events(&file[..], 1 << 12, true);
+    let _ = read_events(&file[..], 1 << 12, Payloads::All);
 }

@@ -164,6 +164,7 @@ impl Tracer {
             Filter::Pids(pids) => Some(Arc::new(Mutex::new(pids.clone()))),
         };
         let mut hooks = SslHooks::default();
+        hooks.system(&mut ebpf);
         rescan(&mut hooks, &mut ebpf, scan.as_deref());
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

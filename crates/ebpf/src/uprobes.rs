@@ -2,8 +2,10 @@
 //! libssl the traced processes map — the system's, and the copies wheels
 //! ship (psycopg2-binary brings its own) — found in `/proc/PID/maps` and
 //! looked for again each second, so a library loaded after tracing began
-//! (`capture --ebpf -- COMMAND`) is hooked too. A uprobe on a file fires in
-//! every process that maps it; the programs keep only the traced ones.
+//! is hooked too. The system's libssl is hooked from the start, so that a
+//! short command (`capture --ebpf -- curl …`) is seen before a look at its
+//! maps could find it. A uprobe on a file fires in every process that maps
+//! it; the programs keep only the traced ones.
 
 use aya::programs::UProbe;
 use aya::Ebpf;
@@ -20,8 +22,29 @@ const ENTRIES: [(&str, &str); 4] = [
 ];
 const RETURN: &str = "ssl_return";
 
-/// A mapped file, as the kernel names it: device and inode.
-type FileId = (String, u64);
+/// A file, as the kernel knows it: device and inode.
+type FileId = (u64, u64);
+
+/// Where distributions put the system's libssl.
+const SYSTEM_LIB_DIRS: [&str; 5] = [
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/lib64",
+];
+
+/// OpenSSL's libssl (libssl.so.3, a wheel's libssl-1a2b3c.so.3), not
+/// NSS's libssl3.so.
+fn is_libssl(name: &str) -> bool {
+    name.starts_with("libssl") && !name.starts_with("libssl3") && name.contains(".so")
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.dev(), m.ino()))
+}
 
 /// The libssl files hooked so far, and what could not be.
 #[derive(Debug, Default)]
@@ -50,27 +73,32 @@ pub fn load_programs(ebpf: &mut Ebpf) -> Result<(), String> {
 /// The libssl files `pid` maps, each with the path to open it by (through
 /// the process's root, so a process in another mount namespace is read in
 /// its own). None: the process is gone.
-fn libssl_of(pid: u32) -> Option<Vec<(FileId, PathBuf)>> {
+fn libssl_of(pid: u32) -> Option<Vec<PathBuf>> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let mut out: Vec<(FileId, PathBuf)> = Vec::new();
-    for line in maps.lines() {
-        // address perms offset dev inode path
-        let mut fields = line.split_whitespace();
-        let (Some(dev), Some(inode), Some(path)) = (fields.nth(3), fields.next(), fields.next())
-        else {
-            continue;
-        };
+    let mut out: Vec<PathBuf> = Vec::new();
+    // address perms offset dev inode path
+    for path in maps.lines().filter_map(|l| l.split_whitespace().nth(5)) {
         let name = Path::new(path).file_name().and_then(|n| n.to_str());
-        if !name.is_some_and(|n| n.starts_with("libssl") && n.contains(".so")) {
-            continue;
-        }
-        let id = (dev.to_string(), inode.parse().unwrap_or(0));
-        if !out.iter().any(|(known, _)| *known == id) {
+        if name.is_some_and(is_libssl) {
             let root = PathBuf::from(format!("/proc/{pid}/root"));
-            out.push((id, root.join(path.trim_start_matches('/'))));
+            let path = root.join(path.trim_start_matches('/'));
+            if !out.contains(&path) {
+                out.push(path);
+            }
         }
     }
     Some(out)
+}
+
+/// The system's libssl files.
+fn system_libssl() -> Vec<PathBuf> {
+    SYSTEM_LIB_DIRS
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|dir| dir.flatten())
+        .filter(|e| e.file_name().to_str().is_some_and(is_libssl))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Hooks the functions `path` has. Err: it has none of them (a library
@@ -103,6 +131,13 @@ fn attach(ebpf: &mut Ebpf, path: &Path) -> Result<(), String> {
 }
 
 impl SslHooks {
+    /// Hooks the system's libssl files.
+    pub fn system(&mut self, ebpf: &mut Ebpf) {
+        for path in system_libssl() {
+            self.hook(ebpf, &path);
+        }
+    }
+
     /// Hooks the libssl files of `pids` not hooked yet; returns the pids
     /// still alive.
     pub fn scan(&mut self, ebpf: &mut Ebpf, pids: &[u32]) -> Vec<u32> {
@@ -110,20 +145,25 @@ impl SslHooks {
         for &pid in pids {
             let Some(libs) = libssl_of(pid) else { continue };
             alive.push(pid);
-            for (id, path) in libs {
-                if !self.done.insert(id) {
-                    continue;
-                }
-                let shown = path.display().to_string();
-                match attach(ebpf, &path) {
-                    Ok(()) => self.hooked.push(shown),
-                    Err(why) => self
-                        .failed
-                        .push(format!("{shown}: {why}; TLS through it stays encrypted")),
-                }
+            for path in libs {
+                self.hook(ebpf, &path);
             }
         }
         alive
+    }
+
+    fn hook(&mut self, ebpf: &mut Ebpf, path: &Path) {
+        let Some(id) = file_id(path) else { return };
+        if !self.done.insert(id) {
+            return;
+        }
+        let shown = path.display().to_string();
+        match attach(ebpf, path) {
+            Ok(()) => self.hooked.push(shown),
+            Err(why) => self
+                .failed
+                .push(format!("{shown}: {why}; TLS through it stays encrypted")),
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use whyslow_ebpf::{read_events, Filter, Kind, Tracer};
+use whyslow_ebpf::{read_events, Filter, Kind, Payloads, Tracer};
 
 /// An events file kept in memory, shared with the reader thread.
 #[derive(Clone, Default)]
@@ -72,7 +72,7 @@ fn each_socket_call_comes_back_with_its_thread_bytes_and_payload() {
     assert_eq!(got, big.len());
     let stats = tracer.stop().unwrap();
     let bytes = out.0.lock().unwrap().clone();
-    let read = read_events(&bytes[..], 1 << 20, true).unwrap();
+    let read = read_events(&bytes[..], 1 << 20, Payloads::All).unwrap();
     assert!(read.error.is_none(), "{:?}", read.error);
     assert_eq!(stats.lost, 0);
     assert_eq!(stats.events, read.events.len() as u64);
@@ -160,7 +160,7 @@ fn openssl_plaintext_comes_back_on_its_socket_with_its_thread() {
         "{stats:?}"
     );
     let bytes = out.0.lock().unwrap().clone();
-    let read = read_events(&bytes[..], 1 << 20, true).unwrap();
+    let read = read_events(&bytes[..], 1 << 20, Payloads::All).unwrap();
     let port = |k: &str| said[k].as_u64().unwrap() as u16;
     let tid = |k: &str| said[k].as_u64().unwrap() as u32;
     let plain = |kind: Kind, local_port: u16| -> Vec<_> {

@@ -11,9 +11,7 @@ use whyslow_detect::periodic_stall;
 use whyslow_detect::pipeline::Analysis;
 use whyslow_detect::windowed::{CaptureResult, Keep, Scope, WindowedAnalysis};
 use whyslow_ebpf::ThreadIndex;
-use whyslow_model::{
-    CaptureSummary, FindingKind, Protocol, Report, Skipped, ThreadSource, Timeline,
-};
+use whyslow_model::{CaptureSummary, FindingKind, Protocol, Report, Skipped, Timeline};
 use whyslow_wire::{windows_from_file, FlowOptions, Window, WindowSink};
 
 /// Where the connections and exchanges come from.
@@ -42,9 +40,7 @@ pub struct AnalysisOptions {
     pub events: Option<PathBuf>,
 }
 
-/// Socket calls kept from an events file: each costs a few dozen bytes in
-/// the join's index; 4 M of them is a long, busy capture.
-pub const MAX_SOCKET_CALLS: usize = 4 << 20;
+pub use crate::events::MAX_SOCKET_CALLS;
 
 /// Everything the analysis found, before anything is rendered.
 #[derive(Debug)]
@@ -105,30 +101,6 @@ impl WindowSink for Sink<'_> {
     }
 }
 
-/// The socket calls of an events file, indexed for the join, and what the
-/// summary says of them. Err: the file cannot be read as events at all.
-fn thread_index(path: &Path) -> Result<(ThreadIndex, ThreadSource, Option<String>), String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let read = whyslow_ebpf::read_events(std::io::BufReader::new(file), MAX_SOCKET_CALLS, false)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let source = ThreadSource {
-        file: path.display().to_string(),
-        socket_calls: read.events.len() as u64,
-        exchanges_joined: 0,
-        lost: read.lost.last().map_or(0, |&(_, total)| total),
-    };
-    let mut problem = read.error.map(|e| format!("{}: {e}", path.display()));
-    if read.beyond_limit > 0 {
-        problem = Some(format!(
-            "{}: the first {MAX_SOCKET_CALLS} socket calls were joined, {} more were not",
-            path.display(),
-            read.beyond_limit
-        ));
-    }
-    let index = ThreadIndex::new(&read.events, read.clock_offset_ns);
-    Ok((index, source, problem))
-}
-
 /// Analyzes a capture. Err: the source cannot be read as a capture at all.
 pub fn analyze_capture(
     source: CaptureSource,
@@ -152,17 +124,21 @@ pub fn analyze_capture(
     let CaptureSource::File(path) = source;
     // An events file that cannot be read is a note: the packets still tell
     // everything but the threads.
-    let (threads, mut thread_source, events_problem) =
-        match opts.events.as_deref().map(thread_index) {
-            Some(Ok((index, source, problem))) => (Some((index, 0)), Some(source), problem),
-            Some(Err(why)) => (None, None, Some(why)),
-            None => (None, None, None),
+    let mut flow = opts.flow.clone();
+    let (threads, mut thread_source, events_problems) =
+        match opts.events.as_deref().map(crate::events::read) {
+            Some(Ok(read)) => {
+                flow.plaintext = read.plaintext;
+                (Some((read.threads, 0)), Some(read.summary), read.problems)
+            }
+            Some(Err(why)) => (None, None, vec![why]),
+            None => (None, None, Vec::new()),
         };
     let mut sink = Sink {
         whole: &mut whole,
         threads,
     };
-    let outcome = windows_from_file(path, &opts.flow, &mut sink)
+    let outcome = windows_from_file(path, &flow, &mut sink)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if let (Some(s), Some((_, joined))) = (thread_source.as_mut(), sink.threads) {
         s.exchanges_joined = joined;
@@ -199,7 +175,7 @@ pub fn analyze_capture(
         summary,
         evidence,
         skipped,
-        errors: events_problem
+        errors: events_problems
             .into_iter()
             .chain(outcome.protocol_errors)
             .collect(),

@@ -114,8 +114,10 @@ impl CaptureSession {
             let _ = std::fs::remove_file(&events);
         }
         let mut analysis = analysis?;
-        if let Some(Err(why)) = traced {
-            analysis.errors.insert(0, why);
+        match traced {
+            Some(Err(why)) => analysis.errors.insert(0, why),
+            Some(Ok(t)) => analysis.errors.extend(t.tls_failed),
+            None => {}
         }
         if stats.kernel_drops > 0 {
             analysis.errors.insert(

@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod capture;
 pub mod demo;
 pub mod diagnose;
+mod events;
 pub mod host;
 pub mod keylog;
 pub mod load;

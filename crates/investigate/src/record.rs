@@ -55,18 +55,34 @@ impl Recorded {
             s.drops_line()
         )];
         match &self.ebpf {
-            Some(Ok(t)) => out.push(format!(
-                "{} socket calls written to {}; {} lost (at most {} in one second)",
-                t.events,
-                events_path(file).display(),
-                t.lost,
-                t.max_lost_per_second
-            )),
+            Some(Ok(t)) => {
+                out.push(format!(
+                    "{} socket calls written to {}; {} lost (at most {} in one second)",
+                    t.events,
+                    events_path(file).display(),
+                    t.lost,
+                    t.max_lost_per_second
+                ));
+                out.extend(tls_lines(t));
+            }
             Some(Err(why)) => out.push(format!("whyslow: {why}")),
             None => {}
         }
         out.join("\n")
     }
+}
+
+/// Which TLS libraries gave their plaintext, and which could not.
+pub fn tls_lines(t: &TraceStats) -> Vec<String> {
+    let mut out = Vec::new();
+    if !t.tls_hooked.is_empty() {
+        out.push(format!(
+            "TLS plaintext traced in {}",
+            t.tls_hooked.join(", ")
+        ));
+    }
+    out.extend(t.tls_failed.iter().map(|f| format!("whyslow: {f}")));
+    out
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);

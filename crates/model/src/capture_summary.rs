@@ -67,6 +67,9 @@ pub struct ThreadSource {
     pub exchanges_joined: u64,
     /// Events the kernel side could not hand over.
     pub lost: u64,
+    /// TLS library calls whose plaintext was read in place of ciphertext.
+    #[serde(default)]
+    pub plaintext_calls: u64,
 }
 
 /// How the service under investigation was chosen.

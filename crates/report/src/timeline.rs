@@ -23,6 +23,13 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
             "  threads: {} of {} exchanges joined to {} socket calls traced by eBPF ({}); {} lost",
             t.exchanges_joined, s.exchanges, t.socket_calls, t.file, t.lost
         );
+        if t.plaintext_calls > 0 {
+            let _ = writeln!(
+                out,
+                "  TLS: {} SSL_read/SSL_write calls read in the clear (OpenSSL, by eBPF), no keys needed",
+                t.plaintext_calls
+            );
+        }
     }
     for server in s.servers.iter().take(GROUPS_SHOWN) {
         let conns: Vec<&Connection> = evidence

@@ -40,6 +40,16 @@ pub(crate) enum StreamEvent {
     End { slot: u32, conn: Box<Connection> },
 }
 
+impl StreamEvent {
+    /// Capture time of the event, where it has one.
+    pub fn at_us(&self) -> Option<u64> {
+        match self {
+            StreamEvent::Open { at_us, .. } | StreamEvent::Data { at_us, .. } => Some(*at_us),
+            _ => None,
+        }
+    }
+}
+
 /// A batch of events and the bytes their `Data` carry, back to back.
 #[derive(Debug, Default)]
 pub(crate) struct Events {

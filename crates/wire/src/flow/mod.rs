@@ -4,6 +4,7 @@
 mod analysis;
 mod conn;
 mod events;
+pub mod plaintext;
 mod streams;
 mod tcp;
 mod window;
@@ -126,6 +127,9 @@ pub struct FlowOptions {
     /// services' on this host), so that a connection first seen mid-stream
     /// between two ephemeral ports is given the right server.
     pub listening: Vec<u16>,
+    /// Plaintext of TLS connections from their endpoints' TLS library
+    /// (`capture --ebpf`), read in place of their ciphertext.
+    pub plaintext: Option<std::sync::Arc<plaintext::PlaintextFeed>>,
 }
 
 /// Packet counters of a `FlowTable`.

@@ -4,6 +4,7 @@
 //! bytes said. Windows are cut from what it holds (`window`).
 
 use super::events::{Events, StreamEvent};
+use super::plaintext::{self, PlaintextFeed};
 use super::{window, FlowCounts, FlowOptions, MAX_ERRORS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,6 +18,9 @@ pub(super) struct Stream {
     pub proto: Sniffer,
     /// Exchanges handed on so far.
     exchanges: u64,
+    /// Its connection in the plaintext feed: its analyzer reads that, not
+    /// the ciphertext of its packets.
+    plain: Option<u32>,
 }
 
 impl Stream {
@@ -26,7 +30,7 @@ impl Stream {
     pub fn header(&self) -> Connection {
         let mut h = self.header.clone();
         h.protocol = self.proto.protocol();
-        h.tls = self.proto.tls_facts().is_some();
+        h.tls = self.proto.tls_facts().is_some() || self.plain.is_some();
         h
     }
 
@@ -66,10 +70,37 @@ pub struct Streams {
     /// Windows are taken as it goes (`take_window`): nothing is left out,
     /// and `max_exchanges`/`max_connections` do not apply.
     pub(super) windowed: bool,
+    /// Where the plaintext feed is read to, if there is one.
+    plain: Option<PlainCursor>,
+}
+
+/// Chunks of a connection that ended are fed up to this long after its
+/// last packet: a read returns a little after the bytes it read arrived,
+/// and the last response's may return after the closing FIN was captured.
+const PLAIN_RETIRE_SLACK_US: u64 = 100_000;
+
+/// How far the plaintext feed has been read.
+struct PlainCursor {
+    feed: std::sync::Arc<PlaintextFeed>,
+    /// Next chunk in time order.
+    next: usize,
+    /// The latest capture time seen.
+    now: u64,
+    /// Each feed connection's open slot.
+    slot_of: Vec<Option<u32>>,
+    /// Chunks fed ahead of the cursor, when their connection ended.
+    early: foldhash::HashSet<usize>,
 }
 
 impl Streams {
     pub(super) fn new(options: FlowOptions, released: Arc<AtomicUsize>, windowed: bool) -> Self {
+        let plain = options.plaintext.clone().map(|feed| PlainCursor {
+            slot_of: vec![None; feed.keys()],
+            feed,
+            next: 0,
+            now: 0,
+            early: Default::default(),
+        });
         Streams {
             options,
             slots: Vec::new(),
@@ -86,6 +117,7 @@ impl Streams {
             errors_dropped: 0,
             released,
             windowed,
+            plain,
         }
     }
 
@@ -98,6 +130,11 @@ impl Streams {
     pub(crate) fn apply(&mut self, events: &mut Events) {
         let Events { list, bytes } = events;
         for e in list.drain(..) {
+            if self.plain.is_some() {
+                if let Some(at) = e.at_us() {
+                    self.feed_plaintext_until(at);
+                }
+            }
             match e {
                 StreamEvent::Open {
                     slot,
@@ -111,11 +148,17 @@ impl Streams {
                         true => Start::MidStream,
                         false => Start::Beginning,
                     };
-                    let keys = self.options.keylog.clone();
+                    let plain = self.plain.as_mut().and_then(|p| {
+                        let key = p.feed.key(client, server)?;
+                        p.slot_of[key as usize] = Some(slot);
+                        Some(key)
+                    });
+                    let keys = self.options.keylog.clone().filter(|_| plain.is_none());
                     let stream = Stream {
                         header: Connection::new(id, client, server, at_us),
                         proto: Sniffer::with_keys(id, server.port(), start, keys),
                         exchanges: 0,
+                        plain,
                     };
                     let i = slot as usize;
                     if self.slots.len() <= i {
@@ -130,6 +173,9 @@ impl Streams {
                     at_us,
                     packet,
                 } => {
+                    if self.reads_plaintext(slot) {
+                        continue;
+                    }
                     let data = &bytes[range];
                     self.feed(slot, |p, out| {
                         p.on_data_into(direction, data, at_us, packet, out)
@@ -139,11 +185,73 @@ impl Streams {
                     slot,
                     direction,
                     len,
-                } => self.feed(slot, |p, _| p.on_gap(direction, len)),
+                } => {
+                    if !self.reads_plaintext(slot) {
+                        self.feed(slot, |p, _| p.on_gap(direction, len));
+                    }
+                }
                 StreamEvent::End { slot, conn } => self.retire(slot, *conn),
             }
         }
         bytes.clear();
+    }
+
+    /// Whether `slot`'s analyzer reads the plaintext feed.
+    fn reads_plaintext(&self, slot: u32) -> bool {
+        self.plain.is_some()
+            && matches!(self.slots.get(slot as usize), Some(Some(s)) if s.plain.is_some())
+    }
+
+    /// Feeds the plaintext chunks up to capture time `at` to their open
+    /// connections; a chunk whose connection is not open is left out.
+    fn feed_plaintext_until(&mut self, at: u64) {
+        let Some(mut p) = self.plain.take() else {
+            return;
+        };
+        p.now = p.now.max(at);
+        while let Some((key, c)) = p.feed.chunk(p.next).filter(|(_, c)| c.at_us <= p.now) {
+            let i = p.next;
+            p.next += 1;
+            if p.early.remove(&i) {
+                continue;
+            }
+            if let Some(slot) = p.slot_of[key as usize] {
+                self.feed_chunk(slot, c);
+            }
+        }
+        self.plain = Some(p);
+    }
+
+    /// A plaintext-fed connection ends: its chunks until shortly after are
+    /// fed now, ahead of the cursor.
+    fn flush_plaintext(&mut self, slot: u32, key: u32) {
+        let Some(mut p) = self.plain.take() else {
+            return;
+        };
+        let until = p.now.saturating_add(PLAIN_RETIRE_SLACK_US);
+        let mut i = p.next;
+        while let Some((k, c)) = p.feed.chunk(i).filter(|(_, c)| c.at_us <= until) {
+            if k == key && p.early.insert(i) {
+                self.feed_chunk(slot, c);
+            }
+            i += 1;
+        }
+        p.slot_of[key as usize] = None;
+        self.plain = Some(p);
+    }
+
+    fn feed_chunk(&mut self, slot: u32, c: &plaintext::PlainChunk) {
+        let Some(Some(s)) = self.slots.get(slot as usize) else {
+            return;
+        };
+        let direction = plaintext::direction(c, s.header.client);
+        let missing = c.whole.saturating_sub(c.data.len() as u64);
+        self.feed(slot, |p, out| {
+            p.on_data_into(direction, &c.data, c.at_us, 0, out);
+            if missing > 0 {
+                p.on_gap(direction, missing);
+            }
+        });
     }
 
     /// Runs `f` on the analyzer of `slot` and takes the exchanges it completed.
@@ -162,6 +270,13 @@ impl Streams {
     /// A connection ended: its analyzer flushes, and it joins those waiting
     /// with what its bytes said.
     fn retire(&mut self, slot: u32, mut conn: Connection) {
+        if let Some(Some(Stream {
+            plain: Some(key), ..
+        })) = self.slots.get(slot as usize)
+        {
+            let key = *key;
+            self.flush_plaintext(slot, key);
+        }
         let Some(mut s) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
             return;
         };
@@ -170,6 +285,7 @@ impl Streams {
         ex.extend(s.proto.finish());
         conn.exchanges = s.exchanges + ex.len() as u64;
         conn.protocol = s.proto.protocol();
+        conn.tls |= s.plain.is_some();
         if let Some(f) = s.proto.tls_facts() {
             conn.tls = true;
             conn.tls_facts = Some(f.clone());
