@@ -214,9 +214,11 @@ impl CaptureAnalysis {
 fn left_encrypted(timeline: &Timeline) -> Vec<Skipped> {
     const WHY: [&str; 2] = [
         "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
-         with --keylog; TCP-level findings only there",
+         with --keylog, or read OpenSSL's plaintext with --ebpf (capture, diagnose); \
+         TCP-level findings only there",
         "opened before the capture began: no handshake to look a key up by; \
-         have the service reconnect (restart it or its pool) while diagnosing",
+         have the service reconnect (restart it or its pool) while diagnosing, or read \
+         OpenSSL's plaintext with --ebpf",
     ];
     // Connection count and servers, per reason (index into WHY).
     let mut groups: [(usize, Vec<String>); 2] = Default::default();

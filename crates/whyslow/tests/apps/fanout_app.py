@@ -5,8 +5,10 @@ requests/urllib3 with a connection pool of POOL connections per host
 did), then answers. The backing API answers each call after DELAY_MS.
 Pages are served at once, their calls on one pool; each call is recorded
 with its connection out of band (truth.py).
-Usage: fanout_app.py api PORT DELAY_MS
-       fanout_app.py front PORT API_PORT CALLS POOL"""
+With a certificate the API serves HTTPS and the front calls it over TLS,
+trusting that certificate alone.
+Usage: fanout_app.py api PORT DELAY_MS [CERT KEY]
+       fanout_app.py front PORT API_PORT CALLS POOL [CERT]"""
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,23 +23,27 @@ from jsonhttp import JsonHandler, serve
 PAGES_AT_ONCE = 16
 
 
-def api(port, delay_ms):
+def api(port, delay_ms, tls=None):
     class Api(JsonHandler):
         def do_GET(self):
             time.sleep(delay_ms / 1000.0)
             self.answer(b'{"points":[1,2,3]}\n')
 
-    serve(port, Api)
+    serve(port, Api, tls)
 
 
-def front(port, api_port, calls, pool):
+def front(port, api_port, calls, pool, cert=None):
     session = requests.Session()
+    # REQUESTS_CA_BUNDLE in the environment would override `verify`.
+    session.trust_env = False
+    session.verify = cert or True
+    scheme = "https" if cert else "http"
     adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool, pool_block=True)
-    session.mount("http://", adapter)
+    session.mount(f"{scheme}://", adapter)
     workers = ThreadPoolExecutor(max_workers=calls * PAGES_AT_ONCE)
 
     def call(page, i):
-        url = f"http://127.0.0.1:{api_port}/data/{i}"
+        url = f"{scheme}://127.0.0.1:{api_port}/data/{i}"
         return truth.streamed_call(page, lambda: session.get(url, timeout=10, stream=True))
 
     class Front(JsonHandler):
@@ -50,6 +56,6 @@ def front(port, api_port, calls, pool):
 
 
 if sys.argv[1] == "api":
-    api(int(sys.argv[2]), int(sys.argv[3]))
+    api(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:6] or None)
 else:
-    front(*(int(a) for a in sys.argv[2:6]))
+    front(*(int(a) for a in sys.argv[2:6]), *sys.argv[6:7])

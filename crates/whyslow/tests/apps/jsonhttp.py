@@ -27,5 +27,12 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
-def serve(port, handler):
-    Server(("127.0.0.1", port), handler).serve_forever()
+def serve(port, handler, tls=None):
+    """Serves until killed; `tls`: (certificate, key) to serve HTTPS."""
+    server = Server(("127.0.0.1", port), handler)
+    if tls:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.serve_forever()

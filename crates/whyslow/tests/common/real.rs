@@ -347,7 +347,13 @@ pub fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
     let ok = Command::new("openssl")
         .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
         .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args(["-subj", "/CN=localhost", "-keyout"])
+        .args(["-subj", "/CN=localhost"])
+        // Clients that check the name (requests) call 127.0.0.1.
+        .args([
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+        ])
         .arg(&key)
         .arg("-out")
         .arg(&cert)

@@ -1,0 +1,308 @@
+//! Backing calls over TLS with no key log anywhere, read through the eBPF
+//! source's OpenSSL uprobes: case 002's fan-out calling its API over HTTPS
+//! (requests, a pool of 5, Python's ssl on the system libssl) and case 003's
+//! ORM on PostgreSQL with `sslmode=require` (psycopg2-binary from PyPI,
+//! whose libpq brings its own libssl). `diagnose --ebpf` names the causes
+//! with the counts the apps made; without `--ebpf` the calls stay encrypted
+//! and the report says why. Under 16 clients, attribution is held to the
+//! apps' own per-request record.
+
+mod common;
+use common::real::*;
+use common::truth::{read_app_truth, requests_overlapped, score};
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// Case 002's numbers: 11 calls a page, 5 connections to the API.
+const CALLS: u64 = 11;
+const POOL: u64 = 5;
+const DELAY_MS: u64 = 30;
+/// Orders per checkout: one lazy items query and one tax read each.
+const ORDERS: u64 = 20;
+const CLIENTS: &str = "16";
+
+/// The HTTPS API and a front with a pool of `POOL` connections to it,
+/// trusting the API's certificate only; the front records its calls in
+/// `truth` when given.
+fn fanout(dir: &Path, truth: Option<&Path>) -> (Server, Server) {
+    let (cert, key) = self_signed(dir);
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let api_port = free_port();
+    let api_args = [
+        "api",
+        &api_port.to_string(),
+        &DELAY_MS.to_string(),
+        &cert,
+        &key,
+    ];
+    let api = python_app("fanout_app.py", api_port, &api_args.map(String::from));
+    let port = free_port();
+    let args = [
+        "front",
+        &port.to_string(),
+        &api_port.to_string(),
+        &CALLS.to_string(),
+        &POOL.to_string(),
+        &cert,
+    ]
+    .map(String::from);
+    let front = match truth {
+        Some(t) => python_app_recording("fanout_app.py", port, &args, t),
+        None => python_app("fanout_app.py", port, &args),
+    };
+    (api, front)
+}
+
+fn diagnose(url: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["diagnose", "--json", "--timeline"];
+    args.extend(extra);
+    args.push(url);
+    let out = whyslow(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    json(&out)
+}
+
+/// Exchanges of the timeline to `port`, by protocol.
+fn protocols_to(report: &Value, port: u16) -> Vec<String> {
+    let servers: Vec<u64> = report["timeline"]["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["server"].as_str().unwrap().ends_with(&format!(":{port}")))
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    report["timeline"]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| servers.contains(&e["connection"].as_u64().unwrap()))
+        .map(|e| e["protocol"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn plaintext_calls(report: &Value) -> u64 {
+    report["capture"]["threads"]["plaintext_calls"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// Without keys and without --ebpf: no call is made up, and the report
+/// says the calls are encrypted, why, and what would open them.
+fn left_encrypted(report: &Value, port: u16) {
+    assert!(protocols_to(report, port).iter().all(|p| p == "tls"));
+    let kinds = causes(report);
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| k == "pool_queueing" || k == "n_plus_one"),
+        "{kinds:?}"
+    );
+    let skipped = not_examined(report);
+    let said = skipped
+        .iter()
+        .find(|s| s["what"].as_str().unwrap().contains("TLS"))
+        .unwrap_or_else(|| panic!("{skipped:?}"));
+    let why = said["why"].as_str().unwrap();
+    assert!(why.contains("--ebpf"), "{why}");
+}
+
+#[test]
+fn https_fanout_without_keys_named_through_ebpf() {
+    let _one = serial();
+    let test = "https_fanout_without_keys";
+    let needs = [
+        Need::Tool("openssl"),
+        Need::Python("requests"),
+        Need::Capture,
+        Need::Ebpf,
+    ];
+    if !requirements_met(test, &needs) {
+        return;
+    }
+    let dir = tmpdir("tls_ebpf_fanout");
+    let (api, front) = fanout(&dir, None);
+    let url = format!("http://127.0.0.1:{}/dashboard", front.port);
+    let report = diagnose(&url, &["--ebpf", "-n", "6"]);
+    assert!(plaintext_calls(&report) > 0, "{}", report["capture"]);
+    assert!(protocols_to(&report, api.port).iter().all(|p| p == "http1"));
+    let kinds = causes(&report);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("pool_queueing"),
+        "{kinds:?}"
+    );
+    let f = finding(&report, "pool_queueing").unwrap();
+    for e in f["evidence"].as_array().unwrap() {
+        assert_eq!(e["in_flight_max"], POOL, "{e}");
+        let calls = e["calls"].as_u64().unwrap();
+        assert!(calls > POOL && calls <= CALLS, "{e}");
+    }
+    // ceil(11/5) = 3 rounds of the API's delay where 1 would do.
+    let lost = f["time_lost_per_occurrence_us"].as_u64().unwrap() as f64;
+    let truth = ((CALLS.div_ceil(POOL) - 1) * DELAY_MS * 1000) as f64;
+    assert!(
+        lost >= 0.75 * truth && lost <= 1.5 * truth,
+        "{lost} vs {truth}"
+    );
+    left_encrypted(&diagnose(&url, &["-n", "3"]), api.port);
+}
+
+/// `capture --ebpf` of the front under 16 clients, read back: every call
+/// the app made is read in the clear, and none is given to the wrong page.
+#[test]
+fn https_fanout_at_16_clients_held_to_its_record() {
+    let _one = serial();
+    let test = "https_fanout_at_16_clients";
+    let needs = [
+        Need::Tool("openssl"),
+        Need::Python("requests"),
+        Need::Capture,
+        Need::Ebpf,
+    ];
+    if !requirements_met(test, &needs) {
+        return;
+    }
+    let dir = tmpdir("tls_ebpf_fanout_load");
+    let truth_file = dir.join("truth.jsonl");
+    let (api, front) = fanout(&dir, Some(&truth_file));
+    let cap = dir.join("load.pcapng");
+    let url = format!("http://127.0.0.1:{}/dashboard", front.port);
+    let (port, api_port) = (front.port.to_string(), api.port.to_string());
+    let pid = front.pid().to_string();
+    let out = whyslow(&[
+        "capture",
+        "--ebpf",
+        "--pid",
+        &pid,
+        "-p",
+        &port,
+        "-p",
+        &api_port,
+        "-w",
+        cap.to_str().unwrap(),
+        "--",
+        env!("CARGO_BIN_EXE_whyslow"),
+        "load",
+        "-c",
+        CLIENTS,
+        "-n",
+        "64",
+        "--trace-context",
+        "off",
+        &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    drop(front);
+    let report = analyzed_timeline(&cap, &port);
+    assert!(requests_overlapped(&report), "requests never overlapped");
+    let truth = read_app_truth(&truth_file);
+    let recorded: usize = truth.iter().map(|r| r.calls.len()).sum();
+    let s = score(&report, &truth);
+    eprintln!("https fan-out at {CLIENTS} clients: {recorded} calls recorded, {s:?}");
+    assert_eq!(s.calls, recorded, "every call read in the clear: {s:?}");
+    assert_eq!(recorded as u64, 64 * CALLS);
+    // The calls run on an executor's threads, started before the pages
+    // they serve, on one pool all pages share: neither the thread nor the
+    // wire tells most of them apart, and none may be given wrongly.
+    assert!(s.wrong_share() <= 0.01, "{s:?}");
+}
+
+#[test]
+fn orm_over_sslmode_require_named_and_attributed_by_thread() {
+    let _one = serial();
+    let test = "orm_over_sslmode_require";
+    let needs = [
+        Need::Postgres,
+        Need::Python("sqlalchemy"),
+        Need::Capture,
+        Need::Ebpf,
+    ];
+    if !requirements_met(test, &needs) || !pypi_python_has(test, "psycopg2") {
+        return;
+    }
+    let (pg, _pg_dir) = postgres_with(true);
+    let dir = tmpdir("tls_ebpf_orm");
+    let truth_file = dir.join("truth.jsonl");
+    let port = free_port();
+    let args = [
+        port.to_string(),
+        pg.port.to_string(),
+        ORDERS.to_string(),
+        "broken".into(),
+        "ssl".into(),
+    ];
+    let app = pypi_app_recording("orm_app.py", port, &args, &truth_file);
+    let url = format!("http://127.0.0.1:{port}/checkout");
+    let report = diagnose(
+        &url,
+        &[
+            "--ebpf",
+            "-n",
+            "2",
+            "-c",
+            CLIENTS,
+            "--rate",
+            "40",
+            "--duration",
+            "2s",
+        ],
+    );
+    let plain = read_as_postgres(&report, pg.port);
+    assert!(
+        plain,
+        "the statements were read in the clear: {}",
+        report["capture"]
+    );
+    let kinds = causes(&report);
+    let n1 = finding(&report, "n_plus_one").unwrap_or_else(|| panic!("{kinds:?}"));
+    let summary = n1["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("FROM items") && summary.contains(&format!("ran {ORDERS} times")),
+        "{summary}"
+    );
+    assert!(
+        matches!(
+            kinds.first().map(String::as_str),
+            Some("n_plus_one" | "duplicate_calls")
+        ),
+        "{kinds:?}"
+    );
+    // Every statement given by the thread that ran it, to the checkout the
+    // app says made it.
+    let truth = read_app_truth(&truth_file);
+    let s = score(&report, &truth);
+    let levels: Vec<&str> = report["timeline"]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["role"] == "outbound")
+        .map(|e| e["attribution"].as_str().unwrap_or("none"))
+        .collect();
+    let by_thread = levels.iter().filter(|l| **l == "thread").count();
+    eprintln!(
+        "orm over TLS: {s:?}, {by_thread} of {} by thread",
+        levels.len()
+    );
+    assert!(requests_overlapped(&report), "requests never overlapped");
+    assert_eq!(s.wrong, 0, "{s:?}");
+    assert!(s.coverage() >= 0.99, "{s:?}");
+    assert!(
+        by_thread as f64 >= 0.99 * levels.len() as f64,
+        "{by_thread} of {}",
+        levels.len()
+    );
+    drop(app);
+    // The same app without --ebpf: the statements stay encrypted.
+    let app = pypi_app_recording("orm_app.py", port, &args, &dir.join("truth2.jsonl"));
+    left_encrypted(&diagnose(&url, &["-n", "2"]), pg.port);
+    drop(app);
+}
+
+/// Whether every exchange to `port` was read as PostgreSQL.
+fn read_as_postgres(report: &Value, port: u16) -> bool {
+    let protocols = protocols_to(report, port);
+    plaintext_calls(report) > 0
+        && !protocols.is_empty()
+        && protocols.iter().all(|p| p == "postgres")
+}
