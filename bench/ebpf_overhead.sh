@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# What tracing costs the traced: wrk against nginx (one worker, a small
+# static body, keep-alive) untraced, under `whyslow capture` (packets only),
+# and under `whyslow capture --ebpf` with --pid (nginx's processes) and
+# with no filter (every process on the machine), in alternated rounds on
+# the same server. Prints wrk's requests/s and mean latency per mode, each
+# as a ratio to the untraced run, and whyslow's own CPU seconds.
+#
+#   bench/ebpf_overhead.sh
+#   RUNS=5 DURATION=10 CONNECTIONS=32 bench/ebpf_overhead.sh
+#   WHYSLOW=path/to/whyslow bench/ebpf_overhead.sh   # no cargo build
+#
+# Needs root (eBPF and packet capture). Loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-5}
+CONNECTIONS=${CONNECTIONS:-16}
+PORT=${PORT:-18093}
+need_packages nginx-light wrk time curl
+
+bin=${WHYSLOW:-}
+if [ -z "$bin" ]; then
+  cargo build --release -q -p whyslow
+  bin=target/release/whyslow
+fi
+dir=$(mktemp -d /tmp/whyslow-ebpf-bench.XXXXXX)
+trap 'stop_nginx "$dir"; rm -rf "$dir"' EXIT
+start_nginx "$dir" "$PORT" 512
+master=$(cat "$dir/nginx.pid")
+pids=("$master" $(pgrep -P "$master"))
+pid_flags=()
+for p in "${pids[@]}"; do pid_flags+=(--pid "$p"); done
+url="http://127.0.0.1:$PORT/"
+
+# run MODE ROUND: one wrk run under MODE; appends "mode req_s latency_ms cpu_s".
+run() {
+  local mode=$1 round=$2 cap="$dir/cap$round.pcapng" tracer=()
+  case $mode in
+    none) ;;
+    packets) tracer=("$bin" capture -p "$PORT" -w "$cap" --duration "$((DURATION + 2))s") ;;
+    ebpf-pid) tracer=("$bin" capture -p "$PORT" -w "$cap" --duration "$((DURATION + 2))s" --ebpf "${pid_flags[@]}") ;;
+    ebpf-all) tracer=("$bin" capture -p "$PORT" -w "$cap" --duration "$((DURATION + 2))s" --ebpf) ;;
+  esac
+  local tpid=
+  if [ "${#tracer[@]}" -gt 0 ]; then
+    /usr/bin/time -f '%U %S' -o "$dir/cpu" "${tracer[@]}" >"$dir/tracer.out" 2>&1 &
+    tpid=$!
+    sleep 1
+  fi
+  wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$dir/wrk.out"
+  local cpu=0
+  if [ -n "$tpid" ]; then
+    wait "$tpid"
+    cpu=$(awk '{print $1 + $2}' "$dir/cpu")
+  fi
+  local rps lat
+  rps=$(awk '/Requests\/sec/ {print $2}' "$dir/wrk.out")
+  lat=$(awk '$1 == "Latency" && !seen {v = $2; seen = 1} END {
+    if (v ~ /us$/) v = v / 1000; else if (v ~ /ms$/) v = v + 0; else if (v ~ /s$/) v = v * 1000
+    print v}' "$dir/wrk.out")
+  echo "$mode $rps $lat $cpu" >>"$dir/results"
+  rm -f "$cap" "$cap.events"
+}
+
+modes=(none packets ebpf-pid ebpf-all)
+for round in $(seq "$RUNS"); do
+  for mode in "${modes[@]}"; do run "$mode" "$round"; done
+done
+
+echo "nginx on 127.0.0.1:$PORT, wrk -t2 -c$CONNECTIONS -d${DURATION}s, $RUNS alternated rounds (medians)"
+python3 - "$dir/results" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    mode, rps, lat, cpu = line.split()
+    rows.setdefault(mode, []).append((float(rps), float(lat), float(cpu)))
+med = {m: tuple(statistics.median(r[i] for r in v) for i in range(3)) for m, v in rows.items()}
+base_rps, base_lat, _ = med["none"]
+print(f"{'mode':<10}{'req/s':>10}{'vs none':>9}{'latency':>10}{'added':>9}{'whyslow CPU':>13}")
+for m in ("none", "packets", "ebpf-pid", "ebpf-all"):
+    rps, lat, cpu = med[m]
+    print(f"{m:<10}{rps:>10.0f}{rps / base_rps:>8.3f}×{lat:>8.3f}ms{lat - base_lat:>+7.3f}ms{cpu:>12.2f}s")
+pid_rps = med["ebpf-pid"][0]
+pkt_rps = med["packets"][0]
+print(f"throughput lost to eBPF with --pid: {100 * (1 - pid_rps / base_rps):.1f}% "
+      f"of untraced, {100 * (1 - pid_rps / pkt_rps):.1f}% beyond packet capture alone")
+EOF
