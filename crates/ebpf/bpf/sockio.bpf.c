@@ -291,6 +291,32 @@ static __always_inline void fill_addresses(struct sock_event *e, struct sock *sk
 	}
 }
 
+// Fills `e` with a call of the current thread that moved `bytes` from or
+// to user memory at `buf` (of `len` bytes), and hands it over.
+static __always_inline void send_call(struct sock_event *e, __u64 enter_ns, __u64 bytes,
+				      __u32 seq, __s32 fd, __u16 kind, struct sock *sk,
+				      __u64 buf, __u64 len)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	e->enter_ns = enter_ns;
+	e->exit_ns = bpf_ktime_get_ns();
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->bytes = bytes;
+	e->seq = seq;
+	e->fd = fd;
+	e->kind = kind;
+	fill_addresses(e, sk);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	__u64 n = bytes < len ? bytes : len;
+	if (n > MAX_PAYLOAD)
+		n = MAX_PAYLOAD;
+	if (bpf_probe_read_user(e->payload, n, (void *)buf) < 0)
+		n = 0;
+	e->captured = n;
+	emit(e, HEADER_SIZE + n);
+}
+
 SEC("raw_tracepoint/sys_exit")
 int sys_exit(__u64 *ctx)
 {
@@ -308,23 +334,7 @@ int sys_exit(__u64 *ctx)
 	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
-	e->enter_ns = call.enter_ns;
-	e->exit_ns = bpf_ktime_get_ns();
-	e->pid = id >> 32;
-	e->tid = tid;
-	e->bytes = ret;
-	e->seq = call.seq;
-	e->fd = call.fd;
-	e->kind = call.kind;
-	fill_addresses(e, call.sk);
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	__u64 n = (__u64)ret < call.len ? (__u64)ret : call.len;
-	if (n > MAX_PAYLOAD)
-		n = MAX_PAYLOAD;
-	if (bpf_probe_read_user(e->payload, n, (void *)call.buf) < 0)
-		n = 0;
-	e->captured = n;
-	emit(e, HEADER_SIZE + n);
+	send_call(e, call.enter_ns, ret, call.seq, call.fd, call.kind, call.sk, call.buf, call.len);
 	return 0;
 }
 
@@ -416,23 +426,7 @@ static __always_inline int ssl_exit(struct pt_regs *ctx)
 	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
-	e->enter_ns = call.enter_ns;
-	e->exit_ns = bpf_ktime_get_ns();
-	e->pid = id >> 32;
-	e->tid = tid;
-	e->bytes = bytes;
-	e->seq = 0;
-	e->fd = call.fd;
-	e->kind = call.kind;
-	fill_addresses(e, call.sk);
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	__u64 n = bytes < call.len ? bytes : call.len;
-	if (n > MAX_PAYLOAD)
-		n = MAX_PAYLOAD;
-	if (bpf_probe_read_user(e->payload, n, (void *)call.buf) < 0)
-		n = 0;
-	e->captured = n;
-	emit(e, HEADER_SIZE + n);
+	send_call(e, call.enter_ns, bytes, 0, call.fd, call.kind, call.sk, call.buf, call.len);
 	return 0;
 }
 

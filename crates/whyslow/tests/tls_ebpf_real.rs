@@ -22,6 +22,13 @@ const DELAY_MS: u64 = 30;
 const ORDERS: u64 = 20;
 const CLIENTS: &str = "16";
 
+const FANOUT_NEEDS: &[Need] = &[
+    Need::Tool("openssl"),
+    Need::Python("requests"),
+    Need::Capture,
+    Need::Ebpf,
+];
+
 /// The HTTPS API and a front with a pool of `POOL` connections to it,
 /// trusting the API's certificate only; the front records its calls in
 /// `truth` when given.
@@ -111,13 +118,7 @@ fn left_encrypted(report: &Value, port: u16) {
 fn https_fanout_without_keys_named_through_ebpf() {
     let _one = serial();
     let test = "https_fanout_without_keys";
-    let needs = [
-        Need::Tool("openssl"),
-        Need::Python("requests"),
-        Need::Capture,
-        Need::Ebpf,
-    ];
-    if !requirements_met(test, &needs) {
+    if !requirements_met(test, FANOUT_NEEDS) {
         return;
     }
     let dir = tmpdir("tls_ebpf_fanout");
@@ -154,13 +155,7 @@ fn https_fanout_without_keys_named_through_ebpf() {
 fn https_fanout_at_16_clients_held_to_its_record() {
     let _one = serial();
     let test = "https_fanout_at_16_clients";
-    let needs = [
-        Need::Tool("openssl"),
-        Need::Python("requests"),
-        Need::Capture,
-        Need::Ebpf,
-    ];
-    if !requirements_met(test, &needs) {
+    if !requirements_met(test, FANOUT_NEEDS) {
         return;
     }
     let dir = tmpdir("tls_ebpf_fanout_load");
