@@ -169,6 +169,17 @@ pub fn decode(record: &[u8]) -> Result<SockEvent, DecodeError> {
     })
 }
 
+/// The process a record says was started (a new-thread record whose thread
+/// is a process), from the header alone: the reader looks at every record,
+/// and decoding each would copy its payload.
+pub fn new_process(record: &[u8]) -> Option<u32> {
+    if record.len() < HEADER_SIZE || u16_at(record, 46) != 3 {
+        return None;
+    }
+    let (pid, tid) = (u32_at(record, 16), u32_at(record, 20));
+    (pid == tid).then_some(pid)
+}
+
 /// A record as the kernel side writes it: for tests and the fuzz corpus.
 pub fn encode(e: &SockEvent) -> Vec<u8> {
     let mut b = vec![0u8; HEADER_SIZE];
@@ -283,6 +294,24 @@ mod tests {
         b[46] = 1;
         b[44] = 1;
         assert_eq!(decode(&b), Err(DecodeError::Family(1)));
+    }
+
+    #[test]
+    fn a_new_process_is_read_from_the_header() {
+        let started = |tid, parent| {
+            encode(&SockEvent {
+                kind: Kind::NewThread { parent },
+                local: None,
+                remote: None,
+                thread: Thread { pid: 50, tid },
+                ..send(tid, "127.0.0.1:1", "127.0.0.1:2", 7, b"")
+            })
+        };
+        assert_eq!(new_process(&started(50, 40)), Some(50));
+        assert_eq!(new_process(&started(51, 50)), None, "a thread");
+        let call = encode(&send(50, "127.0.0.1:1", "127.0.0.1:2", 0, b"x"));
+        assert_eq!(new_process(&call), None);
+        assert_eq!(new_process(&call[..20]), None);
     }
 
     #[test]

@@ -40,7 +40,8 @@ fn canonical(a: SocketAddr) -> SocketAddr {
     SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
-fn to_us(ns: u64, offset_ns: i64) -> u64 {
+/// An event's monotonic nanoseconds on the capture's clock (µs).
+pub fn capture_us(ns: u64, offset_ns: i64) -> u64 {
     ((i128::from(ns) + i128::from(offset_ns)).max(0) / 1000) as u64
 }
 
@@ -52,8 +53,8 @@ impl ThreadIndex {
                 continue;
             };
             let call = Call {
-                enter_us: to_us(e.enter_ns, clock_offset_ns),
-                exit_us: to_us(e.exit_ns, clock_offset_ns),
+                enter_us: capture_us(e.enter_ns, clock_offset_ns),
+                exit_us: capture_us(e.exit_ns, clock_offset_ns),
                 thread: e.thread,
             };
             // An exchange read from TLS plaintext starts when the library

@@ -15,7 +15,7 @@ mod uprobes;
 
 pub use event::{decode, Kind, SockEvent};
 pub use file::{events_path, read_events, EventsRead, EventsWriter, Payloads};
-pub use join::ThreadIndex;
+pub use join::{capture_us, ThreadIndex};
 #[cfg(all(target_os = "linux", feature = "load"))]
 pub use load::{Filter, TraceStats, Tracer};
 
@@ -23,6 +23,7 @@ pub use load::{Filter, TraceStats, Tracer};
 /// record, as an events file, and the join's index over what it held.
 pub fn fuzz(data: &[u8]) {
     let _ = decode(data);
+    let _ = event::new_process(data);
     if let Ok(read) = read_events(data, 1 << 12, Payloads::All) {
         let _ = ThreadIndex::new(&read.events, read.clock_offset_ns);
     }

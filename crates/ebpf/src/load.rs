@@ -257,16 +257,6 @@ fn rescan(hooks: &mut SslHooks, ebpf: &mut Ebpf, pids: Option<&Mutex<Vec<u32>>>)
     }
 }
 
-/// A process a traced one started (a fork event whose thread is a new
-/// process): its libssl files are looked for from now on.
-fn new_process(record: &[u8]) -> Option<u32> {
-    let e = crate::decode(record).ok()?;
-    matches!(e.kind, crate::Kind::NewThread { .. })
-        .then_some(e.thread)
-        .filter(|t| t.pid == t.tid)
-        .map(|t| t.pid)
-}
-
 fn drain<W: Write>(
     mut ring: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
@@ -284,7 +274,7 @@ fn drain<W: Write>(
         while let Some(record) = ring.next() {
             writer.record(&record).map_err(io)?;
             stats.events += 1;
-            if let (Some(pid), Some(pids)) = (new_process(&record), &libssl.pids) {
+            if let (Some(pid), Some(pids)) = (crate::event::new_process(&record), &libssl.pids) {
                 if let Ok(mut p) = pids.lock() {
                     p.push(pid);
                 }

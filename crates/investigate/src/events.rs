@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use whyslow_ebpf::{Kind, Payloads, SockEvent, ThreadIndex};
+use whyslow_ebpf::{capture_us, Kind, Payloads, SockEvent, ThreadIndex};
 use whyslow_model::ThreadSource;
 use whyslow_wire::{PlainChunk, PlaintextFeed};
 
@@ -22,10 +22,6 @@ pub(crate) struct EventSources {
     pub problems: Vec<String>,
 }
 
-fn to_us(ns: u64, offset_ns: i64) -> u64 {
-    ((i128::from(ns) + i128::from(offset_ns)).max(0) / 1000) as u64
-}
-
 /// A TLS library call as a plaintext chunk: a write at its entry, a read
 /// at its return (when the bytes were the caller's).
 fn plain_chunk(e: &mut SockEvent, offset_ns: i64) -> Option<PlainChunk> {
@@ -35,7 +31,7 @@ fn plain_chunk(e: &mut SockEvent, offset_ns: i64) -> Option<PlainChunk> {
         _ => return None,
     };
     Some(PlainChunk {
-        at_us: to_us(if sent { e.enter_ns } else { e.exit_ns }, offset_ns),
+        at_us: capture_us(if sent { e.enter_ns } else { e.exit_ns }, offset_ns),
         local: e.local?,
         remote: e.remote?,
         sent,

@@ -1,0 +1,97 @@
+//! TLS plaintext read in place of ciphertext (`FlowOptions::plaintext`):
+//! the connection's exchanges come from the plaintext, in capture time,
+//! its TCP side from the packets; chunks that fit no connection, arrive
+//! before it opened, or claim huge lengths are left out or skipped by
+//! length, never a panic.
+
+mod common;
+
+use common::*;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use whyslow_wire::{timeline_from_reader, FlowOptions, PlainChunk, PlaintextFeed};
+
+fn addr(ip: [u8; 4], port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::from(ip), port)
+}
+
+fn chunk(at_us: u64, local: SocketAddr, remote: SocketAddr, sent: bool, data: &[u8]) -> PlainChunk {
+    PlainChunk {
+        at_us,
+        local,
+        remote,
+        sent,
+        data: data.to_vec(),
+        whole: data.len() as u64,
+    }
+}
+
+#[test]
+fn plaintext_gives_the_exchanges_and_hostile_chunks_are_left_out() {
+    let (client, server) = (addr(CLIENT, 40100), addr(SERVER, 443));
+    let mut s = Sim::new(40100, 443);
+    let opened = s.now_us;
+    s.handshake();
+    s.wait_ms(1);
+    let sent_at = s.now_us;
+    // Ciphertext: nothing an analyzer could read.
+    s.send(
+        true,
+        &[0x17, 0x03, 0x03, 0x00, 0x20, 0xde, 0xad, 0xbe, 0xef],
+    );
+    s.wait_ms(5);
+    let answered_at = s.now_us;
+    s.send(false, &[0x17, 0x03, 0x03, 0x00, 0x40, 0xca, 0xfe]);
+    s.wait_ms(1);
+    s.fin(true);
+    let cap = s.bytes();
+    let mut huge = chunk(answered_at + 2, client, server, false, b"junk");
+    huge.whole = 16 << 20;
+    let feed = PlaintextFeed::new(vec![
+        // Read by the client (its side of the connection).
+        chunk(sent_at, client, server, true, GET),
+        chunk(answered_at + 1, client, server, false, OK),
+        // Before the connection opened, and on a connection never seen.
+        chunk(
+            opened - 10,
+            client,
+            server,
+            true,
+            b"GET /before HTTP/1.1\r\n\r\n",
+        ),
+        chunk(sent_at, addr(CLIENT, 1), server, true, GET),
+        // The server's end of the same connection: one end is enough.
+        chunk(sent_at + 1, server, client, false, GET),
+        // A length past anything held: skipped by length.
+        huge,
+    ]);
+    assert_eq!(feed.other_side, 1);
+    let options = FlowOptions {
+        plaintext: Some(Arc::new(feed)),
+        ..FlowOptions::default()
+    };
+    let out = timeline_from_reader(&cap[..], &options).unwrap();
+    let t = out.timeline;
+    assert_eq!(t.connections.len(), 1);
+    assert!(t.connections[0].tls, "read from plaintext, still TLS");
+    let requests: Vec<&str> = t.exchanges.iter().map(|e| e.request.as_str()).collect();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert!(requests[0].starts_with("GET /items"), "{requests:?}");
+    let e = &t.exchanges[0];
+    assert_eq!(e.request_first_at_us, sent_at);
+    assert_eq!(e.response_first_at_us, Some(answered_at + 1));
+    assert_eq!(e.status, Some(whyslow_model::Status::Http(200)));
+}
+
+#[test]
+fn without_a_feed_the_same_capture_stays_encrypted() {
+    let mut s = Sim::new(40100, 443);
+    s.handshake();
+    s.send(
+        true,
+        &[0x17, 0x03, 0x03, 0x00, 0x20, 0xde, 0xad, 0xbe, 0xef],
+    );
+    s.fin(true);
+    let out = timeline_from_reader(&s.bytes()[..], &FlowOptions::default()).unwrap();
+    assert!(out.timeline.exchanges.is_empty());
+}
