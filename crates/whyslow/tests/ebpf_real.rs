@@ -8,7 +8,7 @@
 
 mod common;
 use common::real::*;
-use common::truth::{read_app_truth, requests_overlapped, score};
+use common::truth::{attribution_levels as levels, read_app_truth, requests_overlapped, score};
 use common::*;
 use serde_json::Value;
 
@@ -20,17 +20,6 @@ const ORDERS: &str = "20";
 /// thread: the statements on a pooled connection opened before the
 /// capture began (its first statement has no response to bracket).
 const MIN_BY_THREAD: f64 = 0.99;
-
-/// Every outbound call of the report's timeline and its attribution level.
-fn levels(report: &Value) -> Vec<String> {
-    report["timeline"]["exchanges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["role"] == "outbound")
-        .map(|e| e["attribution"].as_str().unwrap_or("none").to_string())
-        .collect()
-}
 
 /// Requests overlapped, every exchange was joined to its socket calls, and
 /// at least `MIN_BY_THREAD` of the calls were given by thread, none wrongly,

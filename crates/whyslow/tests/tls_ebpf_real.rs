@@ -9,7 +9,7 @@
 
 mod common;
 use common::real::*;
-use common::truth::{read_app_truth, requests_overlapped, score};
+use common::truth::{attribution_levels, read_app_truth, requests_overlapped, score};
 use common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -267,14 +267,8 @@ fn orm_over_sslmode_require_named_and_attributed_by_thread() {
     // app says made it.
     let truth = read_app_truth(&truth_file);
     let s = score(&report, &truth);
-    let levels: Vec<&str> = report["timeline"]["exchanges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["role"] == "outbound")
-        .map(|e| e["attribution"].as_str().unwrap_or("none"))
-        .collect();
-    let by_thread = levels.iter().filter(|l| **l == "thread").count();
+    let levels = attribution_levels(&report);
+    let by_thread = levels.iter().filter(|l| *l == "thread").count();
     eprintln!(
         "orm over TLS: {s:?}, {by_thread} of {} by thread",
         levels.len()

@@ -215,3 +215,14 @@ fn made_by(
         _ => None,
     }
 }
+
+/// Every outbound call of the report's timeline and its attribution level.
+pub fn attribution_levels(report: &Value) -> Vec<String> {
+    report["timeline"]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["role"] == "outbound")
+        .map(|e| e["attribution"].as_str().unwrap_or("none").to_string())
+        .collect()
+}
