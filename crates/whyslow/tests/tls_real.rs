@@ -5,10 +5,10 @@
 //! same keys; without the keys, or with wrong ones, each connection says why.
 
 mod common;
-use common::real::{requirements_met, self_signed, tshark_fields_decrypted, Need, Server};
+use common::real::{nginx_tls, requirements_met, tshark_fields_decrypted, Need};
 use common::*;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// What the tests on nginx with curl need.
 const NGINX_CURL: &[Need] = &[
@@ -17,35 +17,6 @@ const NGINX_CURL: &[Need] = &[
     Need::Tool("curl"),
     Need::Tool("openssl"),
 ];
-
-/// nginx serving HTTPS on `port` with a fresh self-signed ECDSA certificate;
-/// `listen` adds `http2` to offer HTTP/2 by ALPN.
-fn nginx_tls(dir: &Path, port: u16, listen: &str) -> Server {
-    let d = dir.display();
-    self_signed(dir);
-    let conf = format!(
-        "worker_processes 1; daemon off; error_log {d}/error.log; pid {d}/nginx.pid;
-events {{ worker_connections 64; }}
-http {{ access_log off;
-  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
-  uwsgi_temp_path {d}; scgi_temp_path {d};
-  server {{ listen 127.0.0.1:{port} {listen};
-    ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305;
-    location / {{ return 200 \"ok\\n\"; }} }} }}\n"
-    );
-    let path = dir.join("nginx.conf");
-    std::fs::write(&path, conf).unwrap();
-    let child = Command::new("nginx")
-        .args(["-e", &format!("{d}/error.log"), "-c"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nginx");
-    Server::started(child, port)
-}
 
 /// curl runs: (its TLS options, the paths it asks for on one connection).
 const RUNS: &[(&str, &[&str])] = &[

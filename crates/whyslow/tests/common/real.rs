@@ -520,3 +520,33 @@ pub fn tshark_fields_decrypted(
         .filter(|v| !v.is_empty())
         .collect()
 }
+
+/// nginx serving HTTPS on `port` with a fresh self-signed ECDSA certificate;
+/// `listen` adds `http2` to offer HTTP/2 by ALPN. `/gone` answers 404.
+pub fn nginx_tls(dir: &Path, port: u16, listen: &str) -> Server {
+    let d = dir.display();
+    self_signed(dir);
+    let conf = format!(
+        "worker_processes 1; daemon off; error_log {d}/error.log; pid {d}/nginx.pid;
+events {{ worker_connections 64; }}
+http {{ access_log off;
+  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
+  uwsgi_temp_path {d}; scgi_temp_path {d};
+  server {{ listen 127.0.0.1:{port} {listen};
+    ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305;
+    location / {{ return 200 \"ok\\n\"; }}
+    location /gone {{ return 404; }} }} }}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).unwrap();
+    let child = Command::new("nginx")
+        .args(["-e", &format!("{d}/error.log"), "-c"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx");
+    Server::started(child, port)
+}
