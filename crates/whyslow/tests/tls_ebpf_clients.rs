@@ -66,8 +66,7 @@ fn whyslows(report: &Value) -> BTreeMap<String, Conversation> {
         .collect()
 }
 
-/// Per client port, what tshark decrypts with the key log: requests and
-/// responses paired in frame order on each connection.
+/// Per client port, what tshark decrypts with the key log.
 fn tsharks(pcap: &Path, keys: &Path, port: u16) -> BTreeMap<String, Conversation> {
     let out = Command::new("tshark")
         .args(["-r", pcap.to_str().unwrap()])
@@ -79,29 +78,35 @@ fn tsharks(pcap: &Path, keys: &Path, port: u16) -> BTreeMap<String, Conversation
         .args(["-e", "http.response.code"])
         .output()
         .expect("run tshark");
-    let mut pending: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut done: BTreeMap<String, Conversation> = BTreeMap::new();
+    // Requests and responses each in frame order, paired as HTTP/1.1 pairs
+    // them: the capture may put a response's frame a microsecond before
+    // its request's when the two ends run on different CPUs.
+    let mut requests: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut responses: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let server = port.to_string();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let f: Vec<&str> = line.split('\t').collect();
         let client = if f[0] == server { f[1] } else { f[0] }.to_string();
         let methods = f[2].split('|').filter(|s| !s.is_empty());
-        for (m, uri) in methods.zip(f[3].split('|')) {
-            pending
-                .entry(client.clone())
-                .or_default()
-                .push(format!("{m} {uri}"));
-        }
-        for code in f[4].split('|').filter(|s| !s.is_empty()) {
-            let queue = pending.entry(client.clone()).or_default();
-            assert!(!queue.is_empty(), "a response before its request: {line}");
-            let request = queue.remove(0);
-            done.entry(client.clone())
-                .or_default()
-                .push(format!("{request} {code}"));
-        }
+        let asked = methods
+            .zip(f[3].split('|'))
+            .map(|(m, u)| format!("{m} {u}"));
+        requests.entry(client.clone()).or_default().extend(asked);
+        let codes = f[4]
+            .split('|')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        responses.entry(client).or_default().extend(codes);
     }
-    done
+    requests
+        .into_iter()
+        .map(|(client, asked)| {
+            let codes = responses.remove(&client).unwrap_or_default();
+            assert_eq!(asked.len(), codes.len(), "{client}: {asked:?} {codes:?}");
+            let pairs = asked.iter().zip(&codes).map(|(r, c)| format!("{r} {c}"));
+            (client, pairs.collect())
+        })
+        .collect()
 }
 
 #[test]
