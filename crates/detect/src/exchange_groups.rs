@@ -138,7 +138,7 @@ impl ExchangeGroups {
         // Per connection: server port, protocol and the server's slot.
         let mut on: foldhash::HashMap<u32, (u16, Protocol, usize)> = foldhash::HashMap::new();
         for c in &t.connections {
-            let slot = self.server_slot(c.server.to_string(), c.protocol);
+            let slot = self.server_slot(c.server_name(), c.protocol);
             on.insert(c.id, (c.server.port(), c.protocol, slot));
             if headers.contains(&c.id) {
                 continue;

@@ -30,6 +30,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define NR_SENDMSG 46
 #define NR_RECVMSG 47
 
+#define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
 #define SOCK_STREAM 1
@@ -46,6 +47,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define KIND_THREAD 3
 #define KIND_TLS_SEND 4
 #define KIND_TLS_RECV 5
+#define KIND_UNIX_NAME 6
 
 // Set by the loader before load: 1 traces every process, 0 only `pids`.
 const volatile __u8 trace_all = 0;
@@ -176,8 +178,35 @@ static __always_inline void emit(struct sock_event *e, __u64 size)
 		count_lost();
 }
 
-// The TCP socket behind `fd` of the current task, or NULL.
-static __always_inline struct sock *tcp_socket(int fd)
+// The name a Unix-domain socket's connection goes by: its own (a server's
+// accepted socket shares its listener's) else its peer's; `own` says which.
+static __always_inline struct unix_address *unix_name_of(struct sock *sk, __u32 *own)
+{
+	struct unix_sock *u = (struct unix_sock *)sk;
+	struct unix_address *addr = BPF_CORE_READ(u, addr);
+	*own = addr != NULL;
+	if (addr)
+		return addr;
+	struct sock *peer = BPF_CORE_READ(u, peer);
+	return peer ? BPF_CORE_READ((struct unix_sock *)peer, addr) : NULL;
+}
+
+static __always_inline struct unix_address *unix_name(struct sock *sk)
+{
+	__u32 own;
+	return unix_name_of(sk, &own);
+}
+
+static __always_inline __u64 socket_inode(struct sock *sk)
+{
+	return sk ? BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino) : 0;
+}
+
+// The stream socket behind `fd` of the current task, or NULL: TCP over
+// IPv4/IPv6, or a Unix-domain socket with a name at one end (a server's
+// path: PostgreSQL's, Redis'); an unnamed socketpair is a process talking
+// to itself, not a backing call.
+static __always_inline struct sock *traced_socket(int fd)
 {
 	struct task_struct *task = (void *)bpf_get_current_task();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
@@ -195,9 +224,13 @@ static __always_inline struct sock *tcp_socket(int fd)
 	if (!socket || BPF_CORE_READ(socket, type) != SOCK_STREAM)
 		return NULL;
 	struct sock *sk = BPF_CORE_READ(socket, sk);
-	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+	if (!sk)
 		return NULL;
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == AF_UNIX)
+		return unix_name(sk) ? sk : NULL;
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return NULL;
 	if (family != AF_INET && family != AF_INET6)
 		return NULL;
 	return sk;
@@ -238,7 +271,7 @@ int sys_enter(__u64 *ctx)
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)ctx[0];
 	int fd = (int)BPF_CORE_READ(regs, di);
-	struct sock *sk = tcp_socket(fd);
+	struct sock *sk = traced_socket(fd);
 	if (!sk)
 		return 0;
 	struct pending p = {
@@ -265,8 +298,11 @@ int sys_enter(__u64 *ctx)
 		p.buf = arg;
 		p.len = len;
 	}
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	p.seq = kind == KIND_SEND ? BPF_CORE_READ(tp, write_seq) : BPF_CORE_READ(tp, copied_seq);
+	if (BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX) {
+		struct tcp_sock *tp = (struct tcp_sock *)sk;
+		p.seq = kind == KIND_SEND ? BPF_CORE_READ(tp, write_seq) :
+					    BPF_CORE_READ(tp, copied_seq);
+	}
 	__u32 tid = (__u32)id;
 	bpf_map_update_elem(&in_flight, &tid, &p, BPF_ANY);
 	struct ssl_call *ssl = bpf_map_lookup_elem(&ssl_in_flight, &tid);
@@ -277,9 +313,19 @@ int sys_enter(__u64 *ctx)
 	return 0;
 }
 
+// A Unix-domain socket's ends are its inode and its peer's (as `ss -x`
+// shows them), in the first 8 bytes of each address; ports stay 0.
 static __always_inline void fill_addresses(struct sock_event *e, struct sock *sk)
 {
 	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (e->family == AF_UNIX) {
+		__u64 own = socket_inode(sk);
+		__u64 peer = socket_inode(BPF_CORE_READ((struct unix_sock *)sk, peer));
+		__builtin_memcpy(e->local_addr, &own, 8);
+		__builtin_memcpy(e->remote_addr, &peer, 8);
+		e->local_port = e->remote_port = 0;
+		return;
+	}
 	e->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	e->remote_port = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
 	if (e->family == AF_INET) {
@@ -291,11 +337,9 @@ static __always_inline void fill_addresses(struct sock_event *e, struct sock *sk
 	}
 }
 
-// Fills `e` with a call of the current thread that moved `bytes` from or
-// to user memory at `buf` (of `len` bytes), and hands it over.
-static __always_inline void send_call(struct sock_event *e, __u64 enter_ns, __u64 bytes,
-				      __u32 seq, __s32 fd, __u16 kind, struct sock *sk,
-				      __u64 buf, __u64 len)
+// Fills the header of `e` with a call of the current thread on `sk`.
+static __always_inline void fill_call(struct sock_event *e, __u64 enter_ns, __u64 bytes,
+				      __u32 seq, __s32 fd, __u16 kind, struct sock *sk)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	e->enter_ns = enter_ns;
@@ -308,6 +352,15 @@ static __always_inline void send_call(struct sock_event *e, __u64 enter_ns, __u6
 	e->kind = kind;
 	fill_addresses(e, sk);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+// Fills `e` with a call of the current thread that moved `bytes` from or
+// to user memory at `buf` (of `len` bytes), and hands it over.
+static __always_inline void send_call(struct sock_event *e, __u64 enter_ns, __u64 bytes,
+				      __u32 seq, __s32 fd, __u16 kind, struct sock *sk,
+				      __u64 buf, __u64 len)
+{
+	fill_call(e, enter_ns, bytes, seq, fd, kind, sk);
 	__u64 n = bytes < len ? bytes : len;
 	if (n > MAX_PAYLOAD)
 		n = MAX_PAYLOAD;
@@ -315,6 +368,49 @@ static __always_inline void send_call(struct sock_event *e, __u64 enter_ns, __u6
 		n = 0;
 	e->captured = n;
 	emit(e, HEADER_SIZE + n);
+}
+
+// sizeof(sockaddr_un.sun_path), and the sun_family before it.
+#define UNIX_PATH_MAX 108
+#define SUN_FAMILY_SIZE 2
+
+// Unix-domain sockets already named to the reader, by inode.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u8);
+} unix_named SEC(".maps");
+
+// The first call on a Unix-domain socket is preceded by its name: the path
+// (seq 1 when it is the socket's own, a server's), once per socket.
+static __always_inline void name_unix_socket(struct sock_event *e, struct pending *call)
+{
+	// A local copy: CO-RE would try to relocate the access to `call`'s own
+	// (non-kernel) struct.
+	struct sock *sk = call->sk;
+	if (BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
+		return;
+	__u64 inode = socket_inode(sk);
+	if (bpf_map_lookup_elem(&unix_named, &inode))
+		return;
+	__u8 one = 1;
+	bpf_map_update_elem(&unix_named, &inode, &one, BPF_ANY);
+	__u32 own;
+	struct unix_address *addr = unix_name_of(sk, &own);
+	if (!addr)
+		return;
+	int len = BPF_CORE_READ(addr, len);
+	if (len <= SUN_FAMILY_SIZE || len > SUN_FAMILY_SIZE + UNIX_PATH_MAX)
+		return;
+	// Masked where it is used: the verifier loses the bounds across spills.
+	__u32 n = len - SUN_FAMILY_SIZE;
+	fill_call(e, call->enter_ns, 0, own, call->fd, KIND_UNIX_NAME, sk);
+	// name[] is a flexible array: its sun_path is past sun_family.
+	if (bpf_probe_read_kernel(e->payload, n & 127, (char *)addr->name + SUN_FAMILY_SIZE) < 0)
+		return;
+	e->captured = n & 127;
+	emit(e, HEADER_SIZE + (n & 127));
 }
 
 SEC("raw_tracepoint/sys_exit")
@@ -334,6 +430,7 @@ int sys_exit(__u64 *ctx)
 	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
+	name_unix_socket(e, &call);
 	send_call(e, call.enter_ns, ret, call.seq, call.fd, call.kind, call.sk, call.buf, call.len);
 	return 0;
 }

@@ -15,11 +15,13 @@
 //! |        |      | event: the parent thread's id)                    |
 //! | 36     | 4    | captured: payload bytes after the header          |
 //! | 40     | 4    | fd                                                |
-//! | 44     | 2    | family (2 AF_INET, 10 AF_INET6)                   |
+//! | 44     | 2    | family (1 AF_UNIX, 2 AF_INET, 10 AF_INET6)        |
 //! | 46     | 2    | kind (1 send, 2 receive, 3 new thread or process, |
-//! |        |      | 4 TLS plaintext sent, 5 TLS plaintext received)   |
-//! | 48     | 16   | local address (IPv4 in the first 4 bytes)         |
-//! | 64     | 16   | remote address                                    |
+//! |        |      | 4 TLS plaintext sent, 5 TLS plaintext received,   |
+//! |        |      | 6 a Unix-domain socket's name: seq 1 if its own)  |
+//! | 48     | 16   | local address (IPv4 in the first 4 bytes; a Unix  |
+//! |        |      | socket's inode in the first 8)                    |
+//! | 64     | 16   | remote address (a Unix socket's peer's inode)     |
 //! | 80     | 2    | local port                                        |
 //! | 82     | 2    | remote port                                       |
 //! | 84     | 16   | comm, NUL-padded                                  |
@@ -33,6 +35,7 @@ pub const HEADER_SIZE: usize = 100;
 /// Payload bytes kept per call (MAX_PAYLOAD in sockio.bpf.c).
 pub const MAX_PAYLOAD: usize = 4096;
 
+const AF_UNIX: u16 = 1;
 const AF_INET: u16 = 2;
 const AF_INET6: u16 = 10;
 
@@ -49,6 +52,10 @@ pub enum Kind {
     TlsSend,
     /// Plaintext OpenSSL's SSL_read returned.
     TlsReceive,
+    /// The path a Unix-domain socket's connection goes by (the payload),
+    /// before the first call on it: `own` when the socket is bound to it
+    /// (a server's end), else it is its peer's.
+    UnixName { own: bool },
 }
 
 impl Kind {
@@ -60,6 +67,14 @@ impl Kind {
     pub fn is_tls(self) -> bool {
         matches!(self, Kind::TlsSend | Kind::TlsReceive)
     }
+}
+
+/// The ends of a Unix-domain stream socket, by inode (as `ss -x` shows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UnixEnds {
+    pub own: u64,
+    /// 0 while the peer is not yet accepted.
+    pub peer: u64,
 }
 
 /// One socket call of a traced thread, or a new thread.
@@ -74,9 +89,11 @@ pub struct SockEvent {
     /// TCP sequence number of its first byte.
     pub seq: u32,
     pub fd: i32,
-    /// None for a thread event.
+    /// None for a thread event and a Unix-domain socket's.
     pub local: Option<SocketAddr>,
     pub remote: Option<SocketAddr>,
+    /// A Unix-domain socket's ends (packets never show them).
+    pub unix: Option<UnixEnds>,
     pub comm: String,
     /// The first bytes moved, at most `MAX_PAYLOAD`.
     pub payload: Vec<u8>,
@@ -139,15 +156,24 @@ pub fn decode(record: &[u8]) -> Result<SockEvent, DecodeError> {
         3 => Kind::NewThread { parent: seq },
         4 => Kind::TlsSend,
         5 => Kind::TlsReceive,
+        6 => Kind::UnixName { own: seq == 1 },
         other => return Err(DecodeError::Kind(other)),
     };
-    let (local, remote) = match kind {
-        Kind::NewThread { .. } => (None, None),
-        _ => (
-            Some(address(family, &record[48..64], u16_at(record, 80))?),
-            Some(address(family, &record[64..80], u16_at(record, 82))?),
-        ),
-    };
+    let (mut local, mut remote, mut unix) = (None, None, None);
+    match (kind, family) {
+        (Kind::NewThread { .. }, _) => {}
+        (_, AF_UNIX) => {
+            unix = Some(UnixEnds {
+                own: u64_at(record, 48),
+                peer: u64_at(record, 64),
+            })
+        }
+        (Kind::UnixName { .. }, other) => return Err(DecodeError::Family(other)),
+        _ => {
+            local = Some(address(family, &record[48..64], u16_at(record, 80))?);
+            remote = Some(address(family, &record[64..80], u16_at(record, 82))?);
+        }
+    }
     let comm = &record[84..100];
     let comm_len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
     Ok(SockEvent {
@@ -164,6 +190,7 @@ pub fn decode(record: &[u8]) -> Result<SockEvent, DecodeError> {
         fd: u32_at(record, 40) as i32,
         local,
         remote,
+        unix,
         comm: String::from_utf8_lossy(&comm[..comm_len]).into_owned(),
         payload: record[HEADER_SIZE..HEADER_SIZE + captured].to_vec(),
     })
@@ -194,12 +221,18 @@ pub fn encode(e: &SockEvent) -> Vec<u8> {
         Kind::NewThread { parent } => (3, parent),
         Kind::TlsSend => (4, e.seq),
         Kind::TlsReceive => (5, e.seq),
+        Kind::UnixName { own } => (6, u32::from(own)),
     };
     b[32..36].copy_from_slice(&seq.to_le_bytes());
     let payload = &e.payload[..e.payload.len().min(MAX_PAYLOAD)];
     b[36..40].copy_from_slice(&(payload.len() as u32).to_le_bytes());
     b[40..44].copy_from_slice(&e.fd.to_le_bytes());
     b[46..48].copy_from_slice(&kind.to_le_bytes());
+    if let Some(u) = e.unix {
+        b[44..46].copy_from_slice(&AF_UNIX.to_le_bytes());
+        b[48..56].copy_from_slice(&u.own.to_le_bytes());
+        b[64..72].copy_from_slice(&u.peer.to_le_bytes());
+    }
     let mut put = |at: usize, a: &SocketAddr| match a.ip() {
         IpAddr::V4(ip) => {
             b[44..46].copy_from_slice(&AF_INET.to_le_bytes());
@@ -244,6 +277,7 @@ mod tests {
             fd: 5,
             local: Some(local.parse().unwrap()),
             remote: Some(remote.parse().unwrap()),
+            unix: None,
             comm: "python3".into(),
             payload: payload.to_vec(),
         }
@@ -277,6 +311,28 @@ mod tests {
                 remote: None,
                 ..send(42, "127.0.0.1:1", "127.0.0.1:2", 7, b"")
             },
+            SockEvent {
+                kind: Kind::UnixName { own: false },
+                seq: 0,
+                local: None,
+                remote: None,
+                unix: Some(UnixEnds { own: 7, peer: 8 }),
+                ..send(
+                    43,
+                    "127.0.0.1:1",
+                    "127.0.0.1:2",
+                    7,
+                    b"/run/postgresql/.s.PGSQL.5432",
+                )
+            },
+            SockEvent {
+                kind: Kind::Receive,
+                seq: 0,
+                local: None,
+                remote: None,
+                unix: Some(UnixEnds { own: 7, peer: 8 }),
+                ..send(43, "127.0.0.1:1", "127.0.0.1:2", 7, b"Z\0\0\0\x05I")
+            },
         ] {
             assert_eq!(decode(&encode(&e)), Ok(e));
         }
@@ -292,8 +348,8 @@ mod tests {
         b[46] = 9;
         assert_eq!(decode(&b), Err(DecodeError::Kind(9)));
         b[46] = 1;
-        b[44] = 1;
-        assert_eq!(decode(&b), Err(DecodeError::Family(1)));
+        b[44] = 3;
+        assert_eq!(decode(&b), Err(DecodeError::Family(3)));
     }
 
     #[test]

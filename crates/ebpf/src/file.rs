@@ -104,8 +104,9 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<bool> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payloads {
     None,
-    /// TLS plaintext only (what the analyzers read; the join needs none).
-    Tls,
+    /// What packets do not show: TLS plaintext and the calls on Unix-domain
+    /// sockets (what the analyzers read; the join needs none).
+    BeyondPackets,
     All,
 }
 
@@ -165,7 +166,7 @@ pub fn read_events<R: Read>(
                 Ok(mut e) => {
                     let keep = match payloads {
                         Payloads::None => false,
-                        Payloads::Tls => e.kind.is_tls(),
+                        Payloads::BeyondPackets => e.kind.is_tls() || e.unix.is_some(),
                         Payloads::All => true,
                     };
                     if !keep || out.payload_bytes + e.payload.len() > MAX_PAYLOAD_BYTES {
@@ -205,6 +206,7 @@ mod tests {
             fd: 5,
             local: Some("127.0.0.1:1".parse().unwrap()),
             remote: Some("127.0.0.1:2".parse().unwrap()),
+            unix: None,
             comm: "x".into(),
             payload: b"abc".to_vec(),
         }

@@ -62,7 +62,7 @@ impl ThreadIndex {
             let side = match e.kind {
                 Kind::Send | Kind::TlsSend => &mut out.sends,
                 Kind::Receive | Kind::TlsReceive => &mut out.receives,
-                Kind::NewThread { .. } => continue,
+                Kind::NewThread { .. } | Kind::UnixName { .. } => continue,
             };
             side.entry((canonical(local), canonical(remote)))
                 .or_default()
@@ -141,6 +141,7 @@ mod tests {
             fd: 3,
             local: Some(local.parse().unwrap()),
             remote: Some(remote.parse().unwrap()),
+            unix: None,
             comm: String::new(),
             payload: Vec::new(),
         }

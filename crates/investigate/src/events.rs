@@ -1,13 +1,14 @@
 //! What an eBPF events file (`capture --ebpf`) gives the analysis: the
-//! socket calls each exchange is joined to for its thread, and the
-//! plaintext of TLS connections, read by the flow table in place of their
-//! ciphertext.
+//! socket calls each exchange is joined to for its thread, the plaintext of
+//! TLS connections, read by the flow table in place of their ciphertext,
+//! and the calls on Unix-domain sockets, which no packet shows.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use whyslow_ebpf::{capture_us, Kind, Payloads, SockEvent, ThreadIndex};
-use whyslow_model::ThreadSource;
-use whyslow_wire::{PlainChunk, PlaintextFeed};
+use whyslow_model::{unix_socket, ThreadSource};
+use whyslow_wire::{EventsOnly, PlainChunk, PlaintextFeed};
 
 /// Socket calls kept from an events file: each costs a few dozen bytes in
 /// the join's index; 4 M of them is a long, busy capture.
@@ -22,12 +23,20 @@ pub(crate) struct EventSources {
     pub problems: Vec<String>,
 }
 
-/// A TLS library call as a plaintext chunk: a write at its entry, a read
-/// at its return (when the bytes were the caller's).
-fn plain_chunk(e: &mut SockEvent, offset_ns: i64) -> Option<PlainChunk> {
-    let sent = match e.kind {
-        Kind::TlsSend => true,
-        Kind::TlsReceive => false,
+/// A call the analyzers read from the events: a TLS library call, or a
+/// call on a Unix-domain socket; a write at its entry, a read at its return
+/// (when the bytes were the caller's).
+fn plain_chunk(e: &mut SockEvent, offset_ns: i64, unix: &UnixSockets) -> Option<PlainChunk> {
+    let sent = e.kind.sends();
+    let events_only = match (e.kind, e.unix) {
+        (Kind::TlsSend | Kind::TlsReceive, _) => None,
+        (Kind::Send | Kind::Receive, Some(ends)) => {
+            let path = unix.paths.get(&ends.own)?;
+            Some(EventsOnly {
+                path: path.clone(),
+                server: unix_socket::server_address(path),
+            })
+        }
         _ => return None,
     };
     Some(PlainChunk {
@@ -37,7 +46,54 @@ fn plain_chunk(e: &mut SockEvent, offset_ns: i64) -> Option<PlainChunk> {
         sent,
         data: std::mem::take(&mut e.payload),
         whole: e.bytes,
+        events_only,
     })
+}
+
+/// The Unix-domain sockets of an events file, by inode: the path each
+/// connection goes by, and which inodes are servers' ends.
+#[derive(Default)]
+struct UnixSockets {
+    paths: HashMap<u64, Arc<str>>,
+    servers: std::collections::HashSet<u64>,
+}
+
+impl UnixSockets {
+    /// Reads the names; every call on a named socket then gets the
+    /// addresses that stand for its ends, the client's inode in both.
+    fn name(events: &mut [SockEvent]) -> Self {
+        let mut out = UnixSockets::default();
+        for e in events.iter() {
+            if let (Kind::UnixName { own }, Some(ends)) = (e.kind, e.unix) {
+                let path = String::from_utf8_lossy(&e.payload);
+                let path = match path.strip_prefix('\0') {
+                    Some(abstract_name) => format!("@{abstract_name}"),
+                    None => path.trim_end_matches('\0').to_string(),
+                };
+                out.paths.insert(ends.own, path.into());
+                if own {
+                    out.servers.insert(ends.own);
+                }
+            }
+        }
+        for e in events.iter_mut() {
+            let Some(ends) = e.unix.filter(|_| !matches!(e.kind, Kind::UnixName { .. })) else {
+                continue;
+            };
+            let Some(path) = out.paths.get(&ends.own) else {
+                continue;
+            };
+            let server = unix_socket::server_address(path);
+            if out.servers.contains(&ends.own) {
+                e.local = Some(server);
+                e.remote = Some(unix_socket::client_address(ends.peer));
+            } else {
+                e.local = Some(unix_socket::client_address(ends.own));
+                e.remote = Some(server);
+            }
+        }
+        out
+    }
 }
 
 /// Reads `path`. Err: it cannot be read as events at all.
@@ -47,7 +103,7 @@ pub(crate) fn read(path: &Path) -> Result<EventSources, String> {
     let mut read = whyslow_ebpf::read_events(
         std::io::BufReader::new(file),
         MAX_SOCKET_CALLS,
-        Payloads::Tls,
+        Payloads::BeyondPackets,
     )
     .map_err(|e| format!("{shown}: {e}"))?;
     let mut problems: Vec<String> = read
@@ -70,18 +126,21 @@ pub(crate) fn read(path: &Path) -> Result<EventSources, String> {
         ));
     }
     let offset = read.clock_offset_ns;
+    let unix = UnixSockets::name(&mut read.events);
     let threads = ThreadIndex::new(&read.events, offset);
     let chunks: Vec<PlainChunk> = read
         .events
         .iter_mut()
-        .filter_map(|e| plain_chunk(e, offset))
+        .filter_map(|e| plain_chunk(e, offset, &unix))
         .collect();
+    let unix_calls = chunks.iter().filter(|c| c.events_only.is_some()).count();
     let summary = ThreadSource {
         file: shown.to_string(),
         socket_calls: read.events.len() as u64,
         exchanges_joined: 0,
         lost: read.lost.last().map_or(0, |&(_, total)| total),
-        plaintext_calls: chunks.len() as u64,
+        plaintext_calls: (chunks.len() - unix_calls) as u64,
+        unix_socket_calls: unix_calls as u64,
     };
     let plaintext = (!chunks.is_empty()).then(|| Arc::new(PlaintextFeed::new(chunks)));
     Ok(EventSources {

@@ -70,6 +70,9 @@ pub struct ThreadSource {
     /// TLS library calls whose plaintext was read in place of ciphertext.
     #[serde(default)]
     pub plaintext_calls: u64,
+    /// Calls on Unix-domain sockets, read as connections no packet shows.
+    #[serde(default)]
+    pub unix_socket_calls: u64,
 }
 
 /// How the service under investigation was chosen.

@@ -20,6 +20,7 @@ mod sql_summary;
 pub mod stats;
 mod timeline;
 mod trace;
+pub mod unix_socket;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{

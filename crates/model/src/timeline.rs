@@ -261,6 +261,10 @@ pub struct Connection {
     /// included (0 in reports written before it was counted).
     #[serde(default)]
     pub exchanges: u64,
+    /// A Unix-domain socket's path: the connection was seen by the eBPF
+    /// source alone, its addresses stand for its ends (`unix_socket`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_path: Option<String>,
 }
 
 /// What a TLS handshake said, read from its cleartext messages (and
@@ -287,6 +291,15 @@ fn unknown_protocol() -> Protocol {
 }
 
 impl Connection {
+    /// The server as people know it: its address, or for a Unix-domain
+    /// socket "unix:PATH".
+    pub fn server_name(&self) -> String {
+        match &self.socket_path {
+            Some(path) => format!("unix:{path}"),
+            None => self.server.to_string(),
+        }
+    }
+
     pub fn new(id: u32, client: SocketAddr, server: SocketAddr, at_us: u64) -> Self {
         Connection {
             id,
@@ -307,6 +320,7 @@ impl Connection {
             tls_facts: None,
             protocol: Protocol::Unknown,
             exchanges: 0,
+            socket_path: None,
         }
     }
 

@@ -30,12 +30,19 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
                 t.plaintext_calls
             );
         }
+        if t.unix_socket_calls > 0 {
+            let _ = writeln!(
+                out,
+                "  Unix sockets: {} calls read from the socket calls (by eBPF; no packet shows them)",
+                t.unix_socket_calls
+            );
+        }
     }
     for server in s.servers.iter().take(GROUPS_SHOWN) {
         let conns: Vec<&Connection> = evidence
             .connections
             .iter()
-            .filter(|c| c.server.to_string() == server.server && c.protocol == server.protocol)
+            .filter(|c| c.server_name() == server.server && c.protocol == server.protocol)
             .collect();
         let _ = writeln!(
             out,

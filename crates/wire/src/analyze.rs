@@ -250,6 +250,7 @@ fn drive<R: Read + Send>(
             let _ = free_tx.try_send(batch);
             after_batch(streams);
         }
+        streams.close_events_only();
         streams.note_errors_dropped();
         reading
             .join()

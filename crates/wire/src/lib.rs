@@ -18,7 +18,7 @@ pub use analyze::{
     AnalyzeOutcome, WindowSink,
 };
 pub use error::WireError;
-pub use flow::plaintext::{PlainChunk, PlaintextFeed};
+pub use flow::plaintext::{EventsOnly, PlainChunk, PlaintextFeed};
 pub use flow::{
     Bounds, FlowCounts, FlowOptions, FlowTable, Window, WindowPolicy, MIN_WINDOW_EXCHANGES,
 };

@@ -2,14 +2,16 @@
 //! the connection's exchanges come from the plaintext, in capture time,
 //! its TCP side from the packets; chunks that fit no connection, arrive
 //! before it opened, or claim huge lengths are left out or skipped by
-//! length, never a panic.
+//! length, never a panic. Connections no packet shows (Unix-domain
+//! sockets) are opened from their chunks alone.
 
 mod common;
 
 use common::*;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use whyslow_wire::{timeline_from_reader, FlowOptions, PlainChunk, PlaintextFeed};
+use whyslow_model::unix_socket::{client_address, server_address};
+use whyslow_wire::{timeline_from_reader, EventsOnly, FlowOptions, PlainChunk, PlaintextFeed};
 
 fn addr(ip: [u8; 4], port: u16) -> SocketAddr {
     SocketAddr::new(IpAddr::from(ip), port)
@@ -23,6 +25,7 @@ fn chunk(at_us: u64, local: SocketAddr, remote: SocketAddr, sent: bool, data: &[
         sent,
         data: data.to_vec(),
         whole: data.len() as u64,
+        events_only: None,
     }
 }
 
@@ -94,4 +97,64 @@ fn without_a_feed_the_same_capture_stays_encrypted() {
     s.fin(true);
     let out = timeline_from_reader(&s.bytes()[..], &FlowOptions::default()).unwrap();
     assert!(out.timeline.exchanges.is_empty());
+}
+
+#[test]
+fn a_connection_no_packet_shows_is_read_from_its_chunks_alone() {
+    let path = "/run/app/api.sock";
+    let (client, server) = (client_address(7), server_address(path));
+    let only = Some(EventsOnly {
+        path: path.into(),
+        server,
+    });
+    let unix = |at_us, sent, data: &[u8]| PlainChunk {
+        events_only: only.clone(),
+        ..chunk(at_us, client, server, sent, data)
+    };
+    // The server's end is traced too, from its side: one end is enough.
+    let server_side = PlainChunk {
+        events_only: only.clone(),
+        ..chunk(1_050, server, client, false, GET)
+    };
+    let mut huge = unix(3_000, false, b"junk");
+    huge.whole = 16 << 20;
+    let feed = PlaintextFeed::new(vec![
+        unix(1_000, true, GET),
+        server_side,
+        unix(2_000, false, OK),
+        unix(2_500, true, GET),
+        huge,
+    ]);
+    // A capture with one packet-seen connection, before the socket's calls.
+    let mut s = Sim::new(40100, 80);
+    s.handshake();
+    s.fin(true);
+    let options = FlowOptions {
+        plaintext: Some(Arc::new(feed)),
+        ..FlowOptions::default()
+    };
+    let t = timeline_from_reader(&s.bytes()[..], &options)
+        .unwrap()
+        .timeline;
+    assert_eq!(t.connections.len(), 2, "{:?}", t.connections);
+    let c = t
+        .connections
+        .iter()
+        .find(|c| c.socket_path.is_some())
+        .unwrap();
+    assert_eq!((c.client, c.server), (client, server));
+    assert_eq!(c.server_name(), "unix:/run/app/api.sock");
+    assert!(!c.tls);
+    assert_eq!((c.first_at_us, c.last_at_us), (1_000, 3_000));
+    let on: Vec<_> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.connection == c.id)
+        .collect();
+    assert_eq!(on.len(), 2, "{on:?}");
+    assert_eq!(on[0].request_first_at_us, 1_000);
+    assert_eq!(on[0].status, Some(whyslow_model::Status::Http(200)));
+    // Junk that claims 16 MiB answers nothing, and costs no memory.
+    assert_eq!(on[1].request_first_at_us, 2_500);
+    assert_eq!(on[1].response_first_at_us, None);
 }

@@ -6,8 +6,9 @@ The app counts the statements each checkout sends and answers them as
 JSON; it serves checkouts at once (a thread each, a pooled connection held
 by each checkout's session) and records each statement's connection out of
 band (truth.py).
-Usage: orm_app.py HTTP_PORT PG_PORT ORDERS broken|fixed [ssl]
-With `ssl` every connection to PostgreSQL is TLS (sslmode=require)."""
+Usage: orm_app.py HTTP_PORT PG_PORT ORDERS broken|fixed [ssl|unix:DIR]
+With `ssl` every connection to PostgreSQL is TLS (sslmode=require); with
+`unix:DIR` it goes over the server's Unix socket in DIR."""
 import json
 import sys
 import threading
@@ -23,7 +24,10 @@ from jsonhttp import JsonHandler, serve
 
 http_port, pg_port, orders = (int(a) for a in sys.argv[1:4])
 fixed = sys.argv[4] == "fixed"
-sslmode = "require" if sys.argv[5:6] == ["ssl"] else "disable"
+option = (sys.argv[5:6] or [""])[0]
+sslmode = "require" if option == "ssl" else "disable"
+where = (f"/postgres?host={option[5:]}&port={pg_port}&" if option.startswith("unix:")
+         else f"127.0.0.1:{pg_port}/postgres?")
 Base = declarative_base()
 
 
@@ -74,8 +78,7 @@ class RecordingConnection(psycopg2.extensions.connection):
             truth.call_done(call)
 
 
-engine = create_engine(f"postgresql+psycopg2://postgres@127.0.0.1:{pg_port}/postgres"
-                       f"?sslmode={sslmode}",
+engine = create_engine(f"postgresql+psycopg2://postgres@{where}sslmode={sslmode}",
                        connect_args={"connection_factory": RecordingConnection})
 Base.metadata.drop_all(engine)
 Base.metadata.create_all(engine)

@@ -22,9 +22,13 @@ def now_us():
 
 
 def local_port(fd):
-    """The local port of the socket on file descriptor `fd`."""
+    """The local port of the socket on file descriptor `fd`; for a
+    Unix-domain socket, its inode's low 15 bits, which no ephemeral TCP port
+    (32768 and up) can be mistaken for."""
     s = socket.socket(fileno=os.dup(fd))
     try:
+        if s.family == socket.AF_UNIX:
+            return os.fstat(fd).st_ino & 0x7FFF
         return s.getsockname()[1]
     finally:
         s.close()

@@ -78,9 +78,16 @@ impl Score {
     }
 }
 
+/// A connection end's port, as apps/truth.py records it: for the address
+/// that stands for a Unix-domain socket, its inode's low 15 bits.
 fn port_of(addr: &Value) -> u16 {
     let a: std::net::SocketAddr = addr.as_str().unwrap().parse().unwrap();
-    a.port()
+    match a.ip() {
+        std::net::IpAddr::V6(ip) if whyslow_model::unix_socket::is_unix_socket(a) => {
+            ip.segments()[7] & 0x7FFF
+        }
+        _ => a.port(),
+    }
 }
 
 /// An exchange's span: first request byte → last byte seen.

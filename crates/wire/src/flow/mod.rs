@@ -340,6 +340,7 @@ impl FlowTable {
     pub fn close_all(&mut self) {
         self.tcp.close_all(&mut self.events);
         self.streams.apply(&mut self.events);
+        self.streams.close_events_only();
         self.streams.note_errors_dropped();
     }
 

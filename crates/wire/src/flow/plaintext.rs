@@ -5,11 +5,16 @@
 //! were in the clear. The packets still give the connection its TCP side
 //! (handshake, segments, retransmissions).
 //!
+//! The same feed carries the calls on Unix-domain sockets, which no packet
+//! shows (`EventsOnly`): the flow table opens those connections from their
+//! chunks alone.
+//!
 //! The feed is handed over whole, sorted by time, and read once: the flow
 //! table's cursor moves with the packets' clock.
 
 use foldhash::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use whyslow_model::Direction;
 
 /// One library call's plaintext on one socket.
@@ -26,6 +31,18 @@ pub struct PlainChunk {
     pub data: Vec<u8>,
     /// Bytes the call moved, whole: those past `data` are a gap.
     pub whole: u64,
+    /// Set when no packet shows the connection.
+    pub events_only: Option<EventsOnly>,
+}
+
+/// A connection seen only through its endpoints' socket calls: a
+/// Unix-domain socket, with addresses that stand for its ends
+/// (`whyslow_model::unix_socket`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventsOnly {
+    pub path: Arc<str>,
+    /// Which of `local` and `remote` is the server's end.
+    pub server: SocketAddr,
 }
 
 /// A connection's ends, whichever side saw them: the smaller first.
@@ -124,6 +141,7 @@ mod tests {
             sent,
             data: b"x".to_vec(),
             whole: 1,
+            events_only: None,
         }
     }
 

@@ -72,7 +72,23 @@ pub struct Streams {
     pub(super) windowed: bool,
     /// Where the plaintext feed is read to, if there is one.
     plain: Option<PlainCursor>,
+    /// Connections no packet shows (Unix-domain sockets), opened from the
+    /// feed, by feed connection; ended with the capture.
+    alone: Vec<Option<Stream>>,
 }
+
+/// Where an open connection is kept.
+#[derive(Clone, Copy)]
+enum At {
+    /// The slot the TCP half gave it.
+    Slot(u32),
+    /// Its feed connection: seen in the feed alone.
+    Alone(u32),
+}
+
+/// Connections seen in the feed alone are numbered from here: the TCP half
+/// numbers its own from 0, and never gets near.
+const EVENTS_ONLY_FIRST_ID: u32 = 1 << 31;
 
 /// Chunks of a connection that ended are fed up to this long after its
 /// last packet: a read returns a little after the bytes it read arrived,
@@ -118,12 +134,13 @@ impl Streams {
             released,
             windowed,
             plain,
+            alone: Vec::new(),
         }
     }
 
     /// The open connections.
     pub(super) fn open(&self) -> impl Iterator<Item = &Stream> {
-        self.slots.iter().flatten()
+        self.slots.iter().chain(&self.alone).flatten()
     }
 
     /// Takes in what the TCP half told, in order, leaving `events` empty.
@@ -177,7 +194,7 @@ impl Streams {
                         continue;
                     }
                     let data = &bytes[range];
-                    self.feed(slot, |p, out| {
+                    self.feed(At::Slot(slot), |p, out| {
                         p.on_data_into(direction, data, at_us, packet, out)
                     });
                 }
@@ -187,7 +204,7 @@ impl Streams {
                     len,
                 } => {
                     if !self.reads_plaintext(slot) {
-                        self.feed(slot, |p, _| p.on_gap(direction, len));
+                        self.feed(At::Slot(slot), |p, _| p.on_gap(direction, len));
                     }
                 }
                 StreamEvent::End { slot, conn } => self.retire(slot, *conn),
@@ -216,10 +233,54 @@ impl Streams {
                 continue;
             }
             if let Some(slot) = p.slot_of[key as usize] {
-                self.feed_chunk(slot, c);
+                self.feed_chunk(At::Slot(slot), c);
+            } else if let Some(only) = &c.events_only {
+                self.open_alone(key, c, only);
+                self.feed_chunk(At::Alone(key), c);
             }
         }
         self.plain = Some(p);
+    }
+
+    /// A connection the packets do not show, opened at its first chunk.
+    fn open_alone(&mut self, key: u32, c: &plaintext::PlainChunk, only: &plaintext::EventsOnly) {
+        let i = key as usize;
+        if self.alone.len() <= i {
+            self.alone.resize_with(i + 1, || None);
+        }
+        if self.alone[i].is_some() {
+            return;
+        }
+        let client = if c.local == only.server {
+            c.remote
+        } else {
+            c.local
+        };
+        let id = EVENTS_ONLY_FIRST_ID.saturating_add(key);
+        let mut header = Connection::new(id, client, only.server, c.at_us);
+        header.socket_path = Some(only.path.to_string());
+        let start = Start::MidStream;
+        self.alone[i] = Some(Stream {
+            header,
+            proto: Sniffer::with_keys(id, only.server.port(), start, None),
+            exchanges: 0,
+            plain: None,
+        });
+    }
+
+    /// The end of the capture: what the feed holds past the last packet is
+    /// fed, and the connections seen in it alone end.
+    pub(crate) fn close_events_only(&mut self) {
+        if self.plain.is_none() {
+            return;
+        }
+        self.feed_plaintext_until(u64::MAX);
+        for i in 0..self.alone.len() {
+            if let Some(s) = self.alone[i].take() {
+                let conn = s.header.clone();
+                self.retire_stream(s, conn);
+            }
+        }
     }
 
     /// A plaintext-fed connection ends: its chunks until shortly after are
@@ -232,7 +293,7 @@ impl Streams {
         let mut i = p.next;
         while let Some((k, c)) = p.feed.chunk(i).filter(|(_, c)| c.at_us <= until) {
             if k == key && p.early.insert(i) {
-                self.feed_chunk(slot, c);
+                self.feed_chunk(At::Slot(slot), c);
             }
             i += 1;
         }
@@ -240,13 +301,21 @@ impl Streams {
         self.plain = Some(p);
     }
 
-    fn feed_chunk(&mut self, slot: u32, c: &plaintext::PlainChunk) {
-        let Some(Some(s)) = self.slots.get(slot as usize) else {
+    fn feed_chunk(&mut self, at: At, c: &plaintext::PlainChunk) {
+        let Some(s) = stream_at(&mut self.slots, &mut self.alone, at) else {
             return;
         };
         let direction = plaintext::direction(c, s.header.client);
+        if s.header.socket_path.is_some() {
+            s.header.last_at_us = s.header.last_at_us.max(c.at_us);
+            let side = match direction {
+                whyslow_model::Direction::ToServer => &mut s.header.to_server,
+                whyslow_model::Direction::ToClient => &mut s.header.to_client,
+            };
+            side.payload_bytes += c.whole;
+        }
         let missing = c.whole.saturating_sub(c.data.len() as u64);
-        self.feed(slot, |p, out| {
+        self.feed(at, |p, out| {
             p.on_data_into(direction, &c.data, c.at_us, 0, out);
             if missing > 0 {
                 p.on_gap(direction, missing);
@@ -254,9 +323,9 @@ impl Streams {
         });
     }
 
-    /// Runs `f` on the analyzer of `slot` and takes the exchanges it completed.
-    fn feed(&mut self, slot: u32, f: impl FnOnce(&mut Sniffer, &mut Vec<Exchange>)) {
-        let Some(Some(s)) = self.slots.get_mut(slot as usize) else {
+    /// Runs `f` on the analyzer at `at` and takes the exchanges it completed.
+    fn feed(&mut self, at: At, f: impl FnOnce(&mut Sniffer, &mut Vec<Exchange>)) {
+        let Some(s) = stream_at(&mut self.slots, &mut self.alone, at) else {
             return;
         };
         let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
@@ -269,7 +338,7 @@ impl Streams {
 
     /// A connection ended: its analyzer flushes, and it joins those waiting
     /// with what its bytes said.
-    fn retire(&mut self, slot: u32, mut conn: Connection) {
+    fn retire(&mut self, slot: u32, conn: Connection) {
         if let Some(Some(Stream {
             plain: Some(key), ..
         })) = self.slots.get(slot as usize)
@@ -277,9 +346,13 @@ impl Streams {
             let key = *key;
             self.flush_plaintext(slot, key);
         }
-        let Some(mut s) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
+        let Some(s) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
             return;
         };
+        self.retire_stream(s, conn);
+    }
+
+    fn retire_stream(&mut self, mut s: Stream, mut conn: Connection) {
         let mut ex = Vec::new();
         s.proto.drain_exchanges(&mut ex);
         ex.extend(s.proto.finish());
@@ -317,7 +390,9 @@ impl Streams {
     /// Connections are kept in the order they were opened (ids are given
     /// then), so the timeline holds the first `max_connections` of them.
     fn keeps_connection(&self, id: u32) -> bool {
-        self.windowed || (id as usize) < self.options.bounds.max_connections
+        self.windowed
+            || (id as usize) < self.options.bounds.max_connections
+            || id >= EVENTS_ONLY_FIRST_ID
     }
 
     /// Numbers and keeps (within the limits) the exchanges of `out` from
@@ -372,6 +447,19 @@ impl Streams {
         t.sort();
         t
     }
+}
+
+/// The open connection at `at`.
+fn stream_at<'a>(
+    slots: &'a mut [Option<Stream>],
+    alone: &'a mut [Option<Stream>],
+    at: At,
+) -> Option<&'a mut Stream> {
+    let (list, i) = match at {
+        At::Slot(slot) => (slots, slot),
+        At::Alone(key) => (alone, key),
+    };
+    list.get_mut(i as usize)?.as_mut()
 }
 
 /// Where a connection's new exchanges go, and how many the vector holds

@@ -308,6 +308,7 @@ pub(super) fn header(c: &Connection) -> Connection {
     let mut h = Connection::new(c.id, c.client, c.server, c.first_at_us);
     h.protocol = c.protocol;
     h.tls = c.tls;
+    h.socket_path.clone_from(&c.socket_path);
     h
 }
 
