@@ -2,6 +2,7 @@
 //! tests that run them on pseudo-random input. None may panic or allocate
 //! without bound, whatever the bytes.
 
+use crate::flow::plaintext::{EventsOnly, PlainChunk, PlaintextFeed};
 use crate::flow::{Bounds, FlowOptions, FlowTable};
 use crate::packet::{LinkType, Packet};
 use crate::read::read_packets;
@@ -35,7 +36,10 @@ pub fn read_capture(data: &[u8]) {
 /// clear = a TCP segment between two fixed hosts built from the next bytes
 /// (flags, direction, sequence and ack deltas, window, payload).
 pub fn flow_table(data: &[u8]) {
-    let mut table = FlowTable::new(small_limits());
+    push_segments(FlowTable::new(small_limits()), data);
+}
+
+fn push_segments(mut table: FlowTable, data: &[u8]) {
     let mut seq = [1000u32, 5000u32];
     let mut rest = data;
     let mut number = 0u64;
@@ -63,6 +67,54 @@ pub fn flow_table(data: &[u8]) {
         table.push(&p);
     }
     let _ = table.finish();
+}
+
+/// Bytes as plaintext chunks (the eBPF source's TLS plaintext and Unix
+/// socket calls) then packets: the first byte is the chunk count, each
+/// chunk [ctl, time delta, len, data...]: ctl bit 0 sent by the client,
+/// bit 1 written by the server's end, bit 2 on a connection no packet
+/// shows, bit 3 claims 16 MiB, bits 4-5 the client's port among four
+/// (40000 is the packets' connection). The rest: `flow_table`'s segments.
+pub fn plaintext_feed(data: &[u8]) {
+    let Some((&count, mut rest)) = data.split_first() else {
+        return;
+    };
+    let server: std::net::SocketAddr = "10.0.0.2:80".parse().unwrap_or(([0; 4], 0).into());
+    let mut chunks = Vec::new();
+    let mut at_us = 0u64;
+    for _ in 0..count {
+        let [ctl, dt, len, tail @ ..] = rest else {
+            break;
+        };
+        let (body, next) = tail.split_at(usize::from(*len).min(tail.len()));
+        rest = next;
+        at_us += u64::from(*dt) * 100;
+        let client = std::net::SocketAddr::from(([10, 0, 0, 1], 40000 + u16::from(ctl >> 4 & 3)));
+        let (local, remote) = if ctl & 2 != 0 {
+            (server, client)
+        } else {
+            (client, server)
+        };
+        chunks.push(PlainChunk {
+            at_us,
+            local,
+            remote,
+            sent: (ctl & 1 != 0) != (ctl & 2 != 0),
+            data: body.to_vec(),
+            whole: if ctl & 8 != 0 {
+                16 << 20
+            } else {
+                body.len() as u64
+            },
+            events_only: (ctl & 4 != 0).then(|| EventsOnly {
+                path: "/run/x.sock".into(),
+                server,
+            }),
+        });
+    }
+    let mut options = small_limits();
+    options.plaintext = Some(std::sync::Arc::new(PlaintextFeed::new(chunks)));
+    push_segments(FlowTable::new(options), rest);
 }
 
 /// Builds an IPv4 TCP segment from fuzz bytes: [flags, seq delta, ack delta,

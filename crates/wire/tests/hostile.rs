@@ -177,6 +177,7 @@ fn fuzz_entry_points_survive_random_input() {
         let len = (rng.next() % 600) as usize;
         let junk = rng.bytes(len);
         fuzz::flow_table(&junk);
+        fuzz::plaintext_feed(&junk);
         fuzz::http1(&junk);
         fuzz::read_capture(&junk);
         // Mutated valid files reach deeper into the readers.
