@@ -8,7 +8,7 @@
 
 mod common;
 use common::real::*;
-use common::truth::{attribution_levels as levels, read_app_truth, requests_overlapped, score};
+use common::truth::held_to_truth_by_thread as held_to_truth;
 use common::*;
 use serde_json::Value;
 
@@ -16,44 +16,6 @@ const CLIENTS: &str = "16";
 const REQUESTS: &str = "96";
 /// Orders per checkout: one lazy items query and one tax read each.
 const ORDERS: &str = "20";
-/// Share of the calls that may be given by something other than their
-/// thread: the statements on a pooled connection opened before the
-/// capture began (its first statement has no response to bracket).
-const MIN_BY_THREAD: f64 = 0.99;
-
-/// Requests overlapped, every exchange was joined to its socket calls, and
-/// at least `MIN_BY_THREAD` of the calls were given by thread, none wrongly,
-/// against the app's own record.
-fn held_to_truth(run: &str, report: &Value, truth_file: &std::path::Path) {
-    let truth = read_app_truth(truth_file);
-    assert!(
-        requests_overlapped(report),
-        "{run}: requests never overlapped"
-    );
-    let threads = &report["capture"]["threads"];
-    assert!(
-        threads["exchanges_joined"].as_u64() > Some(0),
-        "{run}: {threads}"
-    );
-    let s = score(report, &truth);
-    let recorded: usize = truth.iter().map(|r| r.calls.len()).sum();
-    let levels = levels(report);
-    let by_thread = levels.iter().filter(|l| *l == "thread").count();
-    eprintln!(
-        "{run}: {} requests, {recorded} calls recorded, {s:?}, {by_thread} of {} by thread",
-        truth.len(),
-        levels.len()
-    );
-    assert!(s.calls >= recorded, "{run}: {recorded} recorded, {s:?}");
-    assert_eq!(s.wrong, 0, "{run}: {s:?}");
-    assert!(s.coverage() >= MIN_BY_THREAD, "{run}: {s:?}");
-    assert!(
-        by_thread as f64 >= MIN_BY_THREAD * levels.len() as f64,
-        "{run}: {by_thread} of {} by thread",
-        levels.len()
-    );
-}
-
 #[test]
 fn orm_app_at_16_clients_attributed_by_thread() {
     let _one = serial();

@@ -6,7 +6,7 @@
 
 mod common;
 use common::real::*;
-use common::truth::{attribution_levels, read_app_truth, requests_overlapped, score};
+use common::truth::held_to_truth_by_thread;
 use common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -188,20 +188,5 @@ fn orm_over_the_unix_socket_named_and_attributed_by_thread() {
         summary.contains("FROM items") && summary.contains(&format!("ran {ORDERS} times")),
         "{summary}"
     );
-    let truth = read_app_truth(&truth_file);
-    let recorded: usize = truth.iter().map(|r| r.calls.len()).sum();
-    let s = score(&report, &truth);
-    let levels = attribution_levels(&report);
-    let by_thread = levels.iter().filter(|l| *l == "thread").count();
-    eprintln!(
-        "orm over the Unix socket: {recorded} statements recorded, {s:?}, {by_thread} of {} by thread",
-        levels.len()
-    );
-    assert!(requests_overlapped(&report), "requests never overlapped");
-    // Each recorded statement is an exchange; psycopg2 also sends BEGIN
-    // before a transaction's first, which its cursor does not record.
-    assert!(s.calls >= recorded, "every statement seen: {s:?}");
-    assert_eq!(s.wrong, 0, "{s:?}");
-    assert!(s.coverage() >= 0.99, "{s:?}");
-    assert!(by_thread as f64 >= 0.99 * levels.len() as f64);
+    held_to_truth_by_thread("orm over the Unix socket", &report, &truth_file);
 }

@@ -9,7 +9,7 @@
 
 mod common;
 use common::real::*;
-use common::truth::{attribution_levels, read_app_truth, requests_overlapped, score};
+use common::truth::{held_to_truth_by_thread, read_app_truth, requests_overlapped, score};
 use common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -265,22 +265,7 @@ fn orm_over_sslmode_require_named_and_attributed_by_thread() {
     );
     // Every statement given by the thread that ran it, to the checkout the
     // app says made it.
-    let truth = read_app_truth(&truth_file);
-    let s = score(&report, &truth);
-    let levels = attribution_levels(&report);
-    let by_thread = levels.iter().filter(|l| *l == "thread").count();
-    eprintln!(
-        "orm over TLS: {s:?}, {by_thread} of {} by thread",
-        levels.len()
-    );
-    assert!(requests_overlapped(&report), "requests never overlapped");
-    assert_eq!(s.wrong, 0, "{s:?}");
-    assert!(s.coverage() >= 0.99, "{s:?}");
-    assert!(
-        by_thread as f64 >= 0.99 * levels.len() as f64,
-        "{by_thread} of {}",
-        levels.len()
-    );
+    held_to_truth_by_thread("orm over TLS", &report, &truth_file);
     drop(app);
     // The same app without --ebpf: the statements stay encrypted.
     let app = pypi_app_recording("orm_app.py", port, &args, &dir.join("truth2.jsonl"));

@@ -233,3 +233,41 @@ pub fn attribution_levels(report: &Value) -> Vec<String> {
         .map(|e| e["attribution"].as_str().unwrap_or("none").to_string())
         .collect()
 }
+
+/// Share of the calls that may be given by something other than their
+/// thread: the statements on a pooled connection opened before the
+/// capture began (its first statement has no response to bracket).
+pub const MIN_BY_THREAD: f64 = 0.99;
+
+/// eBPF runs: requests overlapped, every exchange was joined to its socket calls, and
+/// at least `MIN_BY_THREAD` of the calls were given by thread, none wrongly,
+/// against the app's own record.
+pub fn held_to_truth_by_thread(run: &str, report: &Value, truth_file: &Path) {
+    let truth = read_app_truth(truth_file);
+    assert!(
+        requests_overlapped(report),
+        "{run}: requests never overlapped"
+    );
+    let threads = &report["capture"]["threads"];
+    assert!(
+        threads["exchanges_joined"].as_u64() > Some(0),
+        "{run}: {threads}"
+    );
+    let s = score(report, &truth);
+    let recorded: usize = truth.iter().map(|r| r.calls.len()).sum();
+    let levels = attribution_levels(report);
+    let by_thread = levels.iter().filter(|l| *l == "thread").count();
+    eprintln!(
+        "{run}: {} requests, {recorded} calls recorded, {s:?}, {by_thread} of {} by thread",
+        truth.len(),
+        levels.len()
+    );
+    assert!(s.calls >= recorded, "{run}: {recorded} recorded, {s:?}");
+    assert_eq!(s.wrong, 0, "{run}: {s:?}");
+    assert!(s.coverage() >= MIN_BY_THREAD, "{run}: {s:?}");
+    assert!(
+        by_thread as f64 >= MIN_BY_THREAD * levels.len() as f64,
+        "{run}: {by_thread} of {} by thread",
+        levels.len()
+    );
+}
