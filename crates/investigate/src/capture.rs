@@ -114,6 +114,10 @@ impl CaptureSession {
             let _ = std::fs::remove_file(&events);
         }
         let mut analysis = analysis?;
+        if let Some(t) = analysis.summary.threads.as_mut().filter(|_| !self.keep) {
+            // The file is gone: name what it was, and how to keep it.
+            t.file = "this run's capture, not kept: -w FILE keeps it".into();
+        }
         match traced {
             Some(Err(why)) => analysis.errors.insert(0, why),
             Some(Ok(t)) => analysis.errors.extend(t.tls_failed),
