@@ -151,26 +151,8 @@ fn diagnosed_by_thread(pg_port: &str) {
     ];
     let app = python_app_recording("orm_app.py", port, &args, &truth_file);
     let url = format!("http://127.0.0.1:{port}/checkout");
-    let out = whyslow(&[
-        "diagnose",
-        "--ebpf",
-        "--json",
-        "--timeline",
-        "-n",
-        "2",
-        "-c",
-        CLIENTS,
-        // One checkout every 8 ms, under the ~13 ms one takes: they overlap
-        // (arrivals are evenly spaced: at 40/s they need not).
-        "--rate",
-        "120",
-        "--duration",
-        "2s",
-        &url,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let report = diagnose_checkouts(&url);
     drop(app);
-    let report = json(&out);
     held_to_truth("diagnose", &report, &truth_file);
     let kinds = causes(&report);
     let top = kinds.first().map(String::as_str);

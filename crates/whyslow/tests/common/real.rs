@@ -550,3 +550,39 @@ http {{ access_log off;
         .expect("nginx");
     Server::started(child, port)
 }
+
+/// `diagnose --ebpf --json --timeline` of case 003's ORM app at `url`, with
+/// a load phase of 16 connections. One checkout every 8 ms, under the
+/// ~13 ms one takes: requests overlap (arrivals are evenly spaced; at 40/s
+/// they need not).
+pub fn diagnose_checkouts(url: &str) -> serde_json::Value {
+    let out = super::whyslow(&[
+        "diagnose",
+        "--ebpf",
+        "--json",
+        "--timeline",
+        "-n",
+        "2",
+        "-c",
+        "16",
+        "--rate",
+        "120",
+        "--duration",
+        "2s",
+        url,
+    ]);
+    assert!(out.status.success(), "{}", super::stderr(&out));
+    super::json(&out)
+}
+
+/// The report names the ORM app's N+1: the lazy items query, `orders`
+/// times per checkout.
+pub fn assert_items_n_plus_one(report: &serde_json::Value, orders: u64) {
+    let kinds = super::causes(report);
+    let n1 = super::finding(report, "n_plus_one").unwrap_or_else(|| panic!("{kinds:?}"));
+    let summary = n1["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("FROM items") && summary.contains(&format!("ran {orders} times")),
+        "{summary}"
+    );
+}
