@@ -31,7 +31,7 @@ fn plain_chunk(e: &mut SockEvent, offset_ns: i64, unix: &UnixSockets) -> Option<
     let events_only = match (e.kind, e.unix) {
         (Kind::TlsSend | Kind::TlsReceive, _) => None,
         (Kind::Send | Kind::Receive, Some(ends)) => {
-            let path = unix.paths.get(&ends.own)?;
+            let (path, _) = unix.names.get(&ends.own)?;
             Some(EventsOnly {
                 path: path.clone(),
                 server: unix_socket::server_address(path),
@@ -51,11 +51,10 @@ fn plain_chunk(e: &mut SockEvent, offset_ns: i64, unix: &UnixSockets) -> Option<
 }
 
 /// The Unix-domain sockets of an events file, by inode: the path each
-/// connection goes by, and which inodes are servers' ends.
+/// connection goes by, and whether it is the socket's own (a server's end).
 #[derive(Default)]
 struct UnixSockets {
-    paths: HashMap<u64, Arc<str>>,
-    servers: std::collections::HashSet<u64>,
+    names: HashMap<u64, (Arc<str>, bool)>,
 }
 
 impl UnixSockets {
@@ -70,21 +69,18 @@ impl UnixSockets {
                     Some(abstract_name) => format!("@{abstract_name}"),
                     None => path.trim_end_matches('\0').to_string(),
                 };
-                out.paths.insert(ends.own, path.into());
-                if own {
-                    out.servers.insert(ends.own);
-                }
+                out.names.insert(ends.own, (path.into(), own));
             }
         }
         for e in events.iter_mut() {
             let Some(ends) = e.unix.filter(|_| !matches!(e.kind, Kind::UnixName { .. })) else {
                 continue;
             };
-            let Some(path) = out.paths.get(&ends.own) else {
+            let Some((path, serves)) = out.names.get(&ends.own) else {
                 continue;
             };
             let server = unix_socket::server_address(path);
-            if out.servers.contains(&ends.own) {
+            if *serves {
                 e.local = Some(server);
                 e.remote = Some(unix_socket::client_address(ends.peer));
             } else {
@@ -93,6 +89,14 @@ impl UnixSockets {
             }
         }
         out
+    }
+
+    /// The address standing for each path's server end, and the path.
+    fn servers(&self) -> std::collections::BTreeMap<String, String> {
+        let paths = self.names.values().map(|(path, _)| path);
+        paths
+            .map(|p| (unix_socket::server_address(p).to_string(), p.to_string()))
+            .collect()
     }
 }
 
@@ -141,6 +145,7 @@ pub(crate) fn read(path: &Path) -> Result<EventSources, String> {
         lost: read.lost.last().map_or(0, |&(_, total)| total),
         plaintext_calls: (chunks.len() - unix_calls) as u64,
         unix_socket_calls: unix_calls as u64,
+        unix_sockets: unix.servers(),
     };
     let plaintext = (!chunks.is_empty()).then(|| Arc::new(PlaintextFeed::new(chunks)));
     Ok(EventSources {

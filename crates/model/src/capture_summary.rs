@@ -73,6 +73,10 @@ pub struct ThreadSource {
     /// Calls on Unix-domain sockets, read as connections no packet shows.
     #[serde(default)]
     pub unix_socket_calls: u64,
+    /// The address that stands for each Unix socket's server end
+    /// (`unix_socket`), and its path, by address.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub unix_sockets: std::collections::BTreeMap<String, String>,
 }
 
 /// How the service under investigation was chosen.

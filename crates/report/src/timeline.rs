@@ -9,21 +9,6 @@ use whyslow_model::{
 /// Request groups shown in text; JSON has every exchange.
 const GROUPS_SHOWN: usize = 15;
 
-/// Which address stands for which Unix socket: the findings name servers
-/// by address (`whyslow_model::unix_socket`).
-fn unix_socket_names(out: &mut String, evidence: &Timeline) {
-    let mut named: Vec<(std::net::SocketAddr, &str)> = evidence
-        .connections
-        .iter()
-        .filter_map(|c| Some((c.server, c.socket_path.as_deref()?)))
-        .collect();
-    named.sort_unstable();
-    named.dedup();
-    for (addr, path) in named {
-        let _ = writeln!(out, "    {addr} stands for unix:{path}");
-    }
-}
-
 /// A whole capture's counts and request groups (`analyze`): every exchange
 /// counted, percentiles from each group's histogram. `evidence`: the
 /// connections kept, for each server's TLS note.
@@ -51,7 +36,9 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
                 "  Unix sockets: {} calls read from the socket calls (by eBPF; no packet shows them)",
                 t.unix_socket_calls
             );
-            unix_socket_names(&mut out, evidence);
+            for (addr, path) in &t.unix_sockets {
+                let _ = writeln!(out, "    {addr} stands for unix:{path}");
+            }
         }
     }
     for server in s.servers.iter().take(GROUPS_SHOWN) {

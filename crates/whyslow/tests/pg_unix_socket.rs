@@ -116,6 +116,12 @@ fn psqls_statements_over_the_unix_socket_are_read_in_order() {
         !text.contains("secret-name"),
         "a literal reached the report"
     );
+    let threads = &report["capture"]["threads"];
+    let named = threads["unix_sockets"].as_object().unwrap();
+    assert_eq!(named.len(), 1, "{threads}");
+    let (addr, path) = named.iter().next().unwrap();
+    assert_eq!(path, socket.to_str().unwrap());
+    assert_eq!(conns[0]["server"], addr.as_str());
     let calls = report["capture"]["threads"]["unix_socket_calls"].as_u64();
     assert!(calls.is_some_and(|n| n > 0), "{}", report["capture"]);
 }
@@ -146,26 +152,8 @@ fn orm_over_the_unix_socket_named_and_attributed_by_thread() {
     ];
     let app = python_app_recording("orm_app.py", port, &args, &truth_file);
     let url = format!("http://127.0.0.1:{port}/checkout");
-    let out = whyslow(&[
-        "diagnose",
-        "--json",
-        "--timeline",
-        "--ebpf",
-        "-n",
-        "2",
-        "-c",
-        "16",
-        // One checkout every 8 ms, under the ~13 ms one takes: they overlap
-        // (arrivals are evenly spaced: at 40/s they need not).
-        "--rate",
-        "120",
-        "--duration",
-        "2s",
-        &url,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let report = diagnose_checkouts(&url);
     drop(app);
-    let report = json(&out);
     let socket = pg_dir.join(format!(".s.PGSQL.{}", pg.port));
     let conns = over_socket(&report, &socket);
     assert!(!conns.is_empty(), "{}", report["capture"]);
@@ -173,22 +161,6 @@ fn orm_over_the_unix_socket_named_and_attributed_by_thread() {
         conns.iter().all(|c| c["protocol"] == "postgres"),
         "{conns:?}"
     );
-    let kinds: Vec<&str> = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
-    let n1 = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["kind"] == "n_plus_one")
-        .unwrap_or_else(|| panic!("{kinds:?}"));
-    let summary = n1["summary"].as_str().unwrap();
-    assert!(
-        summary.contains("FROM items") && summary.contains(&format!("ran {ORDERS} times")),
-        "{summary}"
-    );
+    assert_items_n_plus_one(&report, ORDERS);
     held_to_truth_by_thread("orm over the Unix socket", &report, &truth_file);
 }
