@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# What tracing costs the traced: wrk against nginx (one worker, a small
-# static body, keep-alive) untraced, under `whyslow capture` (packets only),
-# and under `whyslow capture --ebpf` with --pid (nginx's processes) and
+# What tracing costs the traced: wrk against a server untraced, under
+# `whyslow capture` (packets only),
+# and under `whyslow capture --ebpf` with --pid (the server's processes) and
 # with no filter (every process on the machine), in alternated rounds on
 # the same server. Prints wrk's requests/s and mean latency per mode, each
 # as a ratio to the untraced run, and whyslow's own CPU seconds.
+# TARGET=nginx (default): one nginx worker serving a small static body,
+# keep-alive, tens of thousands of requests/s: the worst case, almost all
+# of a request's cost is the socket calls that are traced.
+# TARGET=service: a Python service that reads Redis and PostgreSQL for each
+# request (bench/apps/item_service.py), as the services whyslow is for.
 #
 #   bench/ebpf_overhead.sh
+#   TARGET=service bench/ebpf_overhead.sh
 #   RUNS=5 DURATION=10 CONNECTIONS=32 bench/ebpf_overhead.sh
 #   WHYSLOW=path/to/whyslow bench/ebpf_overhead.sh   # no cargo build
 #
@@ -19,7 +25,12 @@ RUNS=${RUNS:-3}
 DURATION=${DURATION:-5}
 CONNECTIONS=${CONNECTIONS:-16}
 PORT=${PORT:-18093}
-need_packages nginx-light wrk time curl
+TARGET=${TARGET:-nginx}
+case $TARGET in
+  nginx) need_packages nginx-light wrk time curl ;;
+  service) need_packages wrk time curl redis-server postgresql python3-redis python3-psycopg2 ;;
+  *) echo "TARGET is nginx or service" >&2; exit 2 ;;
+esac
 
 bin=${WHYSLOW:-}
 if [ -z "$bin" ]; then
@@ -27,13 +38,22 @@ if [ -z "$bin" ]; then
   bin=target/release/whyslow
 fi
 dir=$(mktemp -d /tmp/whyslow-ebpf-bench.XXXXXX)
-trap 'stop_nginx "$dir"; rm -rf "$dir"' EXIT
-start_nginx "$dir" "$PORT" 512
-master=$(cat "$dir/nginx.pid")
-pids=("$master" $(pgrep -P "$master"))
+if [ "$TARGET" = nginx ]; then
+  trap 'stop_nginx "$dir"; rm -rf "$dir"' EXIT
+  start_nginx "$dir" "$PORT" 512
+  master=$(cat "$dir/nginx.pid")
+  pids=("$master" $(pgrep -P "$master"))
+  url="http://127.0.0.1:$PORT/"
+  served="nginx (one worker, 512-byte body)"
+else
+  trap 'stop_backed_service "$dir"; rm -rf "$dir"' EXIT
+  start_backed_service "$dir" "$PORT"
+  pids=("$(cat "$dir/service.pid")")
+  url="http://127.0.0.1:$PORT/item/7"
+  served="item_service.py (Redis + PostgreSQL per request)"
+fi
 pid_flags=()
 for p in "${pids[@]}"; do pid_flags+=(--pid "$p"); done
-url="http://127.0.0.1:$PORT/"
 
 # run MODE ROUND: one wrk run under MODE; appends "mode req_s latency_ms cpu_s".
 run() {
@@ -66,11 +86,13 @@ run() {
 }
 
 modes=(none packets ebpf-pid ebpf-all)
+# Warm up (connections opened, caches filled) before anything is measured.
+wrk -t2 -c"$CONNECTIONS" -d2s "$url" >/dev/null
 for round in $(seq "$RUNS"); do
   for mode in "${modes[@]}"; do run "$mode" "$round"; done
 done
 
-echo "nginx on 127.0.0.1:$PORT, wrk -t2 -c$CONNECTIONS -d${DURATION}s, $RUNS alternated rounds (medians)"
+echo "$served on 127.0.0.1:$PORT, wrk -t2 -c$CONNECTIONS -d${DURATION}s, $RUNS alternated rounds (medians)"
 python3 - "$dir/results" <<'EOF'
 import statistics, sys
 rows = {}

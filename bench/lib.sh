@@ -94,3 +94,39 @@ print_vs() {
   awk -v q="$q_kb" -v h="$h_kb" -v f="$w_kb" -v qs="$q_s" -v hs="$h_s" -v fs="$w_s" 'BEGIN {
     printf "memory flatness: RSS %d MB on a quarter of the packets (%.2f s), %d MB on half (%.2f s), %d MB on all (%.2f s): all/quarter x%.2f (goal <= 1.10)\n", q / 1024, qs, h / 1024, hs, f / 1024, fs, f / q }'
 }
+
+# start_backed_service DIR PORT: bench/apps/item_service.py on 127.0.0.1:PORT
+# with its own Redis on PORT+1 and PostgreSQL on PORT+2 (a cluster in DIR,
+# run as the postgres user); its pid in DIR/service.pid. Stopped by
+# stop_backed_service DIR.
+start_backed_service() {
+  local dir=$1 port=$2 bin=/usr/lib/postgresql/15/bin
+  [ -x "$bin/initdb" ] || bin=$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | tail -1)")
+  mkdir -p "$dir/pg"
+  chmod 755 "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir/pg"
+  as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+  as_postgres "$bin/initdb" -D "$dir/pg/data" --auth=trust -U postgres --no-sync >/dev/null
+  as_postgres "$bin/postgres" -D "$dir/pg/data" -p "$((port + 2))" -k "$dir/pg" \
+    -c listen_addresses=127.0.0.1 -c fsync=off >"$dir/pg.log" 2>&1 &
+  echo $! >"$dir/postgres.pid"
+  redis-server --port "$((port + 1))" --bind 127.0.0.1 --save '' --appendonly no >"$dir/redis.log" 2>&1 &
+  echo $! >"$dir/redis.pid"
+  for _ in $(seq 100); do
+    psql -h 127.0.0.1 -p "$((port + 2))" -U postgres -qtAc 'SELECT 1' >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  /usr/bin/python3 bench/apps/item_service.py "$port" "$((port + 1))" "$((port + 2))" >"$dir/service.log" 2>&1 &
+  echo $! >"$dir/service.pid"
+  for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$port/item/1" && return 0; sleep 0.1; done
+  echo "the service did not start on $port: $(cat "$dir/service.log")" >&2
+  return 1
+}
+
+stop_backed_service() {
+  local f
+  for f in service redis postgres; do
+    [ -f "$1/$f.pid" ] && kill "$(cat "$1/$f.pid")" 2>/dev/null
+  done
+  sleep 0.5
+}
