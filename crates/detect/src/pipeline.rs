@@ -3,7 +3,7 @@
 //! inbound request each backing call served, then every detector.
 
 use crate::attribution;
-use crate::{background, breakdown, request_calls, sql_summary};
+use crate::{background, breakdown, pool_queueing, request_calls, sql_summary};
 use whyslow_model::{Finding, ServiceChoice, ServiceHow, SqlSummary, TimeBreakdown, Timeline};
 
 /// How the service under investigation was chosen.
@@ -92,12 +92,29 @@ pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
     }
     background::mark(&mut findings, timeline, &service_ports);
     Finding::sort(&mut findings);
+    let time_breakdown = breakdown::summarize(&requests);
+    let sql_summary = sql_summary::summarize(&requests);
+    let waits = pool_queueing::queued_calls(&requests);
+    drop(requests);
+    mark_pool_waits(timeline, &waits);
     Analysis {
         service,
         backing,
         findings,
-        time_breakdown: breakdown::summarize(&requests),
-        sql_summary: sql_summary::summarize(&requests),
+        time_breakdown,
+        sql_summary,
         attributed,
+    }
+}
+
+/// Sets each queued call's `pool_wait_from_us` (`waits`: by exchange id).
+fn mark_pool_waits(timeline: &mut Timeline, waits: &[(u32, u64)]) {
+    if waits.is_empty() {
+        return;
+    }
+    for e in &mut timeline.exchanges {
+        if let Ok(i) = waits.binary_search_by_key(&e.id, |w| w.0) {
+            e.pool_wait_from_us = Some(waits[i].1.min(e.request_first_at_us));
+        }
     }
 }

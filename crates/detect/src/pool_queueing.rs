@@ -130,6 +130,38 @@ fn lost_to_pool(r: &RequestCalls, server: SocketAddr, calls: &[Call]) -> Option<
     ))
 }
 
+/// The calls that waited for a connection, by exchange, with when their
+/// request had them due: for the waterfall's queueing bars. Only where the
+/// request lost enough to its pool for a finding. A call queued behind its
+/// own request's calls was due when the request first called that server
+/// (the calls were issued together); one queued behind other requests'
+/// calls was due when its request was last idle (`pools`).
+pub fn queued_calls(requests: &[RequestCalls]) -> Vec<(u32, u64)> {
+    let mut out = Vec::new();
+    for r in with_calls(requests) {
+        for (server, calls) in r.per_server() {
+            if lost_to_pool(r, server, &calls).is_none() {
+                continue;
+            }
+            if let Some(w) = pool_wait(&calls, r.total_us()) {
+                let due = calls[0].start;
+                out.extend(
+                    calls[w.in_flight_max..]
+                        .iter()
+                        .filter(|c| started_on_handoff(&calls, c, w.in_flight_max))
+                        .map(|c| (c.exchange.id, due)),
+                );
+            }
+            if let Some(q) = r.queued.iter().find(|q| q.server == server) {
+                out.extend(q.waits());
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup_by_key(|w| w.0);
+    out
+}
+
 /// One finding per backing server whose calls queued.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut per_server: BTreeMap<SocketAddr, Vec<Hit<Lost>>> = BTreeMap::new();
@@ -273,6 +305,18 @@ mod tests {
         assert!(f[0]
             .summary
             .starts_with("11 calls to 127.0.0.1:9090 waited for one of 5"));
+    }
+
+    #[test]
+    fn the_calls_after_the_first_round_waited_since_the_request_called() {
+        let t = fanout(11, 5, 50);
+        let waits = queued_calls(&crate::request_calls::by_request(&t));
+        let ids: Vec<u32> = waits.iter().map(|w| w.0).collect();
+        assert_eq!(ids, (6..=11).collect::<Vec<_>>(), "rounds two and three");
+        let first = t.exchanges[1].request_first_at_us;
+        assert!(waits.iter().all(|w| w.1 == first), "{waits:?}");
+        let fixed = fanout(11, 11, 50);
+        assert!(queued_calls(&crate::request_calls::by_request(&fixed)).is_empty());
     }
 
     #[test]

@@ -82,8 +82,15 @@ pub struct PoolQueue {
     pub calls: usize,
     /// Time it waited with none of its own calls in flight.
     pub waited_us: u64,
-    /// When each waiting call started waiting and when it started.
-    spans: Vec<(u64, u64)>,
+    /// When each waiting call started waiting, when it started, and its exchange.
+    spans: Vec<(u64, u64, u32)>,
+}
+
+impl PoolQueue {
+    /// Each call that waited, by exchange, with when it started waiting.
+    pub fn waits(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.spans.iter().map(|&(from, _, id)| (id, from))
+    }
 }
 
 /// Pools of the servers whose connections carry one call at a time (a
@@ -214,7 +221,7 @@ fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue>
             if !pool.handed_over(since, c.start, c.exchange.connection, r.inbound.id) {
                 continue;
             }
-            spans.push((since.min(c.start), c.start));
+            spans.push((since.min(c.start), c.start, c.exchange.id));
             pool.full_within(since, c.start, &mut full);
             waiting += 1;
         }
@@ -244,7 +251,7 @@ fn peak_demand(pool: &Pool, server: SocketAddr, requests: &[RequestCalls]) -> us
         .flat_map(|r| &r.queued)
         .filter(|q| q.server == server)
     {
-        for &(from, to) in &q.spans {
+        for &(from, to, _) in &q.spans {
             edges.push((from, 1));
             edges.push((to, -1));
         }

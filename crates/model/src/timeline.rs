@@ -484,6 +484,11 @@ pub struct Exchange {
     /// inbound request), when an eBPF source saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<crate::Thread>,
+    /// For an outbound call that waited for a connection of its client pool
+    /// (`pool_queueing`'s inference): when its request had it due. The wait
+    /// runs from here to `request_first_at_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_wait_from_us: Option<u64>,
 }
 
 /// Digests travel as 16 hex digits: JSON numbers lose precision past 2^53.
@@ -532,6 +537,7 @@ impl Exchange {
             trace: None,
             attribution: None,
             thread: None,
+            pool_wait_from_us: None,
         }
     }
 

@@ -28,7 +28,7 @@ table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 8px;text-align:lef
 .note{color:#666}.bad{color:#b52b27;font-weight:600}.good{color:#2d7d2d;font-weight:600}
 svg text{font:11px system-ui,sans-serif;fill:#333}
 svg .axis{stroke:#999;stroke-width:1}svg .grid{stroke:#eee;stroke-width:1}
-svg .send{fill:#5b8fd6}svg .wait{fill:#f0a030}svg .receive{fill:#5cb85c}svg .queued{fill:#d9534f}
+svg .send{fill:#5b8fd6}svg .wait{fill:#f0a030}svg .receive{fill:#5cb85c}svg .queued{fill:#8e44ad}
 svg .inbound{fill:#888}svg .hist{fill:#5b8fd6}
 svg .seg{stroke:#1f5fa8;stroke-width:1.5}svg .ack{stroke:#666;stroke-width:1;stroke-dasharray:4 3}
 svg .stall{fill:#b52b27;font-weight:600}svg .life{stroke:#444;stroke-width:2}
@@ -63,7 +63,7 @@ fn page(title: &str, body: &str) -> String {
 }
 
 fn legend() -> &'static str {
-    r##"<p class="legend">phases:<span style="background:#5b8fd6"></span>request sent<span style="background:#f0a030"></span>waiting for the answer<span style="background:#5cb85c"></span>answer received<span style="background:#888"></span>inbound request</p>"##
+    r##"<p class="legend">phases:<span style="background:#8e44ad"></span>waiting for a connection<span style="background:#5b8fd6"></span>request sent<span style="background:#f0a030"></span>waiting for the answer<span style="background:#5cb85c"></span>answer received<span style="background:#888"></span>inbound request</p>"##
 }
 
 /// Findings with their time lost as bars, evidence and fix.

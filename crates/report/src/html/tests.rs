@@ -47,6 +47,7 @@ fn exchange(
         trace: None,
         thread: None,
         attribution: None,
+        pool_wait_from_us: None,
     }
 }
 
@@ -113,18 +114,58 @@ fn a_report_is_self_contained_escaped_and_deterministic() {
     assert_eq!(urls, html.matches("http://www.w3.org/2000/svg").count());
 }
 
-#[test]
-fn the_waterfall_has_one_lane_per_backing_connection() {
-    let html = report(&fanout(), None);
-    assert!(html.contains("Waterfall"));
-    assert!(
-        html.contains("conn #1 (3)") && html.contains("conn #2 (3)"),
-        "{html}"
-    );
-    // 6 calls × 3 phases + the inbound bar.
+/// The first waterfall's SVG.
+fn first_waterfall(html: &str) -> &str {
     let svg = &html[html.find("<svg").unwrap()..];
+    &svg[..svg.find("</svg>").unwrap()]
+}
+
+#[test]
+fn the_waterfall_has_a_row_per_call_and_bars_for_calls_that_queued() {
+    let mut r = fanout();
+    let t = r.timeline.as_mut().unwrap();
+    // Rounds two and three were due when the request made its first calls.
+    for e in t.exchanges.iter_mut().filter(|e| e.id > 2) {
+        e.pool_wait_from_us = Some(1000);
+    }
+    let html = report(&r, None);
+    assert!(html.contains("waiting for a connection"), "legend");
+    let svg = first_waterfall(&html);
+    assert_eq!(svg.matches("conn #1<").count(), 3, "{svg}");
+    assert_eq!(svg.matches("conn #2<").count(), 3, "{svg}");
+    // 6 calls × 3 phases + the inbound bar; 4 queued.
     assert_eq!(svg.matches("class=\"wait\"").count(), 6);
     assert_eq!(svg.matches("class=\"inbound\"").count(), 1);
+    assert_eq!(svg.matches("class=\"queued\"").count(), 4);
+    assert!(svg.contains("#6 waited 40.0 ms for a connection"), "{svg}");
+    let plain = report(&fanout(), None);
+    assert_eq!(
+        first_waterfall(&plain).matches("class=\"queued\"").count(),
+        0
+    );
+}
+
+#[test]
+fn a_storm_of_calls_goes_on_one_lane_per_connection() {
+    let mut r = fanout();
+    let t = r.timeline.as_mut().unwrap();
+    for i in 0..60u32 {
+        let at = 1000 + u64::from(i) * 1000;
+        t.exchanges.push(exchange(
+            100 + i,
+            1 + i % 2,
+            "GET /price",
+            (at, at + 900),
+            Some(0),
+        ));
+    }
+    let html = report(&r, None);
+    let svg = first_waterfall(&html);
+    assert!(
+        svg.contains("conn #1 (33)") && svg.contains("conn #2 (33)"),
+        "{svg}"
+    );
+    assert_eq!(svg.matches("class=\"wait\"").count(), 66);
 }
 
 #[test]

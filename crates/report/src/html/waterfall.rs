@@ -1,7 +1,10 @@
-//! The waterfall of one inbound request: its own bar, then its backing calls
-//! on one lane per connection, each call split into send, wait and receive.
-//! Pool queueing shows as calls lined up on few lanes; head-of-line waits as
-//! a call whose send starts long before its answer, behind another on its lane.
+//! The waterfall of one inbound request: its own bar, then its backing calls,
+//! a row each (one lane per connection when there are too many), each call
+//! split into send, wait and receive. A call that waited for a connection of
+//! its pool has that wait before its bar, as a browser's "queueing" bar:
+//! from when its request had it due (`pool_wait_from_us`) to when it was
+//! sent. Head-of-line waits show as a call whose send starts long before
+//! its answer.
 
 use super::svg::{ticks, Scale, Svg};
 use super::{escape, legend};
@@ -15,6 +18,9 @@ const LABEL: f64 = 260.0;
 const ROW: f64 = 22.0;
 /// Calls drawn per lane; a storm of hundreds still fits on a screen.
 const CALLS_SHOWN: usize = 400;
+/// Up to this many calls each get a row (a queue reads as a staircase);
+/// more go on one lane per connection, as a screen holds about 40 rows.
+const ROWS_PER_CALL_MAX: usize = 40;
 
 fn end_us(e: &Exchange) -> u64 {
     e.response_last_at_us.unwrap_or(e.request_last_at_us)
@@ -57,7 +63,7 @@ pub fn section(out: &mut String, t: &Timeline) {
     if chosen.is_empty() {
         return;
     }
-    out.push_str("<h2>Waterfall</h2>\n");
+    out.push_str("<h2 id=\"waterfall\">Waterfall</h2>\n");
     out.push_str(legend());
     for (what, inbound) in chosen {
         let _ = writeln!(
@@ -71,26 +77,38 @@ pub fn section(out: &mut String, t: &Timeline) {
     }
 }
 
-fn draw(t: &Timeline, inbound: &Exchange) -> String {
+/// The rows of a waterfall: one per call when they fit on a screen, else
+/// one lane per connection.
+fn rows<'t>(t: &'t Timeline, inbound: &Exchange) -> Vec<(u32, Vec<&'t Exchange>)> {
+    let mut calls: Vec<&Exchange> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.parent == Some(inbound.id))
+        .collect();
+    calls.sort_by_key(|e| (e.request_first_at_us, e.id));
+    if calls.len() <= ROWS_PER_CALL_MAX {
+        return calls.into_iter().map(|e| (e.connection, vec![e])).collect();
+    }
     let mut lanes: BTreeMap<u32, Vec<&Exchange>> = BTreeMap::new();
-    for e in t.exchanges.iter().filter(|e| e.parent == Some(inbound.id)) {
+    for e in calls {
         lanes.entry(e.connection).or_default().push(e);
     }
     let mut lanes: Vec<(u32, Vec<&Exchange>)> = lanes.into_iter().collect();
     lanes.sort_by_key(|(c, calls)| (calls[0].request_first_at_us, *c));
-    let start = inbound.request_first_at_us;
-    let end = end_us(inbound).max(
-        lanes
-            .iter()
-            .flat_map(|l| l.1.iter())
-            .map(|e| end_us(e))
-            .max()
-            .unwrap_or(0),
-    );
+    lanes
+}
+
+fn draw(t: &Timeline, inbound: &Exchange) -> String {
+    let lanes = rows(t, inbound);
+    let all = || lanes.iter().flat_map(|l| l.1.iter());
+    let start = all()
+        .filter_map(|e| e.pool_wait_from_us)
+        .fold(inbound.request_first_at_us, u64::min);
+    let end = end_us(inbound).max(all().map(|e| end_us(e)).max().unwrap_or(0));
     let span_ms = (end - start).max(1) as f64 / 1000.0;
     let x = Scale {
         from: (0.0, span_ms),
-        to: (LABEL, WIDTH - 10.0),
+        to: (LABEL, WIDTH - 30.0),
     };
     let height = 30.0 + ROW * (lanes.len() + 1) as f64 + 10.0;
     let mut svg = Svg::new(WIDTH, height);
@@ -115,20 +133,34 @@ fn draw(t: &Timeline, inbound: &Exchange) -> String {
             .iter()
             .find(|c| c.id == *conn)
             .map(|c| {
-                format!(
-                    "{} {} conn #{conn} ({})",
-                    c.protocol.name(),
-                    c.server,
-                    calls.len()
-                )
+                let what = match calls.len() {
+                    1 => String::new(),
+                    n => format!(" ({n})"),
+                };
+                format!("{} {} conn #{conn}{what}", c.protocol.name(), c.server)
             })
             .unwrap_or_else(|| format!("conn #{conn}"));
         svg.text(LABEL - 6.0, y + 13.0, "end", "", &label);
         for e in calls.iter().take(CALLS_SHOWN) {
+            queued(&mut svg, &x, y, e, &ms);
             bar(&mut svg, &x, y, e, &ms, false);
         }
     }
     svg.finish(&format!("waterfall of request #{}", inbound.id))
+}
+
+/// A call's wait for a connection of its pool, before its bar.
+fn queued(svg: &mut Svg, x: &Scale, y: f64, e: &Exchange, ms: &dyn Fn(u64) -> f64) {
+    let Some(from) = e.pool_wait_from_us.filter(|&f| f < e.request_first_at_us) else {
+        return;
+    };
+    let title = format!(
+        "#{} waited {} for a connection",
+        e.id,
+        fmt_ms(e.request_first_at_us - from)
+    );
+    let (a, b) = (x.at(ms(from)), x.at(ms(e.request_first_at_us)));
+    svg.rect(a, y + 6.0, b - a, 8.0, "queued", &title);
 }
 
 /// One exchange as send / wait / receive.
