@@ -22,13 +22,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
-# OpenTelemetry, for the instrumented test app, and psycopg2-binary (its
+# OpenTelemetry, for the instrumented test app and the reference protobuf
+# definitions spans written with --otlp are decoded with, and psycopg2-binary (its
 # libpq brings its own libssl, which the eBPF source must find) come from
 # PyPI: into a virtual environment over Debian's Python, which brings the rest.
 otel=(opentelemetry-sdk==1.45.1 opentelemetry-instrumentation-requests==0.66b1
   opentelemetry-instrumentation-psycopg2==0.66b1 opentelemetry-instrumentation-threading==0.66b1
-  psycopg2-binary==2.9.10)
-if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading" 2>/dev/null \
+  opentelemetry-proto==1.45.1 psycopg2-binary==2.9.10)
+if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto" 2>/dev/null \
   || ! target/pyenv/bin/pip show -q psycopg2-binary >/dev/null 2>&1; then
   echo "== installing ${otel[*]} into target/pyenv"
   mkdir -p target

@@ -8,5 +8,5 @@ mod rules;
 mod slo;
 
 pub use budget::{check_budget, BUDGET_METRICS};
-pub use rules::{parse_duration, parse_rules, LimitValue, Rule};
+pub use rules::{flag_rules, parse_duration, parse_rules, LimitValue, Rule};
 pub use slo::{slo_checks, SLO_METRICS};

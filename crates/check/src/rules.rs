@@ -39,6 +39,14 @@ impl Rule {
 /// Durations are read as load plans read them (`whyslow_load::plan`).
 pub use whyslow_model::parse_duration;
 
+/// The rules of an optional flag (`--slo`, `--budget`): none when not
+/// given; an error names the flag.
+pub fn flag_rules(flag: &str, spec: Option<&str>, metrics: &[&str]) -> Result<Vec<Rule>, String> {
+    spec.map_or(Ok(Vec::new()), |s| {
+        parse_rules(s, metrics).map_err(|e| format!("{flag}: {e}"))
+    })
+}
+
 /// Parses a comma-separated rule list; `metrics` lists the allowed names.
 pub fn parse_rules(spec: &str, metrics: &[&str]) -> Result<Vec<Rule>, String> {
     let mut rules = Vec::new();

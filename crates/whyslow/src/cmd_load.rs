@@ -8,7 +8,7 @@ use crate::stdout::{self, Done, Stop};
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
-use whyslow_check::{parse_duration, parse_rules, SLO_METRICS};
+use whyslow_check::{flag_rules, parse_duration, SLO_METRICS};
 use whyslow_client::{redact_url, TlsOptions};
 use whyslow_investigate::load::{self as job, FindMax, LoadError, LoadJob, LoadWatcher};
 use whyslow_load::findmax::{self, Step};
@@ -20,10 +20,7 @@ use whyslow_report::load as text;
 /// The flags, as a job.
 fn setup(args: &LoadArgs) -> Result<LoadJob, String> {
     let spec = args.request.spec(whyslow_client::TraceContext::Unsampled)?;
-    let rules = match &args.slo {
-        Some(s) => parse_rules(s, SLO_METRICS).map_err(|e| format!("--slo: {e}"))?,
-        None => Vec::new(),
-    };
+    let rules = flag_rules("--slo", args.slo.as_deref(), SLO_METRICS)?;
     // --find-max takes --rate as its first guess, not as the schedule.
     let rate = args.rate.filter(|_| !args.find_max);
     let model = plan::model(rate, args.ramp.as_deref(), args.steps.as_deref())?;

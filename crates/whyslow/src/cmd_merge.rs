@@ -4,17 +4,16 @@
 use crate::flags::commands::MergeArgs;
 use crate::flags::exit::Exit;
 use crate::stdout::{self, Done};
-use whyslow_check::{parse_rules, SLO_METRICS};
+use whyslow_check::{flag_rules, SLO_METRICS};
 use whyslow_investigate::load::{document, judge};
 use whyslow_load::{merge, LoadResult};
 
 pub fn run(args: MergeArgs) -> Done {
     let json = args.output.json;
     let fail = |exit: Exit, msg: &str| stdout::fail(json, "merge", None, exit, msg);
-    let rules = match args.slo.as_deref().map(|s| parse_rules(s, SLO_METRICS)) {
-        Some(Err(e)) => return fail(Exit::Usage, &format!("--slo: {e}")),
-        Some(Ok(r)) => r,
-        None => Vec::new(),
+    let rules = match flag_rules("--slo", args.slo.as_deref(), SLO_METRICS) {
+        Ok(r) => r,
+        Err(e) => return fail(Exit::Usage, &e),
     };
     let merged = match args
         .files

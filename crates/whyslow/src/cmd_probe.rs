@@ -5,7 +5,7 @@ use crate::flags::commands::ProbeArgs;
 use crate::flags::exit::Exit;
 use crate::out;
 use crate::stdout::{self, Done};
-use whyslow_check::{parse_rules, Rule, BUDGET_METRICS};
+use whyslow_check::{flag_rules, Rule, BUDGET_METRICS};
 use whyslow_client::{redact_url, ProbeOptions, ProbeRun, TlsOptions, WritePattern};
 use whyslow_investigate::probe;
 use whyslow_model::CheckResult;
@@ -13,10 +13,7 @@ use whyslow_report::{probe as table, writeout};
 
 /// The flags, as probe options and budget rules.
 fn options(args: &ProbeArgs) -> Result<(ProbeOptions, Vec<Rule>), String> {
-    let rules = match args.budget.as_deref() {
-        Some(b) => parse_rules(b, BUDGET_METRICS).map_err(|e| format!("--budget: {e}"))?,
-        None => Vec::new(),
-    };
+    let rules = flag_rules("--budget", args.budget.as_deref(), BUDGET_METRICS)?;
     if args.requests == 0 {
         return Err("-n must be at least 1".into());
     }

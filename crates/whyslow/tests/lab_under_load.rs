@@ -9,7 +9,10 @@
 //! scenario does the same work, so each is given the same number of calls.
 //! Without trace context, what is told apart is told apart right, no
 //! false cause is named, and where requests hold a connection for their
-//! work, most of their calls are told apart.
+//! work, most of their calls are told apart. Each run's `--otlp` spans,
+//! decoded by the reference protobuf definitions, carry the same parents,
+//! and with trace context every call's parent span is the request the app
+//! made it for.
 
 mod common;
 use common::truth::{score, Score};
@@ -71,15 +74,23 @@ fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Sco
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = whyslow(&args);
     assert!(out.status.success(), "{}: {}", s.name, stderr(&out));
-    let report = analyzed_timeline(&cap, &ports[0]);
-    let score = score(&report, &running.truth.requests());
+    let spans = dir.join("spans.otlp");
+    let report = analyzed_timeline_with(&cap, &ports[0], &["--otlp", spans.to_str().unwrap()]);
+    let truth = running.truth.requests();
+    let score = score(&report, &truth);
     let variant = if fixed { "fixed" } else { "broken" };
-    eprintln!("{} {variant}, trace context {trace}: {score:?}", s.name);
-    assert!(
-        score.wrong_share() <= MAX_WRONG_SHARE,
-        "{} {variant} ({trace}): {score:?}",
-        s.name
-    );
+    let name = format!("{} {variant} ({trace})", s.name);
+    eprintln!("{name}: {score:?}");
+    assert!(score.wrong_share() <= MAX_WRONG_SHARE, "{name}: {score:?}");
+    // The same run as OpenTelemetry spans: each call under the span of the
+    // request the app's record says made it, as the report has it.
+    if let Some(decoded) = common::otlp::decoded_spans(&name, &spans) {
+        let by_spans = common::otlp::held_to_report_and_truth(&name, &decoded, &report, &truth);
+        assert_eq!(by_spans, score, "{name}: spans and report");
+        if trace == "sampled" {
+            assert_eq!(by_spans.wrong, 0, "{name}: {by_spans:?}");
+        }
+    }
     (report, score)
 }
 

@@ -156,25 +156,96 @@ fn diagnose_html_shows_the_stall_ladder_and_the_pool_waterfall() {
     assert_stall_ladder(&html);
     open_in_chromium("analyze post-stall", &file);
 
-    // fanout-pool: one lane per pooled backing connection.
+    // fanout-pool: a row per call, and the calls after the first round
+    // waiting for a connection, under load as without.
     let s = scenario("fanout-pool");
-    let (running, u) = url(s, false);
-    let file = dir.join("fanout-pool.html");
-    let backing = running.ports[1].to_string();
-    let html = html_report(&file, &["diagnose", "--port", &backing, &u]);
-    let waterfall = section(&html, "<h2>Waterfall</h2>");
-    let first = &waterfall[..waterfall.find("</svg>").unwrap()];
-    let lanes = first.matches(&format!(":{backing} conn #")).count() as u64;
-    assert_eq!(Some(lanes), s.truth.fact("pool"), "{first}");
-    assert_eq!(
-        first.matches("class=\"wait\"").count() as u64,
-        s.truth.fact("calls").unwrap(),
-        "every call of the request is drawn"
-    );
-    assert!(svgs_parse(&html) >= 2);
-    if let Some(png) = open_in_chromium("diagnose fanout-pool", &file) {
-        let _ = std::fs::copy(&png, dir.join("waterfall.png"));
+    let calls = s.truth.fact("calls").unwrap();
+    let pool = s.truth.fact("pool").unwrap();
+    let mut queued_pixels = Vec::new();
+    for fixed in [false, true] {
+        let (running, u) = url(s, fixed);
+        let name = if fixed { "fanout-fixed" } else { "fanout-pool" };
+        let file = dir.join(format!("{name}.html"));
+        let backing = running.ports[1].to_string();
+        let args = [
+            "diagnose",
+            "--port",
+            &backing,
+            "--rate",
+            "20",
+            "--duration",
+            "3s",
+            &u,
+        ];
+        let html = html_report(&file, &args);
+        let waterfall = section(&html, "<h2 id=\"waterfall\">Waterfall</h2>");
+        let first = &waterfall[..waterfall.find("</svg>").unwrap()];
+        assert_eq!(
+            first.matches("class=\"wait\"").count() as u64,
+            calls,
+            "every call of the request is drawn: {first}"
+        );
+        let rows = first.matches(&format!(":{backing} conn #")).count() as u64;
+        assert_eq!(rows, calls, "a row per call: {first}");
+        let queued = first.matches("class=\"queued\"").count() as u64;
+        if fixed {
+            assert_eq!(
+                queued, 0,
+                "one multiplexed connection queues nothing: {first}"
+            );
+        } else {
+            assert_eq!(distinct_connections(first, &backing), pool, "{first}");
+            assert!(
+                queued >= calls - pool,
+                "rounds two and three queued: {first}"
+            );
+        }
+        assert!(svgs_parse(&html) >= 2);
+        if let Some(png) = open_in_chromium(&format!("diagnose {name}"), &file) {
+            queued_pixels.push(pixels_of(&png, QUEUED_RGB));
+            let _ = std::fs::copy(&png, dir.join(format!("waterfall-{name}.png")));
+        }
     }
+    if let [broken, fixed] = queued_pixels[..] {
+        // The legend's swatch is the fixed page's only queueing colour.
+        assert!(fixed <= LEGEND_PIXELS_MAX, "fixed: {fixed} queueing pixels");
+        assert!(
+            broken > fixed + 1_000,
+            "broken: {broken} queueing pixels, fixed {fixed}"
+        );
+    }
+}
+
+/// The queueing bars' colour (`svg .queued`).
+const QUEUED_RGB: [u8; 3] = [0x8e, 0x44, 0xad];
+/// Two waterfalls' legend swatches of 12 × 10 pixels, with room for scaling.
+const LEGEND_PIXELS_MAX: usize = 2 * 12 * 10 * 2;
+
+/// Connections the rows of a waterfall name for `port`.
+fn distinct_connections(svg: &str, port: &str) -> u64 {
+    let mark = format!(":{port} conn #");
+    let ids: std::collections::BTreeSet<&str> = svg
+        .split(&mark)
+        .skip(1)
+        .filter_map(|rest| rest.split(['<', ' ']).next())
+        .collect();
+    ids.len() as u64
+}
+
+/// Pixels of exactly `rgb` in a screenshot.
+fn pixels_of(png_file: &Path, rgb: [u8; 3]) -> usize {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_file).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = info.color_type.samples();
+    assert!(step >= 3, "{:?}", info.color_type);
+    buf[..info.buffer_size()]
+        .chunks(step)
+        .filter(|p| p[..3] == rgb)
+        .count()
 }
 
 #[test]

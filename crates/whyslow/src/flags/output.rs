@@ -1,4 +1,4 @@
-//! What a command prints and writes: `--json`, `--html FILE`, `--timeline`.
+//! What a command prints and writes: `--json`, `--html FILE`, `--timeline`, `--otlp FILE`.
 //! Defined once here; each command flattens the group that fits it.
 
 use crate::stdout::Stop;
@@ -43,6 +43,9 @@ pub struct TimelineOutput {
     /// Include the whole timeline (every connection, segment and exchange) in --json
     #[arg(long)]
     pub timeline: bool,
+    /// Also write what was seen as OpenTelemetry spans to FILE (OTLP protobuf, framed as the Collector's file exporter frames it)
+    #[arg(long, value_name = "FILE")]
+    pub otlp: Option<PathBuf>,
 }
 
 impl TimelineOutput {
@@ -54,10 +57,10 @@ impl TimelineOutput {
     /// `--timeline` or `--html` shows. Without either, memory stays flat
     /// however long the capture.
     pub fn evidence(&self) -> bool {
-        self.timeline || self.output.html.is_some()
+        self.timeline || self.output.html.is_some() || self.otlp.is_some()
     }
 
-    /// Writes `--html`, then prints `--json` (its timeline only with
+    /// Writes `--html` and `--otlp`, then prints `--json` (its timeline only with
     /// `--timeline`) or the text.
     pub fn emit<T: serde::Serialize>(
         &self,
@@ -67,6 +70,10 @@ impl TimelineOutput {
         text: impl FnOnce(&T) -> String,
     ) -> Result<(), Stop> {
         write_html(self.output.html.as_deref(), || html(doc));
+        let r = report(doc);
+        if let (Some(path), Some(t)) = (&self.otlp, &r.timeline) {
+            write_html(Some(path), || whyslow_otlp::file(t, &r.findings));
+        }
         if !self.json() {
             return crate::stdout::print(&text(doc));
         }
@@ -77,9 +84,9 @@ impl TimelineOutput {
     }
 }
 
-/// Writes an HTML page to `path` when one was asked for; a failure to write
+/// Writes a page (or spans) to `path` when asked for; a failure to write
 /// is said, and the run's result stands.
-pub fn write_html(path: Option<&Path>, render: impl FnOnce() -> String) {
+pub fn write_html<T: AsRef<[u8]>>(path: Option<&Path>, render: impl FnOnce() -> T) {
     if let Some(path) = path {
         if let Err(e) = std::fs::write(path, render()) {
             eprintln!("whyslow: {}: {e}", path.display());

@@ -293,19 +293,21 @@ pub fn phase_sum(r: &serde_json::Value) -> u64 {
 }
 #[allow(dead_code)]
 pub mod numbers;
+pub mod otlp;
 pub mod real;
 pub mod truth;
 
 /// `whyslow analyze --json --timeline --service SERVICE CAPTURE`, which must succeed.
 pub fn analyzed_timeline(capture: &Path, service: &str) -> serde_json::Value {
-    let out = whyslow(&[
-        "analyze",
-        "--json",
-        "--timeline",
-        "--service",
-        service,
-        capture.to_str().unwrap(),
-    ]);
+    analyzed_timeline_with(capture, service, &[])
+}
+
+/// As `analyzed_timeline`, with `extra` flags (`--otlp FILE`).
+pub fn analyzed_timeline_with(capture: &Path, service: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["analyze", "--json", "--timeline", "--service", service];
+    args.extend(extra);
+    args.push(capture.to_str().unwrap());
+    let out = whyslow(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     json(&out)
 }

@@ -138,7 +138,7 @@ pub fn in_exact_trace_groups(report: &Value, truth: &[RequestTruth]) -> (usize, 
 
 /// Each outbound exchange of `report` matched to a call of `truth`, with
 /// the inbound exchange (its id) of the request that made it.
-fn made_for<'a>(report: &'a Value, truth: &[RequestTruth]) -> Vec<(&'a Value, u64)> {
+pub fn made_for<'a>(report: &'a Value, truth: &[RequestTruth]) -> Vec<(&'a Value, u64)> {
     let timeline = &report["timeline"];
     let client_port: HashMap<u64, u16> = timeline["connections"]
         .as_array()

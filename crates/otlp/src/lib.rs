@@ -1,0 +1,11 @@
+//! OpenTelemetry traces out of what whyslow saw: each inbound request a
+//! server span, each backing call given to it a client span under it, the
+//! calls no request could be told apart for as spans of their own traces
+//! linked to the requests that could have made them, and findings as span
+//! events on the requests they hit. A capture of a service that has no
+//! tracing becomes a trace people open in Jaeger or Tempo.
+
+mod export;
+pub mod proto;
+
+pub use export::{export, file, frames, MAX_SPANS_PER_FRAME};
