@@ -41,6 +41,7 @@ class Request:
         self.client_port = client_port
         self.received_us = now_us()
         self.calls = []
+        self.pool_wait_us = 0
 
     def start(self, port, sent_us=None):
         """A call on the connection from `port`, about to be sent, or — for
@@ -56,7 +57,7 @@ class Request:
         if not _path:
             return
         line = json.dumps({"client_port": self.client_port, "received_us": self.received_us,
-                           "calls": self.calls})
+                           "calls": self.calls, "pool_wait_us": self.pool_wait_us})
         with _lock, open(_path, "a") as f:
             f.write(line + "\n")
 
@@ -108,3 +109,11 @@ def call_start(port):
 def call_done(call):
     if call is not None:
         done(call)
+
+
+def pool_waited(us):
+    """Time this thread's request spent waiting for a pooled connection
+    (all were checked out): the app's own measure of pool queueing."""
+    r = current()
+    if r:
+        r.pool_wait_us += us

@@ -36,6 +36,19 @@ pub fn read_app_truth(path: &Path) -> Vec<RequestTruth> {
         .collect()
 }
 
+/// Per request the app served, the time it waited for a pooled connection
+/// with all of them checked out (`pool_wait_us`, apps/truth.py): the app's
+/// own measure of pool queueing, 0 where it keeps no pool.
+pub fn app_pool_waits(path: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let r: Value = serde_json::from_str(line).unwrap();
+            r["pool_wait_us"].as_u64().unwrap_or(0)
+        })
+        .collect()
+}
+
 /// Whether some inbound request began before another was answered.
 pub fn requests_overlapped(report: &Value) -> bool {
     let mut spans: Vec<(u64, u64)> = report["timeline"]["exchanges"]
