@@ -14,7 +14,8 @@ use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 /// Repeats of one call in one request: (calls, time lost).
 pub fn repeats(calls: &[Call]) -> Vec<(usize, u64)> {
     let mut same: BTreeMap<Option<u64>, Vec<Call>> = BTreeMap::new();
-    for c in calls {
+    // Calls whose parameters the source did not see are not known to repeat.
+    for c in calls.iter().filter(|c| !c.exchange.params_unknown) {
         same.entry(c.exchange.params_digest).or_default().push(*c);
     }
     same.into_values()

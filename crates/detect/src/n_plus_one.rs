@@ -29,6 +29,8 @@ pub struct Storm {
     pub server: SocketAddr,
     pub shape: String,
     pub calls: usize,
+    /// 0 when the source did not see the parameters (spans): then the
+    /// repeats may be one call again (duplicates), and the finding says so.
     pub distinct_params: usize,
     pub time_lost_us: u64,
     /// Batching would save at least WORTH_SHARE of the request.
@@ -41,7 +43,8 @@ pub struct Storm {
 pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
     let first = calls.first()?;
     let params: HashSet<Option<u64>> = calls.iter().map(|c| c.exchange.params_digest).collect();
-    if calls.len() < MIN_REPEATS || params.len() < 2 || in_flight_max(calls) > 1 {
+    let unknown = calls.iter().all(|c| c.exchange.params_unknown);
+    if calls.len() < MIN_REPEATS || (!unknown && params.len() < 2) || in_flight_max(calls) > 1 {
         return None;
     }
     let covered = covered_us(calls.iter().map(|c| (c.start, c.end)), (0, u64::MAX));
@@ -51,7 +54,7 @@ pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
         server: first.server,
         shape: first.exchange.request.to_string(),
         calls: calls.len(),
-        distinct_params: params.len(),
+        distinct_params: if unknown { 0 } else { params.len() },
         time_lost_us: lost,
         worth: lost as f64 >= WORTH_SHARE * request_us as f64,
     })
@@ -67,13 +70,17 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let group = hits.entry((s.server, s.shape.clone())).or_default();
             request_findings::push(group, s.time_lost_us, s, |s| {
+                let sets = match s.distinct_params {
+                    0 => "parameters not in the spans: N+1 and repeats of one call look alike"
+                        .to_string(),
+                    n => format!("{n} different parameter sets"),
+                };
                 r.inbound_evidence(
                     format!(
-                    "{} calls of this shape ({} different parameter sets); one batch would save {}",
-                    s.calls,
-                    s.distinct_params,
-                    fmt_ms(s.time_lost_us)
-                ),
+                        "{} calls of this shape ({sets}); one batch would save {}",
+                        s.calls,
+                        fmt_ms(s.time_lost_us)
+                    ),
                     Facts::default()
                         .with("calls", s.calls as f64)
                         .with("parameter_sets", s.distinct_params as f64)
@@ -92,8 +99,13 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let summary = |hits: &[Hit<Storm>], per, facts: &mut Facts| {
                 let calls = median_of(hits, |s| s.calls as u64);
                 facts.set("calls_per_request", calls as f64);
+                let params = if hits.iter().all(|h| h.facts.distinct_params == 0) {
+                    "(parameters unseen)"
+                } else {
+                    "with different parameters"
+                };
                 format!(
-                    "`{shape}` to {server} ran {} times per request with different parameters, \
+                    "`{shape}` to {server} ran {} times per request {params}, \
                      one after another: {} per request (median of {} requests)",
                     calls,
                     fmt_ms(per),
@@ -166,6 +178,23 @@ pub mod tests {
         t.exchanges[0].response_first_at_us = Some(5_000_000);
         t.exchanges[0].response_last_at_us = Some(5_000_100);
         assert_eq!(detect(&t)[0].severity, Severity::Info);
+    }
+
+    #[test]
+    fn unseen_parameters_name_the_storm_and_say_what_is_unknown() {
+        let mut t = statements(20, 1_000, |_| 0);
+        for e in t.exchanges.iter_mut().skip(1) {
+            (e.params_digest, e.params_unknown) = (None, true);
+        }
+        let f = detect(&t);
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].summary.contains("parameters unseen"),
+            "{}",
+            f[0].summary
+        );
+        let dups = crate::duplicate_calls::detect(&crate::request_calls::by_request(&t));
+        assert!(dups.is_empty(), "not known to repeat: {dups:?}");
     }
 
     #[test]

@@ -17,7 +17,8 @@ use whyslow_wire::{windows_from_file, FlowOptions, Window, WindowSink};
 /// Where the connections and exchanges come from.
 #[derive(Debug, Clone, Copy)]
 pub enum CaptureSource<'a> {
-    /// A pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture).
+    /// A pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture), or
+    /// an OTLP trace file (JSON lines or framed protobuf, gzip or not).
     File(&'a Path),
 }
 
@@ -101,13 +102,21 @@ impl WindowSink for Sink<'_> {
     }
 }
 
-/// Analyzes a capture. Err: the source cannot be read as a capture at all.
-pub fn analyze_capture(
-    source: CaptureSource,
-    opts: &AnalysisOptions,
-) -> Result<CaptureAnalysis, String> {
+/// Whether `path` holds OTLP traces rather than packets (by its first bytes).
+fn is_trace_file(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    whyslow_otlp::import::looks_like_otlp(&head[..n])
+}
+
+/// What the analysis keeps as evidence: within the bounds, and nothing
+/// past the connections without `evidence`.
+pub(crate) fn evidence_keep(opts: &AnalysisOptions) -> Keep {
     let bounds = &opts.flow.bounds;
-    let keep = Keep {
+    Keep {
         exchanges: if opts.evidence {
             bounds.max_exchanges
         } else {
@@ -119,9 +128,25 @@ pub fn analyze_capture(
         } else {
             0
         },
-    };
-    let mut whole = WindowedAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
+    }
+}
+
+/// Analyzes a capture. Err: the source cannot be read as a capture at all.
+pub fn analyze_capture(
+    source: CaptureSource,
+    opts: &AnalysisOptions,
+) -> Result<CaptureAnalysis, String> {
     let CaptureSource::File(path) = source;
+    if is_trace_file(path) {
+        let set = whyslow_otlp::import::read_file(path)?;
+        return Ok(crate::spans::analyze_spans(
+            set,
+            &path.display().to_string(),
+            opts,
+        ));
+    }
+    let keep = evidence_keep(opts);
+    let mut whole = WindowedAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
     // An events file that cannot be read is a note: the packets still tell
     // everything but the threads.
     let mut flow = opts.flow.clone();

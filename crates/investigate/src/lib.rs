@@ -13,9 +13,12 @@ pub mod host;
 pub mod keylog;
 pub mod load;
 pub mod probe;
+pub mod receive;
 pub mod record;
+pub mod spans;
 
 pub use analysis::{analyze_capture, AnalysisOptions, CaptureAnalysis, CaptureSource};
+pub use spans::analyze_spans;
 pub use whyslow_detect::windowed::Scope;
 
 /// Completes once `flag` turns true (Ctrl-C, see the binary's

@@ -55,6 +55,39 @@ pub struct CaptureSummary {
     /// The eBPF events read beside the capture, when there were any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<ThreadSource>,
+    /// The spans read, when the source was OTLP traces, not packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spans: Option<SpanSource>,
+}
+
+/// What OTLP traces gave the analysis (`analyze traces.json`, `receive`).
+/// Connections are lanes per peer: the most calls in flight at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanSource {
+    /// The file, or the address spans were received on.
+    pub from: String,
+    pub spans: u64,
+    /// Export requests read (lines, frames, HTTP bodies).
+    pub requests: u64,
+    /// The service whose requests were analyzed: the one that made the most calls.
+    pub service: Option<String>,
+    /// Other services whose spans were only read for timing.
+    pub other_services: Vec<String>,
+    /// Calls given to a request by their span's parent.
+    pub calls_by_parent: u64,
+    /// Calls whose parent chain reached no request of the service.
+    pub calls_without_request: u64,
+    /// Client spans inside another (one call instrumented twice): counted once.
+    pub nested_calls: u64,
+    /// Spans outside their parent's time (clock skew), moved inside it.
+    pub skewed: u64,
+    /// Parent chains that looped or ran too deep.
+    pub broken_chains: u64,
+    /// Spans past the bound, not read.
+    pub dropped: u64,
+    /// Peers named by a host name, and the stand-in address shown for each.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub named_peers: std::collections::BTreeMap<String, String>,
 }
 
 /// What an eBPF events file gave the analysis.
@@ -87,6 +120,8 @@ pub enum ServiceHow {
     Given,
     /// Found from the wire: the server whose requests enclose other servers' exchanges.
     Found,
+    /// From spans: the service whose server spans made the most calls.
+    Spans,
     /// No server's requests enclose another's: every exchange stands alone.
     #[default]
     None,

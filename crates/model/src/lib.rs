@@ -24,7 +24,7 @@ pub mod unix_socket;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{
-    CaptureSummary, ExchangeGroup, ServerCount, ServiceChoice, ServiceHow, ThreadSource,
+    CaptureSummary, ExchangeGroup, ServerCount, ServiceChoice, ServiceHow, SpanSource, ThreadSource,
 };
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{

@@ -468,6 +468,10 @@ pub struct Exchange {
     /// repeated. Never the values themselves.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "digest_hex")]
     pub params_digest: Option<u64>,
+    /// The source did not see the parameters (a span's statement with its
+    /// placeholders only): repeats cannot be told from the same call again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub params_unknown: bool,
     /// PostgreSQL: transaction state when the server was ready again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<TxState>,
@@ -538,6 +542,7 @@ impl Exchange {
             attribution: None,
             thread: None,
             pool_wait_from_us: None,
+            params_unknown: false,
         }
     }
 

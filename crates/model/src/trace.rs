@@ -40,6 +40,9 @@ pub enum Attribution {
     /// The call was made by the thread that was handling the request, between
     /// reading it and answering it (an eBPF source): exact.
     Thread,
+    /// The call's span has the request's server span as its nearest SERVER
+    /// ancestor of the same service (spans read from OTLP): exact.
+    Span,
     /// The call shares a trace id with other calls (the service started the
     /// trace): the group is exact, and it went whole to the one request that
     /// could hold it.
@@ -54,9 +57,10 @@ pub enum Attribution {
 }
 
 impl Attribution {
-    pub const ALL: [Attribution; 5] = [
+    pub const ALL: [Attribution; 6] = [
         Attribution::TraceContext,
         Attribution::Thread,
+        Attribution::Span,
         Attribution::TraceGroup,
         Attribution::Inferred,
         Attribution::Ambiguous,
@@ -67,6 +71,7 @@ impl Attribution {
         match self {
             Attribution::TraceContext => "trace context",
             Attribution::Thread => "thread",
+            Attribution::Span => "span parent",
             Attribution::TraceGroup => "trace group",
             Attribution::Inferred => "inferred",
             Attribution::Ambiguous => "ambiguous",
@@ -92,6 +97,8 @@ pub struct AttributionCounts {
     pub trace_context: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub thread: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub span: u64,
     pub trace_group: u64,
     pub inferred: u64,
     /// Made while several requests of this kind (and no other) waited.
@@ -103,6 +110,7 @@ impl AttributionCounts {
         *match level {
             Attribution::TraceContext => &mut self.trace_context,
             Attribution::Thread => &mut self.thread,
+            Attribution::Span => &mut self.span,
             Attribution::TraceGroup => &mut self.trace_group,
             Attribution::Inferred => &mut self.inferred,
             Attribution::Ambiguous => &mut self.ambiguous,
@@ -113,6 +121,7 @@ impl AttributionCounts {
         match level {
             Attribution::TraceContext => self.trace_context,
             Attribution::Thread => self.thread,
+            Attribution::Span => self.span,
             Attribution::TraceGroup => self.trace_group,
             Attribution::Inferred => self.inferred,
             Attribution::Ambiguous => self.ambiguous,
@@ -120,7 +129,12 @@ impl AttributionCounts {
     }
 
     pub fn total(&self) -> u64 {
-        self.trace_context + self.thread + self.trace_group + self.inferred + self.ambiguous
+        self.trace_context
+            + self.thread
+            + self.span
+            + self.trace_group
+            + self.inferred
+            + self.ambiguous
     }
 
     /// Share of the calls given to a request (not ambiguous), 0 without calls.

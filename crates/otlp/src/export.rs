@@ -163,6 +163,13 @@ fn base_span(e: &Exchange, kind: i32, conns: &HashMap<u32, &Connection>) -> Span
         }
     }
     attributes.push(KeyValue::int("whyslow.exchange.id", i64::from(e.id)));
+    // A digest, never the values: read back, it keeps repeats told apart.
+    if let Some(d) = e.params_digest {
+        attributes.push(KeyValue::string(
+            "whyslow.params.digest",
+            format!("{d:016x}"),
+        ));
+    }
     if let Some(th) = e.thread {
         attributes.extend([
             KeyValue::int("process.pid", i64::from(th.pid)),

@@ -4,8 +4,12 @@
 //! linked to the requests that could have made them, and findings as span
 //! events on the requests they hit. A capture of a service that has no
 //! tracing becomes a trace people open in Jaeger or Tempo.
+//!
+//! And traces in (`import`): the spans a team already has, as the
+//! timeline every detector reads.
 
 mod export;
+pub mod import;
 pub mod proto;
 
 pub use export::{export, file, frames, MAX_SPANS_PER_FRAME};

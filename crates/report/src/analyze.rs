@@ -9,14 +9,15 @@ pub fn text(r: &Report) -> String {
     let mut out = String::new();
     let empty = CaptureSummary::default();
     let s = r.capture.as_ref().unwrap_or(&empty);
-    let _ = writeln!(
-        out,
-        "{}: {} packets ({} not TCP, {} cut short by the snapshot length)",
-        r.target.as_deref().unwrap_or("capture"),
-        s.packets,
-        s.non_tcp_packets,
-        s.truncated_packets
-    );
+    let target = r.target.as_deref().unwrap_or("capture");
+    let _ = match &s.spans {
+        Some(_) => writeln!(out, "{target}: OpenTelemetry spans (OTLP), no packets"),
+        None => writeln!(
+            out,
+            "{target}: {} packets ({} not TCP, {} cut short by the snapshot length)",
+            s.packets, s.non_tcp_packets, s.truncated_packets
+        ),
+    };
     kept_notes(&mut out, s);
     let _ = writeln!(out, "{}", service_line(&s.service, &s.backing_ports));
     if r.capture.is_some() {
@@ -54,6 +55,10 @@ pub fn service_line(service: &ServiceChoice, backing: &[u16]) -> String {
         ServiceHow::Given => format!("service {} (--service); {backing}", ports(&service.ports)),
         ServiceHow::Found => format!(
             "service {} (found: its requests enclose the calls to its backing services); {backing}",
+            ports(&service.ports)
+        ),
+        ServiceHow::Spans => format!(
+            "service {} (from spans: the service whose requests made the most calls); {backing}",
             ports(&service.ports)
         ),
         ServiceHow::None => "no service found (no server's requests enclose another's); \

@@ -3,20 +3,69 @@
 use crate::fmt_ms;
 use std::fmt::Write;
 use whyslow_model::{
-    Attribution, AttributionCounts, CaptureSummary, Connection, ExchangeGroup, Timeline, TlsFacts,
+    Attribution, AttributionCounts, CaptureSummary, Connection, ExchangeGroup, SpanSource,
+    Timeline, TlsFacts,
 };
 
 /// Request groups shown in text; JSON has every exchange.
 const GROUPS_SHOWN: usize = 15;
 
+/// What OTLP spans gave: counts, the service, and what could not be placed.
+fn span_source(s: &CaptureSummary, spans: &SpanSource) -> String {
+    let mut out = format!(
+        "  {} spans in {} OTLP requests ({}): {} exchanges; connections are lanes per peer \
+         (the most calls in flight at once), not TCP connections\n",
+        spans.spans, spans.requests, spans.from, s.exchanges
+    );
+    if let Some(service) = &spans.service {
+        let _ = writeln!(
+            out,
+            "  service {service:?}: {} calls given by their span's parent, {} reached no request of it",
+            spans.calls_by_parent, spans.calls_without_request
+        );
+    }
+    if !spans.other_services.is_empty() {
+        let _ = writeln!(
+            out,
+            "  other services (read for when each call reached them): {}",
+            spans.other_services.join(", ")
+        );
+    }
+    let odd = [
+        (
+            spans.nested_calls,
+            "client spans inside another, counted once",
+        ),
+        (
+            spans.skewed,
+            "spans outside their parent's time (clock skew), moved inside",
+        ),
+        (
+            spans.broken_chains,
+            "parent chains that looped or ran too deep",
+        ),
+        (spans.dropped, "spans past the bound, not read"),
+    ];
+    for (n, what) in odd.iter().filter(|(n, _)| *n > 0) {
+        let _ = writeln!(out, "  {n} {what}");
+    }
+    for (name, addr) in &spans.named_peers {
+        let _ = writeln!(out, "    {addr} stands for {name}");
+    }
+    out
+}
+
 /// A whole capture's counts and request groups (`analyze`): every exchange
 /// counted, percentiles from each group's histogram. `evidence`: the
 /// connections kept, for each server's TLS note.
 pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
-    let mut out = format!(
-        "  {} TCP connections ({} TLS), {} exchanges; {} retransmissions, {} zero windows\n",
-        s.connections, s.tls_connections, s.exchanges, s.retransmissions, s.zero_windows
-    );
+    let mut out = match &s.spans {
+        Some(spans) => span_source(s, spans),
+        None => format!(
+            "  {} TCP connections ({} TLS), {} exchanges; {} retransmissions, {} zero windows\n",
+            s.connections, s.tls_connections, s.exchanges, s.retransmissions, s.zero_windows
+        ),
+    };
     if let Some(t) = &s.threads {
         let _ = writeln!(
             out,

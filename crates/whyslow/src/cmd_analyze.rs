@@ -1,10 +1,14 @@
-//! `whyslow analyze FILE`: a pcap/pcapng capture, through the one analysis
-//! path, rendered.
+//! `whyslow analyze FILE` (a pcap/pcapng capture or OTLP traces) and
+//! `whyslow receive` (OTLP/HTTP spans), through the one analysis path, rendered.
 
-use crate::flags::commands::AnalyzeArgs;
+use crate::flags::commands::{AnalyzeArgs, ReceiveArgs};
 use crate::flags::exit::Exit;
+use crate::flags::output::TimelineOutput;
 use crate::stdout::{self, Done};
-use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource, Scope};
+use whyslow_investigate::{
+    analyze_capture, analyze_spans, receive, AnalysisOptions, CaptureAnalysis,
+};
+use whyslow_investigate::{CaptureSource, Scope};
 use whyslow_model::Report;
 
 pub fn run(args: AnalyzeArgs) -> Done {
@@ -25,10 +29,43 @@ pub fn run(args: AnalyzeArgs) -> Done {
         Ok(a) => a,
         Err(e) => return stdout::fail(json, "analyze", file, Exit::NotACapture, &e),
     };
+    emit("analyze", file, analysis, &args.output)
+}
+
+pub fn receive(args: ReceiveArgs) -> Done {
+    let from = format!("OTLP/HTTP on {}", args.otlp);
+    let ready =
+        |at| eprintln!("whyslow: receiving OTLP/HTTP on http://{at}/v1/traces; Ctrl-C to stop");
+    let set = match receive::otlp_http(args.otlp, args.duration, ready) {
+        Ok(set) => set,
+        Err(e) => {
+            let json = args.output.json();
+            return stdout::fail(json, "receive", Some(from), Exit::CaptureFailed, &e);
+        }
+    };
+    let opts = AnalysisOptions {
+        evidence: args.output.evidence(),
+        ..AnalysisOptions::default()
+    };
+    emit(
+        "receive",
+        Some(from.clone()),
+        analyze_spans(set, &from, &opts),
+        &args.output,
+    )
+}
+
+fn emit(
+    command: &str,
+    file: Option<String>,
+    analysis: CaptureAnalysis,
+    output: &TimelineOutput,
+) -> Done {
     let partial = analysis.partial.clone();
-    let mut report = Report::new("analyze", file);
-    analysis.fill(&mut report, opts.evidence);
-    args.output.emit(
+    let evidence = output.evidence();
+    let mut report = Report::new(command, file);
+    analysis.fill(&mut report, evidence);
+    output.emit(
         &mut report,
         |r| r,
         |r| whyslow_report::html::report(r, None),

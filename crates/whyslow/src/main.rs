@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         Command::Load(args) => cmd_load::run(args),
         Command::Merge(args) => cmd_merge::run(args),
         Command::Analyze(args) => cmd_analyze::run(args),
+        Command::Receive(args) => cmd_analyze::receive(args),
         Command::Capture(args) => cmd_capture::run(args),
         Command::Diagnose(args) => cmd_diagnose::run(args),
         Command::Demo(args) => cmd_demo::run(args),

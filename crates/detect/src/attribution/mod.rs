@@ -105,8 +105,11 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
         } else {
             ExchangeRole::Outbound
         };
-        e.parent = None;
-        e.attribution = None;
+        // A span's parent is the source's own word: kept (`given_by_span`).
+        if inbound || !given_by_span(e) {
+            e.parent = None;
+            e.attribution = None;
+        }
         if inbound {
             if let Some(t) = e.trace {
                 inbound_trace
@@ -153,6 +156,12 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
     out
 }
 
+/// A call a trace source gave its request (its span's parent), before
+/// attribution ran.
+fn given_by_span(e: &whyslow_model::Exchange) -> bool {
+    e.attribution == Some(Attribution::Span) && e.parent.is_some()
+}
+
 /// When the inbound requests were answered (first response byte), sorted.
 fn answers(t: &Timeline) -> Vec<u64> {
     let mut out: Vec<u64> = t
@@ -193,7 +202,7 @@ fn by_trace(
     let mut todo = Vec::new();
     let mut traced: HashMap<TraceId, Vec<usize>> = HashMap::new();
     for (i, e) in t.exchanges.iter().enumerate() {
-        if e.role != ExchangeRole::Outbound {
+        if e.role != ExchangeRole::Outbound || given_by_span(e) {
             continue;
         }
         match e.trace.map(|t| (t, inbound_trace.get(&t))) {

@@ -48,6 +48,7 @@ fn exchange(
         thread: None,
         attribution: None,
         pool_wait_from_us: None,
+        params_unknown: false,
     }
 }
 

@@ -68,7 +68,8 @@ pub struct CaptureArgs {
 
 #[derive(Args, Debug)]
 pub struct AnalyzeArgs {
-    /// pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture)
+    /// pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture), or OTLP
+    /// traces (the Collector's file exporter: JSON lines or framed protobuf, gzip or not)
     pub file: PathBuf,
     /// Port(s) of the service under investigation: its exchanges are the
     /// inbound requests, the others its backing calls (default: found from
@@ -82,6 +83,22 @@ pub struct AnalyzeArgs {
     pub keylog: KeyLogIn,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub output: TimelineOutput,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Example:\n  whyslow receive --otlp 127.0.0.1:4318 --duration 60s --html spans.html\n  \
+    (then OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf)"
+)]
+pub struct ReceiveArgs {
+    /// Address to take OTLP/HTTP on: POST /v1/traces, protobuf or JSON, gzip or not (not gRPC)
+    #[arg(long, value_name = "ADDR")]
+    pub otlp: std::net::SocketAddr,
+    /// Stop after this long, then analyze (default: at Ctrl-C)
+    #[arg(long, value_parser = whyslow_check::parse_duration)]
+    pub duration: Option<std::time::Duration>,
     #[command(flatten)]
     pub output: TimelineOutput,
 }

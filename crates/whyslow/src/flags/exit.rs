@@ -93,7 +93,7 @@ pub const TABLE: &[(Exit, &str)] = &[
     ),
     (
         Exit::CaptureFailed,
-        "capture: live capture could not start (no CAP_NET_RAW, no such interface)",
+        "capture: live capture could not start (no CAP_NET_RAW, no such interface); receive: cannot listen",
     ),
     (Exit::Dns, "name not resolved (curl's 6)"),
     (Exit::Refused, "connection refused (curl's 7)"),

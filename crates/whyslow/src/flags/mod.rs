@@ -47,9 +47,11 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Live capture to pcapng: for a duration, while a command runs, or until Ctrl-C.
     Capture(CaptureArgs),
-    /// Rebuild connections and exchanges from a pcap/pcapng file and name what went wrong.
+    /// Rebuild connections and exchanges from a pcap/pcapng file (or OTLP traces) and name what went wrong.
     #[command(after_help = whyslow_proto::bounds_help())]
     Analyze(AnalyzeArgs),
+    /// Take OTLP/HTTP spans from SDKs or a collector, then name what went wrong as analyze does.
+    Receive(ReceiveArgs),
     /// Two results of the same command, percentile by percentile: what changed significantly.
     Compare(CompareArgs),
     /// Every lab scenario, broken and fixed, diagnosed: the before/after table.

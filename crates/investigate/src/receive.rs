@@ -1,0 +1,250 @@
+//! `whyslow receive --otlp ADDR`: an OTLP/HTTP endpoint (`POST /v1/traces`,
+//! `application/x-protobuf` or `application/json`, gzip or not) that keeps
+//! the spans SDKs and collectors send it, for a duration or until Ctrl-C.
+//! HTTP/1.1 by hand over httparse: one route, bodies bounded, and a
+//! client speaking OTLP/gRPC (HTTP/2) told what to change instead of being
+//! left with a protocol error it cannot explain.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use whyslow_otlp::import::{Encoding, SpanSet, MAX_REQUEST_BYTES};
+
+/// Largest request head read.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Connections served at once; more wait in the listen queue.
+const MAX_CONNECTIONS: usize = 64;
+/// What a gRPC exporter is told (it opens with HTTP/2's preface).
+pub const GRPC_REFUSED: &str = "an OTLP/gRPC client connected: whyslow receives OTLP/HTTP \
+     only; set the exporter's protocol to http/protobuf (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf) \
+     and its endpoint to http://ADDR (port 4318 by convention)";
+
+/// Takes spans on `addr` until `duration` passes or Ctrl-C. `ready` is
+/// called once listening. Err: the address cannot be listened on.
+pub fn otlp_http(
+    addr: SocketAddr,
+    duration: Option<Duration>,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<SpanSet, String> {
+    let rt = crate::runtime(2);
+    rt.block_on(async move {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        ready(listener.local_addr().unwrap_or(addr));
+        let set = Arc::new(Mutex::new(SpanSet::default()));
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let accept = async {
+            loop {
+                let Ok(permit) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let set = set.clone();
+                tokio::spawn(async move {
+                    serve(stream, &set).await;
+                    drop(permit);
+                });
+            }
+        };
+        let until = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = accept => {}
+            _ = until => {}
+            _ = crate::ctrl_c() => {}
+        }
+        // Bodies being read when the run ended are dropped with their tasks.
+        let set = std::mem::take(&mut *set.lock().unwrap_or_else(|e| e.into_inner()));
+        Ok(set)
+    })
+}
+
+/// One connection: requests one after another (keep-alive).
+async fn serve(mut stream: TcpStream, set: &Mutex<SpanSet>) {
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        let Some(head_len) = read_head(&mut stream, &mut buf).await else {
+            return;
+        };
+        if buf.starts_with(b"PRI * HTTP/2.0") {
+            set.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .note(GRPC_REFUSED.into());
+            eprintln!("whyslow: {GRPC_REFUSED}");
+            return;
+        }
+        let (status, reply, close) = match request(&buf[..head_len]) {
+            Err((status, why)) => (status, why.to_string(), true),
+            Ok(req) => {
+                let Some(body) = read_body(&mut stream, &mut buf, head_len, req.length).await
+                else {
+                    return;
+                };
+                let outcome = set.lock().unwrap_or_else(|e| e.into_inner()).add_body(
+                    &body,
+                    req.encoding,
+                    req.gzip,
+                );
+                match outcome {
+                    Ok(()) if req.encoding == Encoding::Json => (200, "{}".into(), false),
+                    Ok(()) => (200, String::new(), false),
+                    Err(e) => (400, e, false),
+                }
+            }
+        };
+        let reason = match status {
+            200 => "OK",
+            400 => "Bad Request",
+            404 => "Not Found",
+            411 => "Length Required",
+            413 => "Payload Too Large",
+            _ => "Unsupported Media Type",
+        };
+        let head = format!(
+            "HTTP/1.1 {status} {reason}\r\nContent-Length: {}\r\n{}\r\n",
+            reply.len(),
+            if close { "Connection: close\r\n" } else { "" }
+        );
+        if stream.write_all(head.as_bytes()).await.is_err()
+            || stream.write_all(reply.as_bytes()).await.is_err()
+            || close
+        {
+            return;
+        }
+    }
+}
+
+/// Reads until `buf` holds a whole head: its length. None: the peer closed,
+/// or the head is too large (HTTP/2's preface has no blank line of its own
+/// soon enough either: it is recognized from its first bytes).
+async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+    loop {
+        if buf.starts_with(b"PRI * HTTP/2.0") {
+            return Some(buf.len());
+        }
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Some(i + 4);
+        }
+        if buf.len() > MAX_HEAD_BYTES {
+            return None;
+        }
+        let mut chunk = [0u8; 8192];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// The body after a head of `head_len` bytes; `buf` keeps what follows it.
+async fn read_body(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    head_len: usize,
+    length: usize,
+) -> Option<Vec<u8>> {
+    buf.drain(..head_len);
+    while buf.len() < length {
+        let mut chunk = vec![0u8; (length - buf.len()).min(1 << 20)];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some(buf.drain(..length).collect())
+}
+
+struct Request {
+    length: usize,
+    encoding: Encoding,
+    gzip: bool,
+}
+
+/// What a head asks for, or the status that refuses it.
+fn request(head: &[u8]) -> Result<Request, (u16, &'static str)> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    if !matches!(req.parse(head), Ok(httparse::Status::Complete(_))) {
+        return Err((400, "not an HTTP/1.1 request"));
+    }
+    let path = req.path.unwrap_or("");
+    if req.method != Some("POST") || path.split('?').next() != Some("/v1/traces") {
+        return Err((404, "OTLP/HTTP traces go to POST /v1/traces"));
+    }
+    let header = |name: &str| {
+        req.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| String::from_utf8_lossy(h.value).to_ascii_lowercase())
+    };
+    let length = header("content-length")
+        .and_then(|l| l.trim().parse::<usize>().ok())
+        .ok_or((411, "a Content-Length is required"))?;
+    if length > MAX_REQUEST_BYTES {
+        return Err((413, "a body larger than whyslow reads"));
+    }
+    let kind = header("content-type").unwrap_or_default();
+    let encoding = if kind.starts_with("application/json") {
+        Encoding::Json
+    } else if kind.starts_with("application/x-protobuf") || kind.starts_with("application/protobuf")
+    {
+        Encoding::Protobuf
+    } else {
+        return Err((
+            415,
+            "Content-Type must be application/x-protobuf or application/json",
+        ));
+    };
+    let gzip = match header("content-encoding").as_deref() {
+        None | Some("identity") => false,
+        Some("gzip") => true,
+        Some(_) => return Err((415, "Content-Encoding must be gzip or none")),
+    };
+    Ok(Request {
+        length,
+        encoding,
+        gzip,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_are_read_for_route_length_type_and_encoding() {
+        let ok = request(
+            b"POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\nContent-Encoding: gzip\r\nContent-Length: 12\r\n\r\n",
+        )
+        .ok()
+        .unwrap();
+        assert_eq!(
+            (ok.length, ok.encoding, ok.gzip),
+            (12, Encoding::Protobuf, true)
+        );
+        let refused = |head: &[u8]| request(head).err().map(|e| e.0);
+        assert_eq!(refused(b"GET /v1/traces HTTP/1.1\r\n\r\n"), Some(404));
+        assert_eq!(
+            refused(b"POST /v1/traces HTTP/1.1\r\nContent-Type: application/json\r\n\r\n"),
+            Some(411)
+        );
+        assert_eq!(
+            refused(b"POST /v1/traces HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\n"),
+            Some(415)
+        );
+        let huge = format!(
+            "POST /v1/traces HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            MAX_REQUEST_BYTES + 1
+        );
+        assert_eq!(refused(huge.as_bytes()), Some(413));
+    }
+}

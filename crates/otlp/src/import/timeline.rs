@@ -1,0 +1,347 @@
+//! Spans into the timeline the detectors read. The service under
+//! investigation is the one whose server spans made the most calls; each
+//! of its SERVER spans is an inbound request, and each CLIENT span of it a
+//! call given to its nearest SERVER ancestor of the same service (parents
+//! are often INTERNAL spans): attribution level `Span`, exact.
+//!
+//! Spans carry no connections. A call's connection is a lane per peer:
+//! calls to a peer are laid on as few lanes as hold them, each taking the
+//! lane freed last before it started — so the lanes are the most calls in
+//! flight at once, and a call that started as another ended follows it on
+//! its lane, which is what pool queueing is judged from on the wire.
+//! Where the peer is traced too, its SERVER span (the client span's child)
+//! says when the call really reached it: a client span that includes the
+//! wait for a pooled connection starts when the call was due, not sent.
+
+use super::record::{kind, SpanRecord};
+use super::SpanSet;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use whyslow_model::{Attribution, Connection, Exchange, ExchangeRole, Protocol, Timeline, TraceId};
+
+/// Parent links followed from a span before giving up: deeper traces are
+/// rare (an ORM's INTERNAL spans add a few), and a cycle stops here.
+pub const MAX_ANCESTORS: usize = 256;
+
+/// The timeline, and what reading spans into it found.
+#[derive(Debug, Default)]
+pub struct SpanTimeline {
+    pub timeline: Timeline,
+    /// The stand-in server of the service's requests.
+    pub service_ports: Vec<u16>,
+    /// The service's name, and the other services' spans left out.
+    pub service: Option<String>,
+    pub other_services: Vec<String>,
+    /// Calls whose span had no SERVER ancestor of the service in the file.
+    pub calls_without_request: u64,
+    /// Client spans inside another client span (one call instrumented at
+    /// two layers): counted once, as the outer one.
+    pub nested_calls: u64,
+    /// Spans outside their parent's time (clock skew between hosts), moved
+    /// inside it.
+    pub skewed: u64,
+    /// Parent chains that looped or ran past `MAX_ANCESTORS`.
+    pub broken_chains: u64,
+    /// Peers named by a host name, with the stand-in address shown for each.
+    pub named_peers: Vec<(String, SocketAddr)>,
+}
+
+/// Stand-ins in 240.0.0.0/4 (reserved, never a real peer): the service's
+/// requests' server and clients, and a peer the span did not name.
+const STAND_IN_SERVICE: Ipv4Addr = Ipv4Addr::new(240, 0, 0, 1);
+const STAND_IN_CLIENT: Ipv4Addr = Ipv4Addr::new(240, 0, 0, 2);
+const STAND_IN_PEER: Ipv4Addr = Ipv4Addr::new(240, 0, 0, 3);
+
+/// What following a span's parents found.
+enum Ancestor {
+    /// The nearest SERVER span (index), with whether a CLIENT span came first.
+    Server(usize, bool),
+    None,
+    Broken,
+}
+
+struct Index<'s> {
+    spans: &'s [SpanRecord],
+    by_id: HashMap<(u128, u64), usize>,
+}
+
+impl Index<'_> {
+    fn parent(&self, i: usize) -> Option<usize> {
+        let s = &self.spans[i];
+        (s.parent_span_id != 0)
+            .then(|| self.by_id.get(&(s.trace_id, s.parent_span_id)).copied())
+            .flatten()
+    }
+
+    fn server_ancestor(&self, i: usize) -> Ancestor {
+        let mut at = i;
+        let mut client_first = false;
+        for _ in 0..MAX_ANCESTORS {
+            let Some(p) = self.parent(at) else {
+                return Ancestor::None;
+            };
+            if p == i {
+                return Ancestor::Broken;
+            }
+            match self.spans[p].kind {
+                kind::SERVER => return Ancestor::Server(p, client_first),
+                kind::CLIENT | kind::PRODUCER => client_first = true,
+                _ => {}
+            }
+            at = p;
+        }
+        Ancestor::Broken
+    }
+}
+
+fn is_call(s: &SpanRecord) -> bool {
+    s.kind == kind::CLIENT || s.kind == kind::PRODUCER
+}
+
+/// The spans of `set` as a timeline of the service that made the most calls.
+pub fn to_timeline(set: &SpanSet) -> SpanTimeline {
+    let spans = &set.spans;
+    let index = Index {
+        spans,
+        by_id: spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| ((s.trace_id, s.span_id), i))
+            .collect(),
+    };
+    let mut out = SpanTimeline::default();
+    let mut ancestors = Vec::new();
+    let mut calls_per_service = vec![0u64; set.services.len()];
+    let mut servers_per_service = vec![0u64; set.services.len()];
+    for (i, s) in spans.iter().enumerate() {
+        if s.kind == kind::SERVER {
+            servers_per_service[s.service as usize] += 1;
+        }
+        if !is_call(s) {
+            continue;
+        }
+        let a = index.server_ancestor(i);
+        if let Ancestor::Server(p, false) = a {
+            if spans[p].service == s.service {
+                calls_per_service[s.service as usize] += 1;
+            }
+        }
+        ancestors.push((i, a));
+    }
+    let Some(service) = (0..set.services.len())
+        .filter(|&k| servers_per_service[k] > 0)
+        .max_by_key(|&k| (calls_per_service[k], servers_per_service[k]))
+    else {
+        return out;
+    };
+    out.service = Some(set.services[service].clone());
+    out.other_services = (0..set.services.len())
+        .filter(|&k| k != service)
+        .map(|k| set.services[k].clone())
+        .collect();
+    let service = service as u32;
+    // Requests: the service's SERVER spans.
+    let requests: Vec<usize> = (0..spans.len())
+        .filter(|&i| spans[i].kind == kind::SERVER && spans[i].service == service)
+        .collect();
+    // Where the callee is traced: its SERVER span under each client span.
+    let mut callee: HashMap<usize, usize> = HashMap::new();
+    for (i, s) in spans.iter().enumerate() {
+        if s.kind == kind::SERVER && s.service != service {
+            if let Some(p) = index.parent(i).filter(|&p| is_call(&spans[p])) {
+                callee.entry(p).or_insert(i);
+            }
+        }
+    }
+    let mut calls = Vec::new();
+    for (i, a) in ancestors {
+        if spans[i].service != service {
+            continue;
+        }
+        match a {
+            Ancestor::Server(p, false) if spans[p].service == service => calls.push((i, Some(p))),
+            Ancestor::Server(_, true) => out.nested_calls += 1,
+            Ancestor::Broken => {
+                out.broken_chains += 1;
+                calls.push((i, None));
+            }
+            _ => {
+                out.calls_without_request += 1;
+                calls.push((i, None));
+            }
+        }
+    }
+    build(&mut out, spans, &requests, &calls, &callee);
+    out
+}
+
+/// A call's times: sent (when its traced callee began, if inside the
+/// client span) and answered.
+fn call_times(out: &mut SpanTimeline, c: &SpanRecord, callee: Option<&SpanRecord>) -> (u64, u64) {
+    match callee {
+        Some(s) if s.start_us >= c.start_us && s.start_us <= c.end_us => (s.start_us, c.end_us),
+        Some(_) => {
+            out.skewed += 1;
+            (c.start_us, c.end_us)
+        }
+        None => (c.start_us, c.end_us),
+    }
+}
+
+fn build(
+    out: &mut SpanTimeline,
+    spans: &[SpanRecord],
+    requests: &[usize],
+    calls: &[(usize, Option<usize>)],
+    callee: &HashMap<usize, usize>,
+) {
+    // Call peers, and the stand-in for the service's own address.
+    let mut peers: Vec<SocketAddr> = calls.iter().map(|&(i, _)| peer_of(&spans[i])).collect();
+    for &(i, _) in calls {
+        if let (Some(name), Some(addr)) = (&spans[i].peer_name, spans[i].peer) {
+            if !out.named_peers.iter().any(|(n, _)| n == name.as_str()) {
+                out.named_peers.push((name.to_string(), addr));
+            }
+        }
+    }
+    // The service's address as its server spans say, else a stand-in.
+    let said = requests.first().and_then(|&r| spans[r].peer);
+    let mut service_addr = said
+        .filter(|a| !peers.contains(a))
+        .unwrap_or_else(|| SocketAddr::new(STAND_IN_SERVICE.into(), 80));
+    while peers.contains(&service_addr) {
+        service_addr.set_port(service_addr.port().wrapping_add(1).max(1));
+    }
+    out.service_ports = vec![service_addr.port()];
+    // (span index, start, end, role) by start; connection per exchange.
+    let mut rows: Vec<(u64, u64, usize, Option<usize>, bool)> = Vec::new();
+    for &r in requests {
+        let s = &spans[r];
+        rows.push((s.start_us, s.end_us.max(s.start_us), r, None, true));
+    }
+    for &(i, parent) in calls {
+        let (mut start, mut end) = call_times(out, &spans[i], callee.get(&i).map(|&k| &spans[k]));
+        if let Some(p) = parent {
+            let (ps, pe) = (spans[p].start_us, spans[p].end_us.max(spans[p].start_us));
+            if start < ps || end > pe {
+                out.skewed += 1;
+                start = start.clamp(ps, pe);
+                end = end.clamp(start, pe);
+            }
+        }
+        rows.push((start, end.max(start), i, parent, false));
+    }
+    rows.sort_by_key(|r| (r.0, !r.4, r.1));
+    // Exchange ids follow start order; parents by span index.
+    let id_of: HashMap<usize, u32> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.4)
+        .map(|(n, r)| (r.2, n as u32 + 1))
+        .collect();
+    let mut lanes = Lanes::default();
+    let t = &mut out.timeline;
+    peers.clear();
+    for (n, &(start, end, i, parent, inbound)) in rows.iter().enumerate() {
+        let s = &spans[i];
+        let (connection, stream) = if inbound {
+            let id = t.connections.len() as u32 + 1;
+            let client = SocketAddr::new(IpAddr::V4(STAND_IN_CLIENT), 1024 + (id % 60_000) as u16);
+            t.connections
+                .push(connection(id, client, service_addr, start, s.protocol));
+            (id, None)
+        } else {
+            lanes.place(t, peer_of(s), s.protocol, start, end)
+        };
+        let mut e = Exchange::new(connection, s.protocol, s.request.clone());
+        e.id = n as u32 + 1;
+        e.stream = stream;
+        e.status = s.status.clone();
+        e.request_first_at_us = start;
+        e.request_last_at_us = start;
+        e.response_first_at_us = Some(end);
+        e.response_last_at_us = Some(end);
+        e.role = if inbound {
+            ExchangeRole::Inbound
+        } else {
+            ExchangeRole::Outbound
+        };
+        e.trace = Some(TraceId(s.trace_id));
+        e.params_digest = s.params_digest;
+        e.params_unknown = s.params_unknown;
+        if let Some(p) = parent.and_then(|p| id_of.get(&p)) {
+            e.parent = Some(*p);
+            e.attribution = Some(Attribution::Span);
+        }
+        let c = &mut t.connections[connection as usize - 1];
+        c.last_at_us = c.last_at_us.max(end);
+        c.exchanges += 1;
+        t.exchanges.push(e);
+    }
+}
+
+fn peer_of(s: &SpanRecord) -> SocketAddr {
+    s.peer.unwrap_or_else(|| {
+        let port = match s.protocol {
+            Protocol::Postgres => 5432,
+            Protocol::Redis => 6379,
+            Protocol::Memcached => 11211,
+            _ => 80,
+        };
+        SocketAddr::new(STAND_IN_PEER.into(), port)
+    })
+}
+
+fn connection(id: u32, client: SocketAddr, server: SocketAddr, at: u64, p: Protocol) -> Connection {
+    let mut c = Connection::new(id, client, server, at);
+    c.protocol = p;
+    c
+}
+
+/// Per peer, its lanes: (connection id, busy until). HTTP/2 peers get one
+/// connection, a stream per call, as an HTTP/2 client multiplexes.
+#[derive(Default)]
+struct Lanes {
+    per_peer: HashMap<SocketAddr, Vec<(u32, u64)>>,
+    streams: HashMap<u32, u32>,
+}
+
+impl Lanes {
+    fn place(
+        &mut self,
+        t: &mut Timeline,
+        peer: SocketAddr,
+        protocol: Protocol,
+        start: u64,
+        end: u64,
+    ) -> (u32, Option<u32>) {
+        let lanes = self.per_peer.entry(peer).or_default();
+        if protocol == Protocol::Http2 {
+            if let Some(&(id, _)) = lanes.first() {
+                let stream = self.streams.entry(id).or_insert(1);
+                *stream += 2;
+                return (id, Some(*stream));
+            }
+        }
+        // The lane freed last before the call started: a call started on
+        // another's end follows it, as on a pooled connection.
+        let free = lanes
+            .iter_mut()
+            .filter(|(_, until)| *until <= start)
+            .max_by_key(|(_, until)| *until);
+        if let Some(lane) = free {
+            lane.1 = end;
+            return (lane.0, None);
+        }
+        let id = t.connections.len() as u32 + 1;
+        let client = SocketAddr::new(IpAddr::V4(STAND_IN_CLIENT), 1024 + (id % 60_000) as u16);
+        t.connections
+            .push(connection(id, client, peer, start, protocol));
+        lanes.push((id, end));
+        let stream = (protocol == Protocol::Http2).then_some(1);
+        if stream.is_some() {
+            self.streams.insert(id, 1);
+        }
+        (id, stream)
+    }
+}
