@@ -3,7 +3,7 @@
 //! latency is the host's own queueing, not the service's. It names the
 //! resource; the time it cost cannot be told apart from the requests' own.
 
-use whyslow_model::{Evidence, Finding, FindingKind, HostSample, ResourceUse, Severity};
+use whyslow_model::{Evidence, Facts, Finding, FindingKind, HostSample, ResourceUse, Severity};
 
 fn saturated_intervals<'a>(
     samples: &'a [HostSample],
@@ -18,6 +18,26 @@ fn saturated_intervals<'a>(
                 .map(|r| (s, r))
         })
         .collect()
+}
+
+/// The numbers `describe` shows, by name.
+fn facts(r: &ResourceUse) -> Facts {
+    let mut f = r.counts.clone();
+    if let Some(u) = r.utilization_pct {
+        f.set("utilized_percent", u);
+    }
+    if let Some(s) = r.saturation {
+        let name = if r.saturation_unit.starts_with("percent") {
+            "saturation_percent"
+        } else {
+            "saturation"
+        };
+        f.set(name, s);
+    }
+    if r.errors > 0 {
+        f.set("errors", r.errors as f64);
+    }
+    f
 }
 
 fn describe(r: &ResourceUse) -> String {
@@ -51,7 +71,9 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
             let hits = saturated_intervals(samples, name);
             let r = hits[0].1;
             Finding {
-                facts: Default::default(),
+                facts: facts(r)
+                    .with("intervals_saturated", hits.len() as f64)
+                    .with("intervals_sampled", samples.len() as f64),
                 kind: FindingKind::HostSaturated,
                 severity: Severity::Warning,
                 summary: format!(
@@ -68,7 +90,7 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
                     .iter()
                     .take(5)
                     .map(|(s, r)| Evidence::Measurement {
-                        facts: Default::default(),
+                        facts: facts(r).with("at_ms", s.at_ms as f64),
                         note: format!(
                             "{name} at {:.1} s: {}",
                             s.at_ms as f64 / 1000.0,
@@ -114,6 +136,7 @@ mod tests {
                 errors: 0,
                 saturated: cpu_saturated,
                 note: "n".into(),
+                counts: Facts::default(),
             }],
         }
     }
@@ -126,6 +149,11 @@ mod tests {
         assert_eq!(f[0].occurrences, 2);
         assert!(f[0].summary.contains("cpu") && f[0].summary.contains("2 of 3"));
         assert!(!f[0].background);
+        // Every number the text shows is a fact too.
+        let facts = &f[0].facts.0;
+        assert_eq!(facts.get("utilized_percent"), Some(&100.0));
+        assert_eq!(facts.get("saturation_percent"), Some(&60.0));
+        assert_eq!(facts.get("intervals_sampled"), Some(&3.0));
     }
 
     #[test]

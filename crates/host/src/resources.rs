@@ -1,7 +1,7 @@
 //! From two readings to the USE table: rates and shares over the interval.
 
 use crate::Counters;
-use whyslow_model::ResourceUse;
+use whyslow_model::{Facts, ResourceUse};
 
 /// Every resource `use` reports, in its order.
 pub const RESOURCES: [&str; 9] = [
@@ -60,7 +60,16 @@ fn row(
         errors,
         saturated,
         note,
+        counts: Facts::default(),
     }
+}
+
+/// The numbers a row's note shows, as facts beside it.
+fn counted(mut r: ResourceUse, counts: &[(&str, u64)]) -> ResourceUse {
+    for (name, n) in counts {
+        r.counts.set(name, *n as f64);
+    }
+    r
 }
 
 /// The USE table for the interval between readings `a` and `b`.
@@ -79,14 +88,17 @@ pub fn resources(a: &Counters, b: &Counters, interval_us: u64, cpus: u32) -> Vec
     let runnable = b.procs_running.unwrap_or(0);
     let waiting = cpu_psi.map_or(runnable > cpus as u64, |p| p >= PSI_SATURATED_PCT);
     let busy = util.unwrap_or(0.0) >= CPU_BUSY_PCT;
-    out.push(row(
-        "cpu",
-        util,
-        cpu_psi,
-        "percent of time tasks waited for a CPU (PSI some)",
-        0,
-        busy && waiting,
-        format!("{runnable} runnable tasks on {cpus} CPUs"),
+    out.push(counted(
+        row(
+            "cpu",
+            util,
+            cpu_psi,
+            "percent of time tasks waited for a CPU (PSI some)",
+            0,
+            busy && waiting,
+            format!("{runnable} runnable tasks on {cpus} CPUs"),
+        ),
+        &[("runnable_tasks", runnable), ("cpus", u64::from(cpus))],
     ));
     let avail = match (b.mem_total_kib, b.mem_available_kib) {
         (Some(t), Some(a)) => Some(pct(a as f64, t as f64)),
@@ -104,6 +116,10 @@ pub fn resources(a: &Counters, b: &Counters, interval_us: u64, cpus: u32) -> Vec
             || (swapped > 0 && avail.is_some_and(|a| a < MEMORY_LOW_PCT)),
         format!("{swapped} pages swapped in or out"),
     ));
+    out.last_mut()
+        .unwrap()
+        .counts
+        .set("pages_swapped", swapped as f64);
     let net_errors = delta(a.net_errors, b.net_errors).unwrap_or(0);
     out.push(row(
         "network",
@@ -125,6 +141,9 @@ pub fn resources(a: &Counters, b: &Counters, interval_us: u64, cpus: u32) -> Vec
         false,
         format!("{retrans} retransmitted of {out_segs} segments sent"),
     ));
+    let tcp = out.last_mut().unwrap();
+    tcp.counts.set("segments_retransmitted", retrans as f64);
+    tcp.counts.set("segments_sent", out_segs as f64);
     let listen = delta(a.listen_drops, b.listen_drops).unwrap_or(0);
     out.push(row(
         "listen_queue",
@@ -165,6 +184,9 @@ pub fn resources(a: &Counters, b: &Counters, interval_us: u64, cpus: u32) -> Vec
             io_psi.map_or("unavailable".into(), |p| format!("{p} %"))
         ),
     ));
+    if let Some(p) = io_psi {
+        out.last_mut().unwrap().counts.set("io_psi_percent", p);
+    }
     let files = b.files.map(|(n, max)| pct(n as f64, max as f64));
     out.push(row(
         "file_descriptors",
@@ -177,6 +199,11 @@ pub fn resources(a: &Counters, b: &Counters, interval_us: u64, cpus: u32) -> Vec
             format!("{n} of {max} file handles")
         }),
     ));
+    if let Some((n, max)) = b.files {
+        let files = out.last_mut().unwrap();
+        files.counts.set("file_handles", n as f64);
+        files.counts.set("file_handles_max", max as f64);
+    }
     let tcp_mem = match (b.tcp_mem_pages, b.tcp_mem_pressure_pages) {
         (Some(m), Some(p)) => Some(pct(m as f64, p as f64)),
         _ => None,

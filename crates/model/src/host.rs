@@ -19,6 +19,9 @@ pub struct ResourceUse {
     pub saturated: bool,
     /// What the numbers are, for a person.
     pub note: String,
+    /// The numbers the note shows, by name ("runnable_tasks", "cpus").
+    #[serde(default, skip_serializing_if = "crate::Facts::is_empty")]
+    pub counts: crate::Facts,
 }
 
 /// Every resource over one interval.
