@@ -28,8 +28,9 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # PyPI: into a virtual environment over Debian's Python, which brings the rest.
 otel=(opentelemetry-sdk==1.45.1 opentelemetry-instrumentation-requests==0.66b1
   opentelemetry-instrumentation-psycopg2==0.66b1 opentelemetry-instrumentation-threading==0.66b1
-  opentelemetry-proto==1.45.1 psycopg2-binary==2.9.10)
-if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto" 2>/dev/null \
+  opentelemetry-proto==1.45.1 opentelemetry-exporter-otlp-proto-http==1.45.1
+  opentelemetry-instrumentation-sqlalchemy==0.66b1 psycopg2-binary==2.9.10)
+if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.instrumentation.sqlalchemy" 2>/dev/null \
   || ! target/pyenv/bin/pip show -q psycopg2-binary >/dev/null 2>&1; then
   echo "== installing ${otel[*]} into target/pyenv"
   mkdir -p target

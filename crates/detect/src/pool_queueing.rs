@@ -68,8 +68,12 @@ pub fn pool_wait(calls: &[Call], request_us: u64) -> Option<PoolWait> {
 }
 
 /// `call` started right after another call ended, and the pool was full
-/// until that end: every connection was busy, then one came back.
+/// until that end: every connection was busy, then one came back. Where
+/// the source knows the call did not wait (a span), it was not queued.
 fn started_on_handoff(calls: &[Call], call: &Call, pool: usize) -> bool {
+    if crate::pools::source_says_waited(call.exchange) == Some(false) {
+        return false;
+    }
     calls.iter().any(|freed| {
         let handoff = freed.end <= call.start && call.start - freed.end <= HANDOFF_MAX_US;
         handoff && busy_until(calls, freed.end) >= pool

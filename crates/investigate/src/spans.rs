@@ -47,6 +47,7 @@ pub fn analyze_spans(set: SpanSet, from: &str, opts: &AnalysisOptions) -> Captur
         nested_calls: read.nested_calls,
         skewed: read.skewed,
         broken_chains: read.broken_chains,
+        waits_not_for_a_connection: read.waits_not_for_a_connection,
         dropped: set.dropped,
         named_peers: read
             .named_peers

@@ -83,6 +83,10 @@ pub struct SpanSource {
     pub skewed: u64,
     /// Parent chains that looped or ran too deep.
     pub broken_chains: u64,
+    /// Calls that reached their traced callee late while connections to it
+    /// were free: not counted as waiting for one.
+    #[serde(default)]
+    pub waits_not_for_a_connection: u64,
     /// Spans past the bound, not read.
     pub dropped: u64,
     /// Peers named by a host name, and the stand-in address shown for each.

@@ -472,6 +472,11 @@ pub struct Exchange {
     /// placeholders only): repeats cannot be told from the same call again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub params_unknown: bool,
+    /// When the caller issued the call, where the source knows it apart from
+    /// when it was sent (a client span begins before its pooled connection
+    /// is handed over; its traced callee says when it arrived).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at_us: Option<u64>,
     /// PostgreSQL: transaction state when the server was ready again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<TxState>,
@@ -543,6 +548,7 @@ impl Exchange {
             thread: None,
             pool_wait_from_us: None,
             params_unknown: false,
+            due_at_us: None,
         }
     }
 

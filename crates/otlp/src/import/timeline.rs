@@ -19,6 +19,19 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use whyslow_model::{Attribution, Connection, Exchange, ExchangeRole, Protocol, Timeline, TraceId};
 
+/// A call sent this long after its span began waited inside its client
+/// (for a pooled connection, a lock): from 1 ms, above a thread's wake-up.
+const WAITED_MIN_US: u64 = 1_000;
+/// A call that did not wait is never laid on a lane freed less than this
+/// before it: the wire's handoff bound (`detect::pools::HANDOFF_MAX_US`),
+/// under which the detectors would read it as handed that connection.
+const IDLE_BEFORE_REUSE_US: u64 = 10_000;
+
+/// A call waited for a connection only if its peer's calls filled every
+/// lane for most of its wait (a pool hands a connection over the moment
+/// one comes back); else the wait was elsewhere — a callee slow to accept.
+const POOL_FULL_SHARE: f64 = 0.8;
+
 /// Parent links followed from a span before giving up: deeper traces are
 /// rare (an ORM's INTERNAL spans add a few), and a cycle stops here.
 pub const MAX_ANCESTORS: usize = 256;
@@ -42,6 +55,9 @@ pub struct SpanTimeline {
     pub skewed: u64,
     /// Parent chains that looped or ran past `MAX_ANCESTORS`.
     pub broken_chains: u64,
+    /// Calls that reached their traced callee late while lanes to it were
+    /// free: not a wait for a connection.
+    pub waits_not_for_a_connection: u64,
     /// Peers named by a host name, with the stand-in address shown for each.
     pub named_peers: Vec<(String, SocketAddr)>,
 }
@@ -176,7 +192,7 @@ pub fn to_timeline(set: &SpanSet) -> SpanTimeline {
 }
 
 /// A call's times: sent (when its traced callee began, if inside the
-/// client span) and answered.
+/// client span) and answered; it was due when its span began.
 fn call_times(out: &mut SpanTimeline, c: &SpanRecord, callee: Option<&SpanRecord>) -> (u64, u64) {
     match callee {
         Some(s) if s.start_us >= c.start_us && s.start_us <= c.end_us => (s.start_us, c.end_us),
@@ -213,11 +229,11 @@ fn build(
         service_addr.set_port(service_addr.port().wrapping_add(1).max(1));
     }
     out.service_ports = vec![service_addr.port()];
-    // (span index, start, end, role) by start; connection per exchange.
-    let mut rows: Vec<(u64, u64, usize, Option<usize>, bool)> = Vec::new();
+    // (start, end, span index, parent, inbound, waited) by start.
+    let mut rows: Vec<Row> = Vec::new();
     for &r in requests {
         let s = &spans[r];
-        rows.push((s.start_us, s.end_us.max(s.start_us), r, None, true));
+        rows.push((s.start_us, s.end_us.max(s.start_us), r, None, true, false));
     }
     for &(i, parent) in calls {
         let (mut start, mut end) = call_times(out, &spans[i], callee.get(&i).map(|&k| &spans[k]));
@@ -229,9 +245,22 @@ fn build(
                 end = end.clamp(start, pe);
             }
         }
-        rows.push((start, end.max(start), i, parent, false));
+        let waited = start >= spans[i].start_us + WAITED_MIN_US;
+        rows.push((start, end.max(start), i, parent, false, waited));
     }
     rows.sort_by_key(|r| (r.0, !r.4, r.1));
+    let occupancy = Occupancy::per_peer(spans, &rows);
+    for row in rows.iter_mut().filter(|r| r.5) {
+        let s = &spans[row.2];
+        let full = occupancy
+            .get(&peer_of(s))
+            .map_or(0, |o| o.full_us(s.start_us, row.0));
+        // Waited, but not for a connection: the callee was slow to take it.
+        if (full as f64) < POOL_FULL_SHARE * (row.0 - s.start_us) as f64 {
+            row.5 = false;
+            out.waits_not_for_a_connection += 1;
+        }
+    }
     // Exchange ids follow start order; parents by span index.
     let id_of: HashMap<usize, u32> = rows
         .iter()
@@ -242,7 +271,7 @@ fn build(
     let mut lanes = Lanes::default();
     let t = &mut out.timeline;
     peers.clear();
-    for (n, &(start, end, i, parent, inbound)) in rows.iter().enumerate() {
+    for (n, &(start, end, i, parent, inbound, waited)) in rows.iter().enumerate() {
         let s = &spans[i];
         let (connection, stream) = if inbound {
             let id = t.connections.len() as u32 + 1;
@@ -251,7 +280,7 @@ fn build(
                 .push(connection(id, client, service_addr, start, s.protocol));
             (id, None)
         } else {
-            lanes.place(t, peer_of(s), s.protocol, start, end)
+            lanes.place(t, peer_of(s), s.protocol, (start, end), waited)
         };
         let mut e = Exchange::new(connection, s.protocol, s.request.clone());
         e.id = n as u32 + 1;
@@ -269,6 +298,9 @@ fn build(
         e.trace = Some(TraceId(s.trace_id));
         e.params_digest = s.params_digest;
         e.params_unknown = s.params_unknown;
+        if !inbound {
+            e.due_at_us = Some(if waited { s.start_us.min(start) } else { start });
+        }
         if let Some(p) = parent.and_then(|p| id_of.get(&p)) {
             e.parent = Some(*p);
             e.attribution = Some(Attribution::Span);
@@ -277,6 +309,91 @@ fn build(
         c.last_at_us = c.last_at_us.max(end);
         c.exchanges += 1;
         t.exchanges.push(e);
+    }
+}
+
+/// Calls in flight to one peer over time: when every lane was busy.
+struct Occupancy {
+    /// Breakpoints, the calls in flight from each, and the time spent
+    /// with every lane busy before each.
+    times: Vec<u64>,
+    level: Vec<usize>,
+    full_before: Vec<u64>,
+    max: usize,
+}
+
+/// (start, end, span index, parent, inbound, waited) of each exchange.
+type Row = (u64, u64, usize, Option<usize>, bool, bool);
+
+impl Occupancy {
+    fn per_peer(spans: &[SpanRecord], rows: &[Row]) -> HashMap<SocketAddr, Occupancy> {
+        let mut calls: HashMap<SocketAddr, Vec<(u64, u64)>> = HashMap::new();
+        for r in rows
+            .iter()
+            .filter(|r| !r.4 && spans[r.2].protocol != Protocol::Http2)
+        {
+            calls
+                .entry(peer_of(&spans[r.2]))
+                .or_default()
+                .push((r.0, r.1));
+        }
+        calls
+            .into_iter()
+            .map(|(p, c)| (p, Occupancy::new(&c)))
+            .collect()
+    }
+
+    fn new(calls: &[(u64, u64)]) -> Self {
+        let mut events: Vec<(u64, i64)> =
+            calls.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+        // Ends before starts at one instant: a handoff is not two in flight.
+        events.sort_unstable();
+        let (mut times, mut level) = (
+            Vec::with_capacity(events.len()),
+            Vec::with_capacity(events.len()),
+        );
+        let mut now = 0i64;
+        for (t, d) in events {
+            now += d;
+            times.push(t);
+            level.push(now.max(0) as usize);
+        }
+        let max = level.iter().copied().max().unwrap_or(0);
+        let mut full_before = vec![0u64; times.len()];
+        for i in 1..times.len() {
+            let busy = if level[i - 1] >= max {
+                times[i] - times[i - 1]
+            } else {
+                0
+            };
+            full_before[i] = full_before[i - 1] + busy;
+        }
+        Occupancy {
+            times,
+            level,
+            full_before,
+            max,
+        }
+    }
+
+    /// Time every lane was busy up to `t`.
+    fn full_until(&self, t: u64) -> u64 {
+        let i = self.times.partition_point(|&x| x <= t);
+        if i == 0 {
+            return 0;
+        }
+        let j = i - 1;
+        let open = if self.level[j] >= self.max {
+            t - self.times[j]
+        } else {
+            0
+        };
+        self.full_before[j] + open
+    }
+
+    /// Time every lane was busy within `[from, to]`.
+    fn full_us(&self, from: u64, to: u64) -> u64 {
+        self.full_until(to).saturating_sub(self.full_until(from))
     }
 }
 
@@ -312,8 +429,8 @@ impl Lanes {
         t: &mut Timeline,
         peer: SocketAddr,
         protocol: Protocol,
-        start: u64,
-        end: u64,
+        (start, end): (u64, u64),
+        waited: bool,
     ) -> (u32, Option<u32>) {
         let lanes = self.per_peer.entry(peer).or_default();
         if protocol == Protocol::Http2 {
@@ -323,11 +440,17 @@ impl Lanes {
                 return (id, Some(*stream));
             }
         }
-        // The lane freed last before the call started: a call started on
-        // another's end follows it, as on a pooled connection.
+        // A call that waited takes the lane freed last before it started:
+        // it follows the call whose end let it go, as on a pooled
+        // connection. One that did not wait takes a lane idle for a while.
+        let latest = if waited {
+            start
+        } else {
+            start.saturating_sub(IDLE_BEFORE_REUSE_US)
+        };
         let free = lanes
             .iter_mut()
-            .filter(|(_, until)| *until <= start)
+            .filter(|(_, until)| *until <= latest)
             .max_by_key(|(_, until)| *until);
         if let Some(lane) = free {
             lane.1 = end;

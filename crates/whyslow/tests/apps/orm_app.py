@@ -20,6 +20,7 @@ from sqlalchemy import Column, ForeignKey, Integer, String, create_engine, event
 from sqlalchemy.orm import Session, declarative_base, relationship, selectinload
 from sqlalchemy.pool import QueuePool
 
+import otel_export
 import truth
 from jsonhttp import JsonHandler, serve
 
@@ -120,6 +121,7 @@ with Session(engine) as s:
 # Close the set-up connection: the first checkout opens a new one, so a
 # capture started before it sees the connection from its start.
 engine.dispose()
+otel_export.instrument_sqlalchemy(engine)
 
 KINDS = ("select", "insert", "update", "delete")
 # Per checkout: each serving thread counts its own.
