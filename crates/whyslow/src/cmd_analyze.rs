@@ -43,16 +43,17 @@ pub fn receive(args: ReceiveArgs) -> Done {
             return stdout::fail(json, "receive", Some(from), Exit::CaptureFailed, &e);
         }
     };
+    let output = TimelineOutput {
+        output: args.output,
+        timeline: args.timeline,
+        otlp: None,
+    };
     let opts = AnalysisOptions {
-        evidence: args.output.evidence(),
+        evidence: output.evidence(),
         ..AnalysisOptions::default()
     };
-    emit(
-        "receive",
-        Some(from.clone()),
-        analyze_spans(set, &from, &opts),
-        &args.output,
-    )
+    let analysis = analyze_spans(set, &from, &opts);
+    emit("receive", Some(from), analysis, &output)
 }
 
 fn emit(

@@ -22,15 +22,17 @@ use whyslow_model::{Attribution, Connection, Exchange, ExchangeRole, Protocol, T
 /// A call sent this long after its span began waited inside its client
 /// (for a pooled connection, a lock): from 1 ms, above a thread's wake-up.
 const WAITED_MIN_US: u64 = 1_000;
-/// A call that did not wait is never laid on a lane freed less than this
-/// before it: the wire's handoff bound (`detect::pools::HANDOFF_MAX_US`),
-/// under which the detectors would read it as handed that connection.
-const IDLE_BEFORE_REUSE_US: u64 = 10_000;
+/// A client span may end this long after its connection was handed to the
+/// next call (the response read, then the span closed): 1 ms.
+const HANDOFF_SLACK_US: u64 = 1_000;
 
 /// A call waited for a connection only if its peer's calls filled every
 /// lane for most of its wait (a pool hands a connection over the moment
 /// one comes back); else the wait was elsewhere — a callee slow to accept.
 const POOL_FULL_SHARE: f64 = 0.8;
+
+/// Lanes in flight counted as the pool only when held this long: 1 ms.
+const HELD_MIN_US: u64 = 1_000;
 
 /// Parent links followed from a span before giving up: deeper traces are
 /// rare (an ORM's INTERNAL spans add a few), and a cycle stops here.
@@ -280,7 +282,7 @@ fn build(
                 .push(connection(id, client, service_addr, start, s.protocol));
             (id, None)
         } else {
-            lanes.place(t, peer_of(s), s.protocol, (start, end), waited)
+            lanes.place(t, peer_of(s), s.protocol, (start, end))
         };
         let mut e = Exchange::new(connection, s.protocol, s.request.clone());
         e.id = n as u32 + 1;
@@ -358,7 +360,14 @@ impl Occupancy {
             times.push(t);
             level.push(now.max(0) as usize);
         }
-        let max = level.iter().copied().max().unwrap_or(0);
+        // The most in flight for a while: two calls overlapping for a few
+        // µs at a handoff (one's span ends after the next one's callee
+        // began) do not make the pool one larger.
+        let held = (1..times.len()).filter(|&i| times[i] - times[i - 1] >= HELD_MIN_US);
+        let max = held
+            .map(|i| level[i - 1])
+            .max()
+            .unwrap_or_else(|| level.iter().copied().max().unwrap_or(0));
         let mut full_before = vec![0u64; times.len()];
         for i in 1..times.len() {
             let busy = if level[i - 1] >= max {
@@ -419,7 +428,8 @@ fn connection(id: u32, client: SocketAddr, server: SocketAddr, at: u64, p: Proto
 /// connection, a stream per call, as an HTTP/2 client multiplexes.
 #[derive(Default)]
 struct Lanes {
-    per_peer: HashMap<SocketAddr, Vec<(u32, u64)>>,
+    /// Per peer: (connection, busy until, its last exchange's index).
+    per_peer: HashMap<SocketAddr, Vec<(u32, u64, usize)>>,
     streams: HashMap<u32, u32>,
 }
 
@@ -430,37 +440,41 @@ impl Lanes {
         peer: SocketAddr,
         protocol: Protocol,
         (start, end): (u64, u64),
-        waited: bool,
     ) -> (u32, Option<u32>) {
         let lanes = self.per_peer.entry(peer).or_default();
         if protocol == Protocol::Http2 {
-            if let Some(&(id, _)) = lanes.first() {
+            if let Some(&(id, _, _)) = lanes.first() {
                 let stream = self.streams.entry(id).or_insert(1);
                 *stream += 2;
                 return (id, Some(*stream));
             }
         }
-        // A call that waited takes the lane freed last before it started:
-        // it follows the call whose end let it go, as on a pooled
-        // connection. One that did not wait takes a lane idle for a while.
-        let latest = if waited {
-            start
-        } else {
-            start.saturating_sub(IDLE_BEFORE_REUSE_US)
-        };
+        // The lane freed last before the call started: a call that waited
+        // follows the call whose end let it go, as on a pooled connection
+        // (one that did not wait is not read as handed over: `due_at_us`).
+        // A span may end just after its connection went back to the pool.
+        // The earlier call is cut to end there: a connection carries one
+        // call at a time. The new exchange is the next one pushed.
+        let next = t.exchanges.len();
         let free = lanes
             .iter_mut()
-            .filter(|(_, until)| *until <= latest)
-            .max_by_key(|(_, until)| *until);
+            .filter(|(_, until, _)| *until <= start + HANDOFF_SLACK_US)
+            .max_by_key(|(_, until, _)| *until);
         if let Some(lane) = free {
-            lane.1 = end;
+            if lane.1 > start {
+                let before = &mut t.exchanges[lane.2];
+                let cut = start.max(before.request_first_at_us);
+                before.response_first_at_us = before.response_first_at_us.map(|r| r.min(cut));
+                before.response_last_at_us = before.response_last_at_us.map(|r| r.min(cut));
+            }
+            (lane.1, lane.2) = (end, next);
             return (lane.0, None);
         }
         let id = t.connections.len() as u32 + 1;
         let client = SocketAddr::new(IpAddr::V4(STAND_IN_CLIENT), 1024 + (id % 60_000) as u16);
         t.connections
             .push(connection(id, client, peer, start, protocol));
-        lanes.push((id, end));
+        lanes.push((id, end, next));
         let stream = (protocol == Protocol::Http2).then_some(1);
         if stream.is_some() {
             self.streams.insert(id, 1);

@@ -99,8 +99,11 @@ pub struct ReceiveArgs {
     /// Stop after this long, then analyze (default: at Ctrl-C)
     #[arg(long, value_parser = whyslow_check::parse_duration)]
     pub duration: Option<std::time::Duration>,
+    /// Print the exchanges read from the spans (text: one line each; JSON: in the document)
+    #[arg(long)]
+    pub timeline: bool,
     #[command(flatten)]
-    pub output: TimelineOutput,
+    pub output: Output,
 }
 
 #[derive(Args, Debug)]

@@ -103,6 +103,27 @@ pub fn pypi_app_recording(script: &str, port: u16, args: &[String], truth: &Path
     )
 }
 
+/// `pypi_app_recording` with OpenTelemetry on (apps/otel_export.py): the
+/// app is `service`, its spans go to `sink` — a file, or an OTLP/HTTP
+/// endpoint when it starts with "http://".
+pub fn pypi_app_tracing(
+    script: &str,
+    port: u16,
+    args: &[String],
+    truth: &Path,
+    (service, sink): (&str, &str),
+) -> Server {
+    let mut cmd = python_command_of(&pypi_python(), script, args);
+    cmd.env("WHYSLOW_TRUTH", truth)
+        .env("WHYSLOW_OTEL_SERVICE", service);
+    if sink.starts_with("http://") {
+        cmd.env("WHYSLOW_OTLP_ENDPOINT", sink);
+    } else {
+        cmd.env("WHYSLOW_OTLP_FILE", sink);
+    }
+    spawn(&mut cmd, port)
+}
+
 /// apps/stall_app.py: a tax service that stalls `stall_ms` once in `every`
 /// calls, and the `variant` checkout in front of it (recording its calls in
 /// `truth` when given). Returns (tax, checkout).

@@ -1,0 +1,303 @@
+//! Traces in, from real instrumented apps: the fan-out (requests through a
+//! pool of 5 to an API that is traced too) and the ORM (SQLAlchemy on a
+//! real PostgreSQL), OpenTelemetry from PyPI (apps/otel_export.py), 8
+//! clients at once. From their spans alone — a file as the Collector's
+//! file exporter writes it (protobuf, and OTLP/JSON), and OTLP/HTTP into
+//! `whyslow receive` — the broken variants name `pool_queueing` and
+//! `n_plus_one`, the fixed neither, and the counts are the apps' own.
+
+mod common;
+use common::real::*;
+use common::truth::read_app_truth;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const CLIENTS: &str = "8";
+const REQUESTS: &str = "32";
+/// The fan-out's calls per page, the API's delay, and its pools: case
+/// 002's 5, and one no 8 pages at once can fill (the app's executor size).
+const CALLS: usize = 11;
+const DELAY_MS: &str = "30";
+const POOLS: [(&str, usize); 2] = [("broken", 5), ("fixed", 176)];
+/// Orders per ORM checkout: one lazy items query and one tax read each.
+const ORDERS: usize = 20;
+
+/// Where spans go: a file (by extension: `.json` OTLP/JSON, else
+/// protobuf frames) or `whyslow receive`.
+#[derive(Clone, Copy, Debug)]
+enum Sink {
+    File(&'static str),
+    Receive,
+}
+
+/// Runs `apps` (given the sink for their spans), the load against `url`,
+/// stops the apps (which flushes their spans) and analyzes the spans.
+fn analyzed_spans(
+    test: &str,
+    sink: Sink,
+    url: impl Fn(&[Server]) -> String,
+    apps: impl FnOnce(&str) -> Vec<Server>,
+) -> Value {
+    let dir = tmpdir(test);
+    let receiver = match sink {
+        Sink::File(_) => None,
+        Sink::Receive => Some(Receiver::start()),
+    };
+    let target = match (sink, &receiver) {
+        (Sink::File(ext), _) => dir.join(format!("spans.{ext}")).display().to_string(),
+        (Sink::Receive, Some(r)) => format!("http://127.0.0.1:{}", r.port),
+        _ => unreachable!(),
+    };
+    let servers = apps(&target);
+    let url = url(&servers);
+    let out = whyslow(&[
+        "load",
+        "-c",
+        CLIENTS,
+        "-n",
+        REQUESTS,
+        "--trace-context",
+        "off",
+        &url,
+    ]);
+    assert!(out.status.success(), "{test}: {}", stderr(&out));
+    drop(servers);
+    match receiver {
+        Some(r) => r.stop(test),
+        None => {
+            let out = whyslow(&["analyze", "--json", "--timeline", &target]);
+            assert!(out.status.success(), "{test}: {}", stderr(&out));
+            json(&out)
+        }
+    }
+}
+
+/// `whyslow receive --otlp` on a free port, until interrupted.
+struct Receiver {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_whyslow"))
+            .args([
+                "receive",
+                "--otlp",
+                &format!("127.0.0.1:{port}"),
+                "--json",
+                "--timeline",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        Receiver { child, port }
+    }
+
+    /// Ctrl-C, then its report.
+    fn stop(self, test: &str) -> Value {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let out = self.child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{test}: {}", stderr(&out));
+        json(&out)
+    }
+}
+
+fn wait_for_port(port: u16) {
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("nothing listens on {port}");
+}
+
+/// Spans were the source, every call given by its span's parent, and the
+/// requests as many as the app served.
+fn read_from_spans(test: &str, report: &Value, truth: &Path) {
+    let spans = &report["capture"]["spans"];
+    assert!(spans.is_object(), "{test}: {}", report["capture"]);
+    let served = read_app_truth(truth).len();
+    let inbound = report["timeline"]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["role"] == "inbound")
+        .count();
+    assert_eq!(inbound, served, "{test}: requests");
+    assert_eq!(spans["calls_without_request"], 0, "{test}: {spans}");
+    let levels = common::truth::attribution_levels(report);
+    assert!(
+        !levels.is_empty() && levels.iter().all(|l| l == "span"),
+        "{test}: {levels:?}"
+    );
+}
+
+#[test]
+fn fanout_pool_is_named_from_spans_alone() {
+    let _one = serial();
+    let test = "fanout_pool_is_named_from_spans_alone";
+    if !requirements_met(test, &[Need::Python("requests")])
+        || !pypi_python_has(test, "opentelemetry.exporter.otlp.proto.http")
+    {
+        return;
+    }
+    for sink in [Sink::File("otlp"), Sink::File("json"), Sink::Receive] {
+        for (variant, pool) in POOLS {
+            let run = format!("fanout {variant} via {sink:?}");
+            let truth = tmpdir(&format!("otlp_fanout_{variant}")).join("truth.jsonl");
+            let _ = std::fs::remove_file(&truth);
+            let front = free_port();
+            let report = analyzed_spans(
+                &run,
+                sink,
+                |_| format!("http://127.0.0.1:{front}/dashboard"),
+                |spans| {
+                    let api_port = free_port();
+                    let api_args = ["api".into(), api_port.to_string(), DELAY_MS.into()];
+                    let api_truth = truth.with_extension("api");
+                    let api = pypi_app_tracing(
+                        "fanout_app.py",
+                        api_port,
+                        &api_args,
+                        &api_truth,
+                        ("api", spans),
+                    );
+                    let args = [
+                        "front",
+                        &front.to_string(),
+                        &api_port.to_string(),
+                        &CALLS.to_string(),
+                        &pool.to_string(),
+                    ]
+                    .map(String::from);
+                    let app =
+                        pypi_app_tracing("fanout_app.py", front, &args, &truth, ("front", spans));
+                    vec![api, app]
+                },
+            );
+            read_from_spans(&run, &report, &truth);
+            let kinds = causes(&report);
+            eprintln!("{run}: {kinds:?}");
+            assert!(
+                !kinds.contains(&"n_plus_one".to_string()),
+                "{run}: {kinds:?}"
+            );
+            if variant == "broken" {
+                assert_eq!(
+                    kinds.first().map(String::as_str),
+                    Some("pool_queueing"),
+                    "{run}: {kinds:?}"
+                );
+                let f = finding(&report, "pool_queueing").unwrap();
+                let summary = f["summary"].as_str().unwrap();
+                assert!(
+                    summary.contains(&format!("one of {pool} connections")),
+                    "{run}: {summary}"
+                );
+                for e in f["evidence"].as_array().unwrap() {
+                    assert!(
+                        e["in_flight_max"].as_u64() <= Some(pool as u64),
+                        "{run}: {e}"
+                    );
+                    // Each page's calls, counted from spans, are the app's own.
+                    assert_eq!(e["calls"], CALLS, "{run}: {e}");
+                }
+            } else {
+                assert!(
+                    !kinds.contains(&"pool_queueing".to_string()),
+                    "{run}: {kinds:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn orm_n_plus_one_is_named_from_spans_alone() {
+    let _one = serial();
+    let test = "orm_n_plus_one_is_named_from_spans_alone";
+    let needs = [Need::Postgres, Need::Python("sqlalchemy")];
+    if !requirements_met(test, &needs)
+        || !pypi_python_has(test, "opentelemetry.instrumentation.sqlalchemy")
+    {
+        return;
+    }
+    let (pg, _pg_dir) = postgres();
+    for sink in [Sink::File("otlp"), Sink::Receive] {
+        for variant in ["broken", "fixed"] {
+            let run = format!("orm {variant} via {sink:?}");
+            let truth = tmpdir(&format!("otlp_orm_{variant}")).join("truth.jsonl");
+            let _ = std::fs::remove_file(&truth);
+            let port = free_port();
+            let report = analyzed_spans(
+                &run,
+                sink,
+                |_| format!("http://127.0.0.1:{port}/checkout"),
+                |spans| {
+                    let args = [
+                        port.to_string(),
+                        pg.port.to_string(),
+                        ORDERS.to_string(),
+                        variant.into(),
+                    ];
+                    vec![pypi_app_tracing(
+                        "orm_app.py",
+                        port,
+                        &args,
+                        &truth,
+                        ("shop", spans),
+                    )]
+                },
+            );
+            read_from_spans(&run, &report, &truth);
+            let kinds = causes(&report);
+            eprintln!("{run}: {kinds:?}");
+            assert!(
+                !kinds.contains(&"pool_queueing".to_string()),
+                "{run}: {kinds:?}"
+            );
+            if variant == "broken" {
+                assert_eq!(
+                    kinds.first().map(String::as_str),
+                    Some("n_plus_one"),
+                    "{run}: {kinds:?}"
+                );
+                // The lazy loads: one per order, in every checkout.
+                let storms: Vec<&Value> = report["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|f| f["kind"] == "n_plus_one")
+                    .collect();
+                let items = storms
+                    .iter()
+                    .find(|f| f["subject"].as_str().unwrap().contains("FROM items"))
+                    .unwrap_or_else(|| panic!("{run}: {storms:?}"));
+                assert_eq!(items["facts"]["calls_per_request"], ORDERS as f64, "{run}");
+                assert_eq!(items["occurrences"], read_app_truth(&truth).len(), "{run}");
+                // Parameters are not in SQLAlchemy's spans: said, not guessed.
+                assert!(
+                    items["summary"].as_str().unwrap().contains("unseen"),
+                    "{run}"
+                );
+                assert!(
+                    !kinds.contains(&"duplicate_calls".to_string()),
+                    "{run}: {kinds:?}"
+                );
+            } else {
+                assert!(
+                    !kinds.contains(&"n_plus_one".to_string()),
+                    "{run}: {kinds:?}"
+                );
+            }
+        }
+    }
+}
