@@ -355,5 +355,24 @@ pub fn read_bytes(bytes: &[u8]) -> SpanSet {
     set
 }
 
+/// Every decoder on one input, for the fuzz targets: as a file (JSON
+/// lines, frames, gzip) and into a timeline, or as HTTP bodies.
+pub fn fuzz_file(data: &[u8]) {
+    let set = read_bytes(data);
+    let _ = to_timeline(&set);
+}
+
+pub fn fuzz_body(data: &[u8]) {
+    let mut set = SpanSet::default();
+    for (encoding, gzip) in [
+        (Encoding::Json, false),
+        (Encoding::Protobuf, false),
+        (Encoding::Protobuf, true),
+    ] {
+        let _ = set.add_body(data, encoding, gzip);
+    }
+    let _ = to_timeline(&set);
+}
+
 #[cfg(test)]
 mod tests;

@@ -49,6 +49,7 @@ fn exchange(
         attribution: None,
         pool_wait_from_us: None,
         params_unknown: false,
+        due_at_us: None,
     }
 }
 
