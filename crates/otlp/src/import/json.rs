@@ -5,7 +5,7 @@
 //! integers as strings or numbers, enums as integers. Unknown fields are
 //! ignored, as the specification requires.
 
-use super::record::{AttrValue, RawSpan, MAX_ATTRIBUTE_BYTES};
+use super::record::{cut_to, AttrValue, RawSpan, MAX_ATTRIBUTE_BYTES};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -107,15 +107,7 @@ pub fn any_value(v: &Value) -> AttrValue {
         return AttrValue::Other;
     };
     if let Some(s) = map.get("stringValue").and_then(Value::as_str) {
-        let mut s = s.to_string();
-        if s.len() > MAX_ATTRIBUTE_BYTES {
-            let cut = (0..=MAX_ATTRIBUTE_BYTES)
-                .rev()
-                .find(|&i| s.is_char_boundary(i))
-                .unwrap_or(0);
-            s.truncate(cut);
-        }
-        return AttrValue::Str(s);
+        return AttrValue::Str(cut_to(s, MAX_ATTRIBUTE_BYTES).to_string());
     }
     if let Some(n) = map.get("intValue").and_then(integer) {
         return AttrValue::Int(n);

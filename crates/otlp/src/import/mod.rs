@@ -161,15 +161,7 @@ impl SpanSet {
 fn proto_kv(kv: &proto::KeyValue) -> (String, AttrValue) {
     let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
         Some(proto::Value::StringValue(s)) => {
-            let mut s = s.clone();
-            if s.len() > MAX_ATTRIBUTE_BYTES {
-                let cut = (0..=MAX_ATTRIBUTE_BYTES)
-                    .rev()
-                    .find(|&i| s.is_char_boundary(i))
-                    .unwrap_or(0);
-                s.truncate(cut);
-            }
-            AttrValue::Str(s)
+            AttrValue::Str(record::cut_to(s, MAX_ATTRIBUTE_BYTES).to_string())
         }
         Some(proto::Value::IntValue(n)) => AttrValue::Int(*n),
         Some(proto::Value::BoolValue(b)) => AttrValue::Bool(*b),

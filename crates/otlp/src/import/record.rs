@@ -314,7 +314,8 @@ fn db_request(system: &str, statement: &str, digest: &mut ParamDigest) -> (Proto
     }
 }
 
-fn cut_to(s: &str, max: usize) -> &str {
+/// `s` cut to at most `max` bytes, on a char boundary.
+pub(crate) fn cut_to(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
