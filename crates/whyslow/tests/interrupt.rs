@@ -53,6 +53,7 @@ fn capture_finishes_its_file() {
     }
     let a = app(AppConfig::default());
     let file = std::env::temp_dir().join(format!("whyslow-int-{}.pcapng", std::process::id()));
+    let _ = std::fs::remove_file(&file);
     let mut cmd = bin();
     cmd.args([
         "capture",
@@ -63,11 +64,26 @@ fn capture_finishes_its_file() {
         "-w",
         file.to_str().unwrap(),
     ]);
-    let child = std::thread::spawn(move || sigint_after(cmd, Duration::from_millis(1200)));
-    std::thread::sleep(Duration::from_millis(400));
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The file is created once the capture socket is open: then probe. (A
+    // fixed wait lost the race on a loaded machine.)
+    for _ in 0..200 {
+        if file.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(file.exists(), "capture never started");
     let probe = whyslow(&["probe", "-n", "3", &format!("http://{a}/")]);
     assert!(probe.status.success());
-    let out = child.join().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let analyzed = whyslow(&["analyze", "--json", "--timeline", file.to_str().unwrap()]);
     assert!(analyzed.status.success(), "{}", stderr(&analyzed));
