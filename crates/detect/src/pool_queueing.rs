@@ -71,7 +71,7 @@ pub fn pool_wait(calls: &[Call], request_us: u64) -> Option<PoolWait> {
 /// until that end: every connection was busy, then one came back. Where
 /// the source knows the call did not wait (a span), it was not queued.
 fn started_on_handoff(calls: &[Call], call: &Call, pool: usize) -> bool {
-    if crate::pools::source_says_waited(call.exchange) == Some(false) {
+    if call.exchange.waited_before_sent() == Some(false) {
         return false;
     }
     calls.iter().any(|freed| {

@@ -14,7 +14,7 @@ use crate::request_calls::{covered_us, running_max, RequestCalls};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Exchange, ExchangeRole, Timeline};
+use whyslow_model::{ExchangeRole, Timeline};
 
 /// A waiting call leaves as soon as a connection comes back: microseconds
 /// on the client, one RTT later when captured at the server. 10 ms keeps
@@ -200,17 +200,6 @@ pub fn attach(pools: &HashMap<SocketAddr, Pool>, requests: &mut [RequestCalls]) 
     }
 }
 
-/// A call sent this long after it was due waited before it was sent: from
-/// 1 ms, above a thread's wake-up.
-pub const SOURCE_WAIT_MIN_US: u64 = 1_000;
-
-/// Whether the source saw `e` wait between being due and being sent; None
-/// where only timing can tell (packets).
-pub fn source_says_waited(e: &Exchange) -> Option<bool> {
-    e.due_at_us
-        .map(|due| e.request_first_at_us >= due.saturating_add(SOURCE_WAIT_MIN_US))
-}
-
 /// One request's waits, a queue per pool it waited for.
 fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue> {
     let mut out = Vec::new();
@@ -229,7 +218,7 @@ fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue>
                 .checked_sub(1)
                 .map_or(0, |i| ends[i])
                 .max(r.inbound.request_last_at_us);
-            if source_says_waited(c.exchange) == Some(false)
+            if c.exchange.waited_before_sent() == Some(false)
                 || !pool.handed_over(since, c.start, c.exchange.connection, r.inbound.id)
             {
                 continue;

@@ -45,7 +45,7 @@ pub use smol_str::SmolStr;
 pub use sql_summary::{SqlRequest, SqlShape, SqlSummary, StatementCounts};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
-    Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState,
+    Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, WAITED_MIN_US,
 };
 pub use trace::{Attribution, AttributionCounts, Thread, TraceId};
 

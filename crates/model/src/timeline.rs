@@ -432,6 +432,10 @@ pub enum TxState {
     Failed,
 }
 
+/// A call sent this long after it was due waited before it was sent (for
+/// a pooled connection, a lock): from 1 ms, above a thread's wake-up.
+pub const WAITED_MIN_US: u64 = 1_000;
+
 /// One request and its response on a connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Exchange {
@@ -550,6 +554,13 @@ impl Exchange {
             params_unknown: false,
             due_at_us: None,
         }
+    }
+
+    /// Whether the source saw this call wait between being due and being
+    /// sent (`due_at_us`); None where only timing can tell (packets).
+    pub fn waited_before_sent(&self) -> Option<bool> {
+        self.due_at_us
+            .map(|due| self.request_first_at_us >= due.saturating_add(WAITED_MIN_US))
     }
 
     /// Request first byte → response last byte (or → request end when no response).

@@ -224,20 +224,8 @@ pub fn looks_like_otlp(head: &[u8]) -> bool {
 /// with a note and what came before.
 pub fn read_file(path: &Path) -> Result<SpanSet, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut reader = BufReader::new(file);
-    let gzip = reader
-        .fill_buf()
-        .map_err(|e| e.to_string())?
-        .starts_with(&[0x1f, 0x8b]);
     let mut set = SpanSet::default();
-    let outcome = if gzip {
-        read_stream(
-            BufReader::new(flate2::read::MultiGzDecoder::new(reader)),
-            &mut set,
-        )
-    } else {
-        read_stream(reader, &mut set)
-    };
+    let outcome = read_any(BufReader::new(file), &mut set);
     match outcome {
         Err(e) if set.requests == 0 => Err(format!("{}: {e}", path.display())),
         Err(e) => {
@@ -332,19 +320,24 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> Result<usize, String> {
 /// Reads OTLP from bytes (a fuzz target's input, a test's): file rules.
 pub fn read_bytes(bytes: &[u8]) -> SpanSet {
     let mut set = SpanSet::default();
-    let gzip = bytes.starts_with(&[0x1f, 0x8b]);
-    let outcome = if gzip {
-        read_stream(
-            BufReader::new(flate2::read::MultiGzDecoder::new(bytes)),
-            &mut set,
-        )
-    } else {
-        read_stream(bytes, &mut set)
-    };
-    if let Err(e) = outcome {
+    if let Err(e) = read_any(bytes, &mut set) {
         set.note(e);
     }
     set
+}
+
+/// A file's bytes, inflated first when they start as gzip.
+fn read_any(mut r: impl BufRead, set: &mut SpanSet) -> Result<(), String> {
+    let gzip = r
+        .fill_buf()
+        .map_err(|e| e.to_string())?
+        .starts_with(&[0x1f, 0x8b]);
+    if gzip {
+        let inflated = BufReader::new(flate2::read::MultiGzDecoder::new(r));
+        read_stream(inflated, set)
+    } else {
+        read_stream(r, set)
+    }
 }
 
 /// Every decoder on one input, for the fuzz targets: as a file (JSON

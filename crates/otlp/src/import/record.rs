@@ -246,7 +246,8 @@ fn peer_address(peer: &Peer, protocol: Protocol) -> (Option<SocketAddr>, Option<
     (Some(SocketAddr::new(ip.into(), port)), Some(host.into()))
 }
 
-fn default_port(protocol: Protocol) -> u16 {
+/// The port a protocol's servers listen on by default.
+pub(crate) fn default_port(protocol: Protocol) -> u16 {
     match protocol {
         Protocol::Postgres => 5432,
         Protocol::Redis => 6379,

@@ -13,15 +13,14 @@
 //! says when the call really reached it: a client span that includes the
 //! wait for a pooled connection starts when the call was due, not sent.
 
-use super::record::{kind, SpanRecord};
+use super::record::{default_port, kind, SpanRecord};
 use super::SpanSet;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use whyslow_model::{Attribution, Connection, Exchange, ExchangeRole, Protocol, Timeline, TraceId};
+use whyslow_model::{
+    Attribution, Connection, Exchange, ExchangeRole, Protocol, Timeline, TraceId, WAITED_MIN_US,
+};
 
-/// A call sent this long after its span began waited inside its client
-/// (for a pooled connection, a lock): from 1 ms, above a thread's wake-up.
-const WAITED_MIN_US: u64 = 1_000;
 /// A client span may end this long after its connection was handed to the
 /// next call (the response read, then the span closed): 1 ms.
 const HANDOFF_SLACK_US: u64 = 1_000;
@@ -235,7 +234,14 @@ fn build(
     let mut rows: Vec<Row> = Vec::new();
     for &r in requests {
         let s = &spans[r];
-        rows.push((s.start_us, s.end_us.max(s.start_us), r, None, true, false));
+        rows.push(Row {
+            start: s.start_us,
+            end: s.end_us.max(s.start_us),
+            span: r,
+            parent: None,
+            inbound: true,
+            waited: false,
+        });
     }
     for &(i, parent) in calls {
         let (mut start, mut end) = call_times(out, &spans[i], callee.get(&i).map(|&k| &spans[k]));
@@ -248,18 +254,25 @@ fn build(
             }
         }
         let waited = start >= spans[i].start_us + WAITED_MIN_US;
-        rows.push((start, end.max(start), i, parent, false, waited));
+        rows.push(Row {
+            start,
+            end: end.max(start),
+            span: i,
+            parent,
+            inbound: false,
+            waited,
+        });
     }
-    rows.sort_by_key(|r| (r.0, !r.4, r.1));
+    rows.sort_by_key(|r| (r.start, !r.inbound, r.end));
     let occupancy = Occupancy::per_peer(spans, &rows);
-    for row in rows.iter_mut().filter(|r| r.5) {
-        let s = &spans[row.2];
+    for row in rows.iter_mut().filter(|r| r.waited) {
+        let s = &spans[row.span];
         let full = occupancy
             .get(&peer_of(s))
-            .map_or(0, |o| o.full_us(s.start_us, row.0));
+            .map_or(0, |o| o.full_us(s.start_us, row.start));
         // Waited, but not for a connection: the callee was slow to take it.
-        if (full as f64) < POOL_FULL_SHARE * (row.0 - s.start_us) as f64 {
-            row.5 = false;
+        if (full as f64) < POOL_FULL_SHARE * (row.start - s.start_us) as f64 {
+            row.waited = false;
             out.waits_not_for_a_connection += 1;
         }
     }
@@ -267,13 +280,21 @@ fn build(
     let id_of: HashMap<usize, u32> = rows
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.4)
-        .map(|(n, r)| (r.2, n as u32 + 1))
+        .filter(|(_, r)| r.inbound)
+        .map(|(n, r)| (r.span, n as u32 + 1))
         .collect();
     let mut lanes = Lanes::default();
     let t = &mut out.timeline;
     peers.clear();
-    for (n, &(start, end, i, parent, inbound, waited)) in rows.iter().enumerate() {
+    for (n, row) in rows.iter().enumerate() {
+        let &Row {
+            start,
+            end,
+            span: i,
+            parent,
+            inbound,
+            waited,
+        } = row;
         let s = &spans[i];
         let (connection, stream) = if inbound {
             let id = t.connections.len() as u32 + 1;
@@ -325,19 +346,28 @@ struct Occupancy {
 }
 
 /// (start, end, span index, parent, inbound, waited) of each exchange.
-type Row = (u64, u64, usize, Option<usize>, bool, bool);
+/// One exchange to be: its times, its span (index), the span of the
+/// request it was made for, and whether it waited for a connection.
+struct Row {
+    start: u64,
+    end: u64,
+    span: usize,
+    parent: Option<usize>,
+    inbound: bool,
+    waited: bool,
+}
 
 impl Occupancy {
     fn per_peer(spans: &[SpanRecord], rows: &[Row]) -> HashMap<SocketAddr, Occupancy> {
         let mut calls: HashMap<SocketAddr, Vec<(u64, u64)>> = HashMap::new();
         for r in rows
             .iter()
-            .filter(|r| !r.4 && spans[r.2].protocol != Protocol::Http2)
+            .filter(|r| !r.inbound && spans[r.span].protocol != Protocol::Http2)
         {
             calls
-                .entry(peer_of(&spans[r.2]))
+                .entry(peer_of(&spans[r.span]))
                 .or_default()
-                .push((r.0, r.1));
+                .push((r.start, r.end));
         }
         calls
             .into_iter()
@@ -407,15 +437,8 @@ impl Occupancy {
 }
 
 fn peer_of(s: &SpanRecord) -> SocketAddr {
-    s.peer.unwrap_or_else(|| {
-        let port = match s.protocol {
-            Protocol::Postgres => 5432,
-            Protocol::Redis => 6379,
-            Protocol::Memcached => 11211,
-            _ => 80,
-        };
-        SocketAddr::new(STAND_IN_PEER.into(), port)
-    })
+    s.peer
+        .unwrap_or_else(|| SocketAddr::new(STAND_IN_PEER.into(), default_port(s.protocol)))
 }
 
 fn connection(id: u32, client: SocketAddr, server: SocketAddr, at: u64, p: Protocol) -> Connection {
