@@ -1,6 +1,7 @@
 //! `capture`: packets to a pcapng file for a duration, while a command
 //! runs, or until Ctrl-C — whichever comes first.
 
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,18 +107,20 @@ pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, Recor
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
     let start = Instant::now();
-    let mut child = match job.command.split_first() {
-        Some((cmd, rest)) => match std::process::Command::new(cmd).args(rest).spawn() {
-            Ok(c) => {
-                // The command is traced when no process was named.
-                let named = job.ebpf.as_ref().is_some_and(|p| !p.is_empty());
-                if let (Some(Ok(t)), false) = (tracer.as_mut(), named) {
-                    if let Err(e) = t.add_pid(c.id()) {
-                        eprintln!("whyslow: eBPF: {e}");
-                    }
-                }
-                Some(c)
+    // The command is traced when no process was named.
+    let named = job.ebpf.as_ref().is_some_and(|p| !p.is_empty());
+    let trace_command = matches!((&tracer, named), (Some(Ok(_)), false));
+    let mut add_pid = |pid: u32| {
+        if let Some(Ok(t)) = tracer.as_mut() {
+            if let Err(e) = t.add_pid(pid) {
+                eprintln!("whyslow: eBPF: {e}");
             }
+        }
+    };
+    let hold: Option<&mut dyn FnMut(u32)> = trace_command.then_some(&mut add_pid);
+    let mut child = match job.command.split_first() {
+        Some((cmd, rest)) => match spawn_held(cmd, rest, hold) {
+            Ok(c) => Some(c),
             Err(e) => {
                 let _ = handle.stop();
                 return Err(RecordError::Command(format!("cannot run {cmd}: {e}")));
@@ -145,4 +148,72 @@ pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, Recor
         ebpf,
         command: status,
     })
+}
+
+/// Spawns `cmd`. With `on_pid`, the child is held before its exec until
+/// `on_pid` has had its pid: a command traced by pid must not fork (a
+/// shell's first command) before its pid is in the tracer's map. The child
+/// writes its pid on one pipe and waits for a byte on another, since
+/// `spawn` itself only returns once the child has exec'd.
+fn spawn_held(
+    cmd: &str,
+    args: &[String],
+    on_pid: Option<&mut dyn FnMut(u32)>,
+) -> std::io::Result<std::process::Child> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(cmd);
+    command.args(args);
+    let Some(on_pid) = on_pid else {
+        return command.spawn();
+    };
+    let (pid_read, pid_write) = pipe()?;
+    let (gate_read, gate_write) = pipe()?;
+    let fds = [pid_read.as_raw_fd(), pid_write.as_raw_fd()];
+    let gate = [gate_read.as_raw_fd(), gate_write.as_raw_fd()];
+    // SAFETY: between fork and exec the closure calls only close, getpid,
+    // write and read, all async-signal-safe; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            libc::close(fds[0]);
+            libc::close(gate[1]);
+            let pid = libc::getpid().to_ne_bytes();
+            libc::write(fds[1], pid.as_ptr().cast(), pid.len());
+            let mut byte = 0u8;
+            while libc::read(gate[0], (&mut byte as *mut u8).cast(), 1) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+            Ok(())
+        });
+    }
+    std::thread::scope(|scope| {
+        let spawned = scope.spawn(move || {
+            let child = command.spawn();
+            // A failed fork leaves the pid pipe to end empty.
+            drop(pid_write);
+            child
+        });
+        let mut pid = [0u8; 4];
+        if std::fs::File::from(pid_read).read_exact(&mut pid).is_ok() {
+            on_pid(u32::from_ne_bytes(pid));
+        }
+        // The byte, or the pipe's close, lets the child exec.
+        let _ = std::fs::File::from(gate_write).write_all(b"g");
+        drop(gate_read);
+        spawned
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("spawn panicked")))
+    })
+}
+
+/// A pipe whose ends close on exec.
+fn pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
