@@ -9,7 +9,7 @@ use crate::proto::{
     Resource, ResourceSpans, ScopeSpans, Span, Status,
 };
 use prost::Message;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use whyslow_model::{
     Attribution, Connection, Evidence, Exchange, ExchangeRole, Finding, Protocol, Timeline,
@@ -36,6 +36,13 @@ pub fn export(t: &Timeline, findings: &[Finding]) -> Vec<ExportTraceServiceReque
         .map(|e| (e.id, e))
         .collect();
     let in_flight = InFlight::new(&inbound);
+    // Calls no request was given to were still made by the service: under
+    // its resource when there is one service.
+    let servers: BTreeSet<Option<SocketAddr>> = inbound.values().map(|e| server_of(e)).collect();
+    let orphans = match servers.len() {
+        1 => servers.into_iter().next().flatten(),
+        _ => None,
+    };
     let mut by_server: BTreeMap<Option<SocketAddr>, Vec<Span>> = BTreeMap::new();
     for e in &t.exchanges {
         let parent = e.parent.and_then(|p| inbound.get(&p));
@@ -47,7 +54,7 @@ pub fn export(t: &Timeline, findings: &[Finding]) -> Vec<ExportTraceServiceReque
                 if e.attribution == Some(Attribution::Ambiguous) {
                     link_candidates(&mut span, e, &in_flight);
                 }
-                (None, span)
+                (orphans, span)
             }
         };
         let mut span = span;
@@ -99,7 +106,7 @@ pub fn frames(requests: &[ExportTraceServiceRequest]) -> Vec<u8> {
 /// service was found for.
 fn resource(server: Option<SocketAddr>) -> Resource {
     let mut attributes = vec![
-        KeyValue::string("telemetry.sdk.name", "whyslow"),
+        KeyValue::string("telemetry.sdk.name", crate::WIRE_SDK),
         KeyValue::string("telemetry.sdk.language", "rust"),
         KeyValue::string("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
         KeyValue::string(
@@ -159,6 +166,12 @@ fn base_span(e: &Exchange, kind: i32, conns: &HashMap<u32, &Connection>) -> Span
             attributes.extend([
                 KeyValue::string("client.address", c.client.ip().to_string()),
                 KeyValue::int("client.port", i64::from(c.client.port())),
+            ]);
+        } else {
+            // The call's connection: read back, calls stay on their own.
+            attributes.extend([
+                KeyValue::string("network.local.address", c.client.ip().to_string()),
+                KeyValue::int("network.local.port", i64::from(c.client.port())),
             ]);
         }
     }

@@ -13,3 +13,7 @@ pub mod import;
 pub mod proto;
 
 pub use export::{export, file, frames, MAX_SPANS_PER_FRAME};
+
+/// `telemetry.sdk.name` of the spans whyslow writes from the wire: read
+/// back, their times are the wire's and their calls keep their connections.
+pub const WIRE_SDK: &str = "whyslow";

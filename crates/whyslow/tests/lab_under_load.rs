@@ -12,7 +12,7 @@
 //! work, most of their calls are told apart. Each run's `--otlp` spans,
 //! decoded by the reference protobuf definitions, carry the same parents,
 //! and with trace context every call's parent span is the request the app
-//! made it for.
+//! made it for; read back as traces, they name the capture's causes.
 
 mod common;
 use common::truth::{score, Score};
@@ -90,8 +90,36 @@ fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Sco
         if trace == "sampled" {
             assert_eq!(by_spans.wrong, 0, "{name}: {by_spans:?}");
         }
+        round_trip(&name, &report, &spans);
     }
     (report, score)
+}
+
+/// Causes only packets show: spans read back cannot name them.
+const PACKET_CAUSES: [&str; 6] = [
+    "nagle_delayed_ack",
+    "tcp_retransmission",
+    "zero_window",
+    "no_keepalive",
+    "tls_full_handshake",
+    "large_response",
+];
+
+/// The run's spans, read back as traces, name the causes the capture named
+/// that spans can show (whyslow's own finding events on them ignored).
+fn round_trip(name: &str, report: &serde_json::Value, spans: &std::path::Path) {
+    let out = whyslow(&["analyze", "--json", spans.to_str().unwrap()]);
+    assert!(out.status.success(), "{name}: {}", stderr(&out));
+    let back: BTreeSet<String> = causes(&json(&out)).into_iter().collect();
+    let wire: BTreeSet<String> = causes(report)
+        .into_iter()
+        .filter(|k| !PACKET_CAUSES.contains(&k.as_str()))
+        .collect();
+    eprintln!("{name}: round trip {wire:?} -> {back:?}");
+    assert_eq!(
+        back, wire,
+        "{name}: the capture's causes, read back from its spans"
+    );
 }
 
 /// What the fixed variant of `s` declares concurrency itself causes.

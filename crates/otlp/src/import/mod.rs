@@ -10,6 +10,7 @@ pub mod record;
 mod timeline;
 
 use crate::proto::{self, ExportTraceServiceRequest};
+use crate::WIRE_SDK;
 use prost::Message;
 use record::{AttrValue, RawSpan};
 pub use record::{SpanRecord, MAX_ATTRIBUTE_BYTES};
@@ -85,7 +86,7 @@ impl SpanSet {
         i
     }
 
-    fn push(&mut self, raw: &RawSpan, service: &str) {
+    fn push(&mut self, raw: &RawSpan, source: &Source) {
         if self.spans.len() >= MAX_SPANS {
             self.dropped += 1;
             return;
@@ -94,8 +95,10 @@ impl SpanSet {
             self.note("a span without a trace or span id: left out".into());
             return;
         }
-        let service = self.service(service);
-        self.spans.push(record::record(raw, service));
+        let service = self.service(&source.service);
+        let mut span = record::record(raw, service);
+        span.wire = source.wire;
+        self.spans.push(span);
     }
 
     /// One `ExportTraceServiceRequest` in protobuf.
@@ -105,10 +108,10 @@ impl SpanSet {
         self.requests += 1;
         for rs in &req.resource_spans {
             let attrs = rs.resource.as_ref().map(|r| r.attributes.as_slice());
-            let service = service_name(attrs.unwrap_or_default().iter().map(proto_kv));
+            let source = Source::of(attrs.unwrap_or_default().iter().map(proto_kv));
             for span in rs.scope_spans.iter().flat_map(|s| &s.spans) {
                 match proto_span(span) {
-                    Ok(raw) => self.push(&raw, &service),
+                    Ok(raw) => self.push(&raw, &source),
                     Err(e) => self.note(e),
                 }
             }
@@ -123,10 +126,10 @@ impl SpanSet {
         self.requests += 1;
         for rs in &req.resource_spans {
             let attrs = json::attributes(&rs.resource.attributes);
-            let service = service_name(attrs.into_iter());
+            let source = Source::of(attrs.into_iter());
             for span in rs.scope_spans.iter().flat_map(|s| &s.spans) {
                 match span.raw() {
-                    Ok(raw) => self.push(&raw, &service),
+                    Ok(raw) => self.push(&raw, &source),
                     Err(e) => self.note(format!("a span left out: {e}")),
                 }
             }
@@ -193,16 +196,31 @@ fn proto_span(s: &proto::Span) -> Result<RawSpan, String> {
     })
 }
 
-/// `service.name` of a resource, as the SDKs default it when unset.
-fn service_name(attrs: impl Iterator<Item = (String, AttrValue)>) -> String {
-    for (k, v) in attrs {
-        if k == "service.name" {
-            if let AttrValue::Str(s) = v {
-                return s.chars().take(200).collect();
+/// What a resource says of its spans' source.
+struct Source {
+    /// `service.name`, as the SDKs default it when unset.
+    service: String,
+    /// whyslow wrote these spans from what it saw on the wire.
+    wire: bool,
+}
+
+impl Source {
+    fn of(attrs: impl Iterator<Item = (String, AttrValue)>) -> Source {
+        let mut source = Source {
+            service: "unknown_service".into(),
+            wire: false,
+        };
+        for (k, v) in attrs {
+            match (k.as_str(), v) {
+                ("service.name", AttrValue::Str(s)) => {
+                    source.service = s.chars().take(200).collect()
+                }
+                ("telemetry.sdk.name", AttrValue::Str(s)) => source.wire = s == WIRE_SDK,
+                _ => {}
             }
         }
+        source
     }
-    "unknown_service".into()
 }
 
 /// Whether a file starts like an OTLP trace file this module reads: a JSON

@@ -86,6 +86,14 @@ pub struct SpanRecord {
     pub status: Option<Status>,
     /// The name the span gave its peer when that was not an address.
     pub peer_name: Option<SmolStr>,
+    /// A client span's own port (`network.local.port`): its connection.
+    pub local_port: Option<u16>,
+    /// Written by whyslow from the wire: the span's times are the
+    /// exchange's on the wire (sent to answered), not a client's own.
+    pub wire: bool,
+    /// whyslow's attribution said its parent was a guess
+    /// (`whyslow.attribution` inferred or ambiguous).
+    pub parent_guessed: bool,
 }
 
 /// Reads what `raw` says into a record of service `service`.
@@ -155,6 +163,13 @@ pub fn record(raw: &RawSpan, service: u32) -> SpanRecord {
         params_unknown,
         &peer,
     );
+    out.parent_guessed = matches!(
+        text(&["whyslow.attribution"]),
+        Some("inferred" | "ambiguous")
+    );
+    if raw.kind == kind::CLIENT {
+        out.local_port = int(&["network.local.port"]).and_then(|p| u16::try_from(p).ok());
+    }
     let code = int(&["http.response.status_code", "http.status_code"]);
     out.status = code.and_then(|c| u16::try_from(c).ok()).map(Status::Http);
     out
@@ -215,6 +230,9 @@ fn finish(
         params_unknown,
         status: None,
         peer_name,
+        local_port: None,
+        wire: false,
+        parent_guessed: false,
     }
 }
 

@@ -290,3 +290,69 @@ fn not_otlp_is_an_error_with_no_spans() {
     let set = read_bytes(b"\x00\x00\x00\x02\x0a\x99");
     assert!(set.spans.is_empty() && !set.notes.is_empty());
 }
+
+/// A request (#1) with three SQL calls on one connection: exact (#2),
+/// inferred (#3), and one no request was given (#4); a second request (#5).
+fn wire_timeline() -> whyslow_model::Timeline {
+    use whyslow_model::{Connection, Exchange, Protocol};
+    let conn = |id, client: &str, server: &str| {
+        Connection::new(id, client.parse().unwrap(), server.parse().unwrap(), 0)
+    };
+    let exchange = |id, connection, level: Option<Attribution>, span: (u64, u64)| {
+        let mut e = Exchange::new(connection, Protocol::Postgres, "SELECT 1".into());
+        e.id = id;
+        e.role = ExchangeRole::Outbound;
+        e.request_first_at_us = span.0;
+        e.request_last_at_us = span.0;
+        e.response_first_at_us = Some(span.1);
+        e.response_last_at_us = Some(span.1);
+        e.attribution = level;
+        e.parent = level.filter(|l| *l != Attribution::Ambiguous).map(|_| 1);
+        e
+    };
+    let mut req = exchange(1, 1, None, (1_000, 9_000));
+    let mut other = exchange(5, 3, None, (3_500, 8_000));
+    for r in [&mut req, &mut other] {
+        (r.protocol, r.role, r.request) = (Protocol::Http1, ExchangeRole::Inbound, "GET /".into());
+    }
+    whyslow_model::Timeline {
+        connections: vec![
+            conn(1, "127.0.0.1:40000", "127.0.0.1:8080"),
+            conn(2, "127.0.0.1:40001", "127.0.0.1:5432"),
+            conn(3, "127.0.0.1:40002", "127.0.0.1:8080"),
+        ],
+        exchanges: vec![
+            req,
+            exchange(2, 2, Some(Attribution::TraceContext), (2_000, 3_000)),
+            exchange(3, 2, Some(Attribution::Inferred), (3_000, 3_400)),
+            exchange(4, 2, Some(Attribution::Ambiguous), (4_000, 5_000)),
+            other,
+        ],
+    }
+}
+
+#[test]
+fn spans_written_from_the_wire_read_back_as_the_wire_had_them() {
+    let set = read_bytes(&crate::file(&wire_timeline(), &[]));
+    assert_eq!(set.spans.len(), 5, "{:?}", set.notes);
+    let st = to_timeline(&set);
+    let t = &st.timeline;
+    let calls: Vec<_> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+        .collect();
+    // Every call, the unattributed one too, on the connection it used,
+    // with its wire times: not a wait the spans could not have seen.
+    assert_eq!(calls.len(), 3);
+    assert!(calls.iter().all(|c| c.connection == calls[0].connection));
+    let conn = &t.connections[calls[0].connection as usize - 1];
+    assert_eq!(conn.client.port(), 40001);
+    assert!(calls.iter().all(|c| c.due_at_us.is_none()));
+    // The exact parent is the source's word; the guessed one is guessed
+    // again, and so is the one no request was given.
+    assert_eq!(calls[0].attribution, Some(Attribution::Span));
+    assert!(calls[1..]
+        .iter()
+        .all(|c| c.parent.is_none() && c.trace.is_none()));
+}

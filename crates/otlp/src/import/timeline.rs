@@ -176,6 +176,11 @@ pub fn to_timeline(set: &SpanSet) -> SpanTimeline {
             continue;
         }
         match a {
+            // A parent whyslow guessed from the wire is guessed again from
+            // the same times, not taken as the source's word.
+            Ancestor::Server(_, false) if spans[i].wire && spans[i].parent_guessed => {
+                calls.push((i, None))
+            }
             Ancestor::Server(p, false) if spans[p].service == service => calls.push((i, Some(p))),
             Ancestor::Server(_, true) => out.nested_calls += 1,
             Ancestor::Broken => {
@@ -253,7 +258,8 @@ fn build(
                 end = end.clamp(start, pe);
             }
         }
-        let waited = start >= spans[i].start_us + WAITED_MIN_US;
+        // Wire times were sent to answered: a wait before them is not seen.
+        let waited = !spans[i].wire && start >= spans[i].start_us + WAITED_MIN_US;
         rows.push(Row {
             start,
             end: end.max(start),
@@ -302,6 +308,8 @@ fn build(
             t.connections
                 .push(connection(id, client, service_addr, start, s.protocol));
             (id, None)
+        } else if let (true, Some(port)) = (s.wire, s.local_port) {
+            lanes.own(t, peer_of(s), port, s.protocol, start)
         } else {
             lanes.place(t, peer_of(s), s.protocol, (start, end))
         };
@@ -318,10 +326,13 @@ fn build(
         } else {
             ExchangeRole::Outbound
         };
-        e.trace = Some(TraceId(s.trace_id));
+        // A guessed parent's trace id is its parent's: not the call's own.
+        e.trace = (!(s.wire && s.parent_guessed)).then_some(TraceId(s.trace_id));
         e.params_digest = s.params_digest;
         e.params_unknown = s.params_unknown;
-        if !inbound {
+        // Wire times say when a call was sent, not when it was due: as on
+        // packets, only timing can tell whether it waited.
+        if !inbound && !s.wire {
             e.due_at_us = Some(if waited { s.start_us.min(start) } else { start });
         }
         if let Some(p) = parent.and_then(|p| id_of.get(&p)) {
@@ -454,9 +465,35 @@ struct Lanes {
     /// Per peer: (connection, busy until, its last exchange's index).
     per_peer: HashMap<SocketAddr, Vec<(u32, u64, usize)>>,
     streams: HashMap<u32, u32>,
+    /// Connections the spans named by their local port.
+    named: HashMap<(SocketAddr, u16), u32>,
 }
 
 impl Lanes {
+    /// The connection a span named (`network.local.port`), as it was.
+    fn own(
+        &mut self,
+        t: &mut Timeline,
+        peer: SocketAddr,
+        port: u16,
+        protocol: Protocol,
+        start: u64,
+    ) -> (u32, Option<u32>) {
+        let id = *self.named.entry((peer, port)).or_insert_with(|| {
+            let id = t.connections.len() as u32 + 1;
+            let client = SocketAddr::new(IpAddr::V4(STAND_IN_CLIENT), port);
+            t.connections
+                .push(connection(id, client, peer, start, protocol));
+            id
+        });
+        let stream = (protocol == Protocol::Http2).then(|| {
+            let s = self.streams.entry(id).or_insert(0);
+            *s += if *s == 0 { 1 } else { 2 };
+            *s
+        });
+        (id, stream)
+    }
+
     fn place(
         &mut self,
         t: &mut Timeline,
