@@ -15,6 +15,7 @@ pub mod load;
 pub mod probe;
 pub mod receive;
 pub mod record;
+pub mod send;
 pub mod spans;
 
 pub use analysis::{analyze_capture, AnalysisOptions, CaptureAnalysis, CaptureSource};

@@ -1,6 +1,7 @@
 //! `whyslow receive --otlp ADDR`: an OTLP/HTTP endpoint (`POST /v1/traces`,
 //! `application/x-protobuf` or `application/json`, gzip or not) that keeps
-//! the spans SDKs and collectors send it, for a duration or until Ctrl-C.
+//! the spans SDKs and collectors send it, for a duration or until Ctrl-C
+//! or SIGTERM.
 //! HTTP/1.1 by hand over httparse: one route, bodies bounded, and a
 //! client speaking OTLP/gRPC (HTTP/2) told what to change instead of being
 //! left with a protocol error it cannot explain.
@@ -21,7 +22,7 @@ pub const GRPC_REFUSED: &str = "an OTLP/gRPC client connected: whyslow receives 
      only; set the exporter's protocol to http/protobuf (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf) \
      and its endpoint to http://ADDR (port 4318 by convention)";
 
-/// Takes spans on `addr` until `duration` passes or Ctrl-C. `ready` is
+/// Takes spans on `addr` until `duration` passes, Ctrl-C or SIGTERM. `ready` is
 /// called once listening. Err: the address cannot be listened on.
 pub fn otlp_http(
     addr: SocketAddr,
@@ -33,6 +34,10 @@ pub fn otlp_http(
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        // SIGTERM (a service manager's stop, `timeout`) ends the run as
+        // Ctrl-C does: the spans already in are analyzed. Set up before
+        // `ready`, so a stop sent right after it is not missed.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         ready(listener.local_addr().unwrap_or(addr));
         let set = Arc::new(Mutex::new(SpanSet::default()));
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -61,6 +66,7 @@ pub fn otlp_http(
             _ = accept => {}
             _ = until => {}
             _ = crate::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
         }
         // Bodies being read when the run ended are dropped with their tasks.
         let set = std::mem::take(&mut *set.lock().unwrap_or_else(|e| e.into_inner()));

@@ -91,11 +91,25 @@ pub fn file(t: &Timeline, findings: &[Finding]) -> Vec<u8> {
     frames(&export(t, findings))
 }
 
+/// One request in protobuf, as an OTLP/HTTP body.
+pub fn encoded(r: &ExportTraceServiceRequest) -> Vec<u8> {
+    r.encode_to_vec()
+}
+
+/// The spans one request carries.
+pub fn span_count(r: &ExportTraceServiceRequest) -> u64 {
+    r.resource_spans
+        .iter()
+        .flat_map(|rs| &rs.scope_spans)
+        .map(|ss| ss.spans.len() as u64)
+        .sum()
+}
+
 /// The requests framed as the Collector's file exporter frames them.
 pub fn frames(requests: &[ExportTraceServiceRequest]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in requests {
-        let body = r.encode_to_vec();
+        let body = encoded(r);
         out.extend_from_slice(&(body.len() as u32).to_be_bytes());
         out.extend_from_slice(&body);
     }

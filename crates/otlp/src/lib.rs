@@ -9,10 +9,12 @@
 //! timeline every detector reads.
 
 mod export;
+mod export_json;
 pub mod import;
 pub mod proto;
 
-pub use export::{export, file, frames, MAX_SPANS_PER_FRAME};
+pub use export::{encoded, export, file, frames, span_count, MAX_SPANS_PER_FRAME};
+pub use export_json::json_lines;
 
 /// `telemetry.sdk.name` of the spans whyslow writes from the wire: read
 /// back, their times are the wire's and their calls keep their connections.

@@ -47,6 +47,7 @@ pub fn receive(args: ReceiveArgs) -> Done {
         output: args.output,
         timeline: args.timeline,
         otlp: None,
+        otlp_endpoint: None,
     };
     let opts = AnalysisOptions {
         evidence: output.evidence(),

@@ -18,7 +18,8 @@ mod common;
 use common::truth::{score, Score};
 use common::*;
 use std::collections::{BTreeSet, HashMap};
-use whyslow_lab::scenario::{Holding, Scenario, CONCURRENT_CLIENTS, SCENARIOS};
+use std::path::PathBuf;
+use whyslow_lab::scenario::{Holding, Running, Scenario, CONCURRENT_CLIENTS, SCENARIOS};
 
 /// Share of the calls given to a request that may be given to the wrong one.
 const MAX_WRONG_SHARE: f64 = 0.01;
@@ -51,9 +52,8 @@ fn load_args(s: &Scenario, trace: &str) -> Vec<String> {
     args
 }
 
-/// The analysis of a capture of `s` (fixed or not) under load, and how its
-/// attribution scored against the app's own record.
-fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Score) {
+/// A capture of `s` (fixed or not) under load, the apps still running.
+fn captured(s: &Scenario, fixed: bool, trace: &str) -> (Running, PathBuf, PathBuf) {
     let running = rt().block_on((s.start)(fixed)).unwrap();
     let dir = tmpdir(&format!("under_load_{}_{fixed}_{trace}", s.name));
     let cap = dir.join("load.pcapng");
@@ -74,6 +74,14 @@ fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Sco
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = whyslow(&args);
     assert!(out.status.success(), "{}: {}", s.name, stderr(&out));
+    (running, dir, cap)
+}
+
+/// The analysis of a capture of `s` (fixed or not) under load, and how its
+/// attribution scored against the app's own record.
+fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Score) {
+    let (running, dir, cap) = captured(s, fixed, trace);
+    let ports: Vec<String> = running.ports.iter().map(|p| p.to_string()).collect();
     let spans = dir.join("spans.otlp");
     let report = analyzed_timeline_with(&cap, &ports[0], &["--otlp", spans.to_str().unwrap()]);
     let truth = running.truth.requests();
@@ -218,4 +226,79 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
         let named: BTreeSet<String> = causes(&fixed).into_iter().collect();
         assert!(named.is_subset(&allowed), "{} fixed: {named:?}", s.name);
     }
+}
+
+/// The spans of one capture, three ways: the protobuf file, OTLP/JSON lines
+/// (`--otlp spans.json`) and OTLP/HTTP (`--otlp-endpoint`) to a receiver
+/// built on the reference definitions (apps/otlp_receiver.py). All three
+/// decode with those definitions to the same spans, and the JSON file,
+/// read back, names what the protobuf file names.
+#[test]
+fn spans_go_out_as_otlp_json_and_otlp_http_as_in_the_file() {
+    let _one_at_a_time = serial();
+    let test = "spans_go_out_as_otlp_json_and_otlp_http_as_in_the_file";
+    if !capture_allowed(test) || !common::real::pypi_python_has(test, "opentelemetry.proto") {
+        return;
+    }
+    let s = whyslow_lab::scenario::find("fanout-pool").unwrap();
+    let (running, dir, cap) = captured(s, false, "sampled");
+    let service = running.ports[0].to_string();
+    let (proto, json_file) = (dir.join("spans.otlp"), dir.join("spans.json"));
+    let received = dir.join("received.otlp");
+    let port = free_port();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/otlp_receiver.py");
+    let mut receiver = std::process::Command::new(common::real::pypi_python())
+        .arg(script)
+        .arg(port.to_string())
+        .arg(&received)
+        .spawn()
+        .unwrap();
+    wait_for_port(port);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let path = |p: &PathBuf| p.to_str().unwrap().to_string();
+    let out = whyslow(&[
+        "analyze",
+        "--service",
+        &service,
+        "--otlp",
+        &path(&proto),
+        "--otlp-endpoint",
+        &endpoint,
+        &path(&cap),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("--otlp-endpoint"),
+        "{}",
+        stderr(&out)
+    );
+    let out = whyslow(&[
+        "analyze",
+        "--service",
+        &service,
+        "--otlp",
+        &path(&json_file),
+        &path(&cap),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let _ = receiver.kill();
+    let _ = receiver.wait();
+    let decoded = |f: &PathBuf| {
+        let mut spans = common::otlp::decoded_spans(test, f).unwrap();
+        spans.sort_by_key(|s| s["span"].as_str().unwrap().to_string());
+        spans
+    };
+    let from_file = decoded(&proto);
+    assert!(from_file.len() > 1_000, "{} spans", from_file.len());
+    assert_eq!(decoded(&received), from_file, "OTLP/HTTP and the file");
+    assert_eq!(decoded(&json_file), from_file, "OTLP/JSON and protobuf");
+    let named = |f: &PathBuf| {
+        let out = whyslow(&["analyze", "--json", &path(f)]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        causes(&json(&out))
+    };
+    let by_proto = named(&proto);
+    assert_eq!(by_proto.first().map(String::as_str), Some("pool_queueing"));
+    assert_eq!(named(&json_file), by_proto);
 }

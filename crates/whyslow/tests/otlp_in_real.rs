@@ -25,11 +25,12 @@ const POOLS: [(&str, usize); 2] = [("broken", 5), ("fixed", 176)];
 const ORDERS: usize = 20;
 
 /// Where spans go: a file (by extension: `.json` OTLP/JSON, else
-/// protobuf frames) or `whyslow receive`.
+/// protobuf frames) or `whyslow receive`, stopped by this signal (Ctrl-C's
+/// SIGINT, or a service manager's SIGTERM).
 #[derive(Clone, Copy, Debug)]
 enum Sink {
     File(&'static str),
-    Receive,
+    Receive(i32),
 }
 
 /// Runs `apps` (given the sink for their spans), the load against `url`,
@@ -43,11 +44,11 @@ fn analyzed_spans(
     let dir = tmpdir(test);
     let receiver = match sink {
         Sink::File(_) => None,
-        Sink::Receive => Some(Receiver::start()),
+        Sink::Receive(_) => Some(Receiver::start()),
     };
     let target = match (sink, &receiver) {
         (Sink::File(ext), _) => dir.join(format!("spans.{ext}")).display().to_string(),
-        (Sink::Receive, Some(r)) => format!("http://127.0.0.1:{}", r.port),
+        (Sink::Receive(_), Some(r)) => format!("http://127.0.0.1:{}", r.port),
         _ => unreachable!(),
     };
     let servers = apps(&target);
@@ -64,9 +65,9 @@ fn analyzed_spans(
     ]);
     assert!(out.status.success(), "{test}: {}", stderr(&out));
     drop(servers);
-    match receiver {
-        Some(r) => r.stop(test),
-        None => {
+    match (receiver, sink) {
+        (Some(r), Sink::Receive(signal)) => r.stop(test, signal),
+        _ => {
             let out = whyslow(&["analyze", "--json", "--timeline", &target]);
             assert!(out.status.success(), "{test}: {}", stderr(&out));
             json(&out)
@@ -99,24 +100,14 @@ impl Receiver {
         Receiver { child, port }
     }
 
-    /// Ctrl-C, then its report.
-    fn stop(self, test: &str) -> Value {
+    /// `signal`, then its report.
+    fn stop(self, test: &str, signal: i32) -> Value {
         // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        unsafe { libc::kill(self.child.id() as i32, signal) };
         let out = self.child.wait_with_output().unwrap();
         assert!(out.status.success(), "{test}: {}", stderr(&out));
         json(&out)
     }
-}
-
-fn wait_for_port(port: u16) {
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("nothing listens on {port}");
 }
 
 /// Spans were the source, every call given by its span's parent, and the
@@ -149,7 +140,11 @@ fn fanout_pool_is_named_from_spans_alone() {
     {
         return;
     }
-    for sink in [Sink::File("otlp"), Sink::File("json"), Sink::Receive] {
+    for sink in [
+        Sink::File("otlp"),
+        Sink::File("json"),
+        Sink::Receive(libc::SIGINT),
+    ] {
         for (variant, pool) in POOLS {
             let run = format!("fanout {variant} via {sink:?}");
             let truth = tmpdir(&format!("otlp_fanout_{variant}")).join("truth.jsonl");
@@ -231,7 +226,7 @@ fn orm_n_plus_one_is_named_from_spans_alone() {
         return;
     }
     let (pg, _pg_dir) = postgres();
-    for sink in [Sink::File("otlp"), Sink::Receive] {
+    for sink in [Sink::File("otlp"), Sink::Receive(libc::SIGTERM)] {
         for variant in ["broken", "fixed"] {
             let run = format!("orm {variant} via {sink:?}");
             let truth = tmpdir(&format!("otlp_orm_{variant}")).join("truth.jsonl");

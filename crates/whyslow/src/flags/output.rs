@@ -4,6 +4,7 @@
 use crate::stdout::Stop;
 use clap::Args;
 use std::path::{Path, PathBuf};
+use whyslow_investigate::send::Endpoint;
 use whyslow_model::Report;
 
 /// `--json`: every command that prints a report.
@@ -43,9 +44,12 @@ pub struct TimelineOutput {
     /// Include the whole timeline (every connection, segment and exchange) in --json
     #[arg(long)]
     pub timeline: bool,
-    /// Also write what was seen as OpenTelemetry spans to FILE (OTLP protobuf, framed as the Collector's file exporter frames it)
+    /// Also write what was seen as OpenTelemetry spans to FILE: OTLP protobuf framed as the Collector's file exporter frames it, or OTLP/JSON lines when FILE ends in .json or .jsonl
     #[arg(long, value_name = "FILE")]
     pub otlp: Option<PathBuf>,
+    /// Also send those spans as OTLP/HTTP protobuf to URL (a Collector's http:// receiver; /v1/traces when it names no path)
+    #[arg(long, value_name = "URL", value_parser = Endpoint::parse)]
+    pub otlp_endpoint: Option<Endpoint>,
 }
 
 impl TimelineOutput {
@@ -57,7 +61,10 @@ impl TimelineOutput {
     /// `--timeline` or `--html` shows. Without either, memory stays flat
     /// however long the capture.
     pub fn evidence(&self) -> bool {
-        self.timeline || self.output.html.is_some() || self.otlp.is_some()
+        self.timeline
+            || self.output.html.is_some()
+            || self.otlp.is_some()
+            || self.otlp_endpoint.is_some()
     }
 
     /// Writes `--html` and `--otlp`, then prints `--json` (its timeline only with
@@ -71,8 +78,8 @@ impl TimelineOutput {
     ) -> Result<(), Stop> {
         write_html(self.output.html.as_deref(), || html(doc));
         let r = report(doc);
-        if let (Some(path), Some(t)) = (&self.otlp, &r.timeline) {
-            write_html(Some(path), || whyslow_otlp::file(t, &r.findings));
+        if let Some(t) = &r.timeline {
+            self.write_spans(t, &r.findings);
         }
         if !self.json() {
             return crate::stdout::print(&text(doc));
@@ -81,6 +88,29 @@ impl TimelineOutput {
             report(doc).timeline = None;
         }
         crate::stdout::json(doc)
+    }
+
+    /// Writes `--otlp` and sends `--otlp-endpoint`; a failure is said, and
+    /// the run's result stands.
+    fn write_spans(&self, t: &whyslow_model::Timeline, findings: &[whyslow_model::Finding]) {
+        if self.otlp.is_none() && self.otlp_endpoint.is_none() {
+            return;
+        }
+        let requests = whyslow_otlp::export(t, findings);
+        if let Some(path) = &self.otlp {
+            let json = path
+                .extension()
+                .is_some_and(|x| x == "json" || x == "jsonl");
+            write_html(Some(path), || match json {
+                true => whyslow_otlp::json_lines(&requests),
+                false => whyslow_otlp::frames(&requests),
+            });
+        }
+        if let Some(to) = &self.otlp_endpoint {
+            if let Err(e) = whyslow_investigate::send::post_traces(to, &requests) {
+                eprintln!("whyslow: --otlp-endpoint {e}");
+            }
+        }
     }
 }
 
