@@ -28,6 +28,9 @@ pub struct AnalysisOptions {
     /// The service's ports (`--service`, diagnose's target); None: found
     /// from the wire.
     pub service: Option<Vec<u16>>,
+    /// Of traces: the service whose requests are analyzed (`--service-name`);
+    /// None: the one whose requests made the most calls.
+    pub service_name: Option<String>,
     /// Which servers to cover.
     pub scope: Scope,
     /// Memory bounds, window policy, key log and known listeners.
@@ -139,11 +142,7 @@ pub fn analyze_capture(
     let CaptureSource::File(path) = source;
     if is_trace_file(path) {
         let set = whyslow_otlp::import::read_file(path)?;
-        return Ok(crate::spans::analyze_spans(
-            set,
-            &path.display().to_string(),
-            opts,
-        ));
+        return crate::spans::analyze_spans(set, &path.display().to_string(), opts);
     }
     let keep = evidence_keep(opts);
     let mut whole = WindowedAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);

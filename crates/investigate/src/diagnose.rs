@@ -215,6 +215,7 @@ pub async fn diagnose(opts: &DiagnoseOptions, stop: &watch::Receiver<bool>) -> D
         );
         let analysis = AnalysisOptions {
             service: Some(vec![service_ports]),
+            service_name: None,
             scope: Scope::ServiceAndBacking {
                 known: backing
                     .into_iter()

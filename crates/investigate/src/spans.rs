@@ -7,15 +7,26 @@ use crate::analysis::{evidence_keep, AnalysisOptions, CaptureAnalysis};
 use std::collections::HashSet;
 use whyslow_detect::windowed::{CaptureResult, WindowedAnalysis};
 use whyslow_model::{Attribution, ExchangeRole, Facts, ServiceHow, Skipped, SpanSource};
-use whyslow_otlp::import::{to_timeline, SpanSet};
+use whyslow_otlp::import::{to_timeline_of, SpanSet};
 
 /// Causes only packets show.
 const PACKET_CAUSES: &str = "nagle_delayed_ack, tcp_retransmission, zero_window, \
      no_keepalive, tls_full_handshake, large_response";
 
 /// Analyzes the spans of `set`, read from `from` (a file, an address).
-pub fn analyze_spans(set: SpanSet, from: &str, opts: &AnalysisOptions) -> CaptureAnalysis {
-    let read = to_timeline(&set);
+/// Err: `opts.service_name` names no service with server spans there.
+pub fn analyze_spans(
+    set: SpanSet,
+    from: &str,
+    opts: &AnalysisOptions,
+) -> Result<CaptureAnalysis, String> {
+    let read = to_timeline_of(&set, opts.service_name.as_deref());
+    if let (Some(name), None) = (&opts.service_name, &read.service) {
+        return Err(format!(
+            "{from}: no server spans of a service named {name:?} (services there: {})",
+            set.services.join(", ")
+        ));
+    }
     let mut timeline = read.timeline;
     let ports = (!read.service_ports.is_empty()).then_some(&read.service_ports[..]);
     let mut whole = WindowedAnalysis::new(ports, opts.scope.clone(), evidence_keep(opts));
@@ -62,12 +73,12 @@ pub fn analyze_spans(set: SpanSet, from: &str, opts: &AnalysisOptions) -> Captur
             .into(),
         facts: Facts::default(),
     }];
-    CaptureAnalysis {
+    Ok(CaptureAnalysis {
         analysis,
         summary,
         evidence,
         skipped,
         errors: set.all_notes(),
         partial: None,
-    }
+    })
 }

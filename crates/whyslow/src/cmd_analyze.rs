@@ -20,6 +20,7 @@ pub fn run(args: AnalyzeArgs) -> Done {
     };
     let opts = AnalysisOptions {
         service: (!args.service.is_empty()).then(|| args.service.clone()),
+        service_name: args.service_name.clone(),
         scope: Scope::Everything,
         flow,
         evidence: args.output.evidence(),
@@ -51,10 +52,13 @@ pub fn receive(args: ReceiveArgs) -> Done {
     };
     let opts = AnalysisOptions {
         evidence: output.evidence(),
+        service_name: args.service_name,
         ..AnalysisOptions::default()
     };
-    let analysis = analyze_spans(set, &from, &opts);
-    emit("receive", Some(from), analysis, &output)
+    match analyze_spans(set, &from, &opts) {
+        Ok(analysis) => emit("receive", Some(from), analysis, &output),
+        Err(e) => stdout::fail(output.json(), "receive", Some(from), Exit::NotACapture, &e),
+    }
 }
 
 fn emit(

@@ -254,7 +254,7 @@ fn spans_go_out_as_otlp_json_and_otlp_http_as_in_the_file() {
         .arg(&received)
         .spawn()
         .unwrap();
-    wait_for_port(port);
+    wait_listening(port);
     let endpoint = format!("http://127.0.0.1:{port}");
     let path = |p: &PathBuf| p.to_str().unwrap().to_string();
     let out = whyslow(&[

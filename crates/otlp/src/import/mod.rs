@@ -17,7 +17,7 @@ pub use record::{SpanRecord, MAX_ATTRIBUTE_BYTES};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-pub use timeline::{to_timeline, SpanTimeline, MAX_ANCESTORS};
+pub use timeline::{to_timeline, to_timeline_of, SpanTimeline, MAX_ANCESTORS};
 
 /// Spans kept; past it the rest are counted and left out (a note says so).
 /// A kept span is ~150 bytes: 10^6 of them, ~150 MB.

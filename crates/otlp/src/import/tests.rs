@@ -356,3 +356,35 @@ fn spans_written_from_the_wire_read_back_as_the_wire_had_them() {
         .iter()
         .all(|c| c.parent.is_none() && c.trace.is_none()));
 }
+
+#[test]
+fn children_before_their_parents_are_given_as_in_order() {
+    let mut spans = two_requests(6);
+    let in_order = to_timeline(&read_bytes(&framed(&[request("front", spans.clone())])));
+    // Each child in a request of its own, before its parent's request.
+    spans.reverse();
+    let reqs: Vec<_> = spans
+        .into_iter()
+        .map(|s| request("front", vec![s]))
+        .collect();
+    let reversed = to_timeline(&read_bytes(&framed(&reqs)));
+    let parents = |st: &SpanTimeline| {
+        let mut v: Vec<_> = st
+            .timeline
+            .exchanges
+            .iter()
+            .map(|e| {
+                (
+                    e.request_first_at_us,
+                    e.role,
+                    e.parent.is_some(),
+                    e.attribution,
+                )
+            })
+            .collect();
+        v.sort_by_key(|x| (x.0, x.2));
+        v
+    };
+    assert_eq!(parents(&reversed), parents(&in_order));
+    assert_eq!(reversed.calls_without_request, 0);
+}

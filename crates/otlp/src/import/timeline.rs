@@ -117,6 +117,12 @@ fn is_call(s: &SpanRecord) -> bool {
 
 /// The spans of `set` as a timeline of the service that made the most calls.
 pub fn to_timeline(set: &SpanSet) -> SpanTimeline {
+    to_timeline_of(set, None)
+}
+
+/// The spans of `set` as a timeline of the service `name` (None: the one
+/// that made the most calls). A name with no server spans gives no service.
+pub fn to_timeline_of(set: &SpanSet, name: Option<&str>) -> SpanTimeline {
     let spans = &set.spans;
     let index = Index {
         spans,
@@ -145,10 +151,12 @@ pub fn to_timeline(set: &SpanSet) -> SpanTimeline {
         }
         ancestors.push((i, a));
     }
-    let Some(service) = (0..set.services.len())
-        .filter(|&k| servers_per_service[k] > 0)
-        .max_by_key(|&k| (calls_per_service[k], servers_per_service[k]))
-    else {
+    let serving = (0..set.services.len()).filter(|&k| servers_per_service[k] > 0);
+    let chosen = match name {
+        Some(n) => serving.clone().find(|&k| set.services[k] == n),
+        None => serving.max_by_key(|&k| (calls_per_service[k], servers_per_service[k])),
+    };
+    let Some(service) = chosen else {
         return out;
     };
     out.service = Some(set.services[service].clone());

@@ -76,6 +76,10 @@ pub struct AnalyzeArgs {
     /// the wire, as the server whose requests enclose other servers' exchanges)
     #[arg(long, value_name = "PORT", value_delimiter = ',')]
     pub service: Vec<u16>,
+    /// Of OTLP traces: the service (service.name) whose requests are analyzed
+    /// (default: the one whose requests made the most calls)
+    #[arg(long, value_name = "NAME")]
+    pub service_name: Option<String>,
     /// eBPF events of capture --ebpf (default: FILE.events, if there)
     #[arg(long, value_name = "EVENTS")]
     pub events: Option<PathBuf>,
@@ -99,6 +103,10 @@ pub struct ReceiveArgs {
     /// Stop after this long, then analyze (default: at Ctrl-C)
     #[arg(long, value_parser = whyslow_check::parse_duration)]
     pub duration: Option<std::time::Duration>,
+    /// The service (service.name) whose requests are analyzed (default: the
+    /// one whose requests made the most calls)
+    #[arg(long, value_name = "NAME")]
+    pub service_name: Option<String>,
     /// Print the exchanges read from the spans (text: one line each; JSON: in the document)
     #[arg(long)]
     pub timeline: bool,

@@ -311,14 +311,3 @@ pub fn analyzed_timeline_with(capture: &Path, service: &str, extra: &[&str]) -> 
     assert!(out.status.success(), "{}", stderr(&out));
     json(&out)
 }
-
-/// Waits (at most 5 s) until something listens on 127.0.0.1:`port`.
-pub fn wait_for_port(port: u16) {
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("nothing listens on {port}");
-}
