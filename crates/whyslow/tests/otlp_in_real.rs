@@ -153,7 +153,7 @@ fn the_callee_by_name(run: &str, report: &Value, front_truth: &Path) {
         .iter()
         .filter(|e| e["role"] == "inbound")
         .count();
-    let calls = read_app_truth(front_truth).len() * CALLS as usize;
+    let calls = read_app_truth(front_truth).len() * CALLS;
     assert_eq!(inbound, calls, "{run}: api's requests");
     let out = whyslow(&["analyze", "--service-name", "nope", file]);
     assert!(!out.status.success(), "{run}: a service not there");
