@@ -272,6 +272,7 @@ impl ExchangeGroups {
             let n = g.durations.len();
             let mut kind_row = row(kind.clone(), None, None, g);
             kind_row.attribution = self.levels.get(k).filter(|c| c.total() > 0).copied();
+            kind_row.calls_given_percent = kind_row.attribution.map(|a| 100.0 * a.coverage());
             groups.push(kind_row);
             for ((_, label), c) in calls.iter().filter(|((made_for, _), _)| *made_for == k) {
                 groups.push(row(label.clone(), Some(kind.clone()), Some(n), c));
@@ -303,6 +304,9 @@ fn row(
         made_for,
         requests_of_kind,
         count,
+        per_request: requests_of_kind
+            .filter(|&n| n > 0)
+            .map(|n| count as f64 / n as f64),
         min_us: h.min(),
         p50_us: h.value_at_quantile(0.5),
         p90_us: h.value_at_quantile(0.9),
@@ -310,6 +314,7 @@ fn row(
         max_us: h.max(),
         mean_us: u64::try_from(g.sum_us / u128::from(count.max(1))).unwrap_or(u64::MAX),
         attribution: None,
+        calls_given_percent: None,
     }
 }
 

@@ -162,6 +162,9 @@ pub struct ExchangeGroup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_of_kind: Option<u64>,
     pub count: u64,
+    /// For a call group: `count` per request of that kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request: Option<f64>,
     /// Durations (first request byte → last response byte), from an HDR
     /// histogram of every exchange of the group (3 significant digits).
     pub min_us: u64,
@@ -174,6 +177,9 @@ pub struct ExchangeGroup {
     /// requests (absent when it made none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<crate::AttributionCounts>,
+    /// For an inbound kind: the share of its calls given to a request, in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_given_percent: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {

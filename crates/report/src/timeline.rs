@@ -124,8 +124,8 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
         for call in calls.take(GROUPS_SHOWN) {
             group_line(&mut out, call, "  ");
         }
-        if let Some(a) = &kind.attribution {
-            let _ = writeln!(out, "      {}", attribution_line(a));
+        if let (Some(a), Some(percent)) = (&kind.attribution, kind.calls_given_percent) {
+            let _ = writeln!(out, "      {}", attribution_line(a, percent));
         }
     }
     for made_for in ["", ExchangeGroup::AMBIGUOUS_KINDS] {
@@ -149,7 +149,7 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
 
 /// "calls given to a request: 97.9% (trace context 1,200, inferred 380;
 /// 33 ambiguous)": the evidence behind this kind's per-request numbers.
-pub fn attribution_line(a: &AttributionCounts) -> String {
+pub fn attribution_line(a: &AttributionCounts, given_percent: f64) -> String {
     let given: Vec<String> = Attribution::ALL
         .iter()
         .filter(|&&l| l != Attribution::Ambiguous && a.of(l) > 0)
@@ -161,19 +161,13 @@ pub fn attribution_line(a: &AttributionCounts) -> String {
         given.join(", ")
     };
     format!(
-        "calls given to a request: {:.1}% ({given}; {} ambiguous)",
-        100.0 * a.coverage(),
+        "calls given to a request: {given_percent:.1}% ({given}; {} ambiguous)",
         a.ambiguous
     )
 }
 
 fn group_line(out: &mut String, g: &ExchangeGroup, indent: &str) {
-    let per = g
-        .requests_of_kind
-        .filter(|&n| n > 0)
-        .map_or(String::new(), |n| {
-            format!("{:.1}", g.count as f64 / n as f64)
-        });
+    let per = g.per_request.map_or(String::new(), |p| format!("{p:.1}"));
     let label = match g.made_for.as_deref() {
         Some("") => format!("{indent}{} (no request)", g.label),
         Some(ExchangeGroup::AMBIGUOUS_KINDS) => format!("{indent}{} (ambiguous)", g.label),

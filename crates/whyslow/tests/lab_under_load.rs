@@ -114,11 +114,17 @@ const PACKET_CAUSES: [&str; 6] = [
 ];
 
 /// The run's spans, read back as traces, name the causes the capture named
-/// that spans can show (whyslow's own finding events on them ignored).
+/// that spans can show (whyslow's own finding events on them ignored), and
+/// their text shows no number their JSON does not hold.
 fn round_trip(name: &str, report: &serde_json::Value, spans: &std::path::Path) {
     let out = whyslow(&["analyze", "--json", spans.to_str().unwrap()]);
     assert!(out.status.success(), "{name}: {}", stderr(&out));
-    let back: BTreeSet<String> = causes(&json(&out)).into_iter().collect();
+    let back_report = json(&out);
+    let back: BTreeSet<String> = causes(&back_report).into_iter().collect();
+    // The text of the same analysis shows no number its JSON lacks.
+    let text = whyslow(&["analyze", spans.to_str().unwrap()]);
+    let missing = common::numbers::numbers_not_in_json(&stdout(&text), &back_report);
+    assert!(missing.is_empty(), "{name}: spans' text only: {missing:?}");
     let wire: BTreeSet<String> = causes(report)
         .into_iter()
         .filter(|k| !PACKET_CAUSES.contains(&k.as_str()))
