@@ -388,3 +388,25 @@ fn children_before_their_parents_are_given_as_in_order() {
     assert_eq!(parents(&reversed), parents(&in_order));
     assert_eq!(reversed.calls_without_request, 0);
 }
+
+#[test]
+fn an_oversized_attribute_is_cut_before_it_is_read() {
+    let statement = format!(
+        "SELECT * FROM items WHERE id = 7 AND note = '{}'",
+        "x".repeat(8 << 20)
+    );
+    let spans = vec![
+        span(9, 1, 0, kind::SERVER, (0, 10), http_server()),
+        span(9, 2, 1, kind::CLIENT, (1, 2), sql(&statement)),
+    ];
+    let set = read_bytes(&framed(&[request("front", spans)]));
+    assert_eq!(set.spans.len(), 2, "{:?}", set.notes);
+    let call = &set.spans[1];
+    assert!(
+        call.request.len() <= MAX_ATTRIBUTE_BYTES,
+        "{}",
+        call.request.len()
+    );
+    assert!(!call.request.contains("xxxx"), "a literal reported");
+    assert!(call.request.starts_with("SELECT * FROM items WHERE id = ?"));
+}
