@@ -4,6 +4,7 @@
 //! disturb the latency tests, and so that the peak RSS read from wait4(2)
 //! belongs to one child run each.
 
+mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use whyslow_lab::latency::{LatencyPlan, LatencyServer};
@@ -13,7 +14,6 @@ const RSS_TOLERANCE: f64 = 0.10;
 
 /// Runs `whyslow load` to completion; returns (peak RSS in KiB, responses).
 /// The child is reaped with wait4(2), which also reports its peak RSS.
-#[allow(clippy::zombie_processes)]
 fn run(url: &str, requests: u64, out: &std::path::Path) -> (i64, u64) {
     let n = requests.to_string();
     let child = Command::new(env!("CARGO_BIN_EXE_whyslow"))
@@ -33,19 +33,10 @@ fn run(url: &str, requests: u64, out: &std::path::Path) -> (i64, u64) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let mut status = 0;
-    // SAFETY: zeroed rusage is a valid value; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(rc, pid, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "status {status}"
-    );
+    let peak = common::peak_rss_of(child);
     let text = std::fs::read_to_string(out).unwrap();
     let r = whyslow_load::LoadResult::parse(&text).unwrap();
-    (usage.ru_maxrss, r.responses)
+    (peak, r.responses)
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! decoded and dropped, not held. Alone in its test binary so that the peak
 //! RSS read from wait4(2) belongs to one child run each.
 
+mod common;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -92,22 +93,15 @@ fn write_file(path: &Path, requests: u64) {
 }
 
 /// `whyslow analyze --json FILE`: (peak RSS in KiB, the report).
-#[allow(clippy::zombie_processes)]
 fn analyze(file: &Path, report: &Path) -> (i64, serde_json::Value) {
     let child = Command::new(env!("CARGO_BIN_EXE_whyslow"))
         .args(["analyze", "--json", file.to_str().unwrap()])
         .stdout(Stdio::from(std::fs::File::create(report).unwrap()))
         .spawn()
         .unwrap();
-    let mut status = 0;
-    // SAFETY: zeroed rusage is a valid value; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(rc, pid, "wait4");
-    assert!(libc::WIFEXITED(status), "status {status}");
+    let peak = common::peak_rss_of(child);
     let text = std::fs::read_to_string(report).unwrap();
-    (usage.ru_maxrss, serde_json::from_str(&text).unwrap())
+    (peak, serde_json::from_str(&text).unwrap())
 }
 
 #[test]

@@ -311,3 +311,20 @@ pub fn analyzed_timeline_with(capture: &Path, service: &str, extra: &[&str]) -> 
     assert!(out.status.success(), "{}", stderr(&out));
     json(&out)
 }
+
+/// Reaps `child` with wait4(2), which also reports its peak RSS: asserts
+/// it exited 0 and returns that peak in KiB.
+#[allow(clippy::zombie_processes)]
+pub fn peak_rss_of(child: std::process::Child) -> i64 {
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as libc::pid_t;
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status}"
+    );
+    usage.ru_maxrss
+}
