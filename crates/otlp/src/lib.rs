@@ -19,3 +19,18 @@ pub use export_json::json_lines;
 /// `telemetry.sdk.name` of the spans whyslow writes from the wire: read
 /// back, their times are the wire's and their calls keep their connections.
 pub const WIRE_SDK: &str = "whyslow";
+
+/// The requests as a file named `path` holds them: OTLP/JSON lines when it
+/// ends in `.json` or `.jsonl`, else protobuf frames.
+pub fn file_named(
+    path: &std::path::Path,
+    requests: &[proto::ExportTraceServiceRequest],
+) -> Vec<u8> {
+    match path
+        .extension()
+        .is_some_and(|x| x == "json" || x == "jsonl")
+    {
+        true => json_lines(requests),
+        false => frames(requests),
+    }
+}

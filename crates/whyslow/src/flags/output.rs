@@ -98,13 +98,7 @@ impl TimelineOutput {
         }
         let requests = whyslow_otlp::export(t, findings);
         if let Some(path) = &self.otlp {
-            let json = path
-                .extension()
-                .is_some_and(|x| x == "json" || x == "jsonl");
-            write_html(Some(path), || match json {
-                true => whyslow_otlp::json_lines(&requests),
-                false => whyslow_otlp::frames(&requests),
-            });
+            write_html(Some(path), || whyslow_otlp::file_named(path, &requests));
         }
         if let Some(to) = &self.otlp_endpoint {
             if let Err(e) = whyslow_investigate::send::post_traces(to, &requests) {
