@@ -22,9 +22,12 @@ pub fn analyze_spans(
 ) -> Result<CaptureAnalysis, String> {
     let read = to_timeline_of(&set, opts.service_name.as_deref());
     if let (Some(name), None) = (&opts.service_name, &read.service) {
+        let there = match set.services.is_empty() {
+            true => "no spans came".to_string(),
+            false => format!("services there: {}", set.services.join(", ")),
+        };
         return Err(format!(
-            "{from}: no server spans of a service named {name:?} (services there: {})",
-            set.services.join(", ")
+            "{from}: no server spans of a service named {name:?} ({there})"
         ));
     }
     let mut timeline = read.timeline;

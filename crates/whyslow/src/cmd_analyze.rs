@@ -57,7 +57,8 @@ pub fn receive(args: ReceiveArgs) -> Done {
     };
     match analyze_spans(set, &from, &opts) {
         Ok(analysis) => emit("receive", Some(from), analysis, &output),
-        Err(e) => stdout::fail(output.json(), "receive", Some(from), Exit::NotACapture, &e),
+        // The one way it fails: --service-name names no service that sent spans.
+        Err(e) => stdout::fail(output.json(), "receive", Some(from), Exit::Usage, &e),
     }
 }
 
