@@ -176,7 +176,9 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     if !capture_allowed("demo_runs_every_scenario_broken_and_fixed") {
         return;
     }
+    let retransmits = kernel_retransmits();
     let out = whyslow(&["demo", "--json"]);
+    let retransmitted = kernel_retransmits() > retransmits;
     assert!(out.status.success(), "{}", stderr(&out));
     let report = json(&out);
     assert_eq!(report["schema_version"], whyslow_model::SCHEMA_VERSION);
@@ -193,7 +195,7 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     assert_eq!(post["findings"][0]["kind"], "nagle_delayed_ack");
     // Before/after: the fix must remove most of the stall from the average.
     assert!(post["mean_total_us"].as_u64().unwrap() > 5 * fixed["mean_total_us"].as_u64().unwrap());
-    under_load_as_declared(&report);
+    under_load_as_declared(&report, retransmitted);
     fanout_pool_before_and_after(&report);
     tax_stall_before_and_after(rows);
     orm_storm_before_and_after(rows);
@@ -202,8 +204,10 @@ fn demo_runs_every_scenario_broken_and_fixed() {
 
 /// Each scenario under many clients at once names what it declares: the
 /// broken variant its cause first; the fixed one exactly what concurrency
-/// itself causes there (no more, no less; background aside).
-fn under_load_as_declared(demo: &serde_json::Value) {
+/// itself causes there (no more, no less; background aside), and a
+/// retransmission only when the kernel counted one during the run (a burst
+/// past loopback's backlog drops packets for real).
+fn under_load_as_declared(demo: &serde_json::Value, kernel_retransmitted: bool) {
     let rows = demo["under_load"].as_array().unwrap();
     assert_eq!(rows.len(), SCENARIOS.len() * 2);
     for r in rows {
@@ -226,7 +230,10 @@ fn under_load_as_declared(demo: &serde_json::Value) {
                 "{what}"
             );
         } else {
-            let named: std::collections::BTreeSet<String> = named.into_iter().collect();
+            let named: std::collections::BTreeSet<String> = named
+                .into_iter()
+                .filter(|k| !(k == "tcp_retransmission" && kernel_retransmitted))
+                .collect();
             let truth: std::collections::BTreeSet<String> =
                 s.fixed_under_load.iter().map(|k| k.to_string()).collect();
             let declared = declared.into_iter().map(String::from).collect();

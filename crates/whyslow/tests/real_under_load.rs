@@ -39,21 +39,6 @@ struct Run {
     kernel_retransmitted: bool,
 }
 
-/// The kernel's count of TCP segments retransmitted (/proc/net/snmp).
-fn kernel_retransmits() -> u64 {
-    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
-    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
-    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
-        return 0;
-    };
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(n, _)| *n == "RetransSegs")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// An app started by `start(truth file)`, loaded by `whyslow load -c 8 -n
 /// requests` (no trace context) under tcpdump, the capture analyzed.
 fn captured(test: &str, requests: usize, start: impl Fn(&Path) -> App) -> Run {

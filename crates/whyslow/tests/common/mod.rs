@@ -328,3 +328,18 @@ pub fn peak_rss_of(child: std::process::Child) -> i64 {
     );
     usage.ru_maxrss
 }
+
+/// The kernel's count of TCP segments retransmitted (/proc/net/snmp).
+pub fn kernel_retransmits() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "RetransSegs")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
