@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use whyslow_otlp::import::{Encoding, SpanSet, MAX_REQUEST_BYTES};
 
 /// Largest request head read.
@@ -37,7 +38,7 @@ pub fn otlp_http(
         // SIGTERM (a service manager's stop, `timeout`) ends the run as
         // Ctrl-C does: the spans already in are analyzed. Set up before
         // `ready`, so a stop sent right after it is not missed.
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
         ready(listener.local_addr().unwrap_or(addr));
         let set = Arc::new(Mutex::new(SpanSet::default()));
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -66,12 +67,22 @@ pub fn otlp_http(
             _ = accept => {}
             _ = until => {}
             _ = crate::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            _ = received(term.as_mut()) => {}
         }
         // Bodies being read when the run ended are dropped with their tasks.
         let set = std::mem::take(&mut *set.lock().unwrap_or_else(|e| e.into_inner()));
         Ok(set)
     })
+}
+
+/// Completes when `signal` arrives; never when it could not be listened for.
+async fn received(signal: Option<&mut Signal>) {
+    match signal {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// One connection: requests one after another (keep-alive).
