@@ -12,7 +12,8 @@ use serde_json::{json, Map, Value as Json};
 pub fn json_lines(requests: &[ExportTraceServiceRequest]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in requests {
-        let line = json!({ "resourceSpans": r.resource_spans.iter().map(resource_spans).collect::<Vec<_>>() });
+        let resource_spans: Vec<Json> = r.resource_spans.iter().map(resource_spans).collect();
+        let line = json!({ "resourceSpans": resource_spans });
         // A Value of strings and numbers always serializes.
         out.extend(serde_json::to_vec(&line).unwrap_or_default());
         out.push(b'\n');
@@ -113,7 +114,12 @@ fn any_value(v: Option<&AnyValue>) -> Json {
         // JSON has no NaN or infinity: protobuf's JSON mapping spells them.
         Some(Value::DoubleValue(d)) if d.is_finite() => json!({ "doubleValue": d }),
         Some(Value::DoubleValue(d)) => {
-            json!({ "doubleValue": if d.is_nan() { "NaN" } else if *d > 0.0 { "Infinity" } else { "-Infinity" } })
+            let spelled = match (d.is_nan(), *d > 0.0) {
+                (true, _) => "NaN",
+                (false, true) => "Infinity",
+                (false, false) => "-Infinity",
+            };
+            json!({ "doubleValue": spelled })
         }
         None => json!({}),
     }
