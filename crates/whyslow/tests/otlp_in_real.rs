@@ -110,18 +110,19 @@ impl Receiver {
     }
 }
 
+/// The inbound requests of a report's timeline.
+fn inbound_requests(report: &Value) -> usize {
+    let exchanges = report["timeline"]["exchanges"].as_array().unwrap();
+    exchanges.iter().filter(|e| e["role"] == "inbound").count()
+}
+
 /// Spans were the source, every call given by its span's parent, and the
 /// requests as many as the app served.
 fn read_from_spans(test: &str, report: &Value, truth: &Path) {
     let spans = &report["capture"]["spans"];
     assert!(spans.is_object(), "{test}: {}", report["capture"]);
     let served = read_app_truth(truth).len();
-    let inbound = report["timeline"]["exchanges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["role"] == "inbound")
-        .count();
+    let inbound = inbound_requests(report);
     assert_eq!(inbound, served, "{test}: requests");
     assert_eq!(spans["calls_without_request"], 0, "{test}: {spans}");
     let levels = common::truth::attribution_levels(report);
@@ -147,12 +148,7 @@ fn the_callee_by_name(run: &str, report: &Value, front_truth: &Path) {
     assert!(out.status.success(), "{run}: {}", stderr(&out));
     let api = json(&out);
     assert_eq!(api["capture"]["spans"]["service"], "api", "{run}");
-    let inbound = api["timeline"]["exchanges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["role"] == "inbound")
-        .count();
+    let inbound = inbound_requests(&api);
     let calls = read_app_truth(front_truth).len() * CALLS;
     assert_eq!(inbound, calls, "{run}: api's requests");
     let out = whyslow(&["analyze", "--service-name", "nope", file]);
