@@ -79,8 +79,10 @@ fn captured(s: &Scenario, fixed: bool, trace: &str) -> (Running, PathBuf, PathBu
 
 /// The analysis of a capture of `s` (fixed or not) under load, and how its
 /// attribution scored against the app's own record.
-fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Score) {
+fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Score, bool) {
+    let retransmits = kernel_retransmits();
     let (running, dir, cap) = captured(s, fixed, trace);
+    let retransmitted = kernel_retransmits() > retransmits;
     let ports: Vec<String> = running.ports.iter().map(|p| p.to_string()).collect();
     let spans = dir.join("spans.otlp");
     let report = analyzed_timeline_with(&cap, &ports[0], &["--otlp", spans.to_str().unwrap()]);
@@ -100,7 +102,7 @@ fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Sco
         }
         round_trip(&name, &report, &spans);
     }
-    (report, score)
+    (report, score, retransmitted)
 }
 
 /// Causes only packets show: spans read back cannot name them.
@@ -134,6 +136,16 @@ fn round_trip(name: &str, report: &serde_json::Value, spans: &std::path::Path) {
         back, wire,
         "{name}: the capture's causes, read back from its spans"
     );
+}
+
+/// The causes `report` names, less a retransmission when the kernel
+/// counted one during the run (a burst past loopback's backlog drops
+/// packets for real; the 16 MiB cache writes do).
+fn named_but_real_drops(report: &serde_json::Value, retransmitted: bool) -> BTreeSet<String> {
+    causes(report)
+        .into_iter()
+        .filter(|k| !(k == "tcp_retransmission" && retransmitted))
+        .collect()
 }
 
 /// What the fixed variant of `s` declares concurrency itself causes.
@@ -184,7 +196,7 @@ fn every_scenario_holds_its_truth_at_16_clients() {
         return;
     }
     for s in SCENARIOS {
-        let (broken, _) = under_load(s, false, "sampled");
+        let (broken, _, _) = under_load(s, false, "sampled");
         check_attribution(s.name, &broken);
         let kinds = causes(&broken);
         match s.truth.kind {
@@ -196,9 +208,9 @@ fn every_scenario_holds_its_truth_at_16_clients() {
             ),
             None => assert!(kinds.is_empty(), "{}: {kinds:?}", s.name),
         }
-        let (fixed, _) = under_load(s, true, "sampled");
+        let (fixed, _, retransmitted) = under_load(s, true, "sampled");
         check_attribution(s.name, &fixed);
-        let named: BTreeSet<String> = causes(&fixed).into_iter().collect();
+        let named = named_but_real_drops(&fixed, retransmitted);
         assert_eq!(named, fixed_under_load(s), "{} fixed under load", s.name);
     }
 }
@@ -210,7 +222,7 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
         return;
     }
     for s in SCENARIOS {
-        let (broken, score) = under_load(s, false, "off");
+        let (broken, score, _) = under_load(s, false, "off");
         if s.holds == Holding::Request {
             assert!(
                 score.coverage() >= HELD_MIN_COVERAGE,
@@ -227,9 +239,9 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
             "{} broken: {top:?}",
             s.name
         );
-        let (fixed, _) = under_load(s, true, "off");
+        let (fixed, _, retransmitted) = under_load(s, true, "off");
         let allowed = fixed_under_load(s);
-        let named: BTreeSet<String> = causes(&fixed).into_iter().collect();
+        let named = named_but_real_drops(&fixed, retransmitted);
         assert!(named.is_subset(&allowed), "{} fixed: {named:?}", s.name);
     }
 }
