@@ -48,6 +48,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define KIND_TLS_SEND 4
 #define KIND_TLS_RECV 5
 #define KIND_UNIX_NAME 6
+#define KIND_THREAD_END 7
 
 // Set by the loader before load: 1 traces every process, 0 only `pids`.
 const volatile __u8 trace_all = 0;
@@ -464,6 +465,29 @@ int process_fork(__u64 *ctx)
 	e->seq = BPF_CORE_READ(parent, pid);
 	e->kind = KIND_THREAD;
 	BPF_CORE_READ_INTO(&e->comm, child, comm);
+	emit(e, HEADER_SIZE);
+	return 0;
+}
+
+// A thread of a traced process ends: a thread started for one request and
+// ended with it made that request's calls, where a pool thread lives on.
+SEC("raw_tracepoint/sched_process_exit")
+int process_exit(__u64 *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!traced(id >> 32))
+		return 0;
+	__u32 zero = 0;
+	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	__builtin_memset(e, 0, HEADER_SIZE);
+	e->enter_ns = bpf_ktime_get_ns();
+	e->exit_ns = e->enter_ns;
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->kind = KIND_THREAD_END;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	emit(e, HEADER_SIZE);
 	return 0;
 }

@@ -18,7 +18,8 @@
 //! | 44     | 2    | family (1 AF_UNIX, 2 AF_INET, 10 AF_INET6)        |
 //! | 46     | 2    | kind (1 send, 2 receive, 3 new thread or process, |
 //! |        |      | 4 TLS plaintext sent, 5 TLS plaintext received,   |
-//! |        |      | 6 a Unix-domain socket's name: seq 1 if its own)  |
+//! |        |      | 6 a Unix-domain socket's name: seq 1 if its own,  |
+//! |        |      | 7 a thread or process ended)                      |
 //! | 48     | 16   | local address (IPv4 in the first 4 bytes; a Unix  |
 //! |        |      | socket's inode in the first 8)                    |
 //! | 64     | 16   | remote address (a Unix socket's peer's inode)     |
@@ -56,6 +57,8 @@ pub enum Kind {
     /// before the first call on it: `own` when the socket is bound to it
     /// (a server's end), else it is its peer's.
     UnixName { own: bool },
+    /// The thread ended.
+    ThreadEnd,
 }
 
 impl Kind {
@@ -157,11 +160,12 @@ pub fn decode(record: &[u8]) -> Result<SockEvent, DecodeError> {
         4 => Kind::TlsSend,
         5 => Kind::TlsReceive,
         6 => Kind::UnixName { own: seq == 1 },
+        7 => Kind::ThreadEnd,
         other => return Err(DecodeError::Kind(other)),
     };
     let (mut local, mut remote, mut unix) = (None, None, None);
     match (kind, family) {
-        (Kind::NewThread { .. }, _) => {}
+        (Kind::NewThread { .. } | Kind::ThreadEnd, _) => {}
         (_, AF_UNIX) => {
             unix = Some(UnixEnds {
                 own: u64_at(record, 48),
@@ -222,6 +226,7 @@ pub fn encode(e: &SockEvent) -> Vec<u8> {
         Kind::TlsSend => (4, e.seq),
         Kind::TlsReceive => (5, e.seq),
         Kind::UnixName { own } => (6, u32::from(own)),
+        Kind::ThreadEnd => (7, 0),
     };
     b[32..36].copy_from_slice(&seq.to_le_bytes());
     let payload = &e.payload[..e.payload.len().min(MAX_PAYLOAD)];
@@ -307,6 +312,13 @@ mod tests {
             SockEvent {
                 kind: Kind::NewThread { parent: 40 },
                 seq: 40,
+                local: None,
+                remote: None,
+                ..send(42, "127.0.0.1:1", "127.0.0.1:2", 7, b"")
+            },
+            SockEvent {
+                kind: Kind::ThreadEnd,
+                seq: 0,
                 local: None,
                 remote: None,
                 ..send(42, "127.0.0.1:1", "127.0.0.1:2", 7, b"")

@@ -9,6 +9,7 @@
 //! one socket are serialized, so the match is unique.
 
 use crate::event::{Kind, SockEvent};
+use crate::lives::ThreadLives;
 use foldhash::HashMap;
 use std::net::SocketAddr;
 use whyslow_model::{Thread, Timeline};
@@ -32,6 +33,7 @@ struct Call {
 pub struct ThreadIndex {
     sends: HashMap<(SocketAddr, SocketAddr), Vec<Call>>,
     receives: HashMap<(SocketAddr, SocketAddr), Vec<Call>>,
+    lives: ThreadLives,
 }
 
 /// An IPv4 peer of a dual-stack socket shows as ::ffff:a.b.c.d; the
@@ -62,12 +64,13 @@ impl ThreadIndex {
             let side = match e.kind {
                 Kind::Send | Kind::TlsSend => &mut out.sends,
                 Kind::Receive | Kind::TlsReceive => &mut out.receives,
-                Kind::NewThread { .. } | Kind::UnixName { .. } => continue,
+                Kind::NewThread { .. } | Kind::ThreadEnd | Kind::UnixName { .. } => continue,
             };
             side.entry((canonical(local), canonical(remote)))
                 .or_default()
                 .push(call);
         }
+        out.lives = ThreadLives::new(events, clock_offset_ns);
         for calls in out.sends.values_mut() {
             calls.sort_unstable_by_key(|c| c.enter_us);
         }
@@ -114,11 +117,15 @@ impl ThreadIndex {
                 continue;
             };
             let at = e.request_first_at_us;
-            e.thread = if service_ports.contains(&server.port()) {
-                self.reader(server, client, at)
+            if service_ports.contains(&server.port()) {
+                e.thread = self.reader(server, client, at);
             } else {
-                self.sender(client, server, at)
-            };
+                e.thread = self.sender(client, server, at);
+                let starters = e.thread.map(|t| self.lives.starters(t, at));
+                e.started_by = starters
+                    .filter(|s| !s.is_empty())
+                    .map(Vec::into_boxed_slice);
+            }
             joined += usize::from(e.thread.is_some());
         }
         joined

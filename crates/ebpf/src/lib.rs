@@ -8,6 +8,7 @@
 pub mod event;
 pub mod file;
 pub mod join;
+pub mod lives;
 #[cfg(all(target_os = "linux", feature = "load"))]
 pub mod load;
 #[cfg(all(target_os = "linux", feature = "load"))]

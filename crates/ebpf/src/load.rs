@@ -113,6 +113,7 @@ fn load(filter: &Filter) -> Result<Ebpf, String> {
         ("sys_enter", "sys_enter"),
         ("sys_exit", "sys_exit"),
         ("process_fork", "sched_process_fork"),
+        ("process_exit", "sched_process_exit"),
     ] {
         let p: &mut RawTracePoint = ebpf
             .program_mut(program)

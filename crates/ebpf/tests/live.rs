@@ -104,6 +104,11 @@ fn each_socket_call_comes_back_with_its_thread_bytes_and_payload() {
         .events
         .iter()
         .any(|e| e.kind == Kind::NewThread { parent: client_tid } && e.thread.tid == server_tid));
+    // Its end too, after its last call.
+    let last_served = served.last().unwrap().exit_ns;
+    assert!(read.events.iter().any(|e| e.kind == Kind::ThreadEnd
+        && e.thread.tid == server_tid
+        && e.enter_ns >= last_served));
     // And sequence numbers follow the bytes: the big write began 4 bytes
     // after PING's first byte.
     assert_eq!(ping[1].seq, ping[0].seq.wrapping_add(4));

@@ -497,6 +497,11 @@ pub struct Exchange {
     /// inbound request), when an eBPF source saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<crate::Thread>,
+    /// For a call on a thread the eBPF source saw started: its starter,
+    /// that one's starter, … nearest first (`ThreadStart`). Boxed: few
+    /// exchanges have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_by: Option<Box<[crate::ThreadStart]>>,
     /// For an outbound call that waited for a connection of its client pool
     /// (`pool_queueing`'s inference): when its request had it due. The wait
     /// runs from here to `request_first_at_us`.
@@ -550,6 +555,7 @@ impl Exchange {
             trace: None,
             attribution: None,
             thread: None,
+            started_by: None,
             pool_wait_from_us: None,
             params_unknown: false,
             due_at_us: None,

@@ -91,6 +91,22 @@ pub struct Thread {
     pub tid: u32,
 }
 
+/// How a thread came to be, as an eBPF source saw it: a thread started for
+/// one request and ended with it (a per-request executor's) made that
+/// request's calls; a pool thread outlives the request that started it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadStart {
+    /// The thread that started the chain below it (the call's thread, or
+    /// a thread that started it).
+    pub by: Thread,
+    /// When `by` started it (µs).
+    pub at_us: u64,
+    /// When the last thread of the chain below `by` ended; None while one
+    /// outlived the capture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_us: Option<u64>,
+}
+
 /// How the calls made for one request kind were attributed, per level.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttributionCounts {

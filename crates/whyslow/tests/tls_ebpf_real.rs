@@ -12,7 +12,7 @@ use common::real::*;
 use common::truth::{held_to_truth_by_thread, read_app_truth, requests_overlapped, score};
 use common::*;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Case 002's numbers: 11 calls a page, 5 connections to the API.
 const CALLS: u64 = 11;
@@ -29,10 +29,19 @@ const FANOUT_NEEDS: &[Need] = &[
     Need::Ebpf,
 ];
 
+/// Where the front's calls run: on one executor all pages share (its
+/// threads outlive the page that started them), or on threads each page
+/// starts and joins before answering.
+#[derive(Clone, Copy, PartialEq)]
+enum CallThreads {
+    Shared,
+    PerPage,
+}
+
 /// The HTTPS API and a front with a pool of `POOL` connections to it,
 /// trusting the API's certificate only; the front records its calls in
 /// `truth` when given.
-fn fanout(dir: &Path, truth: Option<&Path>) -> (Server, Server) {
+fn fanout(dir: &Path, truth: Option<&Path>, threads: CallThreads) -> (Server, Server) {
     let (cert, key) = self_signed(dir);
     let (cert, key) = (cert.display().to_string(), key.display().to_string());
     let api_port = free_port();
@@ -54,6 +63,10 @@ fn fanout(dir: &Path, truth: Option<&Path>) -> (Server, Server) {
         &cert,
     ]
     .map(String::from);
+    let mut args = args.to_vec();
+    if threads == CallThreads::PerPage {
+        args.push("--threads-per-page".into());
+    }
     let front = match truth {
         Some(t) => python_app_recording("fanout_app.py", port, &args, t),
         None => python_app("fanout_app.py", port, &args),
@@ -122,7 +135,7 @@ fn https_fanout_without_keys_named_through_ebpf() {
         return;
     }
     let dir = tmpdir("tls_ebpf_fanout");
-    let (api, front) = fanout(&dir, None);
+    let (api, front) = fanout(&dir, None, CallThreads::Shared);
     let url = format!("http://127.0.0.1:{}/dashboard", front.port);
     let report = diagnose(&url, &["--ebpf", "-n", "6"]);
     assert!(plaintext_calls(&report) > 0, "{}", report["capture"]);
@@ -149,18 +162,16 @@ fn https_fanout_without_keys_named_through_ebpf() {
     left_encrypted(&diagnose(&url, &["-n", "3"]), api.port);
 }
 
-/// `capture --ebpf` of the front under 16 clients, read back: every call
-/// the app made is read in the clear, and none is given to the wrong page.
-#[test]
-fn https_fanout_at_16_clients_held_to_its_record() {
+/// `capture --ebpf` of the front under 16 clients, read back with the
+/// app's own record of which page made each call.
+fn fanout_at_16_clients(name: &str, threads: CallThreads) -> Option<(Value, PathBuf)> {
     let _one = serial();
-    let test = "https_fanout_at_16_clients";
-    if !requirements_met(test, FANOUT_NEEDS) {
-        return;
+    if !requirements_met(name, FANOUT_NEEDS) {
+        return None;
     }
-    let dir = tmpdir("tls_ebpf_fanout_load");
+    let dir = tmpdir(name);
     let truth_file = dir.join("truth.jsonl");
-    let (api, front) = fanout(&dir, Some(&truth_file));
+    let (api, front) = fanout(&dir, Some(&truth_file), threads);
     let cap = dir.join("load.pcapng");
     let url = format!("http://127.0.0.1:{}/dashboard", front.port);
     let (port, api_port) = (front.port.to_string(), api.port.to_string());
@@ -191,16 +202,44 @@ fn https_fanout_at_16_clients_held_to_its_record() {
     drop(front);
     let report = analyzed_timeline(&cap, &port);
     assert!(requests_overlapped(&report), "requests never overlapped");
+    Some((report, truth_file))
+}
+
+/// Calls on an executor all pages share: every one read in the clear, and
+/// none given to the wrong page.
+#[test]
+fn https_fanout_at_16_clients_held_to_its_record() {
+    let Some((report, truth_file)) =
+        fanout_at_16_clients("https_fanout_at_16_clients", CallThreads::Shared)
+    else {
+        return;
+    };
     let truth = read_app_truth(&truth_file);
     let recorded: usize = truth.iter().map(|r| r.calls.len()).sum();
     let s = score(&report, &truth);
     eprintln!("https fan-out at {CLIENTS} clients: {recorded} calls recorded, {s:?}");
     assert_eq!(s.calls, recorded, "every call read in the clear: {s:?}");
     assert_eq!(recorded as u64, 64 * CALLS);
-    // The calls run on an executor's threads, started before the pages
-    // they serve, on one pool all pages share: neither the thread nor the
-    // wire tells most of them apart, and none may be given wrongly.
+    // The executor's threads were started by the first pages and live on
+    // to serve later ones, on one pool all pages share: neither the thread
+    // nor the wire tells most calls apart, and none may be given wrongly.
     assert!(s.wrong_share() <= 0.01, "{s:?}");
+}
+
+/// Calls on threads each page starts and joins: each thread worked for
+/// the page whose handler started it, so every call is given by thread.
+#[test]
+fn https_fanout_on_threads_per_page_given_by_thread() {
+    let name = "https_fanout_threads_per_page";
+    let Some((report, truth_file)) = fanout_at_16_clients(name, CallThreads::PerPage) else {
+        return;
+    };
+    held_to_truth_by_thread(name, &report, &truth_file);
+    let truth = read_app_truth(&truth_file);
+    assert_eq!(
+        truth.iter().map(|r| r.calls.len() as u64).sum::<u64>(),
+        64 * CALLS
+    );
 }
 
 #[test]

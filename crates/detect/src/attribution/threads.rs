@@ -4,10 +4,22 @@
 //! handles one request at a time, so the thread and the time name the
 //! request exactly, whatever the concurrency. Work handed to other threads
 //! (executors, event loops) carries a thread no request was read on and is
-//! left to the other levels.
+//! left to the other levels, unless that thread was started while a
+//! request was open on its starter and ended with it (a per-request
+//! executor's): then it worked for that request alone. A pool thread first
+//! started by one request lives on to serve others, and is not that
+//! request's.
 
 use foldhash::{HashMap, HashMapExt};
-use whyslow_model::{Exchange, ExchangeRole, Thread};
+use whyslow_model::{Exchange, ExchangeRole, Thread, ThreadStart};
+
+/// How long after its request was answered a thread started for it may be
+/// seen ending. Python's `join` returns once the thread's interpreter state
+/// is released, before the kernel thread exits, and on a busy machine that
+/// exit waits for a core: milliseconds. A pool's threads live for seconds
+/// past any one request (Java's cached pools keep an idle thread 60 s,
+/// Python's executors until shut down).
+pub const THREAD_END_SLACK_US: u64 = 100_000;
 
 /// An inbound request's time on its thread: first request byte → last
 /// response byte (or to the end, while unanswered), and its id.
@@ -43,22 +55,46 @@ pub fn given(exchanges: &[Exchange], todo: &mut Vec<usize>) -> Vec<(usize, u32)>
     let mut out = Vec::new();
     todo.retain(|&i| {
         let e = &exchanges[i];
-        let Some(held) = e.thread.and_then(|t| by_thread.get(&t)) else {
-            return true;
-        };
         let at = e.request_first_at_us;
-        // The last request the thread began before the call; the call is
-        // its own only while that request was not yet answered.
-        let k = held.partition_point(|&(start, _, _)| start <= at);
-        match k.checked_sub(1).map(|k| held[k]) {
-            Some((_, end, id)) if at <= end => {
+        let id = e
+            .thread
+            .and_then(|t| by_thread.get(&t))
+            .and_then(|held| open_at(held, at))
+            .map(|(_, id)| id)
+            .or_else(|| started_for(&by_thread, e.started_by.as_deref()?, at));
+        match id {
+            Some(id) => {
                 out.push((i, id));
                 false
             }
-            _ => true,
+            None => true,
         }
     });
     out
+}
+
+/// The request a thread held at `at`: the last it began before, while not
+/// yet answered. (answered at, id)
+fn open_at(held: &[Held], at: u64) -> Option<(u64, u32)> {
+    let k = held.partition_point(|&(start, _, _)| start <= at);
+    let (_, end, id) = held[..k].last().copied()?;
+    (at <= end).then_some((end, id))
+}
+
+/// The request a call at `at` on a started thread was made for: the one
+/// the nearest starter that held a request held when it started the chain,
+/// if the chain ended with that request.
+fn started_for(
+    by_thread: &HashMap<Thread, Vec<Held>>,
+    starters: &[ThreadStart],
+    at: u64,
+) -> Option<u32> {
+    let (start, (end, id)) = starters.iter().find_map(|s| {
+        let held = by_thread.get(&s.by)?;
+        Some((s, open_at(held, s.at_us)?))
+    })?;
+    let until = end.saturating_add(THREAD_END_SLACK_US);
+    (start.ended_us? <= until && at <= until).then_some(id)
 }
 
 #[cfg(test)]
@@ -79,6 +115,60 @@ mod tests {
             tid: thread,
         });
         e
+    }
+
+    fn started(mut e: Exchange, by: u32, at_us: u64, ended_us: Option<u64>) -> Exchange {
+        // Each handler thread was itself started by the server's main
+        // thread (thread 99) when its connection was accepted.
+        e.started_by = Some(Box::new([
+            ThreadStart {
+                by: Thread { pid: 7, tid: by },
+                at_us,
+                ended_us,
+            },
+            ThreadStart {
+                by: Thread { pid: 7, tid: 99 },
+                at_us: 0,
+                ended_us: None,
+            },
+        ]));
+        e
+    }
+
+    #[test]
+    fn a_thread_started_for_a_request_and_ended_with_it_makes_that_requests_calls() {
+        use ExchangeRole::*;
+        let t = vec![
+            on(1, 0, Inbound, (0, 1_000)),
+            on(2, 1, Inbound, (5, 1_005)),
+            // Threads 11 and 12 were started by the two handlers and ended
+            // with their requests (a per-request executor).
+            started(on(11, 2, Outbound, (100, 200)), 1, 50, Some(990)),
+            started(on(12, 3, Outbound, (110, 210)), 2, 60, Some(1_010)),
+            // Ended as its request was answered, seen a little later.
+            started(on(13, 4, Outbound, (300, 400)), 1, 70, Some(1_000 + 5_000)),
+        ];
+        let mut todo = vec![2, 3, 4];
+        assert_eq!(given(&t, &mut todo), vec![(2, 0), (3, 1), (4, 0)]);
+    }
+
+    #[test]
+    fn a_pool_thread_first_started_by_one_request_is_not_that_requests() {
+        use ExchangeRole::*;
+        let t = vec![
+            on(1, 0, Inbound, (0, 1_000)),
+            on(2, 1, Inbound, (5, 1_005)),
+            // Started by request 0's handler, never ended: a pool's thread,
+            // here working for request 1 while request 0 is still open.
+            started(on(11, 2, Outbound, (100, 200)), 1, 50, None),
+            // Ended long after its starter's request: a pool shrinking.
+            started(on(12, 3, Outbound, (110, 210)), 2, 60, Some(500_000)),
+            // Started while its starter held no request.
+            started(on(13, 4, Outbound, (300, 400)), 1, 2_000, Some(2_100)),
+        ];
+        let mut todo = vec![2, 3, 4];
+        assert!(given(&t, &mut todo).is_empty());
+        assert_eq!(todo, vec![2, 3, 4]);
     }
 
     #[test]

@@ -46,6 +46,7 @@ fn exchange(
         transaction: None,
         trace: None,
         thread: None,
+        started_by: None,
         attribution: None,
         pool_wait_from_us: None,
         params_unknown: false,

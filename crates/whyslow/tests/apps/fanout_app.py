@@ -6,9 +6,11 @@ did), then answers. The backing API answers each call after DELAY_MS.
 Pages are served at once, their calls on one pool; each call is recorded
 with its connection out of band (truth.py).
 With a certificate the API serves HTTPS and the front calls it over TLS,
-trusting that certificate alone.
+trusting that certificate alone. With --threads-per-page each page starts
+threads of its own for its calls and joins them before answering (an
+executor per page); without, all pages hand their calls to one executor.
 Usage: fanout_app.py api PORT DELAY_MS [CERT KEY]
-       fanout_app.py front PORT API_PORT CALLS POOL [CERT]"""
+       fanout_app.py front PORT API_PORT CALLS POOL [CERT] [--threads-per-page]"""
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +34,7 @@ def api(port, delay_ms, tls=None):
     serve(port, Api, tls)
 
 
-def front(port, api_port, calls, pool, cert=None):
+def front(port, api_port, calls, pool, cert=None, per_page=False):
     session = requests.Session()
     # REQUESTS_CA_BUNDLE in the environment would override `verify`.
     session.trust_env = False
@@ -49,7 +51,11 @@ def front(port, api_port, calls, pool, cert=None):
     class Front(JsonHandler):
         def do_GET(self):
             with truth.serving(self) as page:
-                sizes = list(workers.map(lambda i: call(page, i), range(calls)))
+                if per_page:
+                    with ThreadPoolExecutor(max_workers=calls) as own:
+                        sizes = list(own.map(lambda i: call(page, i), range(calls)))
+                else:
+                    sizes = list(workers.map(lambda i: call(page, i), range(calls)))
                 self.answer(f"{sum(sizes)}\n".encode())
 
     serve(port, Front)
@@ -58,4 +64,6 @@ def front(port, api_port, calls, pool, cert=None):
 if sys.argv[1] == "api":
     api(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:6] or None)
 else:
-    front(*(int(a) for a in sys.argv[2:6]), *sys.argv[6:7])
+    per_page = "--threads-per-page" in sys.argv
+    rest = [a for a in sys.argv[6:] if a != "--threads-per-page"]
+    front(*(int(a) for a in sys.argv[2:6]), *rest[:1], per_page=per_page)
