@@ -50,8 +50,15 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define KIND_UNIX_NAME 6
 #define KIND_THREAD_END 7
 
-// Set by the loader before load: 1 traces every process, 0 only `pids`.
+// Set by the loader before load: 1 traces every process, 0 only `pids`
+// and, when `cgroup_id` is not 0, the processes of that cgroup (v2) and of
+// the cgroups below it (a container), `cgroup_level` levels below the root.
 const volatile __u8 trace_all = 0;
+const volatile __u64 cgroup_id = 0;
+const volatile __u32 cgroup_level = 0;
+// 1: only TCP sockets with an end on a port in `ports` (Unix-domain
+// sockets have none and are always kept).
+const volatile __u8 by_port = 0;
 
 struct sock_event {
 	__u64 enter_ns; // CLOCK_MONOTONIC, at the syscall's entry
@@ -91,6 +98,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u16);
+	__type(value, __u8);
+} ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -154,7 +168,18 @@ struct {
 
 static __always_inline int traced(__u32 pid)
 {
-	return trace_all || bpf_map_lookup_elem(&pids, &pid);
+	if (trace_all || bpf_map_lookup_elem(&pids, &pid))
+		return 1;
+	return cgroup_id && bpf_get_current_ancestor_cgroup_id(cgroup_level) == cgroup_id;
+}
+
+static __always_inline int port_kept(struct sock *sk)
+{
+	if (!by_port)
+		return 1;
+	__u16 local = BPF_CORE_READ(sk, __sk_common.skc_num);
+	__u16 remote = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	return bpf_map_lookup_elem(&ports, &local) || bpf_map_lookup_elem(&ports, &remote);
 }
 
 static __always_inline void count_lost(void)
@@ -234,7 +259,7 @@ static __always_inline struct sock *traced_socket(int fd)
 		return NULL;
 	if (family != AF_INET && family != AF_INET6)
 		return NULL;
-	return sk;
+	return port_kept(sk) ? sk : NULL;
 }
 
 // The first buffer of an iovec array.

@@ -5,6 +5,7 @@
 //! call gains the thread that made it: exact attribution for servers that
 //! handle a request on one thread.
 
+pub mod cgroup;
 pub mod event;
 pub mod file;
 pub mod join;
@@ -14,11 +15,12 @@ pub mod load;
 #[cfg(all(target_os = "linux", feature = "load"))]
 mod uprobes;
 
+pub use cgroup::Cgroup;
 pub use event::{decode, Kind, SockEvent};
 pub use file::{events_path, read_events, EventsRead, EventsWriter, Payloads};
 pub use join::{capture_us, ThreadIndex};
 #[cfg(all(target_os = "linux", feature = "load"))]
-pub use load::{Filter, TraceStats, Tracer};
+pub use load::{Filter, Processes, TraceStats, Tracer};
 
 /// One fuzz input through every decoder of this crate: as a ring buffer
 /// record, as an events file, and the join's index over what it held.

@@ -3,6 +3,7 @@
 //! of its own, until stopped. Where eBPF is not allowed the error is one
 //! line that says why, and the caller carries on with packets.
 
+use crate::cgroup::Cgroup;
 use crate::file::EventsWriter;
 use crate::uprobes::{self, SslHooks};
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf};
@@ -23,12 +24,35 @@ const POLL_MS: i32 = 100;
 
 /// Which processes to trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Filter {
+pub enum Processes {
     /// Every process on the machine.
     All,
     /// These processes, and the processes they start (pre-fork servers).
     Pids(Vec<u32>),
+    /// The processes of a cgroup and of the cgroups below it (a container).
+    Cgroup(Cgroup),
 }
+
+/// What to trace, filtered in the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    pub processes: Processes,
+    /// Only TCP sockets with an end on one of these ports (Unix-domain
+    /// sockets are kept); empty: every port.
+    pub ports: Vec<u16>,
+}
+
+impl From<Processes> for Filter {
+    fn from(processes: Processes) -> Filter {
+        Filter {
+            processes,
+            ports: Vec::new(),
+        }
+    }
+}
+
+/// Ports the kernel side can filter on (the size of its `ports` map).
+pub const MAX_PORTS: usize = 64;
 
 /// What tracing handed over.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,11 +128,30 @@ fn load(filter: &Filter) -> Result<Ebpf, String> {
     };
     // SAFETY: setrlimit with a valid struct; failure is harmless here.
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
-    let trace_all = u8::from(*filter == Filter::All);
+    let trace_all = u8::from(filter.processes == Processes::All);
+    let (cgroup_id, cgroup_level) = match &filter.processes {
+        Processes::Cgroup(c) => (c.id, c.level),
+        _ => (0, 0),
+    };
+    if filter.ports.len() > MAX_PORTS {
+        return Err(format!(
+            "eBPF filters on at most {MAX_PORTS} ports, {} were given",
+            filter.ports.len()
+        ));
+    }
+    let by_port = u8::from(!filter.ports.is_empty());
     let mut ebpf = EbpfLoader::new()
         .set_global("trace_all", &trace_all, true)
+        .set_global("cgroup_id", &cgroup_id, true)
+        .set_global("cgroup_level", &cgroup_level, true)
+        .set_global("by_port", &by_port, true)
         .load(OBJECT)
         .map_err(why)?;
+    let mut ports: BpfHashMap<&mut MapData, u16, u8> =
+        BpfHashMap::try_from(ebpf.map_mut("ports").ok_or("no ports map")?).map_err(why)?;
+    for &port in &filter.ports {
+        ports.insert(port, 1, 0).map_err(why)?;
+    }
     for (program, tracepoint) in [
         ("sys_enter", "sys_enter"),
         ("sys_exit", "sys_exit"),
@@ -142,13 +185,17 @@ impl Tracer {
                 .into());
         }
         let mut ebpf = load(filter)?;
-        let pids = match filter {
-            Filter::All => None,
-            Filter::Pids(pids) => {
+        let given: &[u32] = match &filter.processes {
+            Processes::Pids(pids) => pids,
+            _ => &[],
+        };
+        let pids = match filter.processes {
+            Processes::All => None,
+            _ => {
                 let mut map: BpfHashMap<MapData, u32, u8> =
                     BpfHashMap::try_from(ebpf.take_map("pids").ok_or("no pids map")?)
                         .map_err(why)?;
-                for &pid in pids {
+                for &pid in given {
                     map.insert(pid, 1, 0).map_err(why)?;
                 }
                 Some(map)
@@ -160,13 +207,17 @@ impl Tracer {
             PerCpuArray::try_from(ebpf.take_map("lost").ok_or("no lost map")?).map_err(why)?;
         let writer = EventsWriter::new(BufWriter::new(out), clock_offset_ns())
             .map_err(|e| format!("events file: {e}"))?;
-        let scan = match filter {
-            Filter::All => None,
-            Filter::Pids(pids) => Some(Arc::new(Mutex::new(pids.clone()))),
+        let scan = match filter.processes {
+            Processes::All => None,
+            _ => Some(Arc::new(Mutex::new(given.to_vec()))),
+        };
+        let cgroup = match &filter.processes {
+            Processes::Cgroup(c) => Some(c.clone()),
+            _ => None,
         };
         let mut hooks = SslHooks::default();
         hooks.system(&mut ebpf);
-        rescan(&mut hooks, &mut ebpf, scan.as_deref());
+        rescan(&mut hooks, &mut ebpf, scan.as_deref(), cgroup.as_ref());
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let shared = scan.clone();
@@ -178,6 +229,7 @@ impl Tracer {
                     ebpf,
                     hooks,
                     pids: shared,
+                    cgroup,
                 };
                 drain(ring, lost, writer, &flag, &mut libssl)
             })
@@ -238,17 +290,27 @@ struct Libssl {
     hooks: SslHooks,
     /// The traced processes (None: all of them).
     pids: Option<Arc<Mutex<Vec<u32>>>>,
+    /// The traced cgroup, whose processes are looked for each time.
+    cgroup: Option<Cgroup>,
 }
 
 /// Hooks the libssl files the traced processes map now; forgets the
 /// processes that ended.
-fn rescan(hooks: &mut SslHooks, ebpf: &mut Ebpf, pids: Option<&Mutex<Vec<u32>>>) {
+fn rescan(
+    hooks: &mut SslHooks,
+    ebpf: &mut Ebpf,
+    pids: Option<&Mutex<Vec<u32>>>,
+    cgroup: Option<&Cgroup>,
+) {
     match pids {
         None => {
             hooks.scan(ebpf, &uprobes::all_pids());
         }
         Some(shared) => {
-            let now = shared.lock().map(|p| p.clone()).unwrap_or_default();
+            let mut now = shared.lock().map(|p| p.clone()).unwrap_or_default();
+            if let Some(c) = cgroup {
+                now.extend(c.processes());
+            }
             let alive = hooks.scan(ebpf, &now);
             if let Ok(mut p) = shared.lock() {
                 // Keep pids added since `now` was taken.
@@ -292,7 +354,12 @@ fn drain<W: Write>(
             }
             lost_before = total;
             second = Instant::now();
-            rescan(&mut libssl.hooks, &mut libssl.ebpf, libssl.pids.as_deref());
+            rescan(
+                &mut libssl.hooks,
+                &mut libssl.ebpf,
+                libssl.pids.as_deref(),
+                libssl.cgroup.as_ref(),
+            );
         }
         if stopping {
             break;

@@ -9,7 +9,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use whyslow_ebpf::{read_events, Filter, Kind, Payloads, Tracer};
+use whyslow_ebpf::{read_events, Cgroup, Filter, Kind, Payloads, Processes, Tracer};
 
 /// An events file kept in memory, shared with the reader thread.
 #[derive(Clone, Default)]
@@ -44,7 +44,10 @@ fn gettid() -> u32 {
 #[test]
 fn each_socket_call_comes_back_with_its_thread_bytes_and_payload() {
     let out = Shared::default();
-    let Some(tracer) = start(&Filter::Pids(vec![std::process::id()]), out.clone()) else {
+    let Some(tracer) = start(
+        &Processes::Pids(vec![std::process::id()]).into(),
+        out.clone(),
+    ) else {
         return;
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -151,7 +154,7 @@ fn openssl_plaintext_comes_back_on_its_socket_with_its_thread() {
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
     let out = Shared::default();
-    let Some(tracer) = start(&Filter::Pids(vec![child.id()]), out.clone()) else {
+    let Some(tracer) = start(&Processes::Pids(vec![child.id()]).into(), out.clone()) else {
         let _ = child.kill();
         let _ = child.wait();
         return;
@@ -195,4 +198,136 @@ fn openssl_plaintext_comes_back_on_its_socket_with_its_thread() {
         .all(|e| e.bytes == 40 && e.payload.ends_with(b"ok")));
     // The ciphertext went through the socket calls nested in them.
     assert!(!plain(Kind::Send, port("client_port")).is_empty());
+}
+
+/// Accepts `n` connections on `listener`, each read to its end.
+fn read_each(listener: TcpListener, n: usize) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+    std::thread::spawn(move || {
+        (0..n)
+            .map(|_| {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).unwrap();
+                got
+            })
+            .collect()
+    })
+}
+
+/// The events of a run, decoded.
+fn events_of(tracer: Tracer, out: &Shared) -> Vec<whyslow_ebpf::SockEvent> {
+    tracer.stop().unwrap();
+    let bytes = out.0.lock().unwrap().clone();
+    let read = read_events(&bytes[..], 1 << 20, Payloads::All).unwrap();
+    assert!(read.error.is_none(), "{:?}", read.error);
+    read.events
+}
+
+#[test]
+fn a_port_filter_keeps_the_calls_of_sockets_on_its_ports_only() {
+    let (a, b) = (
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+    );
+    let (port_a, port_b) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+    let out = Shared::default();
+    let filter = Filter {
+        processes: Processes::Pids(vec![std::process::id()]),
+        ports: vec![port_a.port()],
+    };
+    let Some(tracer) = start(&filter, out.clone()) else {
+        return;
+    };
+    let (got_a, got_b) = (read_each(a, 1), read_each(b, 1));
+    TcpStream::connect(port_a)
+        .unwrap()
+        .write_all(b"TO-A")
+        .unwrap();
+    TcpStream::connect(port_b)
+        .unwrap()
+        .write_all(b"TO-B")
+        .unwrap();
+    assert_eq!(got_a.join().unwrap(), vec![b"TO-A".to_vec()]);
+    assert_eq!(got_b.join().unwrap(), vec![b"TO-B".to_vec()]);
+    let events = events_of(tracer, &out);
+    let on = |port: u16| {
+        events
+            .iter()
+            .filter(|e| {
+                e.local.map(|a| a.port()) == Some(port) || e.remote.map(|a| a.port()) == Some(port)
+            })
+            .count()
+    };
+    assert!(
+        on(port_a.port()) >= 2,
+        "the send and the read on A: {events:?}"
+    );
+    assert_eq!(on(port_b.port()), 0, "{events:?}");
+}
+
+#[test]
+fn a_cgroup_filter_keeps_the_calls_of_its_processes_only() {
+    let Ok(root) = Cgroup::named("/") else {
+        assert!(
+            std::env::var_os("WHYSLOW_REQUIRE_EBPF").is_none(),
+            "no cgroup v2 hierarchy"
+        );
+        eprintln!("skipped: no cgroup v2 hierarchy");
+        return;
+    };
+    let name = format!("whyslow-live-{}", std::process::id());
+    let dir = root.dir.join(&name);
+    if let Err(e) = std::fs::create_dir(&dir) {
+        assert!(
+            std::env::var_os("WHYSLOW_REQUIRE_EBPF").is_none(),
+            "{}: {e}",
+            dir.display()
+        );
+        eprintln!("skipped: {}: {e}", dir.display());
+        return;
+    }
+    let cgroup = Cgroup::named(&format!("/{name}")).unwrap();
+    assert_eq!(cgroup.level, 1);
+    let out = Shared::default();
+    let Some(tracer) = start(&Processes::Cgroup(cgroup).into(), out.clone()) else {
+        std::fs::remove_dir(&dir).unwrap();
+        return;
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = read_each(listener, 2);
+    let send = |what: &str| {
+        format!(
+            "import socket; s = socket.create_connection(('127.0.0.1', {port})); \
+             s.sendall(b'{what}'); s.close()"
+        )
+    };
+    // The shell moves itself into the cgroup, then becomes Python.
+    let procs = dir.join("cgroup.procs");
+    let inside = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("echo $$ > {} && exec python3 -c \"$0\"", procs.display()),
+        ])
+        .arg(send("INSIDE"))
+        .status()
+        .unwrap();
+    let outside = std::process::Command::new("python3")
+        .args(["-c", &send("OUTSIDE")])
+        .status()
+        .unwrap();
+    assert!(inside.success() && outside.success());
+    let mut payloads = got.join().unwrap();
+    payloads.sort();
+    assert_eq!(payloads, vec![b"INSIDE".to_vec(), b"OUTSIDE".to_vec()]);
+    let events = events_of(tracer, &out);
+    std::fs::remove_dir(&dir).unwrap();
+    let sent: Vec<&[u8]> = events
+        .iter()
+        .filter(|e| e.kind == Kind::Send)
+        .map(|e| e.payload.as_slice())
+        .collect();
+    assert_eq!(sent, vec![&b"INSIDE"[..]], "{events:?}");
+    // This process read both, outside the cgroup: not traced.
+    assert!(events.iter().all(|e| e.thread.pid != std::process::id()));
 }

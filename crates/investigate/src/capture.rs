@@ -5,7 +5,7 @@
 use crate::analysis::{analyze_capture, AnalysisOptions, CaptureAnalysis, CaptureSource};
 use std::path::PathBuf;
 use whyslow_detect::windowed::Scope;
-use whyslow_ebpf::{events_path, Filter, Tracer};
+use whyslow_ebpf::{events_path, Processes, Tracer};
 use whyslow_model::CaptureInfo;
 use whyslow_wire::live::{CaptureHandle, LiveCapture};
 use whyslow_wire::WireError;
@@ -91,7 +91,7 @@ impl CaptureSession {
     /// start) with eBPF, into the events file beside the capture, which
     /// `finish` joins. Err: one line saying why not; the capture goes on.
     pub fn trace(&mut self, pids: Vec<u32>) -> Result<(), String> {
-        self.tracer = Some(Tracer::beside(&Filter::Pids(pids), &self.path)?);
+        self.tracer = Some(Tracer::beside(&Processes::Pids(pids).into(), &self.path)?);
         Ok(())
     }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use whyslow_ebpf::{events_path, Filter, TraceStats, Tracer};
+use whyslow_ebpf::{events_path, Cgroup, Filter, Processes, TraceStats, Tracer};
 use whyslow_wire::live::{CaptureStats, LiveCapture};
 
 /// How often the wait loop checks for Ctrl-C, the duration and the command.
@@ -20,9 +20,38 @@ pub struct Recording {
     /// Run this command and stop when it exits.
     pub command: Vec<String>,
     /// Also trace socket calls with eBPF (`--ebpf`) into the capture's
-    /// events file: these processes, or with none given the command's, or
-    /// with neither every process.
-    pub ebpf: Option<Vec<u32>>,
+    /// events file, on the capture's ports only (when it has some).
+    pub ebpf: Option<Traced>,
+}
+
+/// The processes `capture --ebpf` traces: these, or a cgroup's, or with
+/// neither given the command's, or with no command every process.
+#[derive(Debug, Clone, Default)]
+pub struct Traced {
+    pub pids: Vec<u32>,
+    /// A cgroup v2 (a container), as /proc/PID/cgroup names it.
+    pub cgroup: Option<String>,
+}
+
+impl Traced {
+    fn named(&self) -> bool {
+        !self.pids.is_empty() || self.cgroup.is_some()
+    }
+
+    fn filter(&self, command: bool, ports: &[u16]) -> Result<Filter, String> {
+        let processes = match &self.cgroup {
+            Some(name) => Processes::Cgroup(
+                Cgroup::named(name)
+                    .map_err(|e| format!("--cgroup: {e}; carrying on with packets only"))?,
+            ),
+            None if !self.named() && !command => Processes::All,
+            None => Processes::Pids(self.pids.clone()),
+        };
+        Ok(Filter {
+            processes,
+            ports: ports.to_vec(),
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -97,18 +126,15 @@ extern "C" fn on_sigint(_: libc::c_int) {
 pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, RecordError> {
     let handle = LiveCapture::spawn(&job.iface, &job.ports, &job.file)
         .map_err(|e| RecordError::Start(format!("capture on {}: {e}", job.iface)))?;
-    let mut tracer = job.ebpf.as_ref().map(|pids| {
-        let filter = match (pids.is_empty(), job.command.is_empty()) {
-            (true, true) => Filter::All,
-            _ => Filter::Pids(pids.clone()),
-        };
+    let mut tracer = job.ebpf.as_ref().map(|traced| {
+        let filter = traced.filter(!job.command.is_empty(), &job.ports)?;
         Tracer::beside(&filter, &job.file)
     });
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
     let start = Instant::now();
     // The command is traced when no process was named.
-    let named = job.ebpf.as_ref().is_some_and(|p| !p.is_empty());
+    let named = job.ebpf.as_ref().is_some_and(Traced::named);
     let trace_command = matches!((&tracer, named), (Some(Ok(_)), false));
     let mut add_pid = |pid: u32| {
         if let Some(Ok(t)) = tracer.as_mut() {

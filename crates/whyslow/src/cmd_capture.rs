@@ -4,7 +4,7 @@
 use crate::flags::commands::CaptureArgs;
 use crate::flags::exit::Exit;
 use crate::stdout::Done;
-use whyslow_investigate::record::{record, RecordError, Recording};
+use whyslow_investigate::record::{record, RecordError, Recording, Traced};
 
 pub fn run(args: CaptureArgs) -> Done {
     let job = Recording {
@@ -13,7 +13,10 @@ pub fn run(args: CaptureArgs) -> Done {
         file: args.file.clone(),
         duration: args.duration,
         command: args.command.clone(),
-        ebpf: args.ebpf.then(|| args.pid.clone()),
+        ebpf: args.ebpf.then(|| Traced {
+            pids: args.pid.clone(),
+            cgroup: args.cgroup.clone(),
+        }),
     };
     let waiting = || eprintln!("capturing on {} until Ctrl-C …", args.iface);
     Ok(match record(&job, waiting) {

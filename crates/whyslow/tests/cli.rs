@@ -328,8 +328,8 @@ fn the_binary_stays_thin() {
             assert!(!text.contains(reach), "{} uses {reach}", p.display());
         }
     }
-    // Twelve commands of flag parsing and wiring: ~130 lines each at most.
-    assert!(lines < 1600, "crates/whyslow/src holds {lines} lines");
+    // Thirteen commands of flag parsing and wiring: ~130 lines each at most.
+    assert!(lines < 1700, "crates/whyslow/src holds {lines} lines");
     let manifest =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
     let deps = manifest.split("[dev-dependencies]").next().unwrap();

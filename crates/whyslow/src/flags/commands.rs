@@ -55,12 +55,16 @@ pub struct CaptureArgs {
     #[arg(short = 'w', long = "write")]
     pub file: PathBuf,
     /// Also trace socket calls with their thread (eBPF, root) into FILE.events,
-    /// which analyze reads: the --pid processes, else the command, else all
+    /// which analyze reads: the --pid processes, else the command, else all;
+    /// on the -p ports only
     #[arg(long)]
     pub ebpf: bool,
     /// Process to trace with --ebpf, with the processes it starts (repeatable)
     #[arg(long, value_name = "PID", requires = "ebpf")]
     pub pid: Vec<u32>,
+    /// Trace with --ebpf the processes of this cgroup v2 and those below it (a container)
+    #[arg(long, value_name = "PATH", requires = "ebpf", conflicts_with = "pid")]
+    pub cgroup: Option<String>,
     /// Capture while this command runs: `-- COMMAND ARGS…`
     #[arg(last = true)]
     pub command: Vec<String>,
