@@ -124,9 +124,22 @@ start_backed_service() {
 }
 
 stop_backed_service() {
-  local f
+  local f pids=()
   for f in service redis postgres; do
-    [ -f "$1/$f.pid" ] && kill "$(cat "$1/$f.pid")" 2>/dev/null
+    [ -f "$1/$f.pid" ] && pids+=("$(cat "$1/$f.pid")")
   done
-  sleep 0.5
+  # The postgres.pid is runuser's: the server's own pid is in its data
+  # directory. Fast shutdown, and wait for it (a second run reuses its port).
+  [ -f "$1/pg/data/postmaster.pid" ] && pids+=("$(head -1 "$1/pg/data/postmaster.pid")")
+  [ "${#pids[@]}" -gt 0 ] || return 0
+  # TERM for the service and Redis, INT (fast shutdown) for the postmaster.
+  for p in "${pids[@]:0:${#pids[@]}-1}"; do kill -TERM "$p" 2>/dev/null || true; done
+  kill -INT "${pids[-1]}" 2>/dev/null || true
+  for _ in $(seq 100); do
+    local alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" -eq 0 ] && return 0
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 }

@@ -38,8 +38,14 @@ use request_calls::RequestCalls;
 use whyslow_model::{Finding, HostSample, RequestPhases, Timeline};
 
 /// Runs every detector and ranks the findings by time lost. `requests`:
-/// the timeline's inbound requests with their calls (`request_calls::by_request`).
-pub fn run_all(timeline: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
+/// the timeline's inbound requests with their calls (`request_calls::by_request`);
+/// `untold_runs`: runs on held connections whose request was not told
+/// apart (`request_calls::untold_runs`).
+pub fn run_all(
+    timeline: &Timeline,
+    requests: &[RequestCalls],
+    untold_runs: &[Vec<request_calls::Call>],
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     for detect in DETECTORS {
         findings.extend(detect(timeline));
@@ -47,6 +53,8 @@ pub fn run_all(timeline: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
     for detect in REQUEST_DETECTORS {
         findings.extend(detect(requests));
     }
+    let in_runs = n_plus_one::in_untold_runs(untold_runs, &findings);
+    findings.extend(in_runs);
     symptoms::mark(&mut findings, requests);
     Finding::sort(&mut findings);
     findings

@@ -19,7 +19,7 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
 
 /// Sentry's N+1 DB detector starts at 5 spans.
 pub const MIN_REPEATS: usize = 5;
@@ -70,62 +70,107 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let group = hits.entry((s.server, s.shape.clone())).or_default();
             request_findings::push(group, s.time_lost_us, s, |s| {
-                let sets = match s.distinct_params {
-                    0 => "parameters not in the spans: N+1 and repeats of one call look alike"
-                        .to_string(),
-                    n => format!("{n} different parameter sets"),
-                };
-                r.inbound_evidence(
-                    format!(
-                        "{} calls of this shape ({sets}); one batch would save {}",
-                        s.calls,
-                        fmt_ms(s.time_lost_us)
-                    ),
-                    Facts::default()
-                        .with("calls", s.calls as f64)
-                        .with("parameter_sets", s.distinct_params as f64)
-                        .with("saving_us", s.time_lost_us as f64),
-                )
+                r.inbound_evidence(note(s), facts(s))
             });
         }
     }
     hits.into_iter()
-        .map(|((server, shape), hits)| {
-            let severity = if hits.iter().any(|h| h.facts.worth) {
-                Severity::Warning
-            } else {
-                Severity::Info
+        .map(|(key, hits)| finding(key, hits, "requests"))
+        .collect()
+}
+
+/// Storms in runs no request was told apart for (`untold_runs`): each run
+/// is the calls one request made to its server on a connection it held
+/// for its work, so a run's count is that request's, whichever request it
+/// was. Named for the (server, shape) no told-apart request named already
+/// (`named`), so that an N+1 is named at its true count when concurrency
+/// leaves the requests themselves ambiguous.
+pub fn in_untold_runs(untold_runs: &[Vec<Call>], named: &[Finding]) -> Vec<Finding> {
+    let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<Storm>>> = BTreeMap::new();
+    for run in untold_runs {
+        // The request lasted at least the run: its share is not above that.
+        let span = covered_us(run.iter().map(|c| (c.start, c.end)), (0, u64::MAX));
+        for (_, calls) in by_shape(run) {
+            let Some(s) = storm(&calls, span) else {
+                continue;
             };
-            let summary = |hits: &[Hit<Storm>], per, facts: &mut Facts| {
-                let calls = median_of(hits, |s| s.calls as u64);
-                facts.set("calls_per_request", calls as f64);
-                let params = if hits.iter().all(|h| h.facts.distinct_params == 0) {
-                    "(parameters unseen)"
-                } else {
-                    "with different parameters"
-                };
-                format!(
-                    "`{shape}` to {server} ran {} times per request {params}, \
-                     one after another: {} per request (median of {} requests)",
-                    calls,
-                    fmt_ms(per),
-                    hits.len()
-                )
-            };
-            let fix =
-                "load them in one call: eager loading (select_related/prefetch_related, includes, \
-                       JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline";
-            let mut f = request_findings::finding(
-                FindingKind::NPlusOne,
-                severity,
+            let subject = format!("{} {}", s.server, s.shape);
+            let known = named
+                .iter()
+                .any(|f| f.kind == FindingKind::NPlusOne && f.subject == subject);
+            if known {
+                continue;
+            }
+            let group = hits.entry((s.server, s.shape.clone())).or_default();
+            let first = calls[0].exchange;
+            request_findings::push(group, s.time_lost_us, s, |s| Evidence::Exchange {
+                facts: facts(s),
+                id: first.id,
+                request: first.request.to_string(),
+                note: format!("{}, in one run on a held connection", note(s)),
+            });
+        }
+    }
+    hits.into_iter()
+        .map(|(key, hits)| {
+            finding(
+                key,
                 hits,
-                summary,
-                fix.into(),
-            );
-            f.subject = format!("{server} {shape}");
-            f
+                "runs on held connections, their requests not told apart",
+            )
         })
         .collect()
+}
+
+fn note(s: &Storm) -> String {
+    let sets = match s.distinct_params {
+        0 => "parameters not in the spans: N+1 and repeats of one call look alike".to_string(),
+        n => format!("{n} different parameter sets"),
+    };
+    format!(
+        "{} calls of this shape ({sets}); one batch would save {}",
+        s.calls,
+        fmt_ms(s.time_lost_us)
+    )
+}
+
+fn facts(s: &Storm) -> Facts {
+    Facts::default()
+        .with("calls", s.calls as f64)
+        .with("parameter_sets", s.distinct_params as f64)
+        .with("saving_us", s.time_lost_us as f64)
+}
+
+/// The finding of one (server, shape) from its hits, each one request's
+/// (`whose`: what the hits were, as the summary says).
+fn finding((server, shape): (SocketAddr, String), hits: Vec<Hit<Storm>>, whose: &str) -> Finding {
+    let severity = if hits.iter().any(|h| h.facts.worth) {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    let summary = |hits: &[Hit<Storm>], per, facts: &mut Facts| {
+        let calls = median_of(hits, |s| s.calls as u64);
+        facts.set("calls_per_request", calls as f64);
+        let params = if hits.iter().all(|h| h.facts.distinct_params == 0) {
+            "(parameters unseen)"
+        } else {
+            "with different parameters"
+        };
+        format!(
+            "`{shape}` to {server} ran {} times per request {params}, \
+             one after another: {} per request (median of {} {whose})",
+            calls,
+            fmt_ms(per),
+            hits.len()
+        )
+    };
+    let fix = "load them in one call: eager loading (select_related/prefetch_related, includes, \
+               JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline";
+    let mut f =
+        request_findings::finding(FindingKind::NPlusOne, severity, hits, summary, fix.into());
+    f.subject = format!("{server} {shape}");
+    f
 }
 
 #[cfg(test)]
@@ -212,6 +257,48 @@ pub mod tests {
             e.request_first_at_us = 1_000; // all at once
         }
         assert!(detect(&t).is_empty(), "concurrent");
+    }
+
+    /// The calls of `t` (one request's) as one run no request was told
+    /// apart for.
+    fn as_untold_run(t: &Timeline) -> Vec<Call<'_>> {
+        let server: SocketAddr = "127.0.0.1:5432".parse().unwrap();
+        t.exchanges[1..]
+            .iter()
+            .map(|e| Call {
+                exchange: e,
+                server,
+                start: e.request_first_at_us,
+                end: e.response_last_at_us.unwrap(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_no_request_was_told_apart_for_names_its_storm_at_its_count() {
+        let (a, b) = (
+            statements(20, 1_000, |i| i as u64),
+            statements(22, 1_000, |i| i as u64),
+        );
+        let runs = [as_untold_run(&a), as_untold_run(&b)];
+        let f = in_untold_runs(&runs, &[]);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].occurrences, 2);
+        assert!(
+            f[0].summary.contains("ran 20 times per request")
+                && f[0].summary.contains("2 runs on held connections"),
+            "{}",
+            f[0].summary
+        );
+        assert!(matches!(
+            &f[0].evidence[0],
+            Evidence::Exchange { id: 1, note, .. } if note.contains("20 calls")
+        ));
+        // Where told-apart requests named it already, that finding stands.
+        assert!(in_untold_runs(&runs, &f).is_empty());
+        // Repeats of one statement, or a few, are no storm in a run either.
+        let dup = statements(20, 1_000, |_| 7);
+        assert!(in_untold_runs(&[as_untold_run(&dup)], &[]).is_empty());
     }
 
     #[test]

@@ -79,7 +79,9 @@ pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
         )
     };
     let requests = request_calls::by_request_with(timeline, &attributed.held_runs);
-    let mut findings = crate::run_all(timeline, &requests);
+    let untold_runs = request_calls::untold_runs(timeline, &attributed.held_runs);
+    let mut findings = crate::run_all(timeline, &requests, &untold_runs);
+    drop(untold_runs);
     if service_ports.is_empty() {
         return Analysis {
             service,

@@ -152,6 +152,33 @@ pub fn by_request_with<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<RequestCalls
     out
 }
 
+/// The calls of each run on a held connection that attribution left
+/// ambiguous, by start: each is one request's calls to its server, which
+/// request not told apart.
+pub fn untold_runs<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<Vec<Call<'t>>> {
+    if runs.ambiguous.is_empty() {
+        return Vec::new();
+    }
+    let server: HashMap<u32, SocketAddr> = t.connections.iter().map(|c| (c.id, c.server)).collect();
+    let mut by_run: BTreeMap<(u16, u32), Vec<Call<'t>>> = BTreeMap::new();
+    for e in &t.exchanges {
+        let (Some(&run), Some(&s)) = (runs.ambiguous.get(&e.id), server.get(&e.connection)) else {
+            continue;
+        };
+        by_run.entry(run).or_default().push(Call {
+            exchange: e,
+            server: s,
+            start: e.request_first_at_us,
+            end: call_end(e),
+        });
+    }
+    let mut out: Vec<Vec<Call<'t>>> = by_run.into_values().collect();
+    for run in &mut out {
+        run.sort_by_key(|c| (c.start, c.end));
+    }
+    out
+}
+
 /// Gives each request the spans of the ambiguous calls its wait encloses,
 /// but those of runs to a server it holds a run on.
 fn add_untold(t: &Timeline, runs: &HeldRuns, requests: &mut [RequestCalls]) {

@@ -496,12 +496,17 @@ int process_fork(__u64 *ctx)
 
 // A thread of a traced process ends: a thread started for one request and
 // ended with it made that request's calls, where a pool thread lives on.
+// A thread killed inside a call never reaches sys_exit: its entries go
+// here, or they would fill the maps.
 SEC("raw_tracepoint/sched_process_exit")
 int process_exit(__u64 *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	if (!traced(id >> 32))
 		return 0;
+	__u32 tid = (__u32)id;
+	bpf_map_delete_elem(&in_flight, &tid);
+	bpf_map_delete_elem(&ssl_in_flight, &tid);
 	__u32 zero = 0;
 	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
