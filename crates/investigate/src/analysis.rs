@@ -179,7 +179,8 @@ pub fn analyze_capture(
     summary.non_tcp_packets = outcome.non_tcp;
     summary.truncated_packets = outcome.truncated_packets;
     summary.threads = thread_source;
-    let mut skipped = left_encrypted(&evidence);
+    let traced = summary.threads.is_some();
+    let mut skipped = left_encrypted(&evidence, traced);
     let stall_seen = analysis
         .findings
         .iter()
@@ -234,24 +235,33 @@ impl CaptureAnalysis {
 
 /// The kept TLS connections the analysis could not open, by reason, each
 /// as one line for the report: no key for the session, or opened before the
-/// capture began (no ClientHello to look a key up by).
-fn left_encrypted(timeline: &Timeline) -> Vec<Skipped> {
-    const WHY: [&str; 2] = [
+/// capture began (no ClientHello to look a key up by); with an events file
+/// (`traced`), no OpenSSL call was seen on them either.
+fn left_encrypted(timeline: &Timeline, traced: bool) -> Vec<Skipped> {
+    const WHY: [&str; 3] = [
         "no key for their sessions: give the service's key log (SSLKEYLOGFILE) \
          with --keylog, or read OpenSSL's plaintext with --ebpf (capture, diagnose); \
          TCP-level findings only there",
         "opened before the capture began: no handshake to look a key up by; \
          have the service reconnect (restart it or its pool) while diagnosing, or read \
          OpenSSL's plaintext with --ebpf",
+        "no key for their sessions, and --ebpf saw no OpenSSL call on them: their TLS \
+         library is not OpenSSL's (Go's crypto/tls, rustls, Java's JSSE, NSS link none) \
+         or their process was not traced; give the key log with --keylog; TCP-level \
+         findings only there",
     ];
     // Connection count and servers, per reason (index into WHY).
-    let mut groups: [(usize, Vec<String>); 2] = Default::default();
+    let mut groups: [(usize, Vec<String>); 3] = Default::default();
     for c in timeline
         .connections
         .iter()
         .filter(|c| c.protocol == Protocol::Tls)
     {
-        let (count, servers) = &mut groups[usize::from(c.syn_at_us.is_none())];
+        let why = match (traced, c.syn_at_us.is_none()) {
+            (true, _) => 2,
+            (false, before) => usize::from(before),
+        };
+        let (count, servers) = &mut groups[why];
         *count += 1;
         let server = c.server.to_string();
         if !servers.contains(&server) {

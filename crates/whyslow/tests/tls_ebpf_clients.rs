@@ -168,3 +168,35 @@ fn curl_and_python_over_tls_12_and_13_read_as_tshark_decrypts_them() {
     let conns = report["timeline"]["connections"].as_array().unwrap();
     assert!(conns.iter().all(|c| c["tls"] == true), "{conns:?}");
 }
+
+/// A client whose TLS is not OpenSSL's (whyslow's own probe, on rustls):
+/// nothing to read in the clear, and the report says so, not "use --ebpf".
+#[test]
+fn a_tls_library_not_hooked_is_said_so() {
+    let _one = serial();
+    let test = "a_tls_library_not_hooked_is_said_so";
+    if !requirements_met(test, &NEEDS[..3]) {
+        return;
+    }
+    let dir = tmpdir("tls_ebpf_not_hooked");
+    let port = free_port();
+    let _nginx = nginx_tls(&dir, port, "ssl");
+    let pcap = dir.join("rustls.pcapng");
+    let (p, f) = (port.to_string(), pcap.to_str().unwrap().to_string());
+    let url = format!("https://127.0.0.1:{port}/");
+    let bin = env!("CARGO_BIN_EXE_whyslow");
+    let out = whyslow(&[
+        "capture", "--ebpf", "-p", &p, "-w", &f, "--", bin, "probe", "-k", "-n", "2", &url,
+    ]);
+    assert!(out.status.success(), "capture: {}", stderr(&out));
+    let report = json(&whyslow(&["analyze", "--json", &f]));
+    let skipped = report["skipped"].to_string();
+    assert!(
+        skipped.contains("--ebpf saw no OpenSSL call on them"),
+        "{skipped}"
+    );
+    assert!(
+        !skipped.contains("or read OpenSSL's plaintext with --ebpf"),
+        "{skipped}"
+    );
+}
