@@ -461,6 +461,22 @@ int sys_exit(__u64 *ctx)
 	return 0;
 }
 
+// The scratch event, its header cleared, for a thread's start or end now.
+static __always_inline struct sock_event *thread_event(__u32 pid, __u32 tid, __u16 kind)
+{
+	__u32 zero = 0;
+	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return NULL;
+	__builtin_memset(e, 0, HEADER_SIZE);
+	e->enter_ns = bpf_ktime_get_ns();
+	e->exit_ns = e->enter_ns;
+	e->pid = pid;
+	e->tid = tid;
+	e->kind = kind;
+	return e;
+}
+
 // A new thread of a traced process, or a traced process's child: children
 // are traced too (pre-fork servers), and a thread's parent says which
 // request it may have been started for.
@@ -477,18 +493,11 @@ int process_fork(__u64 *ctx)
 		__u8 one = 1;
 		bpf_map_update_elem(&pids, &child_pid, &one, BPF_ANY);
 	}
-	__u32 zero = 0;
-	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	struct sock_event *e = thread_event(child_pid, BPF_CORE_READ(child, pid), KIND_THREAD);
 	if (!e)
 		return 0;
-	__builtin_memset(e, 0, HEADER_SIZE);
-	e->enter_ns = bpf_ktime_get_ns();
-	e->exit_ns = e->enter_ns;
-	e->pid = child_pid;
-	e->tid = BPF_CORE_READ(child, pid);
 	// For a thread event, `seq` carries the parent thread's id.
 	e->seq = BPF_CORE_READ(parent, pid);
-	e->kind = KIND_THREAD;
 	BPF_CORE_READ_INTO(&e->comm, child, comm);
 	emit(e, HEADER_SIZE);
 	return 0;
@@ -507,16 +516,9 @@ int process_exit(__u64 *ctx)
 	__u32 tid = (__u32)id;
 	bpf_map_delete_elem(&in_flight, &tid);
 	bpf_map_delete_elem(&ssl_in_flight, &tid);
-	__u32 zero = 0;
-	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	struct sock_event *e = thread_event(id >> 32, tid, KIND_THREAD_END);
 	if (!e)
 		return 0;
-	__builtin_memset(e, 0, HEADER_SIZE);
-	e->enter_ns = bpf_ktime_get_ns();
-	e->exit_ns = e->enter_ns;
-	e->pid = id >> 32;
-	e->tid = (__u32)id;
-	e->kind = KIND_THREAD_END;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	emit(e, HEADER_SIZE);
 	return 0;
