@@ -294,10 +294,17 @@ fn fanout_app_at_8_clients() {
             }
             // coordinated_omission is said of the load: its 8 connections
             // could not keep the schedule while the pages queued. A
-            // retransmission is real when the kernel counted one.
+            // retransmission is real when the kernel counted one. Where
+            // most calls were not told apart and the queue is named first,
+            // a page's wait for the shared pool may read as the front's own
+            // time (seen once at 41 % of calls told apart on a loaded host):
+            // after the queue, never above it.
+            let partial =
+                told.coverage() < TOLD_FOR_QUEUE && top(run).as_deref() == Some("pool_queueing");
             let real = |k: &String| {
                 k == "pool_queueing"
                     || k == "coordinated_omission"
+                    || (k == "server_time" && partial)
                     || (k == "tcp_retransmission" && run.kernel_retransmitted)
             };
             assert!(kinds.iter().all(real), "pool {pool}: {kinds:?}");
