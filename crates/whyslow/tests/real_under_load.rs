@@ -294,11 +294,11 @@ fn fanout_app_at_8_clients() {
             }
             // coordinated_omission is said of the load: its 8 connections
             // could not keep the schedule while the pages queued. A
-            // retransmission is real when the kernel counted one. Where
-            // most calls were not told apart and the queue is named first,
-            // a page's wait for the shared pool may read as the front's own
-            // time (seen once at 41 % of calls told apart on a loaded host):
-            // after the queue, never above it.
+            // retransmission is real when the kernel counted one. On a
+            // loaded host the front itself may sit between its last call
+            // and its answer (seen once: 145 ms, no call of any page in
+            // flight meanwhile, 41 % of calls told apart): its own time,
+            // named after the queue, never above it.
             let partial =
                 told.coverage() < TOLD_FOR_QUEUE && top(run).as_deref() == Some("pool_queueing");
             let real = |k: &String| {
