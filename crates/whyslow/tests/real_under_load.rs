@@ -299,12 +299,11 @@ fn fanout_app_at_8_clients() {
             // and its answer (seen once: 145 ms, no call of any page in
             // flight meanwhile, 41 % of calls told apart): its own time,
             // named after the queue, never above it.
-            let partial =
-                told.coverage() < TOLD_FOR_QUEUE && top(run).as_deref() == Some("pool_queueing");
+            let queue_first = top(run).as_deref() == Some("pool_queueing");
             let real = |k: &String| {
                 k == "pool_queueing"
                     || k == "coordinated_omission"
-                    || (k == "server_time" && partial)
+                    || (k == "server_time" && queue_first)
                     || (k == "tcp_retransmission" && run.kernel_retransmitted)
             };
             assert!(kinds.iter().all(real), "pool {pool}: {kinds:?}");
