@@ -265,12 +265,7 @@ pub mod tests {
         let server: SocketAddr = "127.0.0.1:5432".parse().unwrap();
         t.exchanges[1..]
             .iter()
-            .map(|e| Call {
-                exchange: e,
-                server,
-                start: e.request_first_at_us,
-                end: e.response_last_at_us.unwrap(),
-            })
+            .map(|e| Call::of(e, server))
             .collect()
     }
 

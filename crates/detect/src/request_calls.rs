@@ -24,7 +24,17 @@ pub struct Call<'a> {
     pub end: u64,
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
+    /// Outbound exchange `e`, made to `server`.
+    pub fn of(e: &'a Exchange, server: SocketAddr) -> Self {
+        Call {
+            exchange: e,
+            server,
+            start: e.request_first_at_us,
+            end: call_end(e),
+        }
+    }
+
     pub fn duration_us(&self) -> u64 {
         self.end.saturating_sub(self.start)
     }
@@ -100,6 +110,11 @@ pub fn merged_spans(spans: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u6
     out
 }
 
+/// Each connection's server.
+fn servers(t: &Timeline) -> HashMap<u32, SocketAddr> {
+    t.connections.iter().map(|c| (c.id, c.server)).collect()
+}
+
 /// Every answered inbound request with its calls, in capture order.
 pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
     by_request_with(t, &HeldRuns::default())
@@ -107,7 +122,7 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
 
 /// The same, knowing which ambiguous calls `runs` rules out for a request.
 pub fn by_request_with<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<RequestCalls<'t>> {
-    let server: HashMap<u32, SocketAddr> = t.connections.iter().map(|c| (c.id, c.server)).collect();
+    let server = servers(t);
     let mut out = Vec::new();
     let mut index: HashMap<u32, usize> = HashMap::new();
     // Most windows of plain HTTP traffic carry no call: no index to build.
@@ -134,12 +149,7 @@ pub fn by_request_with<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<RequestCalls
             continue;
         };
         if let Some(&i) = index.get(&parent) {
-            out[i].calls.push(Call {
-                exchange: e,
-                server: s,
-                start: e.request_first_at_us,
-                end: call_end(e),
-            });
+            out[i].calls.push(Call::of(e, s));
         }
     }
     for r in &mut out {
@@ -159,18 +169,13 @@ pub fn untold_runs<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<Vec<Call<'t>>> {
     if runs.ambiguous.is_empty() {
         return Vec::new();
     }
-    let server: HashMap<u32, SocketAddr> = t.connections.iter().map(|c| (c.id, c.server)).collect();
+    let server = servers(t);
     let mut by_run: BTreeMap<(u16, u32), Vec<Call<'t>>> = BTreeMap::new();
     for e in &t.exchanges {
         let (Some(&run), Some(&s)) = (runs.ambiguous.get(&e.id), server.get(&e.connection)) else {
             continue;
         };
-        by_run.entry(run).or_default().push(Call {
-            exchange: e,
-            server: s,
-            start: e.request_first_at_us,
-            end: call_end(e),
-        });
+        by_run.entry(run).or_default().push(Call::of(e, s));
     }
     let mut out: Vec<Vec<Call<'t>>> = by_run.into_values().collect();
     for run in &mut out {

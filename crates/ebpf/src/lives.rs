@@ -73,10 +73,6 @@ impl ThreadLives {
         ThreadLives { lives }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.lives.is_empty()
-    }
-
     /// The life of `thread` that `at_us` fell in, if it was seen started.
     fn life_at(&self, thread: Thread, at_us: u64) -> Option<Life> {
         let list = self.lives.get(&thread)?;
