@@ -59,6 +59,7 @@ fn own_time_in_n_plus_one_loops(findings: &mut [Finding], requests: &[RequestCal
         let (in_loops, own) = loop_time(requests, &f.subject);
         if own > 0 && in_loops as f64 >= LOOP_SHARE * own as f64 {
             f.symptom_of = Some(FindingKind::NPlusOne);
+            f.facts.set("in_n_plus_one_loops_us", in_loops as f64);
             f.summary.push_str(&format!(
                 "; {} of it is the service's work inside its N+1 loops, between their statements: fix the N+1 first",
                 fmt_ms(in_loops)
@@ -186,6 +187,9 @@ mod tests {
             "{}",
             own.summary
         );
+        // The time the text quotes is a fact of the JSON document too.
+        let in_loops = own.facts.0["in_n_plus_one_loops_us"];
+        assert!(in_loops > 0.0, "{in_loops}");
     }
 
     #[test]
