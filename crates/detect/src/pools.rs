@@ -218,13 +218,24 @@ fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue>
                 .checked_sub(1)
                 .map_or(0, |i| ends[i])
                 .max(r.inbound.request_last_at_us);
-            if c.exchange.waited_before_sent() == Some(false)
-                || !pool.handed_over(since, c.start, c.exchange.connection, r.inbound.id)
-            {
-                continue;
+            match (c.exchange.waited_before_sent(), c.exchange.due_at_us) {
+                // The source saw it wait for a connection from when it was
+                // due (a span): all of that wait was the pool's, whether or
+                // not its handoffs were quick enough to show on the wire.
+                (Some(true), Some(due)) => {
+                    let from = due.max(r.inbound.request_last_at_us).min(c.start);
+                    spans.push((from, c.start, c.exchange.id));
+                    full.push((from, c.start));
+                }
+                (Some(false), _) => continue,
+                _ if !pool.handed_over(since, c.start, c.exchange.connection, r.inbound.id) => {
+                    continue
+                }
+                _ => {
+                    spans.push((since.min(c.start), c.start, c.exchange.id));
+                    pool.full_within(since, c.start, &mut full);
+                }
             }
-            spans.push((since.min(c.start), c.start, c.exchange.id));
-            pool.full_within(since, c.start, &mut full);
             waiting += 1;
         }
         let window = (r.inbound.request_first_at_us, r.waiting().1);

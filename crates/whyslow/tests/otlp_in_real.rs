@@ -213,6 +213,12 @@ fn fanout_pool_is_named_from_spans_alone() {
             }
             let kinds = causes(&report);
             eprintln!("{run}: {kinds:?}");
+            for f in report["findings"].as_array().into_iter().flatten().take(2) {
+                eprintln!(
+                    "  {} {} lost, {}",
+                    f["kind"], f["time_lost_us"], f["summary"]
+                );
+            }
             assert!(
                 !kinds.contains(&"n_plus_one".to_string()),
                 "{run}: {kinds:?}"

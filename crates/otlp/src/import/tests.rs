@@ -283,6 +283,45 @@ fn a_traced_callee_says_when_a_queued_call_was_sent() {
 }
 
 #[test]
+fn a_wait_is_for_a_connection_only_while_the_lanes_were_full() {
+    let t = 0x98u128;
+    let api = |id, parent, ms| span(t, id, parent, kind::SERVER, ms, http_server());
+    let get = vec![
+        KeyValue::string("http.method", "GET"),
+        KeyValue::string("http.url", "http://127.0.0.1:9000/data/1"),
+    ];
+    let front = vec![
+        span(t, 1, 0, kind::SERVER, (0, 200), http_server()),
+        span(t, 2, 1, kind::CLIENT, (1, 31), get.clone()),
+        // Reached the callee 40 ms late, its one lane busy for 30 of them
+        // (a slow handoff): a wait for the connection.
+        span(t, 3, 1, kind::CLIENT, (1, 81), get.clone()),
+        // Reached it 40 ms late with its lane free: the callee's delay.
+        span(t, 4, 1, kind::CLIENT, (100, 160), get),
+    ];
+    let callee = vec![
+        api(10, 2, (1, 30)),
+        api(11, 3, (41, 80)),
+        api(12, 4, (140, 159)),
+    ];
+    let st = to_timeline(&read_bytes(&framed(&[
+        request("front", front),
+        request("api", callee),
+    ])));
+    assert_eq!(st.waits_not_for_a_connection, 1);
+    let calls: Vec<_> = st
+        .timeline
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+        .collect();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(calls[1].request_first_at_us, 41_000);
+    assert_eq!(calls[1].waited_before_sent(), Some(true));
+    assert_eq!(calls[2].waited_before_sent(), Some(false));
+}
+
+#[test]
 fn not_otlp_is_an_error_with_no_spans() {
     assert!(!looks_like_otlp(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0]));
     assert!(!looks_like_otlp(&[0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0]));
