@@ -17,6 +17,7 @@ pub mod periodic_stall;
 pub mod pipeline;
 pub mod pipeline_hol;
 pub mod pool_queueing;
+pub mod pool_untold;
 pub mod pools;
 pub mod probe_pattern;
 pub mod request_calls;
@@ -45,6 +46,7 @@ pub fn run_all(
     timeline: &Timeline,
     requests: &[RequestCalls],
     untold_runs: &[Vec<request_calls::Call>],
+    pools: &pools::Pools,
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     for detect in DETECTORS {
@@ -55,6 +57,8 @@ pub fn run_all(
     }
     let in_runs = n_plus_one::in_untold_runs(untold_runs, &findings);
     findings.extend(in_runs);
+    let untold_pools = pool_untold::detect(pools, requests, &findings);
+    findings.extend(untold_pools);
     symptoms::mark(&mut findings, requests);
     Finding::sort(&mut findings);
     findings

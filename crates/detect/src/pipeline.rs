@@ -78,10 +78,10 @@ pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
             attributed,
         )
     };
-    let requests = request_calls::by_request_with(timeline, &attributed.held_runs);
+    let (requests, pools) = request_calls::by_request_and_pools(timeline, &attributed.held_runs);
     let untold_runs = request_calls::untold_runs(timeline, &attributed.held_runs);
-    let mut findings = crate::run_all(timeline, &requests, &untold_runs);
-    drop(untold_runs);
+    let mut findings = crate::run_all(timeline, &requests, &untold_runs, &pools);
+    drop((untold_runs, pools));
     if service_ports.is_empty() {
         return Analysis {
             service,

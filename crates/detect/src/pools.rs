@@ -21,6 +21,9 @@ use whyslow_model::{ExchangeRole, Timeline};
 /// LAN round trips in (the same bound as Nagle's release after an ACK).
 pub const HANDOFF_MAX_US: u64 = 10_000;
 
+/// Every server's pool, by server.
+pub type Pools = HashMap<SocketAddr, Pool>;
+
 /// A call as a pool sees it: (connection, start, end, request made for).
 type PoolCall = (u32, u64, u64, Option<u32>);
 
@@ -44,6 +47,12 @@ pub struct Pool {
     /// saturated pool often end together: the second to end finds the pool
     /// no longer full, yet its connection goes straight to a waiting call.)
     releases: Vec<(u64, Option<u32>, u32)>,
+    /// Calls (a held run counted once) and those that took their
+    /// connection as it came back from a full pool, whoever they were for.
+    pub calls: usize,
+    pub saturated_handoffs: usize,
+    /// Time connections were held, summed over the calls.
+    pub held_us: u64,
 }
 
 impl Pool {
@@ -60,8 +69,28 @@ impl Pool {
             .any(|r| r.2 == conn && r.1 != Some(inbound))
     }
 
+    /// A call starting at `start` on `conn` took it as it came back while
+    /// every connection was busy: a full span ended then, on its release.
+    fn saturated_handoff(&self, start: u64, conn: u32) -> bool {
+        let from = start.saturating_sub(HANDOFF_MAX_US);
+        let full_ended = |at: u64| {
+            let i = self.full.partition_point(|f| f.1 < at);
+            self.full.get(i).is_some_and(|f| f.1 == at)
+        };
+        let i = self.releases.partition_point(|r| r.0 < from);
+        self.releases[i..]
+            .iter()
+            .take_while(|r| r.0 <= start)
+            .any(|r| r.2 == conn && full_ended(r.0))
+    }
+
+    /// Time every connection was busy, over the capture.
+    pub fn full_us(&self) -> u64 {
+        self.full.iter().map(|f| f.1 - f.0).sum()
+    }
+
     /// The parts of [from, to] when the pool was full, into `out`.
-    fn full_within(&self, from: u64, to: u64, out: &mut Vec<(u64, u64)>) {
+    pub fn full_within(&self, from: u64, to: u64, out: &mut Vec<(u64, u64)>) {
         let i = self.full.partition_point(|f| f.1 <= from);
         for &(a, b) in self.full[i..].iter().take_while(|f| f.0 < to) {
             out.push((a.max(from), b.min(to)));
@@ -95,11 +124,7 @@ impl PoolQueue {
 
 /// Pools of the servers whose connections carry one call at a time (a
 /// multiplexed or pipelined connection is not a pool of connections).
-pub fn of(
-    t: &Timeline,
-    server_of: &HashMap<u32, SocketAddr>,
-    runs: &HeldRuns,
-) -> HashMap<SocketAddr, Pool> {
+pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>, runs: &HeldRuns) -> Pools {
     let mut calls: BTreeMap<SocketAddr, Vec<(PoolCall, Option<HeldBy>)>> = BTreeMap::new();
     for e in t
         .exchanges
@@ -177,12 +202,18 @@ fn sweep(calls: &[PoolCall]) -> Pool {
         }
     }
     pool.full.retain(|f| f.1 > f.0);
+    pool.calls = calls.len();
+    pool.held_us = calls.iter().map(|c| c.2.saturating_sub(c.1)).sum();
+    pool.saturated_handoffs = calls
+        .iter()
+        .filter(|&&(conn, start, _, _)| pool.saturated_handoff(start, conn))
+        .count();
     pool
 }
 
 /// Each complete request's waits for a pool (`RequestCalls::queued`),
 /// then every server's peak demand over them.
-pub fn attach(pools: &HashMap<SocketAddr, Pool>, requests: &mut [RequestCalls]) {
+pub fn attach(pools: &Pools, requests: &mut [RequestCalls]) {
     if pools.is_empty() {
         return;
     }
@@ -201,7 +232,7 @@ pub fn attach(pools: &HashMap<SocketAddr, Pool>, requests: &mut [RequestCalls]) 
 }
 
 /// One request's waits, a queue per pool it waited for.
-fn queues(pools: &HashMap<SocketAddr, Pool>, r: &RequestCalls) -> Vec<PoolQueue> {
+fn queues(pools: &Pools, r: &RequestCalls) -> Vec<PoolQueue> {
     let mut out = Vec::new();
     let own = || r.calls.iter().map(|c| (c.start, c.end));
     let mut ends: Vec<u64> = r.calls.iter().map(|c| c.end).collect();
@@ -313,7 +344,7 @@ mod tests {
         assert_eq!(q.peak_demand, 3, "two in flight and one waiting");
         let p = crate::breakdown::parts(&r[1]);
         assert!(p.server_us <= 2 * MS, "{p:?}");
-        let f = crate::run_all(&t, &r, &[]);
+        let f = crate::run_all(&t, &r, &[], &Default::default());
         let kinds: Vec<FindingKind> = f.iter().map(|f| f.kind).collect();
         assert!(kinds.contains(&FindingKind::PoolQueueing), "{kinds:?}");
         assert!(!kinds.contains(&FindingKind::ServerTime), "{kinds:?}");
@@ -342,7 +373,7 @@ mod tests {
             ],
         };
         let r = by_request(&t);
-        let f = crate::run_all(&t, &r, &[]);
+        let f = crate::run_all(&t, &r, &[], &Default::default());
         assert_eq!(f[0].kind, FindingKind::ServerTime, "{f:?}");
         assert!(!f.iter().any(|f| f.kind == FindingKind::PoolQueueing));
     }

@@ -3,7 +3,7 @@
 //! the time breakdown read.
 
 use crate::attribution::HeldRuns;
-use crate::pools::{self, PoolQueue};
+use crate::pools::{self, PoolQueue, Pools};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -122,11 +122,23 @@ pub fn by_request(t: &Timeline) -> Vec<RequestCalls<'_>> {
 
 /// The same, knowing which ambiguous calls `runs` rules out for a request.
 pub fn by_request_with<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<RequestCalls<'t>> {
+    by_request_and_pools(t, runs).0
+}
+
+/// The same, and the client pools every call to a server used, whichever
+/// request it was for.
+pub fn by_request_and_pools<'t>(
+    t: &'t Timeline,
+    runs: &HeldRuns,
+) -> (Vec<RequestCalls<'t>>, Pools) {
     let server = servers(t);
     let mut out = Vec::new();
     let mut index: HashMap<u32, usize> = HashMap::new();
     // Most windows of plain HTTP traffic carry no call: no index to build.
-    let any_call = t.exchanges.iter().any(|e| e.parent.is_some());
+    let any_call = t
+        .exchanges
+        .iter()
+        .any(|e| e.parent.is_some() || e.attribution == Some(Attribution::Ambiguous));
     for e in &t.exchanges {
         let answered = e.response_last_at_us.is_some();
         if e.role == ExchangeRole::Inbound && answered {
@@ -156,10 +168,12 @@ pub fn by_request_with<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<RequestCalls
         r.calls.sort_by_key(|c| (c.start, c.end));
     }
     add_untold(t, runs, &mut out);
+    let mut pools = Pools::default();
     if any_call {
-        pools::attach(&pools::of(t, &server, runs), &mut out);
+        pools = pools::of(t, &server, runs);
+        pools::attach(&pools, &mut out);
     }
-    out
+    (out, pools)
 }
 
 /// The calls of each run on a held connection that attribution left

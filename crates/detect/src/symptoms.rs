@@ -167,7 +167,12 @@ mod tests {
     }
 
     fn ranked(t: &whyslow_model::Timeline) -> Vec<Finding> {
-        crate::run_all(t, &crate::request_calls::by_request(t), &[])
+        crate::run_all(
+            t,
+            &crate::request_calls::by_request(t),
+            &[],
+            &Default::default(),
+        )
     }
 
     #[test]

@@ -1,0 +1,200 @@
+//! `pool_queueing` where the requests were not told apart: calls of many
+//! requests through one client pool (a fan-out's HTTP pool at 16 clients,
+//! no trace context), each call ambiguous. Per request the wait cannot be
+//! measured, but the pool can be judged across all its calls: most of
+//! them took a connection the moment another came back while every
+//! connection was busy — they had queued for it. A request's loss is then
+//! estimated from the pool's full time within its wait, less the time an
+//! average request holds a connection itself (it cannot wait for the pool
+//! while in a call of its own); the finding says it is an estimate.
+
+use crate::pools::Pools;
+use crate::request_calls::{covered_us, RequestCalls};
+use crate::request_findings::{self, median_of, Hit};
+use crate::thresholds::WORTH_SHARE;
+use std::net::SocketAddr;
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
+
+/// Calls a pool must have carried before its handoffs are counted: a few
+/// calls on a busy pool take a returned connection by chance.
+const MIN_CALLS: usize = 20;
+/// Share of a pool's calls that must start on a handoff from a full pool,
+/// as `pool_queueing` asks of one request's calls.
+const QUEUED_SHARE: f64 = 0.5;
+/// Below a millisecond a request's estimated wait is not counted.
+const MIN_TIME_LOST_US: u64 = 1_000;
+
+/// What one request is estimated to have lost to one pool.
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    full_us: u64,
+    request_us: u64,
+}
+
+/// One finding per pool that queued where no request-level `pool_queueing`
+/// finding (`named`) already names its server.
+pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Vec<Finding> {
+    let mut servers: Vec<&SocketAddr> = pools.keys().collect();
+    servers.sort();
+    let mut out = Vec::new();
+    for server in servers {
+        let pool = &pools[server];
+        let subject = server.to_string();
+        let already = named
+            .iter()
+            .any(|f| f.kind == FindingKind::PoolQueueing && f.subject == subject);
+        let queued = pool.saturated_handoffs as f64 >= QUEUED_SHARE * pool.calls as f64;
+        if already || pool.calls < MIN_CALLS || !queued || requests.is_empty() {
+            continue;
+        }
+        let held_per_request = pool.held_us / requests.len() as u64;
+        let mut hits: Vec<Hit<Wait>> = Vec::new();
+        let mut full = Vec::new();
+        for r in requests.iter().filter(|r| !r.told_apart()) {
+            let (from, to) = r.waiting();
+            full.clear();
+            pool.full_within(from, to, &mut full);
+            let full_us = covered_us(full.iter().copied(), (from, to));
+            let lost = full_us.saturating_sub(held_per_request);
+            let total = r.total_us();
+            if lost < MIN_TIME_LOST_US || (lost as f64) < WORTH_SHARE * total as f64 {
+                continue;
+            }
+            let wait = Wait {
+                full_us,
+                request_us: total,
+            };
+            request_findings::push(&mut hits, lost, wait, |w| {
+                r.inbound_evidence(
+                    format!(
+                        "every connection to {server} busy for {} of its {} wait; a request \
+                         holds one {} on average",
+                        fmt_ms(w.full_us),
+                        fmt_ms(to - from),
+                        fmt_ms(held_per_request)
+                    ),
+                    Facts::default()
+                        .with("full_us", w.full_us as f64)
+                        .with("held_per_request_us", held_per_request as f64),
+                )
+            });
+        }
+        if !hits.is_empty() {
+            out.push(finding(*server, pools[server].size, pool, hits));
+        }
+    }
+    out
+}
+
+fn finding(
+    server: SocketAddr,
+    size: usize,
+    pool: &crate::pools::Pool,
+    hits: Vec<Hit<Wait>>,
+) -> Finding {
+    let summary = |hits: &[Hit<Wait>], per, facts: &mut Facts| {
+        let request = median_of(hits, |w| w.request_us);
+        facts.set("connections", size as f64);
+        facts.set("calls", pool.calls as f64);
+        facts.set("saturated_handoffs", pool.saturated_handoffs as f64);
+        facts.set("full_us", pool.full_us() as f64);
+        facts.set("request_us", request as f64);
+        format!(
+            "calls to {server} queued for one of {size} connections: all {size} busy for {} in \
+             all, and {} of {} calls took one the moment another came back; about {} of the \
+             request's {} (median of {} requests not told apart: an estimate from the pool's \
+             full time in each wait)",
+            fmt_ms(pool.full_us()),
+            pool.saturated_handoffs,
+            pool.calls,
+            fmt_ms(per),
+            fmt_ms(request),
+            hits.len()
+        )
+    };
+    let fix = format!(
+        "let the calls run at once: raise the client's connection limit for {server} (pool size, \
+         connections per host), multiplex them over HTTP/2 on one connection, or batch them into \
+         fewer calls; send trace context (traceparent) to measure each request's wait"
+    );
+    let mut f = request_findings::finding(
+        FindingKind::PoolQueueing,
+        Severity::Critical,
+        hits,
+        summary,
+        fix,
+    );
+    f.subject = server.to_string();
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::request_calls::by_request_and_pools;
+    use crate::request_calls::tests::conn;
+    use crate::testkit::exchange;
+    use whyslow_model::{Attribution, Exchange, ExchangeRole, Finding, Timeline};
+
+    const MS: u64 = 1_000;
+
+    /// A call no request was told apart for.
+    fn untold(id: u32, connection: u32, (start, end): (u64, u64)) -> Exchange {
+        let mut e = exchange(id, connection, (start, start + 10), (end - 10, end));
+        e.role = ExchangeRole::Outbound;
+        e.attribution = Some(Attribution::Ambiguous);
+        e
+    }
+
+    /// Four requests in flight for 400 ms and a pool of two connections
+    /// (10, 11) to :9090 carrying ten 20 ms calls each, `gap` apart.
+    fn shared(gap: u64) -> Timeline {
+        let mut t = Timeline::default();
+        for c in 0..4 {
+            t.connections.push(conn(c, 8080));
+            t.exchanges
+                .push(exchange(c, c, (0, 100), (400 * MS, 400 * MS + 100)));
+        }
+        t.connections.push(conn(10, 9090));
+        t.connections.push(conn(11, 9090));
+        let mut id = 100;
+        for (connection, offset) in [(10, MS), (11, 6 * MS)] {
+            for k in 0..10 {
+                let start = offset + k * (20 * MS + gap);
+                t.exchanges
+                    .push(untold(id, connection, (start, start + 20 * MS)));
+                id += 1;
+            }
+        }
+        t
+    }
+
+    fn detect(t: &Timeline, named: &[Finding]) -> Vec<Finding> {
+        let (requests, pools) = by_request_and_pools(t, &Default::default());
+        super::detect(&pools, &requests, named)
+    }
+
+    #[test]
+    fn a_pool_whose_calls_start_on_handoffs_queued_whoever_they_were_for() {
+        let f = detect(&shared(100), &[]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].subject, "127.0.0.1:9090");
+        assert_eq!(f[0].occurrences, 4);
+        // Full for about 195 ms of each wait (from 6 ms to 202 ms), less
+        // the 100 ms a request holds a connection on average.
+        let per = f[0].time_lost_per_occurrence_us;
+        assert!((90 * MS..=100 * MS).contains(&per), "{per}");
+        assert!(f[0].summary.contains("an estimate"), "{}", f[0].summary);
+    }
+
+    #[test]
+    fn calls_that_find_a_connection_free_did_not_queue() {
+        assert!(detect(&shared(15 * MS), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_pool_named_from_told_apart_requests_is_not_named_twice() {
+        let t = shared(100);
+        let named = detect(&t, &[]);
+        assert!(detect(&t, &named).is_empty());
+    }
+}
