@@ -53,6 +53,8 @@ pub struct Pool {
     pub saturated_handoffs: usize,
     /// Time connections were held, summed over the calls.
     pub held_us: u64,
+    /// From the first call's start to the last one's end.
+    pub span_us: u64,
 }
 
 impl Pool {
@@ -70,12 +72,16 @@ impl Pool {
     }
 
     /// A call starting at `start` on `conn` took it as it came back while
-    /// every connection was busy: a full span ended then, on its release.
+    /// every connection was busy: the pool was full until that release or
+    /// shortly before it (calls of a saturated pool often end together,
+    /// and each connection goes straight to a waiting call).
     fn saturated_handoff(&self, start: u64, conn: u32) -> bool {
         let from = start.saturating_sub(HANDOFF_MAX_US);
         let full_ended = |at: u64| {
-            let i = self.full.partition_point(|f| f.1 < at);
-            self.full.get(i).is_some_and(|f| f.1 == at)
+            let i = self
+                .full
+                .partition_point(|f| f.1 < at.saturating_sub(HANDOFF_MAX_US));
+            self.full.get(i).is_some_and(|f| f.1 <= at)
         };
         let i = self.releases.partition_point(|r| r.0 < from);
         self.releases[i..]
@@ -204,6 +210,13 @@ fn sweep(calls: &[PoolCall]) -> Pool {
     pool.full.retain(|f| f.1 > f.0);
     pool.calls = calls.len();
     pool.held_us = calls.iter().map(|c| c.2.saturating_sub(c.1)).sum();
+    let first = calls.iter().map(|c| c.1).min().unwrap_or(0);
+    pool.span_us = calls
+        .iter()
+        .map(|c| c.2)
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(first);
     pool.saturated_handoffs = calls
         .iter()
         .filter(|&&(conn, start, _, _)| pool.saturated_handoff(start, conn))
