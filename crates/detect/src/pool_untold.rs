@@ -82,6 +82,7 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
                     ),
                     Facts::default()
                         .with("full_us", w.full_us as f64)
+                        .with("wait_us", (to - from) as f64)
                         .with("held_per_request_us", held_per_request as f64),
                 )
             });
