@@ -243,6 +243,34 @@ fn missing_parents_cycles_and_skew_are_counted_not_fatal() {
     assert_eq!(st.timeline.exchanges.len(), 4);
 }
 
+/// A GET to the traced API at 127.0.0.1:9000, as a client span's attributes.
+fn api_get() -> Vec<KeyValue> {
+    vec![
+        KeyValue::string("http.method", "GET"),
+        KeyValue::string("http.url", "http://127.0.0.1:9000/data/1"),
+    ]
+}
+
+/// The front's spans and the API's (`callee`), read as one file: the
+/// front's calls, in start order, and what reading them found.
+fn front_calling_api(
+    front: Vec<Span>,
+    callee: Vec<Span>,
+) -> (SpanTimeline, Vec<whyslow_model::Exchange>) {
+    let st = to_timeline(&read_bytes(&framed(&[
+        request("front", front),
+        request("api", callee),
+    ])));
+    let calls = st
+        .timeline
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+        .cloned()
+        .collect();
+    (st, calls)
+}
+
 #[test]
 fn a_traced_callee_says_when_a_queued_call_was_sent() {
     let t = 0x99u128;
@@ -251,10 +279,7 @@ fn a_traced_callee_says_when_a_queued_call_was_sent() {
         s.name = "GET /data".into();
         s
     };
-    let get = vec![
-        KeyValue::string("http.method", "GET"),
-        KeyValue::string("http.url", "http://127.0.0.1:9000/data/1"),
-    ];
+    let get = api_get();
     let front = vec![
         span(t, 1, 0, kind::SERVER, (0, 100), http_server()),
         span(t, 2, 1, kind::CLIENT, (1, 31), get.clone()),
@@ -262,18 +287,9 @@ fn a_traced_callee_says_when_a_queued_call_was_sent() {
         span(t, 3, 1, kind::CLIENT, (1, 61), get),
     ];
     let callee = vec![api(10, 2, (1, 30)), api(11, 3, (31, 60))];
-    let st = to_timeline(&read_bytes(&framed(&[
-        request("front", front),
-        request("api", callee),
-    ])));
+    let (st, calls) = front_calling_api(front, callee);
     assert_eq!(st.service.as_deref(), Some("front"));
     assert_eq!(st.other_services, vec!["api".to_string()]);
-    let calls: Vec<_> = st
-        .timeline
-        .exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Outbound)
-        .collect();
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[1].request_first_at_us, 31_000);
     assert_eq!(
@@ -286,10 +302,7 @@ fn a_traced_callee_says_when_a_queued_call_was_sent() {
 fn a_wait_is_for_a_connection_only_while_the_lanes_were_full() {
     let t = 0x98u128;
     let api = |id, parent, ms| span(t, id, parent, kind::SERVER, ms, http_server());
-    let get = vec![
-        KeyValue::string("http.method", "GET"),
-        KeyValue::string("http.url", "http://127.0.0.1:9000/data/1"),
-    ];
+    let get = api_get();
     let front = vec![
         span(t, 1, 0, kind::SERVER, (0, 200), http_server()),
         span(t, 2, 1, kind::CLIENT, (1, 31), get.clone()),
@@ -304,17 +317,8 @@ fn a_wait_is_for_a_connection_only_while_the_lanes_were_full() {
         api(11, 3, (41, 80)),
         api(12, 4, (140, 159)),
     ];
-    let st = to_timeline(&read_bytes(&framed(&[
-        request("front", front),
-        request("api", callee),
-    ])));
+    let (st, calls) = front_calling_api(front, callee);
     assert_eq!(st.waits_not_for_a_connection, 1);
-    let calls: Vec<_> = st
-        .timeline
-        .exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Outbound)
-        .collect();
     assert_eq!(calls.len(), 3);
     assert_eq!(calls[1].request_first_at_us, 41_000);
     assert_eq!(calls[1].waited_before_sent(), Some(true));
