@@ -1,6 +1,7 @@
 //! `server_time`: the inbound request's time not explained by its backing
 //! calls — the service's own work (case 002's HTML rendering). Named when it
-//! is more than half of the request and at least 100 ms.
+//! is more than half of the request and at least 100 ms, in at least
+//! `MIN_REQUEST_SHARE` of the requests whose own time is known.
 
 use crate::breakdown::parts;
 use crate::request_calls::RequestCalls;
@@ -10,12 +11,22 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
+/// Share of a service's requests (those whose own time is known) its own
+/// time must dominate before it is named. One request in 28 that sat 145 ms
+/// with no call in flight was a Python front descheduled on a loaded host,
+/// named above the pool queue every page waited in; a service slow in its
+/// own code is slow on many of its requests. One of two sequential probes
+/// still counts.
+pub const MIN_REQUEST_SHARE: f64 = 0.1;
+
 /// One finding per service whose own time dominated requests.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
+    let mut known: BTreeMap<SocketAddr, usize> = BTreeMap::new();
     // A request with ambiguous calls in its wait may have waited for a pool
     // or for calls not given to it: its own time is not known.
     for r in requests.iter().filter(|r| r.told_apart()) {
+        *known.entry(r.server).or_default() += 1;
         // The service's own time is part of its wait: a request that waited
         // less than the threshold (most do) cannot have spent that in itself.
         let (from, to) = r.waiting();
@@ -48,6 +59,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         );
     }
     slow.into_iter()
+        .filter(|(server, hits)| hits.len() as f64 >= MIN_REQUEST_SHARE * known[server] as f64)
         .map(|(server, hits)| {
             let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
                 let request = median_of(hits, |f| f.0);
@@ -97,6 +109,39 @@ mod tests {
         let f = detect(&t);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].time_lost_per_occurrence_us, 350_000);
+    }
+
+    #[test]
+    fn one_slow_request_among_many_quick_ones_is_not_the_services_cause() {
+        // Request 0 sat 350 ms in the service; twenty more answered as soon
+        // as their calls did: below MIN_REQUEST_SHARE, a stall, not the cause.
+        let mut t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 9090)],
+            exchanges: vec![
+                exchange(0, 0, (0, 100), (400_100, 400_200)),
+                call(1, 1, 0, (200, 50_200)),
+            ],
+        };
+        for k in 1..=20u32 {
+            let at = u64::from(k) * 1_000_000;
+            t.exchanges.push(exchange(
+                2 * k,
+                0,
+                (at, at + 100),
+                (at + 200_300, at + 200_400),
+            ));
+            t.exchanges
+                .push(call(2 * k + 1, 1, 2 * k, (at + 200, at + 200_200)));
+        }
+        assert!(detect(&t).is_empty());
+        // The same service slow in its own code on three of them: named.
+        for k in [5u32, 10, 15] {
+            let at = u64::from(k) * 1_000_000;
+            let e = &mut t.exchanges[2 * k as usize];
+            (e.response_first_at_us, e.response_last_at_us) =
+                (Some(at + 600_300), Some(at + 600_400));
+        }
+        assert_eq!(detect(&t).len(), 1);
     }
 
     #[test]

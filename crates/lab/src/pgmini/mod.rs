@@ -4,8 +4,9 @@
 //! binary or text formats, and simple queries (answered without running
 //! them: a setup script meant for a real PostgreSQL). It knows only the
 //! shop's statements (`shop`); any other is an error, as a real server's
-//! unknown table would be. Each statement costs `statement_us`, spent off
-//! the async workers so that timers do not round it up.
+//! unknown table would be. Each statement costs `statement_us` on average,
+//! spread evenly by `COST_SPREAD` either side, spent off the async workers so
+//! that timers do not round it up.
 //!
 //! Hand-written: the lab needs a server side, which client libraries do
 //! not have, and this one fits in a file.
@@ -30,6 +31,40 @@ const MAX_NAMED: usize = 1000;
 const SSL_REQUEST: u32 = 80877103;
 const GSSENC_REQUEST: u32 = 80877104;
 const PROTOCOL_3: u32 = 196608;
+/// How far a statement's cost strays from the mean, either side, as a share
+/// of it. A real server's statement times vary (cache hits, locks, the
+/// scheduler); a lab whose every statement took exactly the mean kept the
+/// runs of checkouts that started together in lockstep under load, ending
+/// within microseconds of each other for hundreds of statements — a
+/// coincidence production does not have, and one no timing can tell apart.
+const COST_SPREAD: f64 = 0.5;
+
+/// Statement costs around a mean: a small generator (SplitMix64) per
+/// connection, seeded apart, so runs on different connections drift apart.
+struct Costs {
+    mean: Duration,
+    state: u64,
+}
+
+impl Costs {
+    fn new(mean: Duration) -> Costs {
+        static SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let seed = SEED.fetch_add(0x9e37_79b9_7f4a_7c15, std::sync::atomic::Ordering::Relaxed);
+        Costs { mean, state: seed }
+    }
+
+    /// The next statement's cost, uniform in mean × [1 − spread, 1 + spread].
+    fn next(&mut self) -> Duration {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let unit = (z >> 11) as f64 / (1u64 << 53) as f64;
+        self.mean
+            .mul_f64(1.0 - COST_SPREAD + 2.0 * COST_SPREAD * unit)
+    }
+}
 
 /// A statement bound to its parameters, with its result formats.
 struct Portal {
@@ -90,6 +125,7 @@ async fn startup(stream: &mut TcpStream, buf: &mut BytesMut) -> std::io::Result<
 
 async fn connection(mut stream: TcpStream, cost: Duration) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
+    let mut costs = Costs::new(cost);
     let mut buf = BytesMut::with_capacity(8192);
     startup(&mut stream, &mut buf).await?;
     let mut out = Out::default();
@@ -127,7 +163,7 @@ async fn connection(mut stream: TcpStream, cost: Duration) -> std::io::Result<()
             Action::Wait => {}
             Action::Write => stream.write_all(&out.take()).await?,
             Action::Execute(p) => {
-                crate::work::work_for(cost).await;
+                crate::work::work_for(costs.next()).await;
                 wire::rows(&mut out, &shop::run(p.statement, &p.params), &p.binary);
             }
         }
@@ -351,6 +387,23 @@ mod tests {
         m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
         m.extend_from_slice(body);
         m
+    }
+
+    #[test]
+    fn statement_costs_keep_their_mean_and_differ_per_connection() {
+        let mean = Duration::from_micros(2_000);
+        let (mut a, mut b) = (Costs::new(mean), Costs::new(mean));
+        let n = 10_000;
+        let draws: Vec<Duration> = (0..n).map(|_| a.next()).collect();
+        let (lo, hi) = (
+            mean.mul_f64(1.0 - COST_SPREAD),
+            mean.mul_f64(1.0 + COST_SPREAD),
+        );
+        assert!(draws.iter().all(|d| (lo..=hi).contains(d)));
+        let avg = draws.iter().sum::<Duration>() / n;
+        assert!(avg.abs_diff(mean) < mean / 50, "{avg:?}");
+        let other: Vec<Duration> = (0..100).map(|_| b.next()).collect();
+        assert_ne!(other, draws[..100], "two connections drift apart");
     }
 
     #[test]
