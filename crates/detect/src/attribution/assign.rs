@@ -74,6 +74,19 @@ pub fn decide(
             u.holder,
             Holder::Trace | Holder::Run(_) | Holder::Transaction(_)
         );
+        // A request of the shape's kind made one such call, wherever its
+        // connection's calls interleave; requests of other kinds none. What
+        // deduction leaves open, timing may still give (`open`).
+        if let Holder::Shape(_, kind) = u.holder {
+            if complete && !cands.is_empty() {
+                if !u.interleaved {
+                    open.push((n, cands.clone()));
+                }
+                cands.retain(|w| same_kind(w.id, kind));
+                one_each.entry(u.holder).or_default().push((n, cands));
+                continue;
+            }
+        }
         out[n] = match cands.len() {
             0 if complete => Decision::Outside,
             _ if held_whole && complete && !u.interleaved => {
@@ -96,6 +109,9 @@ pub fn decide(
         place_held(*holder, group, &mut out, &same_kind);
     }
     for (n, cands) in &open {
+        if matches!(out[*n], Decision::Given(..)) {
+            continue; // a shape's call deduction placed
+        }
         out[*n] = pick(&units[*n], cands).unwrap_or(Decision::Ambiguous {
             kind_of: kind_of(cands, &same_kind),
         });

@@ -8,6 +8,7 @@
 mod assign;
 mod matching;
 mod runs;
+mod shapes;
 mod threads;
 mod units;
 mod windows;
@@ -140,16 +141,17 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
         (e.parent, e.attribution) = (Some(id), Some(Attribution::Thread));
     }
     let units = units::build(&timeline.exchanges, &todo, &traced, &port);
-    let units = runs::join(units, &timeline.exchanges, &answers(timeline), &port);
+    let mut units = runs::join(units, &timeline.exchanges, &answers(timeline), &port);
     // Inbound request → (server port, request kind), built only when a call
-    // is ambiguous: such a call still counts for its kind when every
-    // candidate was of it.
+    // is left to timing: a call of a shape each request of a kind made once
+    // is placed by deduction, and an ambiguous call still counts for its
+    // kind when every candidate was of it.
     let kind = std::cell::OnceCell::new();
-    let kind_of = |id: u32| {
-        kind.get_or_init(|| request_kinds(timeline, &port))
-            .get(&id)
-            .copied()
-    };
+    let kinds = || kind.get_or_init(|| request_kinds(timeline, &port));
+    if units.iter().any(|u| u.holder == Holder::Call) {
+        shapes::mark(&mut units, &timeline.exchanges, &port, kinds());
+    }
+    let kind_of = |id: u32| kinds().get(&id).copied();
     let same_kind = |a: u32, b: u32| kind_of(a).is_some_and(|k| Some(k) == kind_of(b));
     let decisions = assign::decide(&units, &windows, held, same_kind);
     assign::apply(&mut timeline.exchanges, &units, &decisions, &mut out);

@@ -31,7 +31,12 @@ fn walk(key: &str, v: &Value, doc: &mut Document) {
         Value::String(s) if !PROSE.contains(&key) && s.chars().any(|c| c.is_ascii_digit()) => {
             doc.identifiers.push(s.clone())
         }
-        Value::Array(items) => items.iter().for_each(|i| walk(key, i, doc)),
+        // A list's length is a fact of it: text bounds a long list of ids
+        // as "#1 #2 #3 … (40 in all)".
+        Value::Array(items) => {
+            doc.numbers.push((format!("{key}.len"), items.len() as f64));
+            items.iter().for_each(|i| walk(key, i, doc))
+        }
         Value::Object(map) => map.iter().for_each(|(k, v)| walk(k, v, doc)),
         _ => {}
     }
