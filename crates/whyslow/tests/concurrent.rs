@@ -136,11 +136,19 @@ fn without_trace_context_no_call_goes_to_the_wrong_request() {
         counted, total,
         "every call counted for the page's kind: {a}"
     );
-    // The time those calls covered is neither a backing service's nor the
-    // service's own: no false server_time.
+    // Each page fetches each of its 11 parts once: as many calls of each
+    // as pages, placed by deduction where only one way fits. Those left
+    // ambiguous cover time that is neither a backing service's nor the
+    // service's own: no false server_time, and the pool's queue is named.
+    let inferred = g.levels.get("inferred").copied().unwrap_or(0);
+    assert!(2 * inferred > total, "{:?}", g.levels);
     let kinds = finding_kinds(&report);
     assert!(!kinds.iter().any(|k| k == "server_time"), "{kinds:?}");
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("pool_queueing"),
+        "{kinds:?}"
+    );
     let untold = report["time_breakdown"][0]["untold_us"].as_u64().unwrap();
-    let total_us = report["time_breakdown"][0]["total_us"].as_u64().unwrap();
-    assert!(2 * untold > total_us, "{untold} of {total_us}");
+    assert!(untold > 0, "some calls were not told apart");
 }

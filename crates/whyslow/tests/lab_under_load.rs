@@ -9,7 +9,8 @@
 //! scenario does the same work, so each is given the same number of calls.
 //! Without trace context, what is told apart is told apart right, no
 //! false cause is named, and where requests hold a connection for their
-//! work, most of their calls are told apart. Each run's `--otlp` spans,
+//! work or check one out of a shared pool per call, most of their calls are
+//! told apart. Each run's `--otlp` spans,
 //! decoded by the reference protobuf definitions, carry the same parents,
 //! and with trace context every call's parent span is the request the app
 //! made it for; read back as traces, they name the capture's causes.
@@ -32,6 +33,14 @@ const MAX_WRONG_SHARE: f64 = 0.01;
 /// together ended together); the rest are runs that ended within 70 µs of
 /// another, which either request in flight could hold.
 const HELD_MIN_COVERAGE: f64 = 0.9;
+/// The same where each call checks a connection out of a pool that every
+/// request shares: a call shape each request made once is placed by
+/// deduction. Measured at 16 clients: 69 % to 77 % of fanout-pool's calls
+/// (11 parts a page through 5 connections), 82 % to 84 % of tax-stall's.
+/// On one connection every request pipelines on (cache-hol) reads answered
+/// in a burst behind a write could each be any waiting request's: 2 % to
+/// 14 %, no floor.
+const SHARED_MIN_COVERAGE: f64 = 0.5;
 
 /// The load for `s`: 160 requests, or — for a cause that comes once a
 /// second — three seconds of them, paced so that the capture stays small.
@@ -225,13 +234,12 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
     }
     for s in SCENARIOS {
         let (broken, score, _) = under_load(s, false, "off");
-        if s.holds == Holding::Request {
-            assert!(
-                score.coverage() >= HELD_MIN_COVERAGE,
-                "{}: {score:?}",
-                s.name
-            );
-        }
+        let floor = match s.holds {
+            Holding::Request => HELD_MIN_COVERAGE,
+            Holding::Call => SHARED_MIN_COVERAGE,
+            Holding::Shared | Holding::Nothing => 0.0,
+        };
+        assert!(score.coverage() >= floor, "{}: {score:?}", s.name);
         // The broken variant's top cause is its own, told apart or not (a
         // pool is judged across its calls; the lab's 16 MiB cache writes
         // also fill windows: real, and after it).
