@@ -225,7 +225,8 @@ mod tests_untold {
             ],
         };
         let r = by_request(&t);
-        assert_eq!(r[0].untold, vec![(200, 600)]);
+        // And 200..300, when both connections to :6379 were busy.
+        assert_eq!(r[0].untold, vec![(200, 600), (200, 300)]);
         let p = parts(&r[0]);
         assert_eq!(
             p.untold_us, 300,
@@ -235,5 +236,30 @@ mod tests_untold {
         let b = summarize(&r);
         let sum = b[0].server_us + b[0].untold_us + b[0].network_us + b[0].backing[0].critical_us;
         assert_eq!(sum, b[0].total_us);
+    }
+
+    #[test]
+    fn idle_while_the_pool_was_full_is_untold_for_a_request_not_told_apart() {
+        // Request 0 waits 100..1000: an ambiguous call 100..150, then idle
+        // while request 3's calls hold both connections 150..800, then its
+        // own call 800..950. Its own time is 950..1000, not 150..800.
+        let mut ambiguous = call(2, 1, 0, (100, 150));
+        ambiguous.parent = None;
+        ambiguous.attribution = Some(Attribution::Ambiguous);
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 6379), conn(3, 8080)],
+            exchanges: vec![
+                exchange(0, 0, (0, 100), (1000, 1010)),
+                call(1, 1, 0, (800, 950)),
+                ambiguous,
+                exchange(3, 3, (0, 100), (1200, 1210)),
+                call(4, 1, 3, (150, 800)),
+                call(5, 2, 3, (150, 800)),
+            ],
+        };
+        let r = crate::request_calls::by_request_and_pools(&t, &Default::default()).0;
+        let p = parts(&r[0]);
+        assert_eq!(p.server_us, 50, "950..1000");
+        assert_eq!(p.untold_us, 700, "100..800");
     }
 }

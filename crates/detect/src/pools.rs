@@ -225,15 +225,25 @@ fn sweep(calls: &[PoolCall]) -> Pool {
 }
 
 /// Each complete request's waits for a pool (`RequestCalls::queued`),
-/// then every server's peak demand over them.
+/// then every server's peak demand over them. A request some of whose calls
+/// were not told apart may have waited for a pool whenever one was full:
+/// that time is untold too, not the service's own.
 pub fn attach(pools: &Pools, requests: &mut [RequestCalls]) {
     if pools.is_empty() {
         return;
     }
+    let mut full = Vec::new();
     for r in requests.iter_mut() {
         if r.told_apart() {
             r.queued = queues(pools, r);
+            continue;
         }
+        let (from, to) = r.waiting();
+        full.clear();
+        for pool in pools.values() {
+            pool.full_within(from, to, &mut full);
+        }
+        r.untold.extend_from_slice(&full);
     }
     let mut peaks: HashMap<SocketAddr, usize> = HashMap::new();
     for (&server, pool) in pools {

@@ -52,7 +52,9 @@ pub struct RequestCalls<'a> {
     pub server: SocketAddr,
     pub calls: Vec<Call<'a>>,
     /// Spans of calls this request's wait encloses that attribution left
-    /// ambiguous: maybe its own, maybe another's. Its own time excludes them.
+    /// ambiguous: maybe its own, maybe another's; and, when there are any,
+    /// the spans a pool was full meanwhile (it may have waited for one).
+    /// Its own time excludes them.
     pub untold: Vec<(u64, u64)>,
     /// What it waited for shared pools with none of its calls in flight
     /// (known for requests with no untold call only).
