@@ -305,13 +305,8 @@ pub use whyslow_model::stats::median;
 pub mod tests {
     use super::*;
     use crate::testkit::exchange;
-    use whyslow_model::Connection;
 
-    pub fn conn(id: u32, server_port: u16) -> Connection {
-        let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
-        let server = format!("127.0.0.1:{server_port}").parse().unwrap();
-        Connection::new(id, client, server, 0)
-    }
+    pub use crate::testkit::conn;
 
     /// An outbound call on `connection` from `start` to `end`, made for `parent`.
     pub fn call(id: u32, connection: u32, parent: u32, (start, end): (u64, u64)) -> Exchange {

@@ -94,3 +94,10 @@ pub fn exchange(
     e.response_last_at_us = Some(resp_last);
     e
 }
+
+/// A loopback connection from client port 40000 + `id` to `server_port`.
+pub fn conn(id: u32, server_port: u16) -> Connection {
+    let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
+    let server = format!("127.0.0.1:{server_port}").parse().unwrap();
+    Connection::new(id, client, server, 0)
+}

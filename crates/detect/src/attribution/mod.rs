@@ -314,18 +314,7 @@ mod tests_concurrent;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::exchange;
-    use whyslow_model::Connection;
-
-    fn conn(id: u32, server_port: u16) -> Connection {
-        let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
-        Connection::new(
-            id,
-            client,
-            format!("127.0.0.1:{server_port}").parse().unwrap(),
-            0,
-        )
-    }
+    use crate::testkit::{conn, exchange};
 
     #[test]
     fn calls_belong_to_the_request_waiting_for_them() {

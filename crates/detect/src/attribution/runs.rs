@@ -132,14 +132,8 @@ fn answered_between(answers: &[u64], from: u64, to: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::attribute;
-    use crate::testkit::exchange;
-    use whyslow_model::{Attribution, Connection, Exchange, ExchangeRole, Protocol, Timeline};
-
-    fn conn(id: u32, server_port: u16) -> Connection {
-        let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
-        let server = format!("127.0.0.1:{server_port}").parse().unwrap();
-        Connection::new(id, client, server, 0)
-    }
+    use crate::testkit::{conn, exchange};
+    use whyslow_model::{Attribution, Exchange, ExchangeRole, Protocol, Timeline};
 
     fn statement(id: u32, connection: u32, start: u64, sql: &str) -> Exchange {
         let mut e = exchange(

@@ -78,14 +78,8 @@ pub fn mark<K: Eq + Hash + Copy>(
 #[cfg(test)]
 mod tests {
     use super::super::attribute;
-    use crate::testkit::exchange;
-    use whyslow_model::{Attribution, Connection, Exchange, ExchangeRole, Timeline};
-
-    fn conn(id: u32, server_port: u16) -> Connection {
-        let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
-        let server = format!("127.0.0.1:{server_port}").parse().unwrap();
-        Connection::new(id, client, server, 0)
-    }
+    use crate::testkit::{conn, exchange};
+    use whyslow_model::{Attribution, Exchange, ExchangeRole, Timeline};
 
     fn call(id: u32, connection: u32, (start, end): (u64, u64), path: &str) -> Exchange {
         let mut e = exchange(id, connection, (start, start + 10), (end - 10, end));

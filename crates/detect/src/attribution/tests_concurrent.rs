@@ -2,14 +2,8 @@
 //! transaction, and ambiguous rather than guessed.
 
 use super::*;
-use crate::testkit::exchange;
-use whyslow_model::{Connection, Exchange, Protocol, TxState};
-
-fn conn(id: u32, server_port: u16) -> Connection {
-    let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
-    let server = format!("127.0.0.1:{server_port}").parse().unwrap();
-    Connection::new(id, client, server, 0)
-}
+use crate::testkit::{conn, exchange};
+use whyslow_model::{Exchange, Protocol, TxState};
 
 fn traced(mut e: Exchange, trace: u128) -> Exchange {
     e.trace = Some(TraceId(trace));
