@@ -1,7 +1,8 @@
 //! Hand-built timelines for detector tests.
 
 use whyslow_model::{
-    AckEvent, Connection, Direction, Exchange, Protocol, Segment, SegmentFlags, Status,
+    AckEvent, Attribution, Connection, Direction, Exchange, ExchangeRole, Protocol, Segment,
+    SegmentFlags, Status, Timeline,
 };
 
 pub struct ConnBuilder {
@@ -100,4 +101,13 @@ pub fn conn(id: u32, server_port: u16) -> Connection {
     let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
     let server = format!("127.0.0.1:{server_port}").parse().unwrap();
     Connection::new(id, client, server, 0)
+}
+
+/// (call id, request it was given to, level) of each outbound exchange.
+pub fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
+    t.exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+        .map(|e| (e.id, e.parent, e.attribution))
+        .collect()
 }

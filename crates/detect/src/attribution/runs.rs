@@ -132,8 +132,8 @@ fn answered_between(answers: &[u64], from: u64, to: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::attribute;
-    use crate::testkit::{conn, exchange};
-    use whyslow_model::{Attribution, Exchange, ExchangeRole, Protocol, Timeline};
+    use crate::testkit::{conn, exchange, given};
+    use whyslow_model::{Attribution, Exchange, Protocol, Timeline};
 
     fn statement(id: u32, connection: u32, start: u64, sql: &str) -> Exchange {
         let mut e = exchange(
@@ -169,15 +169,6 @@ mod tests {
             }
         }
         t
-    }
-
-    /// (call id, request it was given to, level), outbound only.
-    fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
-        t.exchanges
-            .iter()
-            .filter(|e| e.role == ExchangeRole::Outbound)
-            .map(|e| (e.id, e.parent, e.attribution))
-            .collect()
     }
 
     #[test]

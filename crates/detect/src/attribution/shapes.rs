@@ -78,8 +78,8 @@ pub fn mark<K: Eq + Hash + Copy>(
 #[cfg(test)]
 mod tests {
     use super::super::attribute;
-    use crate::testkit::{conn, exchange};
-    use whyslow_model::{Attribution, Exchange, ExchangeRole, Timeline};
+    use crate::testkit::{conn, exchange, given};
+    use whyslow_model::{Attribution, Exchange, Timeline};
 
     fn call(id: u32, connection: u32, (start, end): (u64, u64), path: &str) -> Exchange {
         let mut e = exchange(id, connection, (start, start + 10), (end - 10, end));
@@ -109,14 +109,6 @@ mod tests {
                 .push(call(100 + k, pooled, (answer - 2_000, answer - 500), "/a"));
         }
         t
-    }
-
-    fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
-        t.exchanges
-            .iter()
-            .filter(|e| e.role == ExchangeRole::Outbound)
-            .map(|e| (e.id, e.parent, e.attribution))
-            .collect()
     }
 
     #[test]
