@@ -58,18 +58,21 @@ pub fn mark<K: Eq + Hash + Copy>(
             .and_modify(|k| *k = None)
             .or_insert(Some(id));
     }
-    let mut shapes: HashMap<u64, usize> = HashMap::new();
-    let single = |u: &Unit| u.holder == Holder::Call && u.calls.len() == 1;
-    for u in units.iter().filter(|u| single(u)) {
-        if let Some(s) = shape_of(&exchanges[u.calls[0]], port) {
-            *shapes.entry(s).or_default() += 1;
-        }
+    // Each single call's shape, and how many calls each shape has.
+    let shape: Vec<Option<u64>> = units
+        .iter()
+        .map(|u| match (u.holder, u.calls.as_slice()) {
+            (Holder::Call, &[call]) => shape_of(&exchanges[call], port),
+            _ => None,
+        })
+        .collect();
+    let mut count: HashMap<u64, usize> = HashMap::new();
+    for &s in shape.iter().flatten() {
+        *count.entry(s).or_default() += 1;
     }
-    for u in units.iter_mut().filter(|u| single(u)) {
-        let Some(s) = shape_of(&exchanges[u.calls[0]], port) else {
-            continue;
-        };
-        if let Some(&Some(kind)) = by_count.get(&shapes[&s]) {
+    for (u, s) in units.iter_mut().zip(shape) {
+        let Some(s) = s else { continue };
+        if let Some(&Some(kind)) = by_count.get(&count[&s]) {
             u.holder = Holder::Shape(s, kind);
         }
     }
