@@ -13,7 +13,7 @@
 //! Calls that overlap are not N+1: they ran at once (pool_queueing's case).
 
 use crate::request_calls::{
-    by_shape, covered_us, in_flight_max, median, with_calls, Call, RequestCalls,
+    by_shape, covered_us, issued_at_once_max, median, with_calls, Call, RequestCalls,
 };
 use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
@@ -44,7 +44,8 @@ pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
     let first = calls.first()?;
     let params: HashSet<Option<u64>> = calls.iter().map(|c| c.exchange.params_digest).collect();
     let unknown = calls.iter().all(|c| c.exchange.params_unknown);
-    if calls.len() < MIN_REPEATS || (!unknown && params.len() < 2) || in_flight_max(calls) > 1 {
+    if calls.len() < MIN_REPEATS || (!unknown && params.len() < 2) || issued_at_once_max(calls) > 1
+    {
         return None;
     }
     let covered = covered_us(calls.iter().map(|c| (c.start, c.end)), (0, u64::MAX));
@@ -257,6 +258,24 @@ pub mod tests {
             e.request_first_at_us = 1_000; // all at once
         }
         assert!(detect(&t).is_empty(), "concurrent");
+    }
+
+    #[test]
+    fn calls_issued_at_once_that_a_pool_sent_one_at_a_time_are_not() {
+        // Spans: each call was due at 1 ms (its client span began) and
+        // reached the server one after another, as a full pool hands
+        // connections on. The app made them at once: pool_queueing's case.
+        let mut t = statements(20, 1_000, |i| i as u64);
+        assert_eq!(detect(&t).len(), 1, "sent one after another");
+        for e in t.exchanges.iter_mut().skip(1) {
+            e.due_at_us = Some(1_000);
+        }
+        assert!(detect(&t).is_empty(), "due at once");
+        // Each due as the one before was answered: made one after another.
+        for e in t.exchanges.iter_mut().skip(1) {
+            e.due_at_us = Some(e.request_first_at_us - 10);
+        }
+        assert_eq!(detect(&t).len(), 1, "due in turn");
     }
 
     /// The calls of `t` (one request's) as one run no request was told

@@ -35,6 +35,13 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// When the caller issued it: its source's `due_at_us`, else when sent.
+    pub fn due(&self) -> u64 {
+        self.exchange
+            .due_at_us
+            .map_or(self.start, |due| due.min(self.start))
+    }
+
     pub fn duration_us(&self) -> u64 {
         self.end.saturating_sub(self.start)
     }
@@ -261,10 +268,23 @@ pub fn by_shape<'a>(calls: &[Call<'a>]) -> BTreeMap<(SocketAddr, &'a str), Vec<C
 /// Most calls in flight at one instant. A call ending when another starts
 /// does not overlap it: the connection was handed on.
 pub fn in_flight_max(calls: &[Call]) -> usize {
-    let mut edges: Vec<(u64, i32)> = Vec::with_capacity(calls.len() * 2);
-    for c in calls {
-        edges.push((c.start, 1));
-        edges.push((c.end, -1));
+    most_at_once(calls.iter().map(|c| (c.start, c.end)))
+}
+
+/// The most calls the app had issued and not yet seen answered at once:
+/// from when each was due where the source knows it (a span that began
+/// before its pooled connection was handed over). Calls a caller issued
+/// together but a full pool sent one at a time were not made one after
+/// another.
+pub fn issued_at_once_max(calls: &[Call]) -> usize {
+    most_at_once(calls.iter().map(|c| (c.due(), c.end)))
+}
+
+fn most_at_once(spans: impl Iterator<Item = (u64, u64)>) -> usize {
+    let mut edges: Vec<(u64, i32)> = Vec::new();
+    for (start, end) in spans {
+        edges.push((start, 1));
+        edges.push((end, -1));
     }
     edges.sort_unstable(); // at equal times, ends (-1) come first
     running_max(edges.iter().map(|e| e.1)) as usize

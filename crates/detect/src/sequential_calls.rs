@@ -4,7 +4,7 @@
 //! HTTP calls: statements on one database connection run one at a time by
 //! nature and may depend on each other.
 
-use crate::request_calls::{in_flight_max, with_calls, Call, RequestCalls};
+use crate::request_calls::{issued_at_once_max, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, Hit};
 use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
 use std::collections::BTreeMap;
@@ -20,7 +20,7 @@ fn is_http(c: &Call) -> bool {
 /// What running one request's HTTP calls at once would save, if they ran one at a time.
 pub fn saving_us(calls: &[Call], request_us: u64) -> Option<u64> {
     let http: Vec<Call> = calls.iter().copied().filter(is_http).collect();
-    if http.len() < MIN_CALLS || in_flight_max(&http) > 1 {
+    if http.len() < MIN_CALLS || issued_at_once_max(&http) > 1 {
         return None;
     }
     let sum: u64 = http.iter().map(Call::duration_us).sum();
@@ -104,5 +104,18 @@ mod tests {
         assert!(detect(&chain(4, 100_000, 50_000)).is_empty(), "overlap");
         assert!(detect(&chain(2, 300_000, 0)).is_empty(), "two calls");
         assert!(detect(&chain(5, 10_000, 0)).is_empty(), "40 ms to save");
+    }
+
+    #[test]
+    fn calls_issued_at_once_but_sent_in_turn_by_a_full_pool_are_not() {
+        let mut t = chain(4, 100_000, 0);
+        for e in t.exchanges.iter_mut().skip(1) {
+            e.due_at_us = Some(1_000);
+        }
+        assert!(detect(&t).is_empty(), "the app made them at once");
+        for e in t.exchanges.iter_mut().skip(1) {
+            e.due_at_us = Some(e.request_first_at_us);
+        }
+        assert_eq!(detect(&t).len(), 1, "each due when sent");
     }
 }
