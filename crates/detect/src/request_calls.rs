@@ -66,6 +66,11 @@ pub struct RequestCalls<'a> {
     /// What it waited for shared pools with none of its calls in flight
     /// (known for requests with no untold call only).
     pub queued: Vec<PoolQueue>,
+    /// The service opened a backing connection it went on using while it
+    /// worked on this request (a pool filling as the service warms up):
+    /// its own time may be connecting, authenticating, a driver's first
+    /// queries or first-use work, whichever request the connection was for.
+    pub warming: bool,
 }
 
 impl<'a> RequestCalls<'a> {
@@ -161,6 +166,7 @@ pub fn by_request_and_pools<'t>(
                     calls: Vec::new(),
                     untold: Vec::new(),
                     queued: Vec::new(),
+                    warming: false,
                 });
             }
         }
@@ -177,6 +183,9 @@ pub fn by_request_and_pools<'t>(
         r.calls.sort_by_key(|c| (c.start, c.end));
     }
     add_untold(t, runs, &mut out);
+    if any_call {
+        mark_warming(t, &mut out);
+    }
     let mut pools = Pools::default();
     if any_call {
         pools = pools::of(t, &server, runs);
@@ -233,6 +242,34 @@ fn add_untold(t: &Timeline, runs: &HeldRuns, requests: &mut [RequestCalls]) {
                 r.untold.push((start, end));
             }
         }
+    }
+}
+
+/// Marks the requests in whose wait the service opened (SYN) a backing
+/// connection that carried more than one call.
+fn mark_warming(t: &Timeline, requests: &mut [RequestCalls]) {
+    let mut calls: HashMap<u32, usize> = HashMap::new();
+    for e in t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+    {
+        *calls.entry(e.connection).or_default() += 1;
+    }
+    let mut opened: Vec<u64> = t
+        .connections
+        .iter()
+        .filter(|c| calls.get(&c.id).is_some_and(|&n| n > 1))
+        .filter_map(|c| c.syn_at_us)
+        .collect();
+    if opened.is_empty() {
+        return;
+    }
+    opened.sort_unstable();
+    for r in requests {
+        let (from, to) = r.waiting();
+        let i = opened.partition_point(|&syn| syn < from);
+        r.warming = opened.get(i).is_some_and(|&syn| syn <= to);
     }
 }
 

@@ -17,6 +17,12 @@ use whyslow_model::{fmt_ms, Finding, FindingKind};
 /// threaded Python app, all of it between the loop's statements).
 pub const LOOP_SHARE: f64 = 0.5;
 
+/// An N+1 makes a pool queue only when at least this share of the
+/// requests that queued ran it: under a full pool, one page in 32 whose
+/// concurrent calls were sent one at a time looks like an N+1 on the
+/// wire, and the queue every page waited in is not its doing.
+pub const CAUSE_SHARE: f64 = 0.5;
+
 /// Marks the findings an N+1 causes, and says so in their summary.
 pub fn mark(findings: &mut [Finding], requests: &[RequestCalls]) {
     pools_behind_n_plus_one(findings);
@@ -25,19 +31,19 @@ pub fn mark(findings: &mut [Finding], requests: &[RequestCalls]) {
 
 /// Marks pool queues that an N+1 to the same server causes.
 fn pools_behind_n_plus_one(findings: &mut [Finding]) {
-    let n_plus_one: Vec<String> = findings
+    let n_plus_one: Vec<(String, u32)> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::NPlusOne)
-        .map(|f| f.subject.clone())
+        .map(|f| (f.subject.clone(), f.occurrences))
         .collect();
     for f in findings
         .iter_mut()
         .filter(|f| f.kind == FindingKind::PoolQueueing)
     {
         let server = f.subject.as_str();
-        let caused = n_plus_one
-            .iter()
-            .any(|s| s.split(' ').next() == Some(server));
+        let caused = n_plus_one.iter().any(|(s, n)| {
+            s.split(' ').next() == Some(server) && *n as f64 >= CAUSE_SHARE * f.occurrences as f64
+        });
         if caused && f.symptom_of.is_none() {
             f.symptom_of = Some(FindingKind::NPlusOne);
             f.summary.push_str(
@@ -150,6 +156,22 @@ mod tests {
         assert_eq!(f[1].symptom_of, None, "another server's queue is a cause");
         assert_eq!(f[2].symptom_of, Some(NPlusOne));
         assert!(f[2].summary.ends_with("fix it first"));
+    }
+
+    #[test]
+    fn an_n_plus_one_few_of_the_queued_requests_ran_is_not_the_queue_s_cause() {
+        let pool = |queued| {
+            let mut f = finding(FindingKind::PoolQueueing, "…", "127.0.0.1:9090", 200);
+            f.occurrences = queued;
+            f
+        };
+        let n_plus_one = finding(FindingKind::NPlusOne, "…", "127.0.0.1:9090 GET /data/?", 10);
+        let mut f = vec![pool(32), n_plus_one.clone()];
+        mark(&mut f, &[]);
+        assert_eq!(f[0].symptom_of, None, "1 request of 32");
+        let mut f = vec![pool(2), n_plus_one];
+        mark(&mut f, &[]);
+        assert_eq!(f[0].symptom_of, Some(FindingKind::NPlusOne), "1 of 2");
     }
 
     /// One request running an N+1 of 20 statements of 0.2 ms, `gap` µs

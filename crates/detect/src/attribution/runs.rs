@@ -30,14 +30,16 @@ pub const RUN_OPENER_SHARE: f64 = 0.95;
 pub const MIN_RUN_OPENERS: usize = 8;
 
 /// Joins single calls into runs where some statement opens runs on their
-/// server. `units`: in start order; `answers`: inbound answers, sorted;
+/// server, and takes a server's transactions for runs where they open
+/// like runs. `units`: in start order; `answers`: inbound answers, sorted;
 /// `port`: each connection's server port.
 pub fn join(
-    units: Vec<Unit>,
+    mut units: Vec<Unit>,
     exchanges: &[Exchange],
     answers: &[u64],
     port: &HashMap<u32, u16>,
 ) -> Vec<Unit> {
+    transactions_as_runs(&mut units, exchanges, answers);
     let per_conn = joinable(&units, exchanges);
     let openers = openers(&units, &per_conn, exchanges, answers, port);
     if openers.is_empty() {
@@ -71,6 +73,43 @@ pub fn join(
         .collect();
     out.sort_unstable_by_key(|u| (u.start, u.end, u.calls.first().copied()));
     out
+}
+
+/// A server's transactions are runs when nearly every one follows an
+/// inbound answer on its connection, as run openers do: then each is the
+/// whole of one request's work on a connection it held (a session per
+/// request, SQLAlchemy's), and a request given one holds no other there.
+/// Where a request runs several transactions, the second follows no
+/// answer and they stay transactions, which say nothing of one another.
+fn transactions_as_runs(units: &mut [Unit], exchanges: &[Exchange], answers: &[u64]) {
+    // Per connection: (start, end, unit) in start order.
+    let mut per_conn: HashMap<u32, Vec<(u64, u64, usize)>> = HashMap::new();
+    for (n, u) in units.iter().enumerate() {
+        if let Some(&first) = u.calls.first() {
+            let conn = exchanges[first].connection;
+            per_conn.entry(conn).or_default().push((u.start, u.end, n));
+        }
+    }
+    // Server → (after an answer, occurrences after another unit).
+    let mut seen: HashMap<u16, (usize, usize)> = HashMap::new();
+    for list in per_conn.values_mut() {
+        list.sort_unstable();
+        for pair in list.windows(2) {
+            if let Holder::Transaction(server) = units[pair[1].2].holder {
+                let s = seen.entry(server).or_default();
+                s.0 += usize::from(answered_between(answers, pair[0].1, pair[1].0));
+                s.1 += 1;
+            }
+        }
+    }
+    for u in units.iter_mut() {
+        if let Holder::Transaction(server) = u.holder {
+            let (hits, n) = seen.get(&server).copied().unwrap_or_default();
+            if n >= MIN_RUN_OPENERS && hits as f64 >= RUN_OPENER_SHARE * n as f64 {
+                u.holder = Holder::Run(server);
+            }
+        }
+    }
 }
 
 /// Per connection, its units in start order, for connections whose every
@@ -133,7 +172,7 @@ fn answered_between(answers: &[u64], from: u64, to: u64) -> bool {
 mod tests {
     use super::super::attribute;
     use crate::testkit::{conn, exchange, given};
-    use whyslow_model::{Attribution, Exchange, Protocol, Timeline};
+    use whyslow_model::{Attribution, Exchange, Protocol, Timeline, TxState};
 
     fn statement(id: u32, connection: u32, start: u64, sql: &str) -> Exchange {
         let mut e = exchange(
@@ -180,6 +219,33 @@ mod tests {
             assert_eq!(parent, Some(made_for), "call {id}");
             assert_eq!(level, Some(Attribution::Inferred));
         }
+    }
+
+    /// `queued`, each request's statements in transactions of `each`.
+    fn in_transactions(n: u32, each: u32) -> Timeline {
+        let mut t = queued(n, "BEGIN", 100);
+        for e in t.exchanges.iter_mut().filter(|e| e.id >= 100) {
+            let last = (e.id - 100) % 4 % each == each - 1;
+            e.transaction = Some(if last {
+                TxState::Idle
+            } else {
+                TxState::InTransaction
+            });
+        }
+        t
+    }
+
+    #[test]
+    fn transactions_that_follow_an_answer_are_held_runs() {
+        let mut t = in_transactions(10, 4);
+        let held = attribute(&mut t, &[8080]).held_runs;
+        assert_eq!(held.given.len(), 10, "each request's one transaction");
+        assert!(given(&t).iter().all(|g| g.1 == Some((g.0 - 100) / 4)));
+        // Two transactions a request: the second follows no answer, and a
+        // request given one may have the other still open.
+        let mut t = in_transactions(10, 2);
+        let held = attribute(&mut t, &[8080]).held_runs;
+        assert!(held.given.is_empty(), "{:?}", held.given);
     }
 
     #[test]
