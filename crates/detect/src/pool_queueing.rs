@@ -11,7 +11,7 @@
 use crate::pools::HANDOFF_MAX_US;
 use crate::request_calls::{in_flight_max, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
-use crate::thresholds::WORTH_SHARE;
+use crate::thresholds::{seen_enough, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
@@ -26,12 +26,6 @@ const MIN_IN_FLIGHT: usize = 2;
 const QUEUED_SHARE: f64 = 0.5;
 /// Below a millisecond a queue is not worth a finding.
 const MIN_TIME_LOST_US: u64 = 1_000;
-/// Share of the told-apart requests calling a server that must have lost
-/// time to its pool: a pool that is too small queues many requests. One
-/// checkout of 204 whose first statement went out 12 ms late while eight
-/// threads shared a GIL, with seven connections busy and a pool that
-/// opens more on demand, was read as a queue.
-pub const MIN_REQUEST_SHARE: f64 = 0.1;
 /// Calls of one request to one server that queued for a connection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolWait {
@@ -215,7 +209,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     }
     per_server
         .into_iter()
-        .filter(|(server, waits)| waits.len() as f64 >= MIN_REQUEST_SHARE * callers[server] as f64)
+        .filter(|(server, waits)| seen_enough(waits.len(), callers[server]))
         .map(|(server, waits)| finding(server, waits))
         .collect()
 }

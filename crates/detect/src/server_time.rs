@@ -1,26 +1,19 @@
 //! `server_time`: the inbound request's time not explained by its backing
 //! calls — the service's own work (case 002's HTML rendering). Named when it
 //! is more than half of the request and at least 100 ms, in at least
-//! `MIN_REQUEST_SHARE` of the requests whose own time is known. Not known
-//! while the service opens the connections it pools (warming up): eight
-//! threaded Python requests at once to a fresh SQLAlchemy app sat 100–130
-//! ms in themselves while its pool connected, then 40–60 ms.
+//! `MIN_REQUEST_SHARE` (`thresholds`) of the requests whose own time is
+//! known. Not known while the service opens the connections it pools
+//! (warming up): eight threaded Python requests at once to a fresh
+//! SQLAlchemy app sat 100–130 ms in themselves while its pool connected,
+//! then 40–60 ms.
 
 use crate::breakdown::parts;
 use crate::request_calls::RequestCalls;
 use crate::request_findings::{self, median_of, Hit};
-use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
+use crate::thresholds::{seen_enough, DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
-
-/// Share of a service's requests (those whose own time is known) its own
-/// time must dominate before it is named. One request in 28 that sat 145 ms
-/// with no call in flight was a Python front descheduled on a loaded host,
-/// named above the pool queue every page waited in; a service slow in its
-/// own code is slow on many of its requests. One of two sequential probes
-/// still counts.
-pub const MIN_REQUEST_SHARE: f64 = 0.1;
 
 /// One finding per service whose own time dominated requests.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
@@ -63,7 +56,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         );
     }
     slow.into_iter()
-        .filter(|(server, hits)| hits.len() as f64 >= MIN_REQUEST_SHARE * known[server] as f64)
+        .filter(|(server, hits)| seen_enough(hits.len(), known[server]))
         .map(|(server, hits)| {
             let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
                 let request = median_of(hits, |f| f.0);

@@ -1,15 +1,16 @@
 //! `slow_dependency`: one backing service takes most of the inbound
 //! request's time: more than half of it, and at least 100 ms, on the
 //! critical path (time queued for a pool's connection excluded: that is
-//! pool_queueing's). A server whose slow calls are a rare tail is
-//! periodic_stall's to name, not this detector's; time that N+1 storms and
-//! repeated calls explain is theirs.
+//! pool_queueing's), in `MIN_REQUEST_SHARE` of the requests calling it. A
+//! server whose slow calls are a rare tail is periodic_stall's to name, not
+//! this detector's; time that N+1 storms and repeated calls explain is
+//! theirs.
 
 use crate::breakdown::parts;
 use crate::periodic_stall;
 use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
-use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
+use crate::thresholds::{seen_enough, DOMINANT_SHARE, SLOW_PART_US};
 use crate::{duplicate_calls, n_plus_one};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -35,11 +36,13 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .iter()
         .map(|t| t.server)
         .collect();
+    let mut callers: BTreeMap<SocketAddr, usize> = BTreeMap::new();
     // A request without calls has no backing time to dominate it.
     for r in with_calls(requests) {
         let p = parts(r);
         let per_server = r.per_server();
         for (server, (protocol, calls, us)) in p.backing {
+            *callers.entry(server).or_default() += 1;
             let us = us.saturating_sub(
                 per_server
                     .get(&server)
@@ -73,6 +76,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         }
     }
     slow.into_iter()
+        .filter(|(server, hits)| seen_enough(hits.len(), callers[server]))
         .map(|(server, hits)| {
             let summary = |hits: &[Hit<(u64, Protocol)>], per, facts: &mut Facts| {
                 let request = median_of(hits, |f| f.0);
@@ -146,6 +150,22 @@ mod tests {
         assert!(f[0]
             .summary
             .starts_with("127.0.0.1:5432 (http) took 300 ms"));
+    }
+
+    #[test]
+    fn one_slow_request_among_many_quick_ones_is_not_a_slow_dependency() {
+        let mut t = request_with_call(300_000, 400_000);
+        for k in 1..=10u32 {
+            let at = u64::from(k) * 1_000_000;
+            let id = 100 + 2 * k;
+            t.exchanges
+                .push(exchange(id, 0, (at, at + 100), (at + 40_000, at + 40_100)));
+            t.exchanges
+                .push(call(id + 1, 1, id, (at + 200, at + 30_200)));
+        }
+        assert!(detect(&t).is_empty(), "1 request of 11");
+        t.exchanges.truncate(t.exchanges.len() - 2);
+        assert_eq!(detect(&t).len(), 1, "1 of 10");
     }
 
     #[test]

@@ -57,7 +57,8 @@ class Request:
         if not _path:
             return
         line = json.dumps({"client_port": self.client_port, "received_us": self.received_us,
-                           "calls": self.calls, "pool_wait_us": self.pool_wait_us})
+                           "answered_us": now_us(), "calls": self.calls,
+                           "pool_wait_us": self.pool_wait_us})
         with _lock, open(_path, "a") as f:
             f.write(line + "\n")
 

@@ -67,6 +67,89 @@ pub fn requests_overlapped(report: &Value) -> bool {
     spans.windows(2).any(|w| w[1].0 < w[0].1)
 }
 
+/// A request's own time by the app's clock (apps/truth.py): from reading
+/// it to having answered, less its calls (their union) and its waits for a
+/// pooled connection. Per line of the truth file.
+#[derive(Debug, Clone, Copy)]
+pub struct AppOwnTime {
+    pub client_port: u16,
+    pub received_us: u64,
+    pub own_us: u64,
+}
+
+pub fn read_app_own_times(path: &Path) -> Vec<AppOwnTime> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let r: Value = serde_json::from_str(line).ok()?;
+            let received = r["received_us"].as_u64()?;
+            let answered = r["answered_us"].as_u64()?;
+            let mut calls: Vec<(u64, u64)> = r["calls"]
+                .as_array()?
+                .iter()
+                .filter_map(|c| Some((c["sent_us"].as_u64()?, c["done_us"].as_u64()?)))
+                .collect();
+            calls.sort_unstable();
+            let (mut in_calls, mut reach) = (0, 0);
+            for (sent, done) in calls {
+                let from = sent.max(reach);
+                in_calls += done.saturating_sub(from);
+                reach = reach.max(done);
+            }
+            let waited = r["pool_wait_us"].as_u64().unwrap_or(0);
+            Some(AppOwnTime {
+                client_port: r["client_port"].as_u64()? as u16,
+                received_us: received,
+                own_us: answered
+                    .saturating_sub(received)
+                    .saturating_sub(in_calls + waited),
+            })
+        })
+        .collect()
+}
+
+/// Whether every request a `server_time` finding of `report` cites spent,
+/// by the app's own clock (`own`), at least half the time whyslow says it
+/// spent in itself: the service's own time was real, not a wait whyslow
+/// could not see. False without such a finding.
+pub fn server_time_confirmed(report: &Value, own: &[AppOwnTime]) -> bool {
+    let Some(f) = report["findings"]
+        .as_array()
+        .and_then(|fs| fs.iter().find(|f| f["kind"] == "server_time"))
+    else {
+        return false;
+    };
+    let timeline = &report["timeline"];
+    let client_port: HashMap<u64, u16> = timeline["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_u64().unwrap(), port_of(&c["client"])))
+        .collect();
+    let exchange: HashMap<u64, &Value> = timeline["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["id"].as_u64().unwrap(), e))
+        .collect();
+    let cited = f["evidence"].as_array().unwrap();
+    !cited.is_empty()
+        && cited.iter().all(|ev| {
+            let (Some(id), Some(said)) = (ev["id"].as_u64(), ev["facts"]["own_us"].as_f64()) else {
+                return false;
+            };
+            let e = exchange[&id];
+            let port = client_port[&e["connection"].as_u64().unwrap()];
+            let (from, to) = (
+                e["request_last_at_us"].as_u64().unwrap(),
+                e["response_first_at_us"].as_u64().unwrap(),
+            );
+            own.iter()
+                .find(|o| o.client_port == port && (from..=to).contains(&o.received_us))
+                .is_some_and(|o| o.own_us as f64 >= 0.5 * said)
+        })
+}
+
 /// How attribution did against the truth.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Score {
