@@ -373,6 +373,20 @@ pub mod tests {
         e
     }
 
+    /// Appends `n` requests on connection 0, a second apart, each making
+    /// one 30 ms call on connection 1 and answered 10 ms after it: quick
+    /// requests for a cause to stand out among (or not).
+    pub fn add_quick_requests(t: &mut Timeline, n: u32) {
+        for k in 1..=n {
+            let at = u64::from(k) * 1_000_000;
+            let id = 100 + 2 * k;
+            t.exchanges
+                .push(exchange(id, 0, (at, at + 100), (at + 40_000, at + 40_100)));
+            t.exchanges
+                .push(call(id + 1, 1, id, (at + 200, at + 30_200)));
+        }
+    }
+
     #[test]
     fn groups_calls_under_their_request_and_counts_overlap() {
         let t = Timeline {

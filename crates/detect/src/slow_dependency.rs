@@ -155,14 +155,7 @@ mod tests {
     #[test]
     fn one_slow_request_among_many_quick_ones_is_not_a_slow_dependency() {
         let mut t = request_with_call(300_000, 400_000);
-        for k in 1..=10u32 {
-            let at = u64::from(k) * 1_000_000;
-            let id = 100 + 2 * k;
-            t.exchanges
-                .push(exchange(id, 0, (at, at + 100), (at + 40_000, at + 40_100)));
-            t.exchanges
-                .push(call(id + 1, 1, id, (at + 200, at + 30_200)));
-        }
+        crate::request_calls::tests::add_quick_requests(&mut t, 10);
         assert!(detect(&t).is_empty(), "1 request of 11");
         t.exchanges.truncate(t.exchanges.len() - 2);
         assert_eq!(detect(&t).len(), 1, "1 of 10");

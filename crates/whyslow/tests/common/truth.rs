@@ -120,12 +120,7 @@ pub fn server_time_confirmed(report: &Value, own: &[AppOwnTime]) -> bool {
         return false;
     };
     let timeline = &report["timeline"];
-    let client_port: HashMap<u64, u16> = timeline["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["id"].as_u64().unwrap(), port_of(&c["client"])))
-        .collect();
+    let client_port = client_ports(timeline);
     let exchange: HashMap<u64, &Value> = timeline["exchanges"]
         .as_array()
         .unwrap()
@@ -186,6 +181,16 @@ fn port_of(addr: &Value) -> u16 {
     }
 }
 
+/// Each connection's client port (`port_of`), by connection id.
+fn client_ports(timeline: &Value) -> HashMap<u64, u16> {
+    timeline["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_u64().unwrap(), port_of(&c["client"])))
+        .collect()
+}
+
 /// An exchange's span: first request byte → last byte seen.
 fn span(e: &Value) -> (u64, u64) {
     let start = e["request_first_at_us"].as_u64().unwrap();
@@ -236,12 +241,7 @@ pub fn in_exact_trace_groups(report: &Value, truth: &[RequestTruth]) -> (usize, 
 /// the inbound exchange (its id) of the request that made it.
 pub fn made_for<'a>(report: &'a Value, truth: &[RequestTruth]) -> Vec<(&'a Value, u64)> {
     let timeline = &report["timeline"];
-    let client_port: HashMap<u64, u16> = timeline["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["id"].as_u64().unwrap(), port_of(&c["client"])))
-        .collect();
+    let client_port = client_ports(timeline);
     // Per client port: its exchanges by start.
     let mut on_port: HashMap<u16, Vec<&Value>> = HashMap::new();
     for e in timeline["exchanges"].as_array().unwrap() {
