@@ -82,7 +82,7 @@ pub fn join(
 /// Where a request runs several transactions, the second follows no
 /// answer and they stay transactions, which say nothing of one another.
 fn transactions_as_runs(units: &mut [Unit], exchanges: &[Exchange], answers: &[u64]) {
-    // Per connection: (start, end, unit) in start order.
+    // Per connection: (start, end, unit) in start order, as `units` are.
     let mut per_conn: HashMap<u32, Vec<(u64, u64, usize)>> = HashMap::new();
     for (n, u) in units.iter().enumerate() {
         if let Some(&first) = u.calls.first() {
@@ -92,8 +92,7 @@ fn transactions_as_runs(units: &mut [Unit], exchanges: &[Exchange], answers: &[u
     }
     // Server → (after an answer, occurrences after another unit).
     let mut seen: HashMap<u16, (usize, usize)> = HashMap::new();
-    for list in per_conn.values_mut() {
-        list.sort_unstable();
+    for list in per_conn.values() {
         for pair in list.windows(2) {
             if let Holder::Transaction(server) = units[pair[1].2].holder {
                 let s = seen.entry(server).or_default();
@@ -105,7 +104,7 @@ fn transactions_as_runs(units: &mut [Unit], exchanges: &[Exchange], answers: &[u
     for u in units.iter_mut() {
         if let Holder::Transaction(server) = u.holder {
             let (hits, n) = seen.get(&server).copied().unwrap_or_default();
-            if n >= MIN_RUN_OPENERS && hits as f64 >= RUN_OPENER_SHARE * n as f64 {
+            if opens_runs(hits, n) {
                 u.holder = Holder::Run(server);
             }
         }
@@ -155,11 +154,14 @@ fn openers<'e>(
         }
     }
     seen.into_iter()
-        .filter(|&(_, (hits, n))| {
-            n >= MIN_RUN_OPENERS && hits as f64 >= RUN_OPENER_SHARE * n as f64
-        })
+        .filter(|&(_, (hits, n))| opens_runs(hits, n))
         .map(|(key, _)| key)
         .collect()
+}
+
+/// Whether what followed an answer `hits` times of `n` opens runs.
+fn opens_runs(hits: usize, n: usize) -> bool {
+    n >= MIN_RUN_OPENERS && hits as f64 >= RUN_OPENER_SHARE * n as f64
 }
 
 /// Whether some answer falls in [from, to].
