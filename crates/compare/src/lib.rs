@@ -38,10 +38,10 @@ pub fn compare(a: &Run, b: &Run, gates: &[Gate]) -> Result<Comparison, String> {
         ));
     }
     let pairs = common(a, b);
-    let main = pairs
-        .first()
-        .map(|p| p.0.to_string())
-        .ok_or("the two files share no distribution to compare")?;
+    let mains = main_metrics(&pairs);
+    if mains.is_empty() {
+        return Err("the two files share no distribution to compare".into());
+    }
     let mut stats = Vec::new();
     let mut shifts = Vec::new();
     for (metric, da, db) in &pairs {
@@ -65,7 +65,7 @@ pub fn compare(a: &Run, b: &Run, gates: &[Gate]) -> Result<Comparison, String> {
                 .into(),
         );
     }
-    let checks = gates.iter().map(|g| g.check(&stats, &main)).collect();
+    let checks = gates.iter().map(|g| g.check(&stats, &mains)).collect();
     Ok(Comparison {
         schema_version: SCHEMA_VERSION,
         command: a.command.clone(),
@@ -77,6 +77,22 @@ pub fn compare(a: &Run, b: &Run, gates: &[Gate]) -> Result<Comparison, String> {
         checks,
         notes,
     })
+}
+
+/// The metrics a gate that names none holds: the first one; for a
+/// diagnosis, each client pattern's total and the load phase, since a fix
+/// (or a regression) may move one pattern alone and a gate must not miss it.
+fn main_metrics(pairs: &[(&str, &Distribution, &Distribution)]) -> Vec<String> {
+    let sectioned: Vec<String> = pairs
+        .iter()
+        .map(|p| p.0)
+        .filter(|m| m.ends_with(".total") || *m == "load.corrected")
+        .map(String::from)
+        .collect();
+    match sectioned.is_empty() {
+        true => pairs.first().map(|p| p.0.to_string()).into_iter().collect(),
+        false => sectioned,
+    }
 }
 
 fn compared_run(r: &Run) -> ComparedRun {

@@ -5,7 +5,8 @@
 use crate::stats::Runs;
 use std::collections::BTreeMap;
 use whyslow_model::{
-    DiagnoseDocument, Finding, LoadResult, Metric, Percentiles, PhaseName, Report, LOAD_FORMAT,
+    DiagnoseDocument, Finding, LoadResult, Metric, Percentiles, PhaseName, Report, RequestPhases,
+    AS_GIVEN, FRESH, LOAD_FORMAT, SPLIT_NO_NODELAY,
 };
 
 /// One distribution as a file gave it.
@@ -67,7 +68,7 @@ impl Run {
             // under, not a capture summary: read it as the document it is.
             let d: DiagnoseDocument =
                 serde_json::from_value(value).map_err(|e| format!("{file}: {e}"))?;
-            return Ok(Run::from_report(file, d.report, None, d.load));
+            return Ok(Run::from_diagnosis(file, d.report, d.load));
         }
         if value.get("schema_version").is_some() && value.get("command").is_some() {
             let load = value
@@ -115,7 +116,73 @@ fn from_load(file: &str, r: &LoadResult) -> Result<Run, String> {
     })
 }
 
+/// A diagnosis's section by the short name a gate uses: `split.total.p50`.
+pub fn section_key(label: &str) -> String {
+    match label {
+        AS_GIVEN => "given".into(),
+        FRESH => "fresh".into(),
+        SPLIT_NO_NODELAY => "split".into(),
+        other => other
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect(),
+    }
+}
+
+/// The phases of `requests`, total first; a phase every request spent no
+/// time in is left out.
+fn phase_metrics(requests: &[RequestPhases], prefix: &str) -> Vec<(String, Distribution)> {
+    let mut phases: Vec<PhaseName> = vec![PhaseName::Total];
+    phases.extend(PhaseName::ALL.iter().filter(|p| **p != PhaseName::Total));
+    phases
+        .into_iter()
+        .map(|p| {
+            let values = requests.iter().map(|r| r.phase_us(p)).collect();
+            (p, Distribution::Values(Runs::from_samples(values)))
+        })
+        .filter(|(p, d)| *p == PhaseName::Total || d.quantile(1.0) > 0)
+        .filter(|(_, d)| d.count() > 0)
+        .map(|(p, d)| (format!("{prefix}{}", p.as_str()), d))
+        .collect()
+}
+
+/// A load phase's corrected latency: every value when the result holds its
+/// histograms, a summary otherwise.
+fn load_latency(l: &LoadResult) -> Option<Distribution> {
+    let values = l.histograms.as_ref().and_then(|_| l.recorded().ok());
+    let d = match values {
+        Some(rec) => Some(Distribution::Values(hist_runs(rec.hist(Metric::Corrected)))),
+        None => l
+            .percentiles(Metric::Corrected)
+            .map(|p| Distribution::Summary(*p)),
+    };
+    d.filter(|d| d.count() > 0)
+}
+
 impl Run {
+    /// A diagnosis: each client pattern's section on its own (`given.total`,
+    /// `fresh.total`, `split.total`, …) and the load phase (`load.corrected`),
+    /// since a fix may move one pattern and leave the others as they were.
+    pub fn from_diagnosis(file: &str, report: Report, load: Option<LoadResult>) -> Run {
+        let mut metrics: Vec<(String, Distribution)> = report
+            .sections
+            .iter()
+            .flat_map(|s| phase_metrics(&s.requests, &format!("{}.", section_key(&s.label))))
+            .collect();
+        metrics.extend(
+            load.as_ref()
+                .and_then(load_latency)
+                .map(|d| ("load.corrected".into(), d)),
+        );
+        Run {
+            file: file.into(),
+            command: report.command,
+            target: report.target,
+            metrics,
+            findings: report.findings,
+        }
+    }
+
     /// Phases of a probe-style report, total first, from the section labelled
     /// `section` (the first one, the request as given, when None); a
     /// diagnose's load phase adds its latency: every value when the result
@@ -131,33 +198,12 @@ impl Run {
             None => report.sections.first().map(|s| s.requests.as_slice()),
         }
         .unwrap_or(&[]);
-        let mut phases: Vec<PhaseName> = vec![PhaseName::Total];
-        phases.extend(PhaseName::ALL.iter().filter(|p| **p != PhaseName::Total));
-        let mut metrics: Vec<(String, Distribution)> = phases
-            .into_iter()
-            .map(|p| {
-                let values = requests.iter().map(|r| r.phase_us(p)).collect();
-                (
-                    p.as_str().to_string(),
-                    Distribution::Values(Runs::from_samples(values)),
-                )
-            })
-            .filter(|(name, d)| name == "total" || d.quantile(1.0) > 0)
-            .filter(|(_, d)| d.count() > 0)
-            .collect();
-        if let Some(l) = load {
-            let values = l.histograms.as_ref().and_then(|_| l.recorded().ok());
-            let d = match values {
-                Some(rec) => Some(Distribution::Values(hist_runs(rec.hist(Metric::Corrected)))),
-                None => l
-                    .percentiles(Metric::Corrected)
-                    .map(|p| Distribution::Summary(*p)),
-            };
-            metrics.extend(
-                d.filter(|d| d.count() > 0)
-                    .map(|d| ("load corrected".into(), d)),
-            );
-        }
+        let mut metrics = phase_metrics(requests, "");
+        metrics.extend(
+            load.as_ref()
+                .and_then(load_latency)
+                .map(|d| ("load corrected".into(), d)),
+        );
         let findings = report.findings;
         Run {
             file: file.into(),

@@ -161,27 +161,27 @@ fn the_fuzz_seed_is_a_readable_probe_report() {
     assert_eq!(r.metrics[0].1.count(), 1);
 }
 
-/// `diagnose --json` carries the live capture it ran under as `capture`,
-/// which is not an analyzed capture's summary: it reads as a diagnosis.
-#[test]
-fn diagnose_documents_read_with_their_capture() {
+fn diagnosis(sections: &[(&str, &[u64])]) -> String {
     use whyslow_model::{
         CaptureInfo, DiagnoseDocument, HostReport, Report, ReportSection, RequestPhases,
         SCHEMA_VERSION,
     };
-    let requests = (0..5)
-        .map(|i| RequestPhases {
-            index: i,
-            total_us: 1_000 + u64::from(i),
-            wait_us: 900,
-            ..Default::default()
-        })
-        .collect();
     let mut report = Report::new("diagnose", Some("http://127.0.0.1:1/".into()));
-    report.sections.push(ReportSection {
-        label: whyslow_model::AS_GIVEN.into(),
-        requests,
-    });
+    for (label, totals) in sections {
+        report.sections.push(ReportSection {
+            label: (*label).into(),
+            requests: totals
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| RequestPhases {
+                    index: i as u32,
+                    total_us: t,
+                    wait_us: t * 9 / 10,
+                    ..Default::default()
+                })
+                .collect(),
+        });
+    }
     report.capture = Some(whyslow_model::CaptureSummary::default());
     let doc = DiagnoseDocument {
         report,
@@ -209,10 +209,68 @@ fn diagnose_documents_read_with_their_capture() {
             unavailable: Vec::new(),
         },
     };
-    let text = serde_json::to_string(&doc).unwrap();
+    serde_json::to_string(&doc).unwrap()
+}
+
+/// `diagnose --json` carries the live capture it ran under as `capture`,
+/// which is not an analyzed capture's summary: it reads as a diagnosis.
+#[test]
+fn diagnose_documents_read_with_their_capture() {
+    let text = diagnosis(&[(whyslow_model::AS_GIVEN, &[1000, 1001, 1002, 1003, 1004])]);
     let run = Run::parse("d.json", &text).unwrap();
     assert_eq!(run.command, "diagnose");
-    assert_eq!(run.metrics[0].0, "total");
+    assert_eq!(run.metrics[0].0, "given.total");
     assert_eq!(run.metrics[0].1.count(), 5);
     assert!(compare(&run, &run, &[]).is_ok());
+}
+
+/// Case 000: the fix moves the split-write probe (44 ms → 0.1 ms) and
+/// leaves the request as given where it was. Each section is compared on
+/// its own, and a gate holds in every one unless it names one.
+#[test]
+fn diagnose_sections_are_compared_each_on_its_own() {
+    use whyslow_model::{AS_GIVEN, FRESH, SPLIT_NO_NODELAY};
+    let given = noisy(150, 6, 1);
+    let broken = (0..6).map(|i| 43_800 + i * 37).collect::<Vec<u64>>();
+    let fixed = noisy(120, 6, 3);
+    let fresh = noisy(400, 3, 2);
+    let a = Run::parse(
+        "broken.json",
+        &diagnosis(&[
+            (AS_GIVEN, &given),
+            (FRESH, &fresh),
+            (SPLIT_NO_NODELAY, &broken),
+        ]),
+    )
+    .unwrap();
+    let b = Run::parse(
+        "fixed.json",
+        &diagnosis(&[
+            (AS_GIVEN, &given),
+            (FRESH, &fresh),
+            (SPLIT_NO_NODELAY, &fixed),
+        ]),
+    )
+    .unwrap();
+    let c = compare(&a, &b, &[]).unwrap();
+    let split = c.shifts.iter().find(|t| t.metric == "split.total").unwrap();
+    assert_eq!(split.change, Change::Faster, "{split:?}");
+    assert!(split.p_value < 0.05, "{split:?}");
+    let as_given = c.shifts.iter().find(|t| t.metric == "given.total").unwrap();
+    assert_eq!(as_given.change, Change::NoSignificantChange);
+    assert!(!c.unchanged());
+    // Broken after fixed: the split section regressed, and both the named
+    // gate and one naming no section fail, saying where.
+    for rule in ["split.total.p50>+10%", "p50>+10%"] {
+        let gates = gate::parse(rule).unwrap();
+        let back = compare(&b, &a, &gates).unwrap();
+        assert!(!back.checks[0].passed, "{rule}: {:?}", back.checks);
+        let worst = back.checks[0].worst.as_deref().unwrap();
+        assert!(worst.starts_with("split.total p50"), "{rule}: {worst}");
+        let forward = compare(&a, &b, &gates).unwrap();
+        assert!(forward.checks[0].passed, "{rule}: {:?}", forward.checks);
+    }
+    // A gate on the section that did not move passes both ways.
+    let gates = gate::parse("given.total.p50>+10%").unwrap();
+    assert!(compare(&b, &a, &gates).unwrap().checks[0].passed);
 }

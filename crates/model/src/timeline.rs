@@ -493,6 +493,10 @@ pub struct Exchange {
     /// inbound exchanges and for calls made while no request waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<crate::Attribution>,
+    /// For an outbound call given to a request: the attribution rule that
+    /// gave it (`Rule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<crate::Rule>,
     /// The thread that sent the request (an outbound call) or read it (an
     /// inbound request), when an eBPF source saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -554,6 +558,7 @@ impl Exchange {
             transaction: None,
             trace: None,
             attribution: None,
+            rule: None,
             thread: None,
             started_by: None,
             pool_wait_from_us: None,

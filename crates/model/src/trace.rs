@@ -79,6 +79,68 @@ impl Attribution {
     }
 }
 
+/// The attribution rule that gave a call to its request. The rules run in
+/// this order, each placing only calls no earlier rule placed; a call none
+/// placed is ambiguous (`docs/architecture.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The source's own word: a span's nearest server ancestor (OTLP input).
+    SpanParent,
+    /// The call carried the request's trace id.
+    TraceContext,
+    /// The call was made on the thread handling the request, or on one
+    /// started for it and ended with it (eBPF).
+    Thread,
+    /// A trace the service started, placed whole by deduction: each request
+    /// holds one trace.
+    TraceGroup,
+    /// A transaction on a pooled connection, placed whole by deduction:
+    /// each request's session holds one connection at a time.
+    Transaction,
+    /// A run of calls on a connection a request held for its work (a pool
+    /// checkout), placed whole by deduction.
+    Checkout,
+    /// A call of a fingerprint each request of one kind made once, placed
+    /// by deduction among the requests of that kind.
+    Fingerprint,
+    /// Only one request was waiting while the call ran.
+    SoleCandidate,
+    /// One request's arrival and answer bracket the call far more tightly
+    /// than any other's.
+    Bracket,
+}
+
+impl Rule {
+    /// Every rule, in the order attribution runs them.
+    pub const ALL: [Rule; 9] = [
+        Rule::SpanParent,
+        Rule::TraceContext,
+        Rule::Thread,
+        Rule::TraceGroup,
+        Rule::Transaction,
+        Rule::Checkout,
+        Rule::Fingerprint,
+        Rule::SoleCandidate,
+        Rule::Bracket,
+    ];
+
+    /// The rule's name as the JSON writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::SpanParent => "span_parent",
+            Rule::TraceContext => "trace_context",
+            Rule::Thread => "thread",
+            Rule::TraceGroup => "trace_group",
+            Rule::Transaction => "transaction",
+            Rule::Checkout => "checkout",
+            Rule::Fingerprint => "fingerprint",
+            Rule::SoleCandidate => "sole_candidate",
+            Rule::Bracket => "bracket",
+        }
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -402,6 +402,49 @@ fn compare_says_no_change_on_the_same_target_and_gates_a_regression() {
     open_in_chromium("compare", &html);
 }
 
+/// Case 000 diagnosed broken and fixed: the fix moves the split-write probe
+/// and leaves the request as given where it was. `compare` of the two
+/// documents says so section by section, and a gate on the split section
+/// (or one naming no section) fails the other way round.
+#[test]
+fn compare_of_diagnoses_names_the_section_the_fix_moved() {
+    let _one = serial();
+    let dir = tmpdir("reports-compare-diagnose");
+    let s = scenario("post-stall");
+    let mut files = Vec::new();
+    for fixed in [false, true] {
+        let (_running, u) = url(s, fixed);
+        let out = whyslow(&["diagnose", "--json", "-X", s.method, "-d", s.body, &u]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let file = dir.join(if fixed { "fixed.json" } else { "broken.json" });
+        std::fs::write(&file, &out.stdout).unwrap();
+        files.push(file.to_str().unwrap().to_string());
+    }
+    let (broken, fixed) = (files[0].as_str(), files[1].as_str());
+    let out = whyslow(&["compare", "--json", broken, fixed]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let c = json(&out);
+    let split = c["shifts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["metric"] == "split.total")
+        .unwrap_or_else(|| panic!("no split section compared: {c}"));
+    assert_eq!(split["change"], "faster", "{split}");
+    assert!(split["p_value"].as_f64().unwrap() < 0.05, "{split}");
+    for rule in ["split.total.p50>+10%", "p50>+10%"] {
+        let out = whyslow(&["compare", "--fail-if", rule, fixed, broken]);
+        assert_eq!(out.status.code(), Some(1), "{rule}: {}", stdout(&out));
+        assert!(
+            stdout(&out).contains("FAILED (split.total p50: slower)"),
+            "{rule}: {}",
+            stdout(&out)
+        );
+        let out = whyslow(&["compare", "--fail-if", rule, broken, fixed]);
+        assert_eq!(out.status.code(), Some(0), "{rule}: {}", stdout(&out));
+    }
+}
+
 #[test]
 fn compare_refuses_what_it_cannot_compare() {
     let dir = tmpdir("reports-compare-bad");

@@ -20,7 +20,7 @@ use super::units::{Holder, Unit};
 use super::windows::{Window, Windows};
 use super::Attributed;
 use foldhash::{HashMap, HashMapExt, HashSet};
-use whyslow_model::{Attribution, Exchange};
+use whyslow_model::{Attribution, Exchange, Rule};
 
 /// Share of a request's window a unit must cover for timing to give it to
 /// that request: a call filling most of the time a request waited is that
@@ -41,12 +41,11 @@ pub const BRACKET_MIN_US: u64 = 1_000;
 pub enum Decision {
     /// Made while no request waited (background work).
     Outside,
-    Given(u32, Attribution),
+    /// Given to a request at a level, by a rule.
+    Given(u32, Attribution, Rule),
     /// Several candidates; `kind_of`: one of them, when all are of one
     /// request kind (for counting the ambiguous calls of a kind).
-    Ambiguous {
-        kind_of: Option<u32>,
-    },
+    Ambiguous { kind_of: Option<u32> },
 }
 
 /// Decides every unit. `held`: requests that already hold a unit of a
@@ -94,7 +93,7 @@ pub fn decide(
                 one_each.entry(u.holder).or_default().push((n, cands));
                 continue;
             }
-            1 if complete => Decision::Given(cands[0].id, level(u.holder)),
+            1 if complete => Decision::Given(cands[0].id, level(u.holder), Rule::SoleCandidate),
             _ if !complete || u.interleaved => Decision::Ambiguous {
                 kind_of: kind_of(&cands, &same_kind),
             },
@@ -146,7 +145,9 @@ fn place_held(
     };
     for ((n, cands), placed) in group.iter().zip(placed) {
         out[*n] = match placed {
-            Some(id) => Decision::Given(id, level(holder)),
+            // Where deduction does not hold, only a sole candidate places a unit.
+            Some(id) if one_each => Decision::Given(id, level(holder), deduced_by(holder)),
+            Some(id) => Decision::Given(id, level(holder), Rule::SoleCandidate),
             None => Decision::Ambiguous {
                 kind_of: kind_of(cands, same_kind),
             },
@@ -167,6 +168,18 @@ fn level(holder: Holder) -> Attribution {
     }
 }
 
+/// The rule a holder's units are placed by when deduction places them.
+fn deduced_by(holder: Holder) -> Rule {
+    match holder {
+        Holder::Trace => Rule::TraceGroup,
+        Holder::Transaction(_) => Rule::Transaction,
+        Holder::Run(_) => Rule::Checkout,
+        Holder::Shape(..) => Rule::Fingerprint,
+        // Single calls are not placed by deduction; timing decides them.
+        Holder::Call => Rule::Bracket,
+    }
+}
+
 /// How closely a candidate brackets `u`: its slack.
 fn fit(u: &Unit, w: &Window) -> u64 {
     w.slack(u.start, u.end)
@@ -175,7 +188,7 @@ fn fit(u: &Unit, w: &Window) -> u64 {
 /// The candidate that clearly brackets `u` best, if any (`cands` by fit).
 fn pick(u: &Unit, cands: &[Window]) -> Option<Decision> {
     let w = clearest(cands, |w| fit(u, w), u.len())?;
-    Some(Decision::Given(w.id, level(u.holder)))
+    Some(Decision::Given(w.id, level(u.holder), Rule::Bracket))
 }
 
 /// The first of `cands` (sorted by `slack`) when it fills FILL_SHARE of its
@@ -214,14 +227,14 @@ pub fn apply(
             Holder::Run(server) => Some(server),
             _ => None,
         };
-        if let (Some(server), Decision::Given(id, _)) = (run, d) {
+        if let (Some(server), Decision::Given(id, ..)) = (run, d) {
             out.held_runs.given.insert((*id, server));
         }
         for &i in &u.calls {
             let e = &mut exchanges[i];
-            (e.parent, e.attribution) = match *d {
-                Decision::Outside => (None, None),
-                Decision::Given(id, how) => (Some(id), Some(how)),
+            (e.parent, e.attribution, e.rule) = match *d {
+                Decision::Outside => (None, None, None),
+                Decision::Given(id, how, rule) => (Some(id), Some(how), Some(rule)),
                 Decision::Ambiguous { kind_of } => {
                     if let Some(k) = kind_of {
                         out.ambiguous_kind.insert(e.id, k);
@@ -229,7 +242,7 @@ pub fn apply(
                     if let Some(server) = run {
                         out.held_runs.ambiguous.insert(e.id, (server, n as u32));
                     }
-                    (None, Some(Attribution::Ambiguous))
+                    (None, Some(Attribution::Ambiguous), None)
                 }
             };
         }

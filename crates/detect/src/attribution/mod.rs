@@ -18,7 +18,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 pub use runs::{MIN_RUN_OPENERS, RUN_OPENER_SHARE};
 pub use units::interleaved;
 use units::{call_span, Holder};
-use whyslow_model::{Attribution, ExchangeRole, Timeline, TraceId};
+use whyslow_model::{Attribution, ExchangeRole, Rule, Timeline, TraceId};
 use windows::{Window, Windows};
 
 fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
@@ -110,6 +110,9 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
         if inbound || !given_by_span(e) {
             e.parent = None;
             e.attribution = None;
+            e.rule = None;
+        } else {
+            e.rule = Some(Rule::SpanParent);
         }
         if inbound {
             if let Some(t) = e.trace {
@@ -128,17 +131,19 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
     let mut held = HashSet::new();
     for &(i, id) in &exact {
         let e = &mut timeline.exchanges[i];
-        (e.parent, e.attribution) = match id {
+        (e.parent, e.attribution, e.rule) = match id {
             Some(id) => {
                 held.insert((id, Holder::Trace));
-                (Some(id), Some(Attribution::TraceContext))
+                let rule = Rule::TraceContext;
+                (Some(id), Some(Attribution::TraceContext), Some(rule))
             }
-            None => (None, Some(Attribution::Ambiguous)),
+            None => (None, Some(Attribution::Ambiguous), None),
         };
     }
     for (i, id) in threads::given(&timeline.exchanges, &mut todo) {
         let e = &mut timeline.exchanges[i];
-        (e.parent, e.attribution) = (Some(id), Some(Attribution::Thread));
+        (e.parent, e.attribution, e.rule) =
+            (Some(id), Some(Attribution::Thread), Some(Rule::Thread));
     }
     let units = units::build(&timeline.exchanges, &todo, &traced, &port);
     let mut units = runs::join(units, &timeline.exchanges, &answers(timeline), &port);

@@ -221,6 +221,10 @@ mod tests {
             assert_eq!(parent, Some(made_for), "call {id}");
             assert_eq!(level, Some(Attribution::Inferred));
         }
+        let rules = t.exchanges.iter().filter(|e| e.id >= 100).map(|e| e.rule);
+        assert!(rules
+            .into_iter()
+            .all(|r| r == Some(whyslow_model::Rule::Checkout)));
     }
 
     /// `queued`, each request's statements in transactions of `each`.

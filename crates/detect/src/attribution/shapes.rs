@@ -122,6 +122,10 @@ mod tests {
             assert_eq!(parent, Some(id - 100), "call {id}");
             assert_eq!(level, Some(Attribution::Inferred));
         }
+        let rules = t.exchanges.iter().filter(|e| e.id >= 100).map(|e| e.rule);
+        assert!(rules
+            .into_iter()
+            .all(|r| r == Some(whyslow_model::Rule::Fingerprint)));
     }
 
     #[test]

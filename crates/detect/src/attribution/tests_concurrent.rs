@@ -223,3 +223,101 @@ fn a_request_that_checks_a_connection_out_per_call_keeps_its_calls() {
         .collect();
     assert_eq!(levels(&t), want);
 }
+
+/// Each given call's rule, in the timeline's order.
+fn rules(t: &Timeline) -> Vec<Option<Rule>> {
+    t.exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+        .map(|e| e.rule)
+        .collect()
+}
+
+#[test]
+fn each_call_names_the_rule_that_gave_it() {
+    let mut t = overlapping();
+    t.exchanges[0] = traced(t.exchanges[0].clone(), 7);
+    t.exchanges[2] = traced(t.exchanges[2].clone(), 7);
+    // Two untraced calls of one fingerprint, one each for the two requests
+    // of one kind: call 4 ran while request 0 alone waited, so call 3 is 1's.
+    t.exchanges.push(exchange(4, 2, (20, 30), (60, 70)));
+    attribute(&mut t, &[8080]);
+    let fingerprint = Some(Rule::Fingerprint);
+    assert_eq!(
+        rules(&t),
+        vec![Some(Rule::TraceContext), fingerprint, fingerprint]
+    );
+    assert_eq!(
+        (t.exchanges[3].parent, t.exchanges[4].parent),
+        (Some(1), Some(0))
+    );
+    // A third call of it: which request made two, no count says. Call 3
+    // fits both requests alike; call 4 ran while request 0 alone waited.
+    t.exchanges.push(exchange(5, 3, (420, 430), (440, 450)));
+    attribute(&mut t, &[8080]);
+    assert_eq!(
+        rules(&t),
+        vec![
+            Some(Rule::TraceContext),
+            None,
+            Some(Rule::SoleCandidate),
+            None
+        ]
+    );
+    t.exchanges.pop();
+    // A span's parent, as an OTLP source gave it, is kept and named.
+    t.exchanges[3].attribution = Some(Attribution::Span);
+    t.exchanges[3].parent = Some(1);
+    attribute(&mut t, &[8080]);
+    assert_eq!(rules(&t)[1], Some(Rule::SpanParent));
+    assert_eq!(t.exchanges[3].attribution, Some(Attribution::Span));
+    assert_eq!(t.exchanges[3].parent, Some(1));
+    // Threads: the call on the thread that read request 1.
+    let mut t = overlapping();
+    let thread = whyslow_model::Thread { pid: 1, tid: 2 };
+    t.exchanges[1].thread = Some(thread);
+    t.exchanges[3].thread = Some(thread);
+    attribute(&mut t, &[8080]);
+    assert_eq!(rules(&t), vec![None, Some(Rule::Thread)]);
+    assert_eq!(t.exchanges[3].parent, Some(1));
+}
+
+#[test]
+fn deduction_and_timing_name_their_rules() {
+    // Timing: a call that fills request 0's window and brackets it.
+    let mut t = Timeline {
+        connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 5432)],
+        exchanges: vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (50, 60), (3000, 3010)),
+            exchange(2, 2, (60, 70), (980, 990)),
+        ],
+    };
+    attribute(&mut t, &[8080]);
+    assert_eq!(rules(&t), vec![Some(Rule::Bracket)]);
+    // Transactions placed whole, jointly.
+    let (i, idle) = (TxState::InTransaction, TxState::Idle);
+    let mut t = Timeline {
+        connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 5432)],
+        exchanges: vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (100, 110), (3000, 3010)),
+            statement(2, 2, (20, 40), i),
+            statement(3, 2, (500, 520), i),
+            statement(4, 2, (960, 980), idle),
+            statement(5, 2, (1500, 1520), i),
+            statement(6, 2, (2880, 2900), idle),
+        ],
+    };
+    attribute(&mut t, &[8080]);
+    assert_eq!(rules(&t), vec![Some(Rule::Transaction); 5]);
+    // A trace the service started, placed whole.
+    let mut t = overlapping();
+    t.exchanges.extend([
+        traced(exchange(4, 2, (20, 30), (60, 70)), 3),
+        traced(exchange(5, 3, (950, 960), (980, 990)), 3),
+    ]);
+    t.exchanges.drain(2..4);
+    attribute(&mut t, &[8080]);
+    assert_eq!(rules(&t), vec![Some(Rule::TraceGroup); 2]);
+}

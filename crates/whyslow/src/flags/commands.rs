@@ -124,7 +124,9 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The candidate, from the same command
     pub b: PathBuf,
-    /// Exit 1 on a significant regression past a limit: 'p99>+10%,wait.p50>+5ms'
+    /// Exit 1 on a significant regression past a limit: 'p99>+10%,wait.p50>+5ms';
+    /// for diagnose results a metric names its section ('split.total.p50>+10%'),
+    /// and a rule naming none holds in every section
     #[arg(long)]
     pub fail_if: Option<String>,
     #[command(flatten)]
