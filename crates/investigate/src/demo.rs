@@ -3,6 +3,7 @@
 
 use crate::diagnose::{diagnose, DiagnoseOptions, LoadPhase};
 use bytes::Bytes;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
@@ -45,6 +46,7 @@ fn options(
     running: &whyslow_lab::Running,
     html: bool,
     load: Option<LoadPhase>,
+    keep_capture: Option<PathBuf>,
 ) -> DiagnoseOptions {
     let spec = RequestSpec {
         method: s.method.into(),
@@ -60,7 +62,7 @@ fn options(
         iface: None,
         capture: true,
         ebpf: false,
-        keep_capture: None,
+        keep_capture,
         flow: crate::AnalysisOptions::default_flow(),
         evidence: html,
         service_keylog: running.keylog.clone(),
@@ -73,6 +75,7 @@ async fn run_one(
     fixed: bool,
     stop: &watch::Receiver<bool>,
     html: bool,
+    save: Option<PathBuf>,
 ) -> Result<(DemoRow, Run), String> {
     let running = s
         .start(fixed)
@@ -84,7 +87,7 @@ async fn run_one(
         connections: DEMO_LOAD_CONNECTIONS,
         max_requests: None,
     });
-    let opts = options(s, &running, html, load);
+    let opts = options(s, &running, html, load, save.clone());
     let d = diagnose(&opts, stop).await;
     let report = d.report;
     let client = match mean_total(&report, SPLIT_NO_NODELAY) {
@@ -117,6 +120,7 @@ async fn run_one(
             s.truth.kind.map(|k| k.to_string())
         },
         report: html.then_some(report),
+        capture_file: kept(save),
     };
     Ok((row, run))
 }
@@ -127,6 +131,7 @@ async fn run_concurrent(
     s: &Scenario,
     fixed: bool,
     stop: &watch::Receiver<bool>,
+    save: Option<PathBuf>,
 ) -> Result<ConcurrentRow, String> {
     let running = s
         .start(fixed)
@@ -147,7 +152,8 @@ async fn run_concurrent(
         },
     };
     let rate = load.rate;
-    let d = diagnose(&options(s, &running, false, Some(load)), stop).await;
+    let opts = options(s, &running, false, Some(load), save.clone());
+    let d = diagnose(&opts, stop).await;
     let declared = match (fixed, s.truth.kind) {
         (false, Some(k)) => vec![k.to_string()],
         _ => s.fixed_under_load.iter().map(|k| k.to_string()).collect(),
@@ -165,7 +171,27 @@ async fn run_concurrent(
         findings: d.report.findings.clone(),
         declared,
         attribution: attribution(&d.report),
+        capture_file: kept(save),
     })
+}
+
+/// Where `demo --save DIR` keeps one diagnosis's capture:
+/// `SCENARIO-VARIANT[-N][-under-load].pcapng` (a scenario run "as is" twice
+/// numbers its runs).
+fn capture_path(dir: &Path, s: &Scenario, fixed: bool, under_load: bool) -> PathBuf {
+    let mut name = format!("{}-{}", s.name, variant(s, fixed).replace(' ', "-"));
+    if s.truth.kind.is_none() {
+        name.push_str(if fixed { "-2" } else { "-1" });
+    }
+    if under_load {
+        name.push_str("-under-load");
+    }
+    dir.join(format!("{name}.pcapng"))
+}
+
+/// The capture's path as the row reports it, when it was written.
+fn kept(path: Option<PathBuf>) -> Option<String> {
+    path.filter(|p| p.exists()).map(|p| p.display().to_string())
 }
 
 /// The calls of every request kind of `report`, by attribution level.
@@ -184,10 +210,12 @@ fn attribution(report: &Report) -> AttributionCounts {
 /// Diagnoses each scenario broken and then fixed (healthy ones as they
 /// are, twice), one request at a time and then under many clients at once,
 /// saying each step to `progress`; stops between runs when `stop` turns
-/// true. `reports`: keep each run's whole report (`--html`).
+/// true. `reports`: keep each run's whole report (`--html`); `save`: keep
+/// each run's capture in this directory.
 pub async fn run(
     scenarios: &[&Scenario],
     reports: bool,
+    save: Option<&Path>,
     stop: &watch::Receiver<bool>,
     mut progress: impl FnMut(String),
 ) -> DemoDocument {
@@ -212,9 +240,12 @@ pub async fn run(
             progress("interrupted; the tables cover what ran".into());
             break;
         }
+        let keep = save.map(|dir| capture_path(dir, s, fixed, clients.is_some()));
         let done = match clients {
-            None => run_one(s, fixed, stop, reports).await.map(|r| runs.push(r)),
-            Some(_) => run_concurrent(s, fixed, stop)
+            None => run_one(s, fixed, stop, reports, keep)
+                .await
+                .map(|r| runs.push(r)),
+            Some(_) => run_concurrent(s, fixed, stop, keep)
                 .await
                 .map(|r| under_load.push(r)),
         };

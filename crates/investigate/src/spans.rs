@@ -6,12 +6,19 @@
 use crate::analysis::{evidence_keep, AnalysisOptions, CaptureAnalysis};
 use std::collections::HashSet;
 use whyslow_detect::windowed::{CaptureResult, WindowedAnalysis};
-use whyslow_model::{Attribution, ExchangeRole, Facts, ServiceHow, Skipped, SpanSource};
+use whyslow_model::{
+    Attribution, ExchangeRole, Facts, FindingKind, ServiceHow, Skipped, SpanSource,
+};
 use whyslow_otlp::import::{to_timeline_of, SpanSet};
 
-/// Causes only packets show.
-const PACKET_CAUSES: &str = "nagle_delayed_ack, tcp_retransmission, zero_window, \
-     no_keepalive, tls_full_handshake, large_response";
+/// Causes only packets show, as the report lists them.
+fn packet_causes() -> String {
+    let kinds = FindingKind::ALL.into_iter().filter(|k| k.needs_packets());
+    kinds
+        .map(FindingKind::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Analyzes the spans of `set`, read from `from` (a file, an address).
 /// Err: `opts.service_name` names no service with server spans there.
@@ -70,7 +77,7 @@ pub fn analyze_spans(
             .collect(),
     });
     let skipped = vec![Skipped {
-        what: PACKET_CAUSES.into(),
+        what: packet_causes(),
         why: "spans carry no packets: capture the service (whyslow diagnose, capture) \
               to examine the network and TCP"
             .into(),

@@ -175,6 +175,9 @@ pub struct ConcurrentRow {
     pub declared: Vec<String>,
     /// How the backing calls were given to the requests that made them.
     pub attribution: crate::AttributionCounts,
+    /// The capture it was diagnosed from, where `demo --save DIR` kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_file: Option<String>,
 }
 
 impl ConcurrentRow {
@@ -212,6 +215,9 @@ pub struct DemoRow {
     pub findings: Vec<Finding>,
     pub skipped: Vec<String>,
     pub injected: Option<String>,
+    /// The capture it was diagnosed from, where `demo --save DIR` kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_file: Option<String>,
     /// The whole diagnosis, for the HTML page; `--json` keeps the rows short.
     #[serde(skip)]
     pub report: Option<Report>,

@@ -58,6 +58,42 @@ impl FindingKind {
         )
     }
 
+    /// Every kind, in the order of DESIGN's vocabulary.
+    pub const ALL: [FindingKind; 17] = [
+        FindingKind::NagleDelayedAck,
+        FindingKind::TcpRetransmission,
+        FindingKind::ZeroWindow,
+        FindingKind::NoKeepalive,
+        FindingKind::TlsFullHandshake,
+        FindingKind::PoolQueueing,
+        FindingKind::PipelineHol,
+        FindingKind::NPlusOne,
+        FindingKind::DuplicateCalls,
+        FindingKind::SequentialCalls,
+        FindingKind::SlowDependency,
+        FindingKind::PeriodicStall,
+        FindingKind::LargeResponse,
+        FindingKind::ServerTime,
+        FindingKind::GeneratorSaturated,
+        FindingKind::HostSaturated,
+        FindingKind::CoordinatedOmission,
+    ];
+
+    /// Whether only packets show it (segments, ACKs, windows, handshakes,
+    /// bytes on the wire): a source without packets, such as spans, cannot
+    /// name it.
+    pub fn needs_packets(self) -> bool {
+        matches!(
+            self,
+            FindingKind::NagleDelayedAck
+                | FindingKind::TcpRetransmission
+                | FindingKind::ZeroWindow
+                | FindingKind::NoKeepalive
+                | FindingKind::TlsFullHandshake
+                | FindingKind::LargeResponse
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             FindingKind::NagleDelayedAck => "nagle_delayed_ack",

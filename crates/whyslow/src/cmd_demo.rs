@@ -9,10 +9,20 @@ use whyslow_investigate::demo;
 pub fn run(args: DemoArgs) -> Done {
     let scenarios = demo::scenarios(&args.only);
     let reports = args.output.html.is_some();
+    if let Some(dir) = &args.save {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            let why = format!("--save {}: {e}", dir.display());
+            return stdout::fail(args.output.json(), "demo", None, Exit::Usage, &why);
+        }
+    }
     let doc = runtime(2).block_on(async {
-        demo::run(&scenarios, reports, &interrupt_flag(), |line| {
-            eprintln!("{line}")
-        })
+        demo::run(
+            &scenarios,
+            reports,
+            args.save.as_deref(),
+            &interrupt_flag(),
+            |line| eprintln!("{line}"),
+        )
         .await
     });
     args.output.write_html(|| whyslow_report::html::demo(&doc));

@@ -304,8 +304,13 @@ fn compare_reads_every_command_s_results() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// The binary holds flags, wiring and exit codes: under 1,500 lines, and
-/// nothing in it reaches the detectors, the protocol parsers or /proc.
+/// Lines the binary's source may hold: thirteen commands of flag parsing
+/// and wiring, ~130 lines each at most. The one bound; it moves only with a
+/// reason in the commit that moves it.
+const BINARY_MAX_LINES: usize = 1_700;
+
+/// The binary holds flags, wiring and exit codes (under `BINARY_MAX_LINES`),
+/// and nothing in it reaches the detectors, the protocol parsers or /proc.
 #[test]
 fn the_binary_stays_thin() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -328,8 +333,10 @@ fn the_binary_stays_thin() {
             assert!(!text.contains(reach), "{} uses {reach}", p.display());
         }
     }
-    // Thirteen commands of flag parsing and wiring: ~130 lines each at most.
-    assert!(lines < 1700, "crates/whyslow/src holds {lines} lines");
+    assert!(
+        lines < BINARY_MAX_LINES,
+        "crates/whyslow/src holds {lines} lines"
+    );
     let manifest =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
     let deps = manifest.split("[dev-dependencies]").next().unwrap();

@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use std::path::Path;
 use whyslow_lab::{Scenario, SCENARIOS};
 
 /// The acceptance band around the injected time lost.
@@ -176,9 +177,8 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     if !capture_allowed("demo_runs_every_scenario_broken_and_fixed") {
         return;
     }
-    let retransmits = kernel_retransmits();
-    let out = whyslow(&["demo", "--json"]);
-    let retransmitted = kernel_retransmits() > retransmits;
+    let captures = tmpdir("demo-captures");
+    let out = whyslow(&["demo", "--json", "--save", captures.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report = json(&out);
     assert_eq!(report["schema_version"], whyslow_model::SCHEMA_VERSION);
@@ -195,7 +195,7 @@ fn demo_runs_every_scenario_broken_and_fixed() {
     assert_eq!(post["findings"][0]["kind"], "nagle_delayed_ack");
     // Before/after: the fix must remove most of the stall from the average.
     assert!(post["mean_total_us"].as_u64().unwrap() > 5 * fixed["mean_total_us"].as_u64().unwrap());
-    under_load_as_declared(&report, retransmitted);
+    under_load_as_declared(&report);
     fanout_pool_before_and_after(&report);
     tax_stall_before_and_after(rows);
     orm_storm_before_and_after(rows);
@@ -205,9 +205,10 @@ fn demo_runs_every_scenario_broken_and_fixed() {
 /// Each scenario under many clients at once names what it declares: the
 /// broken variant its cause first; the fixed one exactly what concurrency
 /// itself causes there (no more, no less; background aside), and a
-/// retransmission only when the kernel counted one during the run (a burst
-/// past loopback's backlog drops packets for real).
-fn under_load_as_declared(demo: &serde_json::Value, kernel_retransmitted: bool) {
+/// retransmission only where its own capture shows the kernel resent those
+/// packets, at no more cost than the wire shows (a burst past loopback's
+/// backlog drops packets for real).
+fn under_load_as_declared(demo: &serde_json::Value) {
     let rows = demo["under_load"].as_array().unwrap();
     assert_eq!(rows.len(), SCENARIOS.len() * 2);
     for r in rows {
@@ -230,10 +231,11 @@ fn under_load_as_declared(demo: &serde_json::Value, kernel_retransmitted: bool) 
                 "{what}"
             );
         } else {
-            let named: std::collections::BTreeSet<String> = named
-                .into_iter()
-                .filter(|k| !(k == "tcp_retransmission" && kernel_retransmitted))
-                .collect();
+            let capture = r["capture_file"].as_str().expect("demo --save kept it");
+            let named: std::collections::BTreeSet<String> =
+                causes_less_real_retransmissions(r, Path::new(capture))
+                    .into_iter()
+                    .collect();
             let truth: std::collections::BTreeSet<String> =
                 s.fixed_under_load.iter().map(|k| k.to_string()).collect();
             let declared = declared.into_iter().map(String::from).collect();

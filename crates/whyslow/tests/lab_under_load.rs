@@ -19,7 +19,7 @@ mod common;
 use common::truth::{score, Score};
 use common::*;
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use whyslow_lab::scenario::{Holding, Running, Scenario, CONCURRENT_CLIENTS, SCENARIOS};
 
 /// Share of the calls given to a request that may be given to the wrong one.
@@ -90,10 +90,8 @@ fn captured(s: &Scenario, fixed: bool, trace: &str) -> (Running, PathBuf, PathBu
 
 /// The analysis of a capture of `s` (fixed or not) under load, and how its
 /// attribution scored against the app's own record.
-fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Score, bool) {
-    let retransmits = kernel_retransmits();
+fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Score, PathBuf) {
     let (running, dir, cap) = captured(s, fixed, trace);
-    let retransmitted = kernel_retransmits() > retransmits;
     let ports: Vec<String> = running.ports.iter().map(|p| p.to_string()).collect();
     let spans = dir.join("spans.otlp");
     let report = analyzed_timeline_with(&cap, &ports[0], &["--otlp", spans.to_str().unwrap()]);
@@ -113,18 +111,15 @@ fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Sco
         }
         round_trip(&name, &report, &spans);
     }
-    (report, score, retransmitted)
+    (report, score, cap)
 }
 
-/// Causes only packets show: spans read back cannot name them.
-const PACKET_CAUSES: [&str; 6] = [
-    "nagle_delayed_ack",
-    "tcp_retransmission",
-    "zero_window",
-    "no_keepalive",
-    "tls_full_handshake",
-    "large_response",
-];
+/// Whether only packets show kind `k`: spans read back cannot name it.
+fn needs_packets(k: &str) -> bool {
+    whyslow_model::FindingKind::ALL
+        .iter()
+        .any(|kind| kind.as_str() == k && kind.needs_packets())
+}
 
 /// The run's spans, read back as traces, name the causes the capture named
 /// that spans can show (whyslow's own finding events on them ignored), and
@@ -140,7 +135,7 @@ fn round_trip(name: &str, report: &serde_json::Value, spans: &std::path::Path) {
     assert!(missing.is_empty(), "{name}: spans' text only: {missing:?}");
     let wire: BTreeSet<String> = causes(report)
         .into_iter()
-        .filter(|k| !PACKET_CAUSES.contains(&k.as_str()))
+        .filter(|k| !needs_packets(k))
         .collect();
     eprintln!("{name}: round trip {wire:?} -> {back:?}");
     assert_eq!(
@@ -149,13 +144,12 @@ fn round_trip(name: &str, report: &serde_json::Value, spans: &std::path::Path) {
     );
 }
 
-/// The causes `report` names, less a retransmission when the kernel
-/// counted one during the run (a burst past loopback's backlog drops
-/// packets for real; the 16 MiB cache writes do).
-fn named_but_real_drops(report: &serde_json::Value, retransmitted: bool) -> BTreeSet<String> {
-    causes(report)
+/// The causes `report` names, less a retransmission its capture shows for
+/// real (a burst past loopback's backlog drops packets; the 16 MiB cache
+/// writes do).
+fn named_but_real_drops(report: &serde_json::Value, capture: &Path) -> BTreeSet<String> {
+    causes_less_real_retransmissions(report, capture)
         .into_iter()
-        .filter(|k| !(k == "tcp_retransmission" && retransmitted))
         .collect()
 }
 
@@ -219,9 +213,9 @@ fn every_scenario_holds_its_truth_at_16_clients() {
             ),
             None => assert!(kinds.is_empty(), "{}: {kinds:?}", s.name),
         }
-        let (fixed, _, retransmitted) = under_load(s, true, "sampled");
+        let (fixed, _, capture) = under_load(s, true, "sampled");
         check_attribution(s.name, &fixed);
-        let named = named_but_real_drops(&fixed, retransmitted);
+        let named = named_but_real_drops(&fixed, &capture);
         assert_eq!(named, fixed_under_load(s), "{} fixed under load", s.name);
     }
 }
@@ -246,9 +240,9 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
         let top = causes(&broken).into_iter().next();
         let declared = s.truth.kind.map(|k| k.to_string());
         assert_eq!(top, declared, "{} broken", s.name);
-        let (fixed, _, retransmitted) = under_load(s, true, "off");
+        let (fixed, _, capture) = under_load(s, true, "off");
         let allowed = fixed_under_load(s);
-        let named = named_but_real_drops(&fixed, retransmitted);
+        let named = named_but_real_drops(&fixed, &capture);
         assert!(named.is_subset(&allowed), "{} fixed: {named:?}", s.name);
     }
 }

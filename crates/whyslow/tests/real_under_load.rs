@@ -16,7 +16,7 @@ use common::truth::{
 };
 use common::*;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use whyslow_lab::truth::RequestTruth;
 
 /// Clients at once: the production concurrency, scaled to a test.
@@ -40,8 +40,9 @@ struct Run {
     truth: Vec<RequestTruth>,
     /// Each request's own time by the app's clock.
     own: Vec<AppOwnTime>,
-    /// Whether the kernel retransmitted any TCP segment during the run.
-    kernel_retransmitted: bool,
+    /// The capture the report came from: a retransmission it names is real
+    /// where tshark reads the same packets as resent.
+    capture: PathBuf,
 }
 
 /// An app started by `start(truth file)`, loaded by `whyslow load -c 8 -n
@@ -52,17 +53,15 @@ fn captured(test: &str, requests: usize, start: impl Fn(&Path) -> App) -> Run {
     let app = start(&truth);
     let cap = dir.join("load.pcap");
     let n = requests.to_string();
-    let retransmits = kernel_retransmits();
     let dropped = tcpdump_while(&cap, &app.ports, || {
         let args = ["load", "-c", CLIENTS, "-n", &n, "--trace-context", "off"];
         let out = whyslow(&[&args[..], &[app.url.as_str()]].concat());
         assert!(out.status.success(), "{test}: {}", stderr(&out));
     });
     assert_eq!(dropped, 0, "{test}: tcpdump dropped packets");
-    let retransmitted = kernel_retransmits() > retransmits;
     let report = analyzed_timeline(&cap, &app.ports[0].to_string());
     drop(app);
-    held_to_truth(test, report, &truth, retransmitted)
+    held_to_truth(test, report, &truth, cap)
 }
 
 /// The same app under `diagnose` with a load phase of `rate` requests/s on
@@ -71,21 +70,21 @@ fn diagnosed(test: &str, rate: u32, start: impl Fn(&Path) -> App) -> Run {
     let dir = tmpdir(test);
     let truth = dir.join("truth.jsonl");
     let app = start(&truth);
+    let cap = dir.join("diagnose.pcapng");
+    let save = ["--save", cap.to_str().unwrap()];
     let args = ["diagnose", "--json", "--timeline", "-n", "2", "-c", CLIENTS];
     let rate = rate.to_string();
     let load = ["--rate", &rate, "--duration", DIAGNOSE_DURATION];
-    let retransmits = kernel_retransmits();
-    let out = whyslow(&[&args[..], &load[..], &[app.url.as_str()]].concat());
-    let retransmitted = kernel_retransmits() > retransmits;
+    let out = whyslow(&[&args[..], &save[..], &load[..], &[app.url.as_str()]].concat());
     assert!(out.status.success(), "{test}: {}", stderr(&out));
     drop(app);
     let report = json(&out);
     let _ = std::fs::write(dir.join("report.json"), report.to_string());
-    held_to_truth(test, report, &truth, retransmitted)
+    held_to_truth(test, report, &truth, cap)
 }
 
 /// Requests overlapped, and whyslow's attribution against the app's record.
-fn held_to_truth(test: &str, report: Value, truth_file: &Path, kernel_retransmitted: bool) -> Run {
+fn held_to_truth(test: &str, report: Value, truth_file: &Path, capture: PathBuf) -> Run {
     let truth = read_app_truth(truth_file);
     assert!(
         requests_overlapped(&report),
@@ -105,15 +104,15 @@ fn held_to_truth(test: &str, report: Value, truth_file: &Path, kernel_retransmit
         report,
         truth,
         own: read_app_own_times(truth_file),
-        kernel_retransmitted,
+        capture,
     }
 }
 
-/// Whether a fixed app's run names no cause but a retransmission the
-/// kernel counted: under load on a busy 2-core host loopback does
+/// Whether a fixed app's run names no cause but a retransmission its
+/// capture shows for real: under load on a busy 2-core host loopback does
 /// retransmit now and then, and that is real. What it says of the
 /// measurement (a debug build's generator missing 400/s) is no cause.
-/// Nothing named that did not happen: a retransmission the kernel counted,
+/// Nothing named that did not happen: a retransmission the capture shows,
 /// and coordinated_omission — said of the load, from its own schedule (at
 /// diagnose's rate a loaded machine's service may not keep up) — are real.
 /// So is server_time where the app's own clock says each request it cites
@@ -121,11 +120,12 @@ fn held_to_truth(test: &str, report: Value, truth_file: &Path, kernel_retransmit
 /// one interpreter lock on two cores, and the tail of a fixed app's
 /// requests does sit over 100 ms in itself.
 fn names_nothing_false(run: &Run) -> bool {
-    causes(&run.report).iter().all(|k| {
-        (k == "tcp_retransmission" && run.kernel_retransmitted)
-            || k == "coordinated_omission"
-            || (k == "server_time" && server_time_confirmed(&run.report, &run.own))
-    })
+    causes_less_real_retransmissions(&run.report, &run.capture)
+        .iter()
+        .all(|k| {
+            k == "coordinated_omission"
+                || (k == "server_time" && server_time_confirmed(&run.report, &run.own))
+        })
 }
 
 fn top(run: &Run) -> Option<String> {
@@ -309,14 +309,11 @@ fn fanout_app_at_8_clients() {
             }
             // coordinated_omission is said of the load: its 8 connections
             // could not keep the schedule while the pages queued. A
-            // retransmission is real when the kernel counted one. A front
+            // retransmission is real where the capture shows it. A front
             // descheduled once on a loaded host is one page's stall, not
             // the service's own time (`thresholds::MIN_REQUEST_SHARE`).
-            let real = |k: &String| {
-                k == "pool_queueing"
-                    || k == "coordinated_omission"
-                    || (k == "tcp_retransmission" && run.kernel_retransmitted)
-            };
+            let real = |k: &String| k == "pool_queueing" || k == "coordinated_omission";
+            let kinds = causes_less_real_retransmissions(&run.report, &run.capture);
             assert!(kinds.iter().all(real), "pool {pool}: {kinds:?}");
         }
     }

@@ -48,6 +48,7 @@ fn exchange(
         thread: None,
         started_by: None,
         attribution: None,
+        rule: None,
         pool_wait_from_us: None,
         params_unknown: false,
         due_at_us: None,

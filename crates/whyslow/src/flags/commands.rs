@@ -138,6 +138,9 @@ pub struct DemoArgs {
     /// Only these scenarios (repeatable)
     #[arg(long = "only")]
     pub only: Vec<String>,
+    /// Keep each diagnosis's capture in DIR (SCENARIO-VARIANT[-under-load].pcapng)
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
     #[command(flatten)]
     pub output: Output,
 }

@@ -1,6 +1,7 @@
 //! Shared by the integration tests: run the binary, start lab servers.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -329,17 +330,103 @@ pub fn peak_rss_of(child: std::process::Child) -> i64 {
     usage.ru_maxrss
 }
 
-/// The kernel's count of TCP segments retransmitted (/proc/net/snmp).
-pub fn kernel_retransmits() -> u64 {
-    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
-    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
-    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
-        return 0;
-    };
-    names
-        .split_whitespace()
-        .zip(values.split_whitespace())
-        .find(|(n, _)| *n == "RetransSegs")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0)
+/// Retransmitted frames of `capture` as tshark reads it: frame number →
+/// seconds since the original transmission (`tcp.analysis.rto`), when
+/// tshark knows the original.
+fn tshark_retransmissions(capture: &Path) -> Result<HashMap<u64, Option<f64>>, String> {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(capture)
+        .args([
+            "-Y",
+            "tcp.analysis.retransmission || tcp.analysis.fast_retransmission",
+        ])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "tcp.analysis.rto",
+        ])
+        .output()
+        .map_err(|e| format!("tshark: {e}"))?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("tshark -r {}: {why}", capture.display()));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let frame = f.next()?.trim().parse().ok()?;
+            Some((frame, f.next().and_then(|r| r.trim().parse().ok())))
+        })
+        .collect())
+}
+
+/// Slack on a retransmission's wait against tshark's: both time the same
+/// two packets' timestamps, printed by tshark to the nanosecond.
+const WAIT_SLACK_US: f64 = 1.0;
+
+/// Whether a `tcp_retransmission` finding is real in `capture`, by a peer's
+/// reading of the same packets: every packet it cites is a retransmission
+/// to tshark (the kernel resent those bytes on that connection), and the
+/// wait it gives each is no longer than tshark's time since the original
+/// transmission (the cost is no larger than the wire shows). Never a
+/// host-wide counter: a retransmission elsewhere excuses nothing.
+pub fn retransmission_on_the_wire(
+    finding: &serde_json::Value,
+    capture: &Path,
+) -> Result<(), String> {
+    let resent = tshark_retransmissions(capture)?;
+    let evidence = finding["evidence"].as_array().cloned().unwrap_or_default();
+    let cited: Vec<&serde_json::Value> = evidence
+        .iter()
+        .filter(|e| e["packets"].is_array())
+        .collect();
+    if cited.is_empty() {
+        return Err(format!("no packet cited: {finding}"));
+    }
+    for e in cited {
+        for frame in e["packets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p.as_u64())
+        {
+            let Some(rto) = resent.get(&frame) else {
+                return Err(format!("frame {frame} is no retransmission to tshark: {e}"));
+            };
+            let waited = e["facts"]["after_us"].as_f64().unwrap_or(0.0);
+            if let Some(rto) = rto {
+                if waited > rto * 1e6 + WAIT_SLACK_US {
+                    return Err(format!(
+                        "frame {frame}: {waited} µs claimed, tshark {rto} s: {e}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The causes a report names, less a `tcp_retransmission` the capture it
+/// came from confirms (`retransmission_on_the_wire`); one it does not
+/// confirm stays named, with why.
+pub fn causes_less_real_retransmissions(report: &serde_json::Value, capture: &Path) -> Vec<String> {
+    causes(report)
+        .into_iter()
+        .filter_map(|kind| {
+            if kind != "tcp_retransmission" {
+                return Some(kind);
+            }
+            let f = finding(report, &kind)?;
+            match retransmission_on_the_wire(f, capture) {
+                Ok(()) => None,
+                Err(why) => Some(format!("{kind} ({why})")),
+            }
+        })
+        .collect()
 }
