@@ -22,10 +22,20 @@ impl<'a> Lane<'a> {
         exchanges.sort_by_key(|e| (e.request_first_at_us, e.id));
         // One request at a time is answered in order on these protocols, so
         // the unanswered ones ahead are a suffix and `head` only moves on.
+        // An exchange is done at the latest when a later one was answered:
+        // one whose answer the capture missed (a gap, a capture that began
+        // mid-response) no longer stands ahead of every exchange after it,
+        // which made a long-lived connection's lane quadratic.
+        let mut done_by = vec![u64::MAX; exchanges.len()];
+        let mut earliest = u64::MAX;
+        for (k, e) in exchanges.iter().enumerate().rev() {
+            earliest = earliest.min(e.response_last_at_us.unwrap_or(u64::MAX));
+            done_by[k] = earliest;
+        }
         let mut head = 0;
         let mut ahead_from = Vec::with_capacity(exchanges.len());
         for (j, b) in exchanges.iter().enumerate() {
-            while head < j && answered_by(exchanges[head], b.request_first_at_us) {
+            while head < j && done_by[head] <= b.request_first_at_us {
                 head += 1;
             }
             ahead_from.push(head);
@@ -40,11 +50,6 @@ impl<'a> Lane<'a> {
     pub fn ahead(&self, j: usize) -> &[&'a Exchange] {
         &self.exchanges[self.ahead_from[j]..j]
     }
-}
-
-/// `e`'s response had ended by `at` (an unanswered one never ends).
-fn answered_by(e: &Exchange, at: u64) -> bool {
-    e.response_last_at_us.is_some_and(|last| last <= at)
 }
 
 /// The connections on which one request at a time is answered, in order:
@@ -136,6 +141,43 @@ mod tests {
         e.role = ExchangeRole::Outbound;
         e.parent = parent;
         e
+    }
+
+    #[test]
+    fn an_exchange_whose_answer_was_missed_is_done_once_a_later_one_was_answered() {
+        // The first exchange's answer is not in the capture; the second was
+        // answered at 300, so by then both were done: nothing stands ahead
+        // of the third, nor of any after it.
+        let mut first = exchange(0, 1, (0, 10), (0, 0));
+        first.response_first_at_us = None;
+        first.response_last_at_us = None;
+        let mut list = vec![first];
+        for k in 1..6u64 {
+            list.push(exchange(
+                k as u32,
+                1,
+                (100 * k, 100 * k + 10),
+                (100 * k + 50, 100 * k + 60),
+            ));
+        }
+        let lane = Lane::new(list.iter().collect());
+        assert_eq!(lane.ahead(1).len(), 1, "the first may still be in the way");
+        for j in 2..6 {
+            assert!(
+                lane.ahead(j).is_empty(),
+                "exchange {j}: {:?}",
+                lane.ahead(j)
+            );
+        }
+        // Never answered, and nothing after it answered: it stays ahead.
+        let mut last = exchange(9, 1, (900, 910), (0, 0));
+        last.response_first_at_us = None;
+        last.response_last_at_us = None;
+        list.push(last);
+        list.push(exchange(10, 1, (1_000, 1_010), (0, 0)));
+        list[7].response_last_at_us = None;
+        let lane = Lane::new(list.iter().collect());
+        assert_eq!(lane.ahead(7).len(), 1);
     }
 
     #[test]

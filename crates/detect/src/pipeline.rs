@@ -4,7 +4,9 @@
 
 use crate::attribution;
 use crate::{background, breakdown, pool_queueing, request_calls, sql_summary};
-use whyslow_model::{Finding, ServiceChoice, ServiceHow, SqlSummary, TimeBreakdown, Timeline};
+use whyslow_model::{
+    CutEdges, Finding, ServiceChoice, ServiceHow, SqlSummary, TimeBreakdown, Timeline,
+};
 
 /// How the service under investigation was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,11 +70,16 @@ pub fn decide_service(timeline: &Timeline, given: Option<&[u16]>) -> Service {
 /// parents), runs every detector, marks background findings and breaks
 /// requests' time down. A whole capture goes through `windowed`.
 pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
+    analyze_within(timeline, service, CutEdges::default())
+}
+
+/// `analyze_as` on a window whose `edges` forced cuts made.
+pub fn analyze_within(timeline: &mut Timeline, service: Service, edges: CutEdges) -> Analysis {
     let service_ports = service.ports();
     let (backing, attributed) = if service_ports.is_empty() {
         (Vec::new(), attribution::Attributed::default())
     } else {
-        let attributed = attribution::attribute(timeline, &service_ports);
+        let attributed = attribution::attribute_within(timeline, &service_ports, edges);
         (
             attribution::nested_servers(timeline, &service_ports),
             attributed,

@@ -8,7 +8,7 @@ use crate::exchange_groups::ExchangeGroups;
 use crate::merge::{MergedBreakdowns, MergedFindings, MergedSql};
 use crate::pipeline::{self, Analysis, Service};
 use std::collections::{BTreeSet, HashMap, HashSet};
-use whyslow_model::{CaptureSummary, ExchangeRole, Timeline};
+use whyslow_model::{CaptureSummary, CutEdges, ExchangeRole, Timeline};
 
 /// How much of the timeline to keep as evidence.
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +124,11 @@ impl WindowedAnalysis {
     /// What is not kept as evidence stays in `t`, for the caller to drop
     /// or to reuse the vectors of.
     pub fn window(&mut self, t: &mut Timeline, headers: &HashSet<u32>) {
+        self.window_within(t, headers, CutEdges::default());
+    }
+
+    /// `window`, for one whose `edges` forced cuts made.
+    pub fn window_within(&mut self, t: &mut Timeline, headers: &HashSet<u32>, edges: CutEdges) {
         let service = self.decided(t);
         if let Scope::ServiceAndBacking { known } = &self.scope {
             let service_ports = service.ports();
@@ -131,7 +136,7 @@ impl WindowedAnalysis {
             servers.extend(service_ports.iter().chain(known));
             t.retain_servers(&servers);
         }
-        let a = pipeline::analyze_as(t, service);
+        let a = pipeline::analyze_within(t, service, edges);
         self.requests_answered += t
             .exchanges
             .iter()

@@ -101,7 +101,8 @@ impl WindowSink for Sink<'_> {
             let ports = self.whole.decided_ports(&w.timeline);
             *joined += index.annotate(&mut w.timeline, &ports) as u64;
         }
-        self.whole.window(&mut w.timeline, &w.headers);
+        self.whole
+            .window_within(&mut w.timeline, &w.headers, w.edges);
     }
 }
 

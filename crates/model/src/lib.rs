@@ -47,7 +47,7 @@ pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
     Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, WAITED_MIN_US,
 };
-pub use trace::{Attribution, AttributionCounts, Rule, Thread, ThreadStart, TraceId};
+pub use trace::{Attribution, AttributionCounts, CutEdges, Rule, Thread, ThreadStart, TraceId};
 
 /// Milliseconds for people, from microseconds kept internally.
 pub fn ms(us: u64) -> f64 {

@@ -238,3 +238,26 @@ mod tests {
         assert!(serde_json::from_str::<TraceId>("\"xyz\"").is_err());
     }
 }
+
+/// Where a window was cut while the service was never idle (a forced cut):
+/// calls near the cut may have been made for a request on the other side
+/// of it, which this window does not hold. Attribution declares them
+/// ambiguous unless exact evidence (trace context, thread, span) gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CutEdges {
+    /// Requests of the service still open at this window's end began from
+    /// here: calls begun from then on may be theirs.
+    pub open_from: Option<u64>,
+    /// The window before ended with requests of the service answered up to
+    /// here: calls begun before then may be theirs.
+    pub carried_until: Option<u64>,
+}
+
+impl CutEdges {
+    /// Whether a call begun at `at` may have been made for a request the
+    /// window does not hold.
+    pub fn near(&self, at: u64) -> bool {
+        self.open_from.is_some_and(|from| at >= from)
+            || self.carried_until.is_some_and(|until| at < until)
+    }
+}

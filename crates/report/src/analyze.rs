@@ -77,8 +77,9 @@ fn kept_notes(out: &mut String, s: &CaptureSummary) {
     if s.windows_forced > 0 {
         let _ = writeln!(
             out,
-            "{} window(s) were cut while a request of the service stayed open for long: \
-             calls near those cuts may be counted as made for no request",
+            "{} window(s) were cut while requests of the service were open (a service \
+             never idle): calls near those cuts count as ambiguous unless trace context \
+             or a thread gave them",
             s.windows_forced
         );
     }

@@ -20,7 +20,7 @@ use super::units::{Holder, Unit};
 use super::windows::{Window, Windows};
 use super::Attributed;
 use foldhash::{HashMap, HashMapExt, HashSet};
-use whyslow_model::{Attribution, Exchange, Rule};
+use whyslow_model::{Attribution, CutEdges, Exchange, Rule};
 
 /// Share of a request's window a unit must cover for timing to give it to
 /// that request: a call filling most of the time a request waited is that
@@ -54,6 +54,7 @@ pub enum Decision {
 pub fn decide(
     units: &[Unit],
     windows: &Windows,
+    edges: CutEdges,
     held: HashSet<(u32, Holder)>,
     same_kind: impl Fn(u32, u32) -> bool,
 ) -> Vec<Decision> {
@@ -65,10 +66,15 @@ pub fn decide(
     // placed by deduction.
     let mut one_each: HashMap<Holder, Vec<(usize, Vec<Window>)>> = HashMap::new();
     let mut found = Vec::new();
+    // Units near a forced cut, with the one request kind of their candidates.
+    let mut near = Vec::new();
     for (n, u) in units.iter().enumerate() {
         let complete = windows.enclosing(u.start, u.end, &mut found);
         let mut cands = std::mem::take(&mut found);
         cands.sort_by_key(|w| (fit(u, w), w.id));
+        if edges.near(u.start) {
+            near.push((n, kind_of(&cands, &same_kind)));
+        }
         let held_whole = matches!(
             u.holder,
             Holder::Trace | Holder::Run(_) | Holder::Transaction(_)
@@ -114,6 +120,16 @@ pub fn decide(
         out[*n] = pick(&units[*n], cands).unwrap_or(Decision::Ambiguous {
             kind_of: kind_of(cands, &same_kind),
         });
+    }
+    // Near a forced cut a candidate may sit in the next or the last window:
+    // the candidates seen here are not all there were, so a unit there is
+    // given by nothing seen here. It still takes its part in deduction,
+    // where leaving it out would free a request whose freedom runs through
+    // every overlapping request of the window.
+    for (n, kind_of) in near {
+        if matches!(out[n], Decision::Given(..) | Decision::Outside) {
+            out[n] = Decision::Ambiguous { kind_of };
+        }
     }
     out
 }

@@ -18,7 +18,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 pub use runs::{MIN_RUN_OPENERS, RUN_OPENER_SHARE};
 pub use units::interleaved;
 use units::{call_span, Holder};
-use whyslow_model::{Attribution, ExchangeRole, Rule, Timeline, TraceId};
+use whyslow_model::{Attribution, CutEdges, ExchangeRole, Rule, Timeline, TraceId};
 use windows::{Window, Windows};
 
 fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
@@ -93,6 +93,16 @@ impl HeldRuns {
 /// Marks roles, parents and attribution levels in place. `service_ports`:
 /// the service's own ports.
 pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
+    attribute_within(timeline, service_ports, CutEdges::default())
+}
+
+/// `attribute` in a window whose `edges` forced cuts made: a call near them
+/// that no exact evidence gives is ambiguous.
+pub fn attribute_within(
+    timeline: &mut Timeline,
+    service_ports: &[u16],
+    edges: CutEdges,
+) -> Attributed {
     let port = server_ports(timeline);
     let windows = windows_of(timeline, &port, service_ports);
     // Inbound trace id → the one request that carried it (None: several did).
@@ -158,7 +168,7 @@ pub fn attribute(timeline: &mut Timeline, service_ports: &[u16]) -> Attributed {
     }
     let kind_of = |id: u32| kinds().get(&id).copied();
     let same_kind = |a: u32, b: u32| kind_of(a).is_some_and(|k| Some(k) == kind_of(b));
-    let decisions = assign::decide(&units, &windows, held, same_kind);
+    let decisions = assign::decide(&units, &windows, edges, held, same_kind);
     assign::apply(&mut timeline.exchanges, &units, &decisions, &mut out);
     out
 }

@@ -321,3 +321,50 @@ fn deduction_and_timing_name_their_rules() {
     attribute(&mut t, &[8080]);
     assert_eq!(rules(&t), vec![Some(Rule::TraceGroup); 2]);
 }
+
+#[test]
+fn near_a_forced_cut_only_exact_evidence_gives_a_call() {
+    // Request 0 waits 0..1000 and is this window's only one; the window
+    // before ended with a request answered at 500, so the call at 300 may
+    // be that one's, and the call at 800 is request 0's alone.
+    let t = || Timeline {
+        connections: vec![conn(0, 8080), conn(1, 5432)],
+        exchanges: vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (300, 310), (350, 360)),
+            exchange(2, 1, (800, 810), (850, 860)),
+        ],
+    };
+    let edges = CutEdges {
+        open_from: None,
+        carried_until: Some(500),
+    };
+    let mut plain = t();
+    attribute(&mut plain, &[8080]);
+    assert_eq!(rules(&plain), vec![Some(Rule::SoleCandidate); 2]);
+    let mut cut = t();
+    attribute_within(&mut cut, &[8080], edges);
+    let amb = (None, Some(Attribution::Ambiguous));
+    assert_eq!(
+        levels(&cut),
+        vec![amb, (Some(0), Some(Attribution::Inferred))]
+    );
+    // Requests still open at the window's end began at 700: the call at
+    // 800 may be theirs too.
+    let edges = CutEdges {
+        open_from: Some(700),
+        carried_until: None,
+    };
+    let mut cut = t();
+    attribute_within(&mut cut, &[8080], edges);
+    assert_eq!(
+        levels(&cut),
+        vec![(Some(0), Some(Attribution::Inferred)), amb]
+    );
+    // Its trace id gives it all the same.
+    let mut cut = t();
+    cut.exchanges[0] = traced(cut.exchanges[0].clone(), 4);
+    cut.exchanges[2] = traced(cut.exchanges[2].clone(), 4);
+    attribute_within(&mut cut, &[8080], edges);
+    assert_eq!(rules(&cut)[1], Some(Rule::TraceContext));
+}

@@ -102,6 +102,8 @@ pub struct BindParser {
     num: [u8; 4],
     num_have: usize,
     params_left: u16,
+    /// Parameters the Bind carries.
+    pub params: u16,
     value: StreamHash,
     /// Statement literals + bind values; set once the statement name is read.
     pub digest: Option<ParamDigest>,
@@ -118,6 +120,7 @@ impl BindParser {
             num: [0; 4],
             num_have: 0,
             params_left: 0,
+            params: 0,
             value: StreamHash::default(),
             digest: None,
             complete: false,
@@ -183,6 +186,7 @@ impl BindParser {
             (Field::FormatCount, v) => Field::Formats(v as u32 * 2),
             (Field::ParamCount, v) => {
                 self.params_left = v as u16;
+                self.params = v as u16;
                 self.next_param()
             }
             (Field::ParamLen, -1) => {

@@ -3,8 +3,8 @@
 
 use super::bind::{BindParser, Prepared, MAX_NAME};
 use super::frame::{CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST};
+use super::prepared_before;
 use super::queue::{Pending, Wait};
-use super::UNKNOWN_STATEMENT;
 use super::{merge, PgAnalyzer, FUNCTION_CALL, LOST_TEXT, MAX_QUERY_STATEMENTS, MAX_QUERY_TEXT};
 use crate::digest::ParamDigest;
 use crate::normalize;
@@ -268,7 +268,10 @@ impl PgAnalyzer {
         let damaged = self.cmsg.damaged || !parser.complete;
         let (label, trace) = match self.statements.get(&parser.statement) {
             Some(s) => (s.label.clone(), s.trace),
-            None => (UNKNOWN_STATEMENT.into(), None),
+            None => {
+                let params = parser.complete.then_some(parser.params);
+                (prepared_before(&parser.statement, params), None)
+            }
         };
         let digest = parser.digest.filter(|_| !damaged);
         if let Some(d) = &digest {

@@ -47,7 +47,7 @@ use crate::{Sniff, Span, Start, StreamAnalyzer};
 use bind::{BindParser, Names};
 use frame::{Framer, Side, Step};
 use queue::{Pending, Queue};
-use whyslow_model::{Direction, Exchange, Protocol};
+use whyslow_model::{Direction, Exchange, Protocol, SmolStr};
 
 /// Query text kept from one Query/Parse message; past it the text is cut (the
 /// normalized label keeps only MAX_NORMALIZED = 300 chars anyway, and the
@@ -65,8 +65,42 @@ pub const MAX_QUERY_STATEMENTS: usize = 256;
 /// Message buffers bigger than this are released after their message.
 const KEEP_BUFFER: usize = 4096;
 
-/// Label of a Bind/Execute whose statement was parsed before the capture began.
+/// Label of a Bind/Execute whose unnamed statement was parsed before the
+/// capture began (a named one keeps its name: `prepared_before`).
 pub const UNKNOWN_STATEMENT: &str = "? (statement parsed before the capture)";
+/// Bytes of a statement's name shown in its label: generated names are short
+/// (pgJDBC's `S_3`, tokio-postgres' `s12`, Rails' `a12`) or a hash
+/// (pgx's `stmtcache_` and 40 hex digits).
+const SHOWN_NAME: usize = 64;
+
+/// The label of a statement prepared by name before the capture began, whose
+/// text the capture never saw. The name is the statement's identity on its
+/// connection, as good as its text for counting: executions of one name
+/// are one statement with other parameters, two names two statements.
+/// Generated names carry no literals; a byte that is not printable ASCII is
+/// shown as `?`.
+pub fn prepared_before(name: &[u8], params: Option<u16>) -> SmolStr {
+    if name.is_empty() {
+        return UNKNOWN_STATEMENT.into();
+    }
+    let shown: String = name
+        .iter()
+        .take(SHOWN_NAME)
+        .map(|&b| match b {
+            b'!'..=b'~' => b as char,
+            _ => '?',
+        })
+        .collect();
+    let cut = if name.len() > SHOWN_NAME { "…" } else { "" };
+    let params = match params {
+        Some(1) => ", 1 parameter".to_string(),
+        Some(n) => format!(", {n} parameters"),
+        None => String::new(),
+    };
+    SmolStr::from(format!(
+        "? (statement {shown}{cut}{params}, prepared before the capture)"
+    ))
+}
 /// Label of a Query/Parse whose text a capture gap took.
 pub const LOST_TEXT: &str = "? (query text lost in a capture gap)";
 pub const FUNCTION_CALL: &str = "function call";

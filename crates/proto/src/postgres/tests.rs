@@ -369,6 +369,52 @@ fn error_stops_the_rest_of_a_query() {
     assert_eq!(ex[1].response_packets, Some((4, 4)));
 }
 
+/// Statements prepared by name before the capture keep their name as their
+/// identity: executions of one name are one statement with other values,
+/// two names are two statements (pgJDBC past its prepare threshold sends
+/// only `S_n`, COMMIT included). The unnamed statement has no identity.
+#[test]
+fn statements_prepared_before_the_capture_are_told_apart_by_name() {
+    let mut to_server = Vec::new();
+    let mut to_client = Vec::new();
+    for (name, value) in [
+        ("S_3", Some(&b"1"[..])),
+        ("S_3", Some(&b"2"[..])),
+        ("S_4", Some(&b"1"[..])),
+        ("S_9", None),
+        ("", Some(&b"1"[..])),
+    ] {
+        let values: Vec<Option<&[u8]>> = value.into_iter().map(Some).collect();
+        to_server.extend(cat(&[bind(name, &values), execute(0), sync()]));
+        to_client.extend(cat(&[msg(b'2', b""), complete("SELECT 1"), ready(b'I')]));
+    }
+    let c: Chunks = vec![(ToServer, to_server), (ToClient, to_client)];
+    let (ex, err) = run_from(Start::MidStream, &c);
+    assert_eq!(err, None);
+    let l = labels(&ex);
+    assert_eq!(l.len(), 5, "{l:?}");
+    assert_eq!(l[0], l[1], "one statement, other values");
+    assert_ne!(ex[0].params_digest, ex[1].params_digest);
+    assert_ne!(l[0], l[2], "two names, two statements");
+    assert_eq!(
+        l[2],
+        "? (statement S_4, 1 parameter, prepared before the capture)"
+    );
+    assert_eq!(
+        l[3],
+        "? (statement S_9, 0 parameters, prepared before the capture)"
+    );
+    assert_eq!(l[4], UNKNOWN_STATEMENT);
+    // A name is shown printable and bounded, whatever the client sent.
+    let odd = prepared_before(&[b'a', 0xff, b'\n', b'b'], Some(2));
+    assert_eq!(
+        odd,
+        "? (statement a??b, 2 parameters, prepared before the capture)"
+    );
+    let long = prepared_before(&[b'x'; 300], None);
+    assert!(long.len() < 120 && long.contains("…"), "{long}");
+}
+
 #[test]
 fn midstream_statement_parsed_before_the_capture() {
     let mut c: Chunks = vec![
@@ -388,7 +434,10 @@ fn midstream_statement_parsed_before_the_capture() {
     ];
     let (ex, err) = run_from(Start::MidStream, &c);
     assert_eq!(err, None);
-    assert_eq!(labels(&ex), [UNKNOWN_STATEMENT]);
+    assert_eq!(
+        labels(&ex),
+        ["? (statement S_7, 1 parameter, prepared before the capture)"]
+    );
     assert_eq!(ex[0].rows, Some(1));
     assert!(ex[0].params_digest.is_some());
     // Client bytes starting inside a message: resync on the next one; a

@@ -243,7 +243,10 @@ fn statement_map_is_bounded() {
     let ex = a.finish();
     assert_eq!(
         labels(&ex),
-        [UNKNOWN_STATEMENT.to_string(), norm("SELECT c1400 FROM t")]
+        [
+            prepared_before(b"S_0", Some(0)).to_string(),
+            norm("SELECT c1400 FROM t")
+        ]
     );
 }
 

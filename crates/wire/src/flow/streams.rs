@@ -55,6 +55,11 @@ pub struct Streams {
     pub(super) service: Option<Vec<u16>>,
     /// Exchanges waiting that are requests of the service.
     pub(super) service_waiting: usize,
+    /// No window is ready before this many exchanges wait (`take_window`).
+    pub(super) retry_at: usize,
+    /// After a forced cut: the latest answer of the window it ended, for
+    /// the next window's edges.
+    pub(super) carried_until: Option<u64>,
     /// Capacity of the last window's vector (see `make_room`).
     pub(super) room: usize,
     /// Exchanges completed by the chunk being fed (reused buffer).
@@ -126,6 +131,8 @@ impl Streams {
             waiting: Default::default(),
             service: None,
             service_waiting: 0,
+            retry_at: 0,
+            carried_until: None,
             room: 0,
             scratch: Vec::new(),
             counters: FlowCounts::default(),
