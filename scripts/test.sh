@@ -45,7 +45,10 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
-cargo test --workspace 2>&1 | tee target/test.log
+# Every test binary runs, whatever failed before it: the closing line counts them all.
+cargo test --workspace --no-fail-fast 2>&1 | tee target/test.log
+echo "== long captures (short): the bench's steps on the test build"
+BIN=target/debug/whyslow SECS="1 3" RUNS=1 CHECK_ONLY=1 bench/analyze_long_captures.sh
 if [ -d fuzz ]; then
   echo "== fuzz (short)"
   scripts/fuzz-smoke.sh

@@ -10,6 +10,13 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
+/// A body no larger than TCP's initial congestion window (10 segments of
+/// 1 460 bytes: RFC 6928, Linux's default since 2.6.39) leaves in one
+/// flight: when it still took long after the first byte, the server paced
+/// its writes (a long-poll, a stream of events), and its size is not why.
+/// Seen on a real capture: a 252-byte long-poll answer spread over 30.9 s.
+pub const ONE_FLIGHT_BYTES: u64 = 10 * 1_460;
+
 /// One finding per server whose responses' transfer dominated.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut hits: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
@@ -19,7 +26,10 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             continue;
         };
         let transfer = last.saturating_sub(first);
-        if transfer < SLOW_PART_US || (transfer as f64) <= DOMINANT_SHARE * e.duration_us() as f64 {
+        if transfer < SLOW_PART_US
+            || (transfer as f64) <= DOMINANT_SHARE * e.duration_us() as f64
+            || e.response_bytes <= ONE_FLIGHT_BYTES
+        {
             continue;
         }
         let compressed = if e.response_encoded {
@@ -99,6 +109,25 @@ mod tests {
         assert_eq!(f[0].time_lost_per_occurrence_us, 200_000);
         assert!(f[0].summary.contains("132653 bytes"));
         assert!(f[0].summary.contains("1 of 1 were not compressed"));
+    }
+
+    #[test]
+    fn a_long_poll_is_not_a_large_response() {
+        // 252 bytes answered over 30.9 s: the server paced its writes.
+        let mut e = exchange(0, 0, (0, 100), (1_000, 30_900_000));
+        e.response_bytes = 252;
+        let t = Timeline {
+            connections: vec![conn(0, 8080)],
+            exchanges: vec![e.clone()],
+        };
+        assert!(detect(&t).is_empty());
+        // The same time for a body several flights long is its size's.
+        e.response_bytes = 4 * super::ONE_FLIGHT_BYTES;
+        let t = Timeline {
+            connections: vec![conn(0, 8080)],
+            exchanges: vec![e],
+        };
+        assert_eq!(detect(&t).len(), 1);
     }
 
     #[test]

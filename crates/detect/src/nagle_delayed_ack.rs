@@ -84,8 +84,14 @@ fn stall(conn: &Connection, s1: &Segment, s2: &Segment, d: Direction) -> Option<
         .iter()
         .find(|a| a.direction == d.reverse() && a.at_us >= s1.at_us && a.acked_offset >= s1_end)?;
     let ack_delay = ack.at_us - s1.at_us;
-    let released_after_ack = s2.at_us >= ack.at_us && s2.at_us - ack.at_us <= NAGLE_RELEASE_MAX_US;
-    let delayed = (DELAYED_ACK_MIN_US..=DELAYED_ACK_MAX_US).contains(&ack_delay);
+    // What the path itself takes: an ACK comes back a round trip after
+    // the data left, delayed or not (a 210 ms path made every ACK look
+    // delayed). Known from the handshake when the capture saw it.
+    let path = round_trip(conn);
+    let released_after_ack =
+        s2.at_us >= ack.at_us && s2.at_us - ack.at_us <= NAGLE_RELEASE_MAX_US + path;
+    let held = ack_delay.saturating_sub(path);
+    let delayed = (DELAYED_ACK_MIN_US..=DELAYED_ACK_MAX_US).contains(&held);
     (!ack.piggybacked && delayed && released_after_ack).then(|| Stall {
         connection: conn.id,
         direction: d,
@@ -96,6 +102,16 @@ fn stall(conn: &Connection, s1: &Segment, s2: &Segment, d: Direction) -> Option<
         ack_delay_us: ack_delay,
         time_lost_us: s2.at_us - s1.at_us,
     })
+}
+
+/// The connection's round trip, from its handshake (SYN to the ACK of the
+/// SYN/ACK: a full round trip wherever the capture sat); 0 when the capture
+/// began after it.
+fn round_trip(conn: &Connection) -> u64 {
+    match (conn.syn_at_us, conn.established_at_us) {
+        (Some(syn), Some(done)) => done.saturating_sub(syn),
+        _ => 0,
+    }
 }
 
 fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Finding> {
@@ -202,6 +218,31 @@ mod tests {
         });
         assert_eq!(f.len(), 1);
         assert!(f[0].summary.contains("responses") && f[0].summary.contains("the server split"));
+    }
+
+    #[test]
+    fn an_ack_a_long_path_took_is_no_delayed_ack() {
+        // A 210 ms round trip (the handshake's): every ACK comes back 208 ms
+        // or more after the data, delayed or not. Nagle's hold on the second
+        // segment is then the path, not a delayed ACK.
+        let mut b = ConnBuilder::new(1, 40000);
+        b.conn.established_at_us = Some(1_210_000);
+        split_request(&mut b, 2_000_000, 208_000, false);
+        split_request(&mut b, 3_000_000, 209_000, false);
+        let t = Timeline {
+            connections: vec![b.conn.clone()],
+            exchanges: vec![],
+        };
+        assert!(detect(&t).is_empty());
+        // The same path with the receiver's 40 ms on top of it is one.
+        let mut b = ConnBuilder::new(1, 40000);
+        b.conn.established_at_us = Some(1_210_000);
+        split_request(&mut b, 2_000_000, 250_000, false);
+        let t = Timeline {
+            connections: vec![b.conn],
+            exchanges: vec![],
+        };
+        assert_eq!(detect(&t).len(), 1);
     }
 
     #[test]

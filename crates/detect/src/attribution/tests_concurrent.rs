@@ -368,3 +368,24 @@ fn near_a_forced_cut_only_exact_evidence_gives_a_call() {
     attribute_within(&mut cut, &[8080], edges);
     assert_eq!(rules(&cut)[1], Some(Rule::TraceContext));
 }
+
+#[test]
+fn a_request_whose_answer_the_capture_lost_waited_until_the_next_one_on_its_connection() {
+    // Request 0's response was lost (a capture gap); request 2 on the same
+    // connection began at 1200, so 0 was answered before then. The call at
+    // 1500..1600 is request 2's alone, not one request 0 may have made.
+    let mut t = Timeline {
+        connections: vec![conn(0, 8080), conn(1, 5432)],
+        exchanges: vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (300, 310), (350, 360)),
+            exchange(2, 0, (1200, 1210), (2000, 2010)),
+            exchange(3, 1, (1500, 1510), (1590, 1600)),
+        ],
+    };
+    t.exchanges[0].response_first_at_us = None;
+    t.exchanges[0].response_last_at_us = None;
+    attribute(&mut t, &[8080]);
+    let inf = Some(Attribution::Inferred);
+    assert_eq!(levels(&t), vec![(Some(0), inf), (Some(2), inf)]);
+}

@@ -154,7 +154,22 @@ pub fn check_partial_request(head: &[u8]) -> Result<(), String> {
     }
 }
 
+/// The version of a status line spelled as RFC 9112 §2.3 wants it
+/// ("HTTP", case-sensitive): servers that write `http/1.1` exist and
+/// clients accept them; httparse does not.
+fn canonical_version(head: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match head.get(..5) {
+        Some(v) if v != b"HTTP/" && v.eq_ignore_ascii_case(b"HTTP/") => {
+            let mut owned = head.to_vec();
+            owned[..5].copy_from_slice(b"HTTP/");
+            std::borrow::Cow::Owned(owned)
+        }
+        _ => std::borrow::Cow::Borrowed(head),
+    }
+}
+
 pub fn check_partial_response(head: &[u8]) -> Result<(), String> {
+    let head = &canonical_version(head)[..];
     let mut headers = slots();
     let mut resp = httparse::Response::new(&mut []);
     match httparse::ParserConfig::default().parse_response_with_uninit_headers(
@@ -179,6 +194,7 @@ pub fn parse_response(head: &[u8]) -> Result<ResponseHead, String> {
 /// while it is incomplete: the one reading of response framing that the
 /// capture analyzer and the client share.
 pub fn parse_response_prefix(buf: &[u8]) -> Result<Option<(usize, ResponseHead)>, String> {
+    let buf = &canonical_version(buf)[..];
     let mut headers = slots();
     let mut resp = httparse::Response::new(&mut []);
     let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(

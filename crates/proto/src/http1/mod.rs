@@ -165,8 +165,10 @@ impl Http1Analyzer {
     }
 
     /// True when the first bytes of a client stream look like an HTTP/1
-    /// request line: a known method followed by a space. `None` when too few
-    /// bytes are there to tell.
+    /// request line: a common method followed by a space, or any other
+    /// method token (RFC 9110 §9: WebDAV's, `QUERY`, a custom one) whose
+    /// line names an HTTP/1 version. `None` when too few bytes are there to
+    /// tell.
     pub fn looks_like_request(data: &[u8]) -> Option<bool> {
         const METHODS: [&[u8]; 9] = [
             b"GET ",
@@ -189,10 +191,10 @@ impl Http1Analyzer {
                 undecided = true;
             }
         }
-        if undecided {
-            None
-        } else {
-            Some(false)
+        match (undecided, other_method_line(data)) {
+            (_, Some(true)) => Some(true),
+            (true, _) | (_, None) => None,
+            (false, Some(false)) => Some(false),
         }
     }
 
@@ -296,7 +298,18 @@ impl Http1Analyzer {
         let head = self
             .response_memo
             .parse(self.resp.complete_head(consumed), head::parse_response)?;
-        let p = self.answering().ok_or("HTTP response without a request")?;
+        let Some(p) = self.answering() else {
+            // A response no request waits for (a server that answers one
+            // request twice, a request lost before the capture): its body
+            // is framed and skipped, and the pairs after it are kept.
+            self.note.get_or_insert_with(|| {
+                "an HTTP response without a request (skipped; later pairs kept)".into()
+            });
+            if self.resp.start_body(head.body(false)) {
+                self.response_done();
+            }
+            return Ok(());
+        };
         let is_head = p.head.is_head;
         let is_connect = p.head.is_connect;
         let switching = head.status == 101 || (is_connect && (200..300).contains(&head.status));
@@ -517,5 +530,31 @@ impl Http1Analyzer {
             self.hunt[i] = Hunt::InLine;
         }
         Some(data)
+    }
+}
+
+/// Bytes of a request line searched for its HTTP version when the method is
+/// not a common one: request targets are rarely longer (servers refuse
+/// lines past 8 KiB; most stay far below).
+const OTHER_METHOD_LINE: usize = 2048;
+
+/// Whether `data` starts with a request line of a method token (RFC 9110
+/// §5.6.2 tchar) other than the common ones: `TOKEN SP … SP HTTP/1.x`. A
+/// memcached or Redis inline command (`get key`, `set k v`) has a token and
+/// a space too, but no HTTP version on its line. None: no line end yet.
+fn other_method_line(data: &[u8]) -> Option<bool> {
+    let is_tchar = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    let token = data.iter().take_while(|b| is_tchar(b)).count();
+    if token == data.len() {
+        return (token >= OTHER_METHOD_LINE).then_some(false);
+    }
+    if token == 0 || data[token] != b' ' {
+        return Some(false);
+    }
+    let line = &data[..data.len().min(OTHER_METHOD_LINE)];
+    match line.iter().position(|&b| b == b'\n') {
+        Some(end) => Some(line[..end].windows(8).any(|w| w == b" HTTP/1.")),
+        None if line.len() < OTHER_METHOD_LINE => None,
+        None => Some(false),
     }
 }

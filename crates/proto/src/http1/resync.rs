@@ -23,7 +23,8 @@ fn is_start(rest: &[u8], request: bool) -> bool {
     if request {
         Http1Analyzer::looks_like_request(rest) == Some(true)
     } else {
-        rest.starts_with(STATUS_LINE)
+        rest.get(..STATUS_LINE.len())
+            .is_some_and(|v| v.eq_ignore_ascii_case(STATUS_LINE))
     }
 }
 

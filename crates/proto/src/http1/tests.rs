@@ -298,7 +298,31 @@ fn looks_like_request_needs_a_method() {
         Http1Analyzer::looks_like_request(b"\x16\x03\x01"),
         Some(false)
     );
-    assert_eq!(Http1Analyzer::looks_like_request(b"GETX"), Some(false));
+    // Any method token, when its line names an HTTP/1 version (RFC 9110).
+    assert_eq!(Http1Analyzer::looks_like_request(b"GETX"), None);
+    for line in [
+        &b"PROPFIND /dav/ HTTP/1.1\r\n"[..],
+        b"QUERY /search HTTP/1.1\r\n",
+        b"PURGE /cache/x HTTP/1.0\n",
+    ] {
+        assert_eq!(Http1Analyzer::looks_like_request(line), Some(true));
+    }
+    assert_eq!(
+        Http1Analyzer::looks_like_request(b"PROPFIND /dav/ HTT"),
+        None
+    );
+    // Not a request line: a memcached or Redis inline command.
+    assert_eq!(
+        Http1Analyzer::looks_like_request(b"get user:1\r\n"),
+        Some(false)
+    );
+    assert_eq!(
+        Http1Analyzer::looks_like_request(b"set k 0 0 5\r\nhello\r\n"),
+        Some(false)
+    );
+    assert_eq!(Http1Analyzer::looks_like_request(b"PING\r\n"), Some(false));
+    let long = [b"X ".to_vec(), vec![b'a'; 4096]].concat();
+    assert_eq!(Http1Analyzer::looks_like_request(&long), Some(false));
 }
 
 /// A snapshot length that cuts each segment's tail leaves a gap that ends
@@ -462,4 +486,40 @@ fn traceparent_names_the_exchange_trace() {
     );
     assert_eq!(ex[1].trace, None);
     assert!(err.unwrap().contains("traceparent shorter"), "a clear note");
+}
+
+/// A server that answers one GET three times: the extra responses wait for
+/// no request; they are skipped and the pairs after them kept.
+#[test]
+fn responses_without_a_request_are_skipped_and_later_pairs_kept() {
+    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let three = [&ok[..], ok, ok].concat();
+    let (ex, err) = run(&[
+        (ToServer, &b"GET /a HTTP/1.1\r\n\r\n"[..]),
+        (ToClient, &three[..]),
+        (ToServer, &b"GET /b HTTP/1.1\r\n\r\n"[..]),
+        (ToClient, &b"HTTP/1.1 204 No Content\r\n\r\n"[..]),
+    ]);
+    let labels: Vec<&str> = ex.iter().map(|e| e.request.as_str()).collect();
+    assert_eq!(labels, ["GET /a", "GET /b"]);
+    assert_eq!(ex[1].status, Some(Status::Http(204)));
+    assert!(err.unwrap_or_default().contains("without a request"));
+}
+
+/// `http/1.1 200 OK`: a version in lower case, which clients accept.
+#[test]
+fn a_status_line_in_lower_case_is_read() {
+    let (ex, err) = run(&[
+        (ToServer, &b"GET /a HTTP/1.1\r\n\r\n"[..]),
+        (
+            ToClient,
+            &b"http/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"[..],
+        ),
+        (ToServer, &b"GET /b HTTP/1.1\r\n\r\n"[..]),
+        (ToClient, &b"HTTP/1.1 204 No Content\r\n\r\n"[..]),
+    ]);
+    assert_eq!(err, None);
+    assert_eq!(ex.len(), 2);
+    assert_eq!(ex[0].status, Some(Status::Http(200)));
+    assert_eq!(ex[0].response_bytes, 40);
 }

@@ -12,7 +12,15 @@ pub use crate::sniff::SNIFF_BYTES as SNIFF_WINDOW;
 /// Inline commands accepted as a stream's first bytes. Only Redis commands
 /// memcached's text protocol lacks (no GET/SET/DELETE/INCR/STATS/VERSION/
 /// QUIT/WATCH/SHUTDOWN), none an HTTP method.
-const INLINE_WORDS: [&[u8]; 16] = [
+const INLINE_WORDS: [&[u8]; 24] = [
+    b"PUBLISH",
+    b"EXISTS",
+    b"HGET",
+    b"HSET",
+    b"LPUSH",
+    b"RPUSH",
+    b"EXPIRE",
+    b"SCAN",
     b"PING",
     b"HELLO",
     b"AUTH",
@@ -145,8 +153,14 @@ fn multibulk_at(data: &[u8], full: bool) -> Option<bool> {
     Some(number_line(data, at + 1, false)? != 0)
 }
 
-/// Does `data` begin a Redis client stream (`Start::Beginning`)?
+/// Does `data` begin a Redis client stream (`Start::Beginning`)? Blank
+/// lines before the first command are skipped, as Redis skips them.
 pub fn sniff_beginning(data: &[u8]) -> Sniff {
+    let blank = data
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
+    let data = &data[blank..];
     match data.first() {
         None => Sniff::NeedMore,
         Some(b'*') => to_sniff(multibulk_at(data, false)),

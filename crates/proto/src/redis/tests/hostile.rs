@@ -188,6 +188,11 @@ fn sniff_beginning_and_mid_stream() {
     assert_eq!(b(b"PIN"), Sniff::NeedMore);
     assert_eq!(b(b"PING\r"), Sniff::NeedMore);
     assert_eq!(b(b"PINGS\r\n"), Sniff::No);
+    // Redis skips blank lines before a command, and knows more than these.
+    assert_eq!(b(b"\r\n\r\nPING\r\n"), Sniff::Yes);
+    assert_eq!(b(b"\n*1\r\n$4\r\nPING\r\n"), Sniff::Yes);
+    assert_eq!(b(b"\r\n"), Sniff::NeedMore);
+    assert_eq!(b(b"PUBLISH news hello\r\n"), Sniff::Yes);
     for memcached in [
         &b"get foo\r\n"[..],
         b"set k 0 0 1\r\nx\r\n",
@@ -300,4 +305,19 @@ fn gap_past_the_end_of_a_large_value_completes_its_command() {
     a.on_data(S, b"+OK\r\n$1\r\n2\r\n", 3, 3);
     assert_eq!(a.finish().len(), 2);
     assert!(a.error().is_none(), "{:?}", a.error());
+}
+
+#[test]
+fn blank_lines_before_inline_commands_are_skipped_as_redis_skips_them() {
+    let (ex, err) = run(
+        Start::Beginning,
+        &[
+            (C, b"\r\n\r\nPUBLISH news hello\r\n\nPING\r\n".to_vec()),
+            (S, b":1\r\n+PONG\r\n".to_vec()),
+        ],
+    );
+    assert_eq!(err, None);
+    assert_eq!(labels(&ex).len(), 2, "{:?}", labels(&ex));
+    assert!(labels(&ex)[0].starts_with("PUBLISH"), "{:?}", labels(&ex));
+    assert_eq!(labels(&ex)[1], "PING");
 }
