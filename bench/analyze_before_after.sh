@@ -58,15 +58,8 @@ http=$(capture_of analyze_vs_tshark)
 echo "== capture: backing"
 backing=$(capture_of analyze_backing_vs_tshark)
 echo "== capture: lab orm-storm, 16 clients, ${LAB_SECS}s, no trace context"
-"$after" lab run orm-storm >"$dir/lab.out" 2>&1 &
-lab_pid=$!
-url=
-for _ in $(seq 100); do
-  url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+/[^ ]*' "$dir/lab.out" | head -1 || true)
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "the lab did not start: $(cat "$dir/lab.out")" >&2; exit 1; }
+start_lab "$after" orm-storm "$dir"
+url=$lab_url
 lab=$dir/lab.pcapng
 sudo_if_needed "$after" capture -i lo -w "$lab" -- \
   "$after" load -q -c 16 --duration "${LAB_SECS}s" --trace-context off "$url" 2>&1 |

@@ -38,15 +38,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" lab run orm-storm >"$dir/lab.out" 2>&1 &
-lab_pid=$!
-url=
-for _ in $(seq 100); do
-  url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+/[^ ]*' "$dir/lab.out" | head -1 || true)
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-[ -n "$url" ] || { echo "the lab did not start: $(cat "$dir/lab.out")" >&2; exit 1; }
+start_lab "$bin" orm-storm "$dir"
+url=$lab_url
 # Warm-up: the pool's connections open and every statement is prepared by
 # name before any capture begins, as in production.
 "$bin" load -q -c 16 --duration 3s --trace-context off "$url" >/dev/null 2>&1

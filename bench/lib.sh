@@ -143,3 +143,19 @@ stop_backed_service() {
   done
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 }
+
+# start_lab BIN SCENARIO DIR: `BIN lab run SCENARIO` in the background; sets
+# lab_pid and lab_url (the first URL it prints), or fails with its output.
+start_lab() {
+  local bin=$1 name=$2 dir=$3
+  "$bin" lab run "$name" >"$dir/lab.out" 2>&1 &
+  lab_pid=$!
+  lab_url=
+  for _ in $(seq 100); do
+    lab_url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+/[^ ]*' "$dir/lab.out" | head -1 || true)
+    [ -n "$lab_url" ] && return 0
+    sleep 0.1
+  done
+  echo "the lab did not start: $(cat "$dir/lab.out")" >&2
+  return 1
+}

@@ -2,7 +2,7 @@
 //! A gate fails only on a change compare calls significant, so noise between
 //! two runs of the same build never fails it.
 
-use whyslow_model::{Change, CheckResult, ComparedStat};
+use whyslow_model::{Change, CheckResult, ComparedStat, ShiftTest};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gate {
@@ -59,23 +59,40 @@ fn parse_one(rule: &str) -> Result<Gate, String> {
 }
 
 impl Gate {
-    /// Checks the gate against the compared statistics. `mains`: the
-    /// metrics a rule without one means; it holds in each of them, and the
-    /// result is the first that fails, else the first.
-    pub fn check(&self, stats: &[ComparedStat], mains: &[String]) -> CheckResult {
+    /// Checks the gate against the compared statistics and the shift tests
+    /// of whole distributions. `mains`: the metrics a rule without one
+    /// means; it holds in each of them, and the result is the first that
+    /// fails, else the first.
+    pub fn check(
+        &self,
+        stats: &[ComparedStat],
+        shifts: &[ShiftTest],
+        mains: &[String],
+    ) -> CheckResult {
         let metrics: Vec<&str> = match &self.metric {
             Some(m) => vec![m.as_str()],
             None => mains.iter().map(String::as_str).collect(),
         };
-        let results: Vec<CheckResult> = metrics.iter().map(|m| self.check_one(stats, m)).collect();
+        let results: Vec<CheckResult> = metrics
+            .iter()
+            .map(|m| self.check_one(stats, shifts, m))
+            .collect();
         let first_failed = results.iter().position(|r| !r.passed).unwrap_or(0);
         results
             .into_iter()
             .nth(first_failed)
-            .unwrap_or_else(|| self.check_one(stats, "total"))
+            .unwrap_or_else(|| self.check_one(stats, shifts, "total"))
     }
 
-    fn check_one(&self, stats: &[ComparedStat], metric: &str) -> CheckResult {
+    /// A percentile's own interval needs many samples to exclude the other
+    /// run's (of five requests, the median's 95 % interval spans them all);
+    /// a diagnosis probes a handful. So a move past the limit also fails the
+    /// gate when the whole distribution shifted the same way (Mann–Whitney).
+    fn check_one(&self, stats: &[ComparedStat], shifts: &[ShiftTest], metric: &str) -> CheckResult {
+        let shifted = shifts
+            .iter()
+            .find(|t| t.metric == metric)
+            .is_some_and(|t| t.change == Change::Slower);
         let found = stats
             .iter()
             .find(|s| s.metric == metric && s.stat == self.stat);
@@ -87,7 +104,7 @@ impl Gate {
         };
         // Without samples there is no test: the point estimates decide.
         let regressed = found.is_some_and(|s| {
-            matches!(s.change, Change::Slower | Change::NotTested) && observed > limit
+            (matches!(s.change, Change::Slower | Change::NotTested) || shifted) && observed > limit
         });
         CheckResult {
             rule: self.rule.clone(),
@@ -97,6 +114,10 @@ impl Gate {
             passed: found.is_some() && !regressed,
             worst: match found {
                 None => Some(format!("no {metric} {} in both files", self.stat)),
+                Some(s) if shifted && s.change != Change::Slower => Some(format!(
+                    "{metric} {}: slower (the whole distribution, Mann–Whitney)",
+                    self.stat
+                )),
                 Some(s) => Some(format!("{metric} {}: {}", self.stat, s.change.as_str())),
             },
         }
@@ -137,29 +158,46 @@ mod tests {
     fn fails_only_on_significant_regressions_past_the_limit() {
         let g = &parse("p99>+10%").unwrap()[0];
         assert!(
-            !g.check(&[stat(Change::Slower, 1000, 2000)], &["total".into()])
+            !g.check(&[stat(Change::Slower, 1000, 2000)], &[], &["total".into()])
                 .passed
         );
         assert!(
-            g.check(&[stat(Change::Slower, 1000, 1050)], &["total".into()])
+            g.check(&[stat(Change::Slower, 1000, 1050)], &[], &["total".into()])
+                .passed
+        );
+        let unmoved = [stat(Change::NoSignificantChange, 1000, 2000)];
+        assert!(g.check(&unmoved, &[], &["total".into()]).passed);
+        // The percentile's interval could not tell, the whole distribution
+        // did: the move past the limit fails the gate.
+        let shift = |change| ShiftTest {
+            metric: "total".into(),
+            a_count: 5,
+            b_count: 5,
+            b_slower_probability: 1.0,
+            p_value: 0.008,
+            change,
+        };
+        let failed = g.check(&unmoved, &[shift(Change::Slower)], &["total".into()]);
+        assert!(!failed.passed);
+        assert!(failed
+            .worst
+            .unwrap()
+            .contains("slower (the whole distribution"));
+        let unshifted = [shift(Change::NoSignificantChange)];
+        assert!(g.check(&unmoved, &unshifted, &["total".into()]).passed);
+        assert!(
+            g.check(&[stat(Change::Faster, 2000, 1000)], &[], &["total".into()])
                 .passed
         );
         assert!(
-            g.check(
-                &[stat(Change::NoSignificantChange, 1000, 2000)],
+            !g.check(
+                &[stat(Change::NotTested, 1000, 2000)],
+                &[],
                 &["total".into()]
             )
             .passed
         );
-        assert!(
-            g.check(&[stat(Change::Faster, 2000, 1000)], &["total".into()])
-                .passed
-        );
-        assert!(
-            !g.check(&[stat(Change::NotTested, 1000, 2000)], &["total".into()])
-                .passed
-        );
         // A rule naming nothing that was compared cannot pass.
-        assert!(!g.check(&[], &["total".into()]).passed);
+        assert!(!g.check(&[], &[], &["total".into()]).passed);
     }
 }

@@ -65,7 +65,10 @@ pub fn compare(a: &Run, b: &Run, gates: &[Gate]) -> Result<Comparison, String> {
                 .into(),
         );
     }
-    let checks = gates.iter().map(|g| g.check(&stats, &mains)).collect();
+    let checks = gates
+        .iter()
+        .map(|g| g.check(&stats, &shifts, &mains))
+        .collect();
     Ok(Comparison {
         schema_version: SCHEMA_VERSION,
         command: a.command.clone(),

@@ -104,29 +104,30 @@ fn statement(id: u32, connection: u32, (start, end): (u64, u64), tx: TxState) ->
     e
 }
 
-#[test]
-fn transactions_are_placed_whole_and_jointly() {
-    // Request 0 [0, 1000] runs a transaction 20 → 980 on connection 2.
-    // Request 1 [100, 3000] waited for the pool and runs its own 1500 → 2900
-    // on the same connection. The first transaction is inside both windows:
-    // request 0 brackets it tightly, and request 1 holds the second.
-    let (i, t_, idle) = (
-        TxState::InTransaction,
-        TxState::InTransaction,
-        TxState::Idle,
-    );
-    let mut t = Timeline {
+/// Request 0 [0, 1000] runs a transaction 20 → 980 on connection 2.
+/// Request 1 [100, 3000] waited for the pool and runs its own 1500 → 2900
+/// on the same connection.
+fn two_transactions() -> Timeline {
+    let (i, idle) = (TxState::InTransaction, TxState::Idle);
+    Timeline {
         connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 5432)],
         exchanges: vec![
             exchange(0, 0, (0, 10), (1000, 1010)),
             exchange(1, 1, (100, 110), (3000, 3010)),
             statement(2, 2, (20, 40), i),
-            statement(3, 2, (500, 520), t_),
+            statement(3, 2, (500, 520), i),
             statement(4, 2, (960, 980), idle),
             statement(5, 2, (1500, 1520), i),
             statement(6, 2, (2880, 2900), idle),
         ],
-    };
+    }
+}
+
+#[test]
+fn transactions_are_placed_whole_and_jointly() {
+    // The first transaction is inside both windows: request 0 brackets it
+    // tightly, and request 1 holds the second.
+    let mut t = two_transactions();
     attribute(&mut t, &[8080]);
     let inf = Some(Attribution::Inferred);
     let want = [0, 0, 0, 1, 1].map(|p| (Some(p), inf));
@@ -296,19 +297,7 @@ fn deduction_and_timing_name_their_rules() {
     attribute(&mut t, &[8080]);
     assert_eq!(rules(&t), vec![Some(Rule::Bracket)]);
     // Transactions placed whole, jointly.
-    let (i, idle) = (TxState::InTransaction, TxState::Idle);
-    let mut t = Timeline {
-        connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 5432)],
-        exchanges: vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
-            exchange(1, 1, (100, 110), (3000, 3010)),
-            statement(2, 2, (20, 40), i),
-            statement(3, 2, (500, 520), i),
-            statement(4, 2, (960, 980), idle),
-            statement(5, 2, (1500, 1520), i),
-            statement(6, 2, (2880, 2900), idle),
-        ],
-    };
+    let mut t = two_transactions();
     attribute(&mut t, &[8080]);
     assert_eq!(rules(&t), vec![Some(Rule::Transaction); 5]);
     // A trace the service started, placed whole.
