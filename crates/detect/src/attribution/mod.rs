@@ -1,84 +1,58 @@
 //! Which inbound request was each backing call made for? Exchanges to the
-//! service under test are inbound; the rest are outbound calls. Each call
-//! says how it was given to its request, strongest evidence first: its
-//! trace id (exact), the thread that handled the request (exact), a trace
-//! group or transaction placed whole, timing that tells one request apart —
-//! or it is declared ambiguous and kept out of per-request evidence.
+//! service under test are inbound; the rest are outbound calls. The rules
+//! run in one order, strongest evidence first (`CALL_RULES`, then
+//! `UNIT_RULES`); each decides only the calls no earlier rule decided and
+//! writes to one side table (`table`), naming itself. A call no rule gives
+//! is ambiguous, kept out of per-request evidence. A new rule is one file
+//! in `rules/` and one line in a list.
 
-mod assign;
+mod deduction;
 mod matching;
+mod rules;
 mod runs;
+mod scene;
+mod servers;
 mod shapes;
-mod threads;
+mod table;
 mod units;
 mod windows;
 
-pub use assign::{BRACKET_MARGIN, FILL_SHARE};
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashSet};
+pub use rules::bracket::{BRACKET_MARGIN, FILL_SHARE};
 pub use runs::{MIN_RUN_OPENERS, RUN_OPENER_SHARE};
+use scene::Scene;
+use servers::server_ports;
+pub use servers::{find_service, nested_servers};
+use table::{Decision, Table};
 pub use units::interleaved;
-use units::{call_span, Holder};
-use whyslow_model::{Attribution, CutEdges, Exchange, ExchangeRole, Rule, Timeline, TraceId};
-use windows::{Window, Windows};
+use units::{Holder, Unit};
+use whyslow_model::{Attribution, CutEdges, Exchange, ExchangeRole, Timeline};
 
-fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
-    t.connections
-        .iter()
-        .map(|c| (c.id, c.server.port()))
-        .collect()
-}
+/// A rule on single calls: it reads the exchanges and the table.
+type CallRule = fn(&[Exchange], &mut Table);
+/// A rule on units of calls (`units`): it reads them and the table.
+type UnitRule = fn(&Scene, &mut Table);
 
-/// Windows of the exchanges to servers on `ports`. An unanswered request
-/// waits until its connection closed, or to the end of the capture — but on
-/// a connection that carries one request at a time (no HTTP/2 stream), no
-/// longer than until the next request on it began: its answer came before
-/// that, and a capture that lost it (a gap, a drop) must not leave it
-/// waiting through every later call.
-fn windows_of(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows {
-    let closed: HashMap<u32, u64> = t
-        .connections
-        .iter()
-        .filter(|c| c.closed_by.is_some())
-        .map(|c| (c.id, c.last_at_us))
-        .collect();
-    let inbound = |e: &&Exchange| port.get(&e.connection).is_some_and(|p| ports.contains(p));
-    // Each one-at-a-time connection's request starts, sorted.
-    let mut starts: HashMap<u32, Vec<u64>> = HashMap::new();
-    for e in t
-        .exchanges
-        .iter()
-        .filter(inbound)
-        .filter(|e| e.stream.is_none())
-    {
-        starts
-            .entry(e.connection)
-            .or_default()
-            .push(e.request_first_at_us);
-    }
-    for v in starts.values_mut() {
-        v.sort_unstable();
-    }
-    let next_request = |e: &Exchange| {
-        let v = starts.get(&e.connection).filter(|_| e.stream.is_none())?;
-        let i = v.partition_point(|&s| s <= e.request_first_at_us);
-        v.get(i).copied()
-    };
-    Windows::new(
-        t.exchanges
-            .iter()
-            .filter(inbound)
-            .map(|e| Window {
-                start: e.request_first_at_us,
-                answer: e
-                    .response_first_at_us
-                    .or_else(|| next_request(e))
-                    .or_else(|| closed.get(&e.connection).copied())
-                    .unwrap_or(u64::MAX),
-                id: e.id,
-            })
-            .collect(),
-    )
-}
+/// The rules that place a call on its own evidence: the source's span
+/// parent, the trace id a request carried, the thread that read it.
+const CALL_RULES: [CallRule; 3] = [
+    rules::span_parent::place,
+    rules::trace_context::place,
+    rules::thread::place,
+];
+
+/// Then, on the calls left, grouped into units (a trace the service
+/// started, a transaction, a run on a checked-out connection, a call of a
+/// fingerprint, a single call): deduction for what a request holds one of,
+/// then a sole candidate, then timing.
+const UNIT_RULES: [UnitRule; 6] = [
+    rules::trace_group::place,
+    rules::transaction::place,
+    rules::checkout::place,
+    rules::fingerprint::place,
+    rules::sole_candidate::place,
+    rules::bracket::place,
+];
 
 /// What attribution found besides the parents and levels it set.
 #[derive(Debug, Default)]
@@ -131,10 +105,44 @@ pub fn attribute_within(
     edges: CutEdges,
 ) -> Attributed {
     let port = server_ports(timeline);
-    let windows = windows_of(timeline, &port, service_ports);
-    // Inbound trace id → the one request that carried it (None: several did).
-    let mut inbound_trace: HashMap<TraceId, Option<u32>> = HashMap::new();
-    for e in timeline.exchanges.iter_mut() {
+    let windows = windows::requests(timeline, &port, service_ports);
+    mark_roles(timeline, &port, service_ports);
+    let exchanges = &timeline.exchanges;
+    let mut table = Table::new(exchanges.len());
+    for rule in CALL_RULES {
+        rule(exchanges, &mut table);
+    }
+    let mut scene = Scene::new(exchanges, &port);
+    let units = units::build(exchanges, &table, &port);
+    let mut units = runs::join(units, exchanges, &answers(exchanges), &port);
+    if units.iter().any(|u| u.holder == Holder::Call) {
+        shapes::mark(&mut units, exchanges, &port, scene.kinds());
+    }
+    units::enclose(&mut units, &windows);
+    for u in units.iter().filter(|u| u.complete && u.cands.is_empty()) {
+        table.decide_unit(u, Decision::Outside);
+    }
+    scene.units = units;
+    for rule in UNIT_RULES {
+        rule(&scene, &mut table);
+    }
+    for u in &scene.units {
+        if table.unit_open(u) {
+            table.decide_unit(u, scene.ambiguous(u));
+        }
+    }
+    near_cut_edges(&scene, edges, &mut table);
+    let out = Attributed {
+        repeated_traces: rules::trace_context::repeated(exchanges),
+        ..Attributed::default()
+    };
+    let units = std::mem::take(&mut scene.units);
+    apply(&mut timeline.exchanges, &units, &table, out)
+}
+
+/// Each exchange's role: inbound to the service's ports, else outbound.
+fn mark_roles(t: &mut Timeline, port: &HashMap<u32, u16>, service_ports: &[u16]) {
+    for e in t.exchanges.iter_mut() {
         let inbound = port
             .get(&e.connection)
             .is_some_and(|p| service_ports.contains(p));
@@ -143,211 +151,74 @@ pub fn attribute_within(
         } else {
             ExchangeRole::Outbound
         };
-        // A span's parent is the source's own word: kept (`given_by_span`).
-        if inbound || !given_by_span(e) {
-            e.parent = None;
-            e.attribution = None;
-            e.rule = None;
-        } else {
-            e.rule = Some(Rule::SpanParent);
-        }
-        if inbound {
-            if let Some(t) = e.trace {
-                inbound_trace
-                    .entry(t)
-                    .and_modify(|id| *id = None)
-                    .or_insert(Some(e.id));
-            }
+    }
+}
+
+/// Near a forced cut a candidate may sit in the next or the last window:
+/// the candidates seen here are not all there were, so a unit there is
+/// given by nothing seen here. It still took its part in deduction, where
+/// leaving it out would free a request whose freedom runs through every
+/// overlapping request of the window.
+fn near_cut_edges(s: &Scene, edges: CutEdges, table: &mut Table) {
+    for u in s.units.iter().filter(|u| edges.near(u.start)) {
+        let decided = u.calls.first().and_then(|&i| table.get(i));
+        if matches!(decided, Some(Decision::Given(..) | Decision::Outside)) {
+            table.overrule_unit(u, s.ambiguous(u));
         }
     }
-    let mut out = Attributed {
-        repeated_traces: inbound_trace.values().filter(|id| id.is_none()).count(),
-        ..Attributed::default()
-    };
-    let (exact, mut todo, traced) = by_trace(timeline, &inbound_trace);
-    let mut held = HashSet::new();
-    for &(i, id) in &exact {
-        let e = &mut timeline.exchanges[i];
-        (e.parent, e.attribution, e.rule) = match id {
-            Some(id) => {
-                held.insert((id, Holder::Trace));
-                let rule = Rule::TraceContext;
-                (Some(id), Some(Attribution::TraceContext), Some(rule))
+}
+
+/// Writes the table onto the exchanges: parents, levels and rules; into
+/// `out`, each ambiguous call's request kind when its candidates agree, and
+/// the runs on held connections: who holds one, and which ambiguous calls
+/// were in one.
+fn apply(
+    exchanges: &mut [Exchange],
+    units: &[Unit],
+    table: &Table,
+    mut out: Attributed,
+) -> Attributed {
+    for (n, u) in units.iter().enumerate() {
+        let Holder::Run(server) = u.holder else {
+            continue;
+        };
+        match u.calls.first().and_then(|&i| table.get(i)) {
+            Some(Decision::Given(id, ..)) => {
+                out.held_runs.given.insert((id, server));
             }
-            None => (None, Some(Attribution::Ambiguous), None),
+            Some(Decision::Ambiguous { .. }) => {
+                for &i in &u.calls {
+                    let call = exchanges[i].id;
+                    out.held_runs.ambiguous.insert(call, (server, n as u32));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (i, e) in exchanges.iter_mut().enumerate() {
+        (e.parent, e.attribution, e.rule) = match table.get(i) {
+            None | Some(Decision::Outside) => (None, None, None),
+            Some(Decision::Given(id, how, rule)) => (Some(id), Some(how), Some(rule)),
+            Some(Decision::Ambiguous { kind_of }) => {
+                if let Some(k) = kind_of {
+                    out.ambiguous_kind.insert(e.id, k);
+                }
+                (None, Some(Attribution::Ambiguous), None)
+            }
         };
     }
-    for (i, id) in threads::given(&timeline.exchanges, &mut todo) {
-        let e = &mut timeline.exchanges[i];
-        (e.parent, e.attribution, e.rule) =
-            (Some(id), Some(Attribution::Thread), Some(Rule::Thread));
-    }
-    let units = units::build(&timeline.exchanges, &todo, &traced, &port);
-    let mut units = runs::join(units, &timeline.exchanges, &answers(timeline), &port);
-    // Inbound request → (server port, request kind), built only when a call
-    // is left to timing: a call of a shape each request of a kind made once
-    // is placed by deduction, and an ambiguous call still counts for its
-    // kind when every candidate was of it.
-    let kind = std::cell::OnceCell::new();
-    let kinds = || kind.get_or_init(|| request_kinds(timeline, &port));
-    if units.iter().any(|u| u.holder == Holder::Call) {
-        shapes::mark(&mut units, &timeline.exchanges, &port, kinds());
-    }
-    let kind_of = |id: u32| kinds().get(&id).copied();
-    let same_kind = |a: u32, b: u32| kind_of(a).is_some_and(|k| Some(k) == kind_of(b));
-    let decisions = assign::decide(&units, &windows, edges, held, same_kind);
-    assign::apply(&mut timeline.exchanges, &units, &decisions, &mut out);
     out
 }
 
-/// A call a trace source gave its request (its span's parent), before
-/// attribution ran.
-fn given_by_span(e: &whyslow_model::Exchange) -> bool {
-    e.attribution == Some(Attribution::Span) && e.parent.is_some()
-}
-
 /// When the inbound requests were answered (first response byte), sorted.
-fn answers(t: &Timeline) -> Vec<u64> {
-    let mut out: Vec<u64> = t
-        .exchanges
+fn answers(exchanges: &[Exchange]) -> Vec<u64> {
+    let mut out: Vec<u64> = exchanges
         .iter()
         .filter(|e| e.role == ExchangeRole::Inbound)
         .filter_map(|e| e.response_first_at_us)
         .collect();
     out.sort_unstable();
     out
-}
-
-/// Each inbound request's server port and request kind.
-fn request_kinds<'t>(t: &'t Timeline, port: &HashMap<u32, u16>) -> HashMap<u32, (u16, &'t str)> {
-    t.exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound)
-        .map(|e| {
-            let p = port.get(&e.connection).copied().unwrap_or(0);
-            (e.id, (p, e.request.as_str()))
-        })
-        .collect()
-}
-
-/// Outbound calls by what their trace id says: (index, request) given
-/// exactly (None: the trace id repeats across requests), the indices
-/// of calls without a trace, and calls of traces no request carried, by trace.
-#[allow(clippy::type_complexity)]
-fn by_trace(
-    t: &Timeline,
-    inbound_trace: &HashMap<TraceId, Option<u32>>,
-) -> (
-    Vec<(usize, Option<u32>)>,
-    Vec<usize>,
-    HashMap<TraceId, Vec<usize>>,
-) {
-    let mut exact = Vec::new();
-    let mut todo = Vec::new();
-    let mut traced: HashMap<TraceId, Vec<usize>> = HashMap::new();
-    for (i, e) in t.exchanges.iter().enumerate() {
-        if e.role != ExchangeRole::Outbound || given_by_span(e) {
-            continue;
-        }
-        match e.trace.map(|t| (t, inbound_trace.get(&t))) {
-            Some((_, Some(&id))) => exact.push((i, id)),
-            Some((t, None)) => traced.entry(t).or_default().push(i),
-            None => todo.push(i),
-        }
-    }
-    (exact, todo, traced)
-}
-
-/// Share of the exchanges on a server's backing connections (those that
-/// carried a call inside the service's requests) that must fall inside them:
-/// unrelated traffic on the same host lands inside them only by chance, and
-/// rarely for nearly all of its exchanges.
-const NESTED_SHARE: f64 = 0.9;
-/// Share of a server's connections that must be backing connections: a
-/// writer connection whose asynchronous writes outlive every request sits
-/// beside a reader connection (case 004's fix); many short unrelated
-/// connections landing inside requests by chance do not make a backing server.
-const BACKING_CONNECTION_SHARE: f64 = 0.5;
-
-/// Servers (ports) whose exchanges happen while the service's own requests
-/// wait for an answer: its backing services, seen from the wire alone.
-pub fn nested_servers(t: &Timeline, service_ports: &[u16]) -> Vec<u16> {
-    nesting(t, service_ports).0
-}
-
-/// Exchanges inside the service's requests, and in all, on one connection.
-#[derive(Default, Clone, Copy)]
-struct Nested {
-    inside: usize,
-    all: usize,
-}
-
-/// Backing servers of `service_ports` and how many of their exchanges nest.
-fn nesting(t: &Timeline, service_ports: &[u16]) -> (Vec<u16>, usize) {
-    let port = server_ports(t);
-    let windows = windows_of(t, &port, service_ports);
-    let mut per_conn: HashMap<u32, Nested> = HashMap::new();
-    for e in &t.exchanges {
-        if port
-            .get(&e.connection)
-            .is_none_or(|p| service_ports.contains(p))
-        {
-            continue;
-        }
-        let (start, end) = call_span(e);
-        let c = per_conn.entry(e.connection).or_default();
-        c.inside += usize::from(windows.any_encloses(start, end));
-        c.all += 1;
-    }
-    // Per server: (connections, backing connections, their exchanges inside, in all).
-    let mut per_server: HashMap<u16, (usize, usize, Nested)> = HashMap::new();
-    for (conn, n) in per_conn {
-        let s = per_server.entry(port[&conn]).or_default();
-        s.0 += 1;
-        if n.inside > 0 {
-            s.1 += 1;
-            s.2.inside += n.inside;
-            s.2.all += n.all;
-        }
-    }
-    let mut out = Vec::new();
-    let mut nested = 0;
-    for (p, (conns, backing, n)) in per_server {
-        let enough_conns = backing as f64 >= BACKING_CONNECTION_SHARE * conns as f64;
-        if n.inside > 0 && enough_conns && n.inside as f64 >= NESTED_SHARE * n.all as f64 {
-            out.push(p);
-            nested += n.inside;
-        }
-    }
-    out.sort_unstable();
-    (out, nested)
-}
-
-/// Server ports tried as the service under investigation, busiest first:
-/// a capture of a host's loopback holds few servers; a bound keeps a capture
-/// with thousands of them from costing thousands of passes.
-const SERVICE_CANDIDATES: usize = 16;
-
-/// The service under investigation, found from the wire: the server whose
-/// requests enclose the most exchanges of other servers (its backing
-/// calls). None when no server's requests enclose any.
-pub fn find_service(t: &Timeline) -> Option<u16> {
-    let port = server_ports(t);
-    let mut busy: HashMap<u16, usize> = HashMap::new();
-    for e in &t.exchanges {
-        if let Some(&p) = port.get(&e.connection) {
-            *busy.entry(p).or_default() += 1;
-        }
-    }
-    let mut ports: Vec<(usize, u16)> = busy.into_iter().map(|(p, n)| (n, p)).collect();
-    ports.sort_unstable_by(|a, b| b.cmp(a));
-    ports
-        .iter()
-        .take(SERVICE_CANDIDATES)
-        .map(|&(_, p)| (nesting(t, &[p]).1, p))
-        .filter(|&(nested, _)| nested > 0)
-        .max_by_key(|&(nested, p)| (nested, std::cmp::Reverse(p)))
-        .map(|(_, p)| p)
 }
 
 #[cfg(test)]

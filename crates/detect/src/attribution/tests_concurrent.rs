@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::testkit::{conn, exchange};
-use whyslow_model::{Exchange, Protocol, TxState};
+use whyslow_model::{Exchange, Protocol, Rule, TraceId, TxState};
 
 fn traced(mut e: Exchange, trace: u128) -> Exchange {
     e.trace = Some(TraceId(trace));

@@ -3,8 +3,10 @@
 //! by one request's session from BEGIN to COMMIT), a run of calls on a
 //! held connection (`runs`), or a single call.
 
+use super::table::Table;
+use super::windows::{Window, Windows};
 use foldhash::{HashMap, HashMapExt, HashSet};
-use whyslow_model::{Exchange, ExchangeRole, Protocol, TraceId, TxState};
+use whyslow_model::{Attribution, Exchange, ExchangeRole, Protocol, TraceId, TxState};
 
 /// What makes a unit one request's, and so what a request can hold only
 /// one of at a time.
@@ -37,6 +39,10 @@ pub struct Unit {
     /// pipelined): calls of requests in flight together interleave there,
     /// and timing alone cannot say whose a call is.
     pub interleaved: bool,
+    /// The requests whose windows enclose the unit, closest bracket first.
+    pub cands: Vec<Window>,
+    /// Whether `cands` holds every such request (`Windows::enclosing`).
+    pub complete: bool,
 }
 
 impl Unit {
@@ -47,6 +53,8 @@ impl Unit {
             end: 0,
             holder,
             interleaved: false,
+            cands: Vec::new(),
+            complete: true,
         }
     }
 
@@ -60,6 +68,24 @@ impl Unit {
     pub fn len(&self) -> u64 {
         self.end.saturating_sub(self.start)
     }
+
+    /// The level the unit is given at when not by its own id or thread: a
+    /// trace group's calls share a trace the service started.
+    pub fn level(&self) -> Attribution {
+        match self.holder {
+            Holder::Trace => Attribution::TraceGroup,
+            _ => Attribution::Inferred,
+        }
+    }
+
+    /// One of the candidates when every one is of its kind.
+    pub fn kind_of(&self, same_kind: impl Fn(u32, u32) -> bool) -> Option<u32> {
+        let first = self.cands.first()?.id;
+        self.cands
+            .iter()
+            .all(|w| same_kind(first, w.id))
+            .then_some(first)
+    }
 }
 
 /// A call's span: first request byte → last response byte (last request
@@ -71,15 +97,22 @@ pub fn call_span(e: &Exchange) -> (u64, u64) {
     )
 }
 
-/// The units of the outbound exchanges at `todo` (indices, in capture
-/// order): `traced` ones grouped by trace, PostgreSQL statements by
-/// transaction, the rest alone. `port`: each connection's server port.
-pub fn build(
-    exchanges: &[Exchange],
-    todo: &[usize],
-    traced: &HashMap<TraceId, Vec<usize>>,
-    port: &HashMap<u32, u16>,
-) -> Vec<Unit> {
+/// The units of the outbound calls no rule decided alone: those of a trace
+/// (no inbound request carried it) grouped by trace, PostgreSQL statements
+/// by transaction, the rest alone. `port`: each connection's server port.
+pub fn build(exchanges: &[Exchange], table: &Table, port: &HashMap<u32, u16>) -> Vec<Unit> {
+    let mut todo = Vec::new();
+    let mut traced: HashMap<TraceId, Vec<usize>> = HashMap::new();
+    let open = exchanges
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| e.role == ExchangeRole::Outbound && table.is_open(*i));
+    for (i, e) in open {
+        match e.trace {
+            Some(t) => traced.entry(t).or_default().push(i),
+            None => todo.push(i),
+        }
+    }
     let mut units: Vec<Unit> = Vec::with_capacity(todo.len());
     for calls in traced.values() {
         let mut u = Unit::new(Holder::Trace);
@@ -94,7 +127,7 @@ pub fn build(
     }));
     // Per connection: the transaction being read, if any.
     let mut open: HashMap<u32, Unit> = HashMap::new();
-    for &i in todo {
+    for &i in &todo {
         let e = &exchanges[i];
         debug_assert_eq!(e.role, ExchangeRole::Outbound);
         let in_tx = e.protocol == Protocol::Postgres
@@ -127,6 +160,17 @@ pub fn build(
     units.extend(open.into_values());
     units.sort_unstable_by_key(|u| (u.start, u.end, u.calls.first().copied()));
     units
+}
+
+/// Fills each unit's candidates: the requests whose windows enclose it,
+/// closest bracket first.
+pub fn enclose(units: &mut [Unit], windows: &Windows) {
+    for u in units {
+        let mut cands = std::mem::take(&mut u.cands);
+        u.complete = windows.enclosing(u.start, u.end, &mut cands);
+        cands.sort_by_key(|w| (w.slack(u.start, u.end), w.id));
+        u.cands = cands;
+    }
 }
 
 /// Connections on which a call started before an earlier one ended

@@ -3,6 +3,9 @@
 //! this call inside some window?" is one binary search, and "which
 //! windows?" walks back only over windows that could still contain it.
 
+use foldhash::{HashMap, HashMapExt};
+use whyslow_model::{Exchange, Timeline};
+
 /// One inbound request's window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Window {
@@ -86,6 +89,58 @@ impl Windows {
         }
         false
     }
+}
+
+/// Windows of the exchanges to servers on `ports`. An unanswered request
+/// waits until its connection closed, or to the end of the capture — but on
+/// a connection that carries one request at a time (no HTTP/2 stream), no
+/// longer than until the next request on it began: its answer came before
+/// that, and a capture that lost it (a gap, a drop) must not leave it
+/// waiting through every later call.
+pub fn requests(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows {
+    let closed: HashMap<u32, u64> = t
+        .connections
+        .iter()
+        .filter(|c| c.closed_by.is_some())
+        .map(|c| (c.id, c.last_at_us))
+        .collect();
+    let inbound = |e: &&Exchange| port.get(&e.connection).is_some_and(|p| ports.contains(p));
+    // Each one-at-a-time connection's request starts, sorted.
+    let mut starts: HashMap<u32, Vec<u64>> = HashMap::new();
+    for e in t
+        .exchanges
+        .iter()
+        .filter(inbound)
+        .filter(|e| e.stream.is_none())
+    {
+        starts
+            .entry(e.connection)
+            .or_default()
+            .push(e.request_first_at_us);
+    }
+    for v in starts.values_mut() {
+        v.sort_unstable();
+    }
+    let next_request = |e: &Exchange| {
+        let v = starts.get(&e.connection).filter(|_| e.stream.is_none())?;
+        let i = v.partition_point(|&s| s <= e.request_first_at_us);
+        v.get(i).copied()
+    };
+    Windows::new(
+        t.exchanges
+            .iter()
+            .filter(inbound)
+            .map(|e| Window {
+                start: e.request_first_at_us,
+                answer: e
+                    .response_first_at_us
+                    .or_else(|| next_request(e))
+                    .or_else(|| closed.get(&e.connection).copied())
+                    .unwrap_or(u64::MAX),
+                id: e.id,
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]

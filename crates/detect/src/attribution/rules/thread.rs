@@ -10,8 +10,9 @@
 //! started by one request lives on to serve others, and is not that
 //! request's.
 
+use crate::attribution::table::{Decision, Table};
 use foldhash::{HashMap, HashMapExt};
-use whyslow_model::{Exchange, ExchangeRole, Thread, ThreadStart};
+use whyslow_model::{Attribution, Exchange, ExchangeRole, Rule, Thread, ThreadStart};
 
 /// How long after its request was answered a thread started for it may be
 /// seen ending. Python's `join` returns once the thread's interpreter state
@@ -43,6 +44,15 @@ fn requests_by_thread(exchanges: &[Exchange]) -> HashMap<Thread, Vec<Held>> {
         held.sort_unstable();
     }
     out
+}
+
+pub fn place(exchanges: &[Exchange], table: &mut Table) {
+    let mut todo: Vec<usize> = (0..exchanges.len())
+        .filter(|&i| exchanges[i].role == ExchangeRole::Outbound && table.is_open(i))
+        .collect();
+    for (i, id) in given(exchanges, &mut todo) {
+        table.decide(i, Decision::Given(id, Attribution::Thread, Rule::Thread));
+    }
 }
 
 /// (index, request) of each call at `todo` its thread gives to a request;

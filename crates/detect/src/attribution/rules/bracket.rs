@@ -1,0 +1,57 @@
+//! A single call goes by timing only when it clearly can: it fills most of
+//! one request's window and that request brackets it far more tightly than
+//! any other. Among several candidates, a call on a connection that
+//! interleaves calls of requests in flight together is never timed
+//! (measured on the lab's HTTP/2 fan-out at 16 clients: a fifth of the
+//! calls timing gave there went to the wrong request).
+
+use crate::attribution::scene::Scene;
+use crate::attribution::table::{Decision, Table};
+use crate::attribution::units::{Holder, Unit};
+use crate::attribution::windows::Window;
+use whyslow_model::Rule;
+
+/// Share of a request's window a unit must cover for timing to give it to
+/// that request: a call filling most of the time a request waited is that
+/// request's work; a short call fits every request in flight alike.
+pub const FILL_SHARE: f64 = 0.5;
+/// How much looser the next candidate's bracket must be: twice the slack
+/// (arrival → unit start plus unit end → answer). Nearer than that, the
+/// two are near-equal and the unit is ambiguous — never a guess.
+pub const BRACKET_MARGIN: u64 = 2;
+/// And looser by at least this much: on a loaded host a runnable thread
+/// may wait the scheduler's minimum granularity before it runs (CFS: 0.75
+/// ms by default, more with more CPUs), which moves a call's start or an
+/// answer's write. A bracket tighter by less than that is noise.
+pub const BRACKET_MIN_US: u64 = 1_000;
+
+pub fn place(s: &Scene, table: &mut Table) {
+    for u in &s.units {
+        let single = matches!(u.holder, Holder::Call | Holder::Shape(..));
+        if !single || !u.complete || u.interleaved || !table.unit_open(u) {
+            continue;
+        }
+        if let Some(w) = clearest(u) {
+            table.decide_unit(u, Decision::Given(w.id, u.level(), Rule::Bracket));
+        }
+    }
+}
+
+/// Whether a fit of `best` is clearly tighter than one of `next`.
+fn clearly_below(best: u64, next: u64) -> bool {
+    next >= BRACKET_MARGIN * best.max(1) && next - best >= BRACKET_MIN_US
+}
+
+/// The first candidate (they are sorted by slack) when `u` fills
+/// FILL_SHARE of its window and its slack is clearly below the next one's.
+fn clearest(u: &Unit) -> Option<&Window> {
+    let slack = |w: &Window| w.slack(u.start, u.end);
+    let best = u.cands.first()?;
+    let tight = slack(best);
+    let fills = u.len() as f64 >= FILL_SHARE * best.len() as f64;
+    let clear = u
+        .cands
+        .get(1)
+        .is_none_or(|next| clearly_below(tight, slack(next)));
+    (fills && clear).then_some(best)
+}

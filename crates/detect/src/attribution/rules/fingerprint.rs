@@ -1,0 +1,24 @@
+//! A call of a fingerprint (server, statement, parameters) the capture
+//! holds exactly as many of as requests of one kind (`shapes`): each
+//! request of that kind made one, requests of other kinds none, wherever
+//! its connection's calls interleave. Placed by deduction among the
+//! requests of that kind; what deduction leaves, timing may still give.
+
+use crate::attribution::deduction;
+use crate::attribution::scene::Scene;
+use crate::attribution::table::Table;
+use crate::attribution::units::Holder;
+use whyslow_model::Rule;
+
+pub fn place(s: &Scene, table: &mut Table) {
+    deduction::place_each(&s.units, table, Rule::Fingerprint, |u| match u.holder {
+        Holder::Shape(_, kind) if u.complete => {
+            let cands = u.cands.iter().map(|w| w.id);
+            Some((
+                u.holder,
+                cands.filter(|&id| s.same_kind(id, kind)).collect(),
+            ))
+        }
+        _ => None,
+    });
+}
