@@ -105,18 +105,11 @@ fn summaries_are_compared_not_tested() {
 fn findings_that_came_and_went() {
     use whyslow_model::{Finding, Severity};
     let f = |kind, lost| Finding {
-        facts: Default::default(),
-        kind,
-        severity: Severity::Warning,
-        summary: String::new(),
         time_lost_us: lost,
         time_lost_per_occurrence_us: lost,
         occurrences: 1,
         evidence: vec![],
-        fix: String::new(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+        ..Finding::new(kind, Severity::Warning, String::new(), "")
     };
     let mut a = run("diagnose", vec![1, 2, 3]);
     a.findings = vec![f(FindingKind::NagleDelayedAck, 40_000)];

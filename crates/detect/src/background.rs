@@ -72,10 +72,6 @@ mod tests {
 
     fn stall_at(connection: u32, at_us: u64) -> Finding {
         Finding {
-            facts: Default::default(),
-            kind: FindingKind::NagleDelayedAck,
-            severity: Severity::Critical,
-            summary: String::new(),
             time_lost_us: 40_000,
             time_lost_per_occurrence_us: 40_000,
             occurrences: 1,
@@ -86,10 +82,12 @@ mod tests {
                 at_us,
                 note: String::new(),
             }],
-            fix: String::new(),
-            background: false,
-            symptom_of: None,
-            subject: String::new(),
+            ..Finding::new(
+                FindingKind::NagleDelayedAck,
+                Severity::Critical,
+                String::new(),
+                "",
+            )
         }
     }
 

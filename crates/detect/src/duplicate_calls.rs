@@ -76,9 +76,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 FindingKind::DuplicateCalls,
                 Severity::Warning,
                 hits,
-                summary,
-                fix.into(),
-            );
+                summary, fix);
             f.subject = format!("{server} {shape}");
             f
         })
@@ -88,12 +86,8 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use whyslow_model::{Finding, Timeline};
 
-    /// The detector over a hand-built timeline's requests.
-    fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::request_calls::by_request(t))
-    }
+    crate::testkit::detect_on_requests!();
     use crate::n_plus_one::tests::statements;
 
     #[test]

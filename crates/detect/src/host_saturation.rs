@@ -74,15 +74,6 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
                 facts: facts(r)
                     .with("intervals_saturated", hits.len() as f64)
                     .with("intervals_sampled", samples.len() as f64),
-                kind: FindingKind::HostSaturated,
-                severity: Severity::Warning,
-                summary: format!(
-                    "this host's {name} was saturated in {} of {} intervals sampled ({}): \
-                     latency measured then includes the host's own queueing",
-                    hits.len(),
-                    samples.len(),
-                    describe(r)
-                ),
                 time_lost_us: 0,
                 time_lost_per_occurrence_us: 0,
                 occurrences: hits.len() as u32,
@@ -98,10 +89,18 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
                         ),
                     })
                     .collect(),
-                fix: fix(name).into(),
-                background: false,
-                symptom_of: None,
-                subject: String::new(),
+                ..Finding::new(
+                    FindingKind::HostSaturated,
+                    Severity::Warning,
+                    format!(
+                        "this host's {name} was saturated in {} of {} intervals sampled ({}): \
+                     latency measured then includes the host's own queueing",
+                        hits.len(),
+                        samples.len(),
+                        describe(r)
+                    ),
+                    fix(name).into(),
+                )
             }
         })
         .collect()

@@ -79,7 +79,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 Severity::Warning,
                 hits,
                 summary,
-                fix.into(),
+                fix,
             )
         })
         .collect()
@@ -87,12 +87,9 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use whyslow_model::{Finding, Timeline};
+    use whyslow_model::Timeline;
 
-    /// The detector over a hand-built timeline's requests.
-    fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::request_calls::by_request(t))
-    }
+    crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::conn;
     use crate::testkit::exchange;
 

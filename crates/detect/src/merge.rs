@@ -298,10 +298,6 @@ mod tests {
 
     fn finding(lost: u64, occurrences: u32, server: &str) -> Finding {
         Finding {
-            facts: Default::default(),
-            kind: FindingKind::PoolQueueing,
-            severity: Severity::Warning,
-            summary: format!("{occurrences} waited"),
             time_lost_us: lost,
             time_lost_per_occurrence_us: lost / u64::from(occurrences),
             occurrences,
@@ -310,10 +306,12 @@ mod tests {
                 client: "c".into(),
                 server: server.into(),
             }],
-            fix: String::new(),
-            background: false,
-            symptom_of: None,
-            subject: String::new(),
+            ..Finding::new(
+                FindingKind::PoolQueueing,
+                Severity::Warning,
+                format!("{occurrences} waited"),
+                "",
+            )
         }
     }
 

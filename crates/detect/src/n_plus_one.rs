@@ -168,8 +168,7 @@ fn finding((server, shape): (SocketAddr, String), hits: Vec<Hit<Storm>>, whose: 
     };
     let fix = "load them in one call: eager loading (select_related/prefetch_related, includes, \
                JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline";
-    let mut f =
-        request_findings::finding(FindingKind::NPlusOne, severity, hits, summary, fix.into());
+    let mut f = request_findings::finding(FindingKind::NPlusOne, severity, hits, summary, fix);
     f.subject = format!("{server} {shape}");
     f
 }
@@ -177,12 +176,9 @@ fn finding((server, shape): (SocketAddr, String), hits: Vec<Hit<Storm>>, whose: 
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use whyslow_model::{Finding, Timeline};
+    use whyslow_model::Timeline;
 
-    /// The detector over a hand-built timeline's requests.
-    fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::request_calls::by_request(t))
-    }
+    crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::{Exchange, Protocol};

@@ -125,18 +125,16 @@ fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Find
         Direction::ToClient => "server: set TCP_NODELAY, or write response headers and body in one call; \
              client: set TCP_QUICKACK while a response is incomplete",
     };
-    Some(Finding {
-        facts: whyslow_model::Facts::default().with("ack_delay_us", ack_us as f64),
-        kind: FindingKind::NagleDelayedAck,
-        severity: Severity::Critical,
-        summary: format!(
+    let summary = format!(
             "{n} {what} to/from {server} left in two segments: the {splitter} split them without TCP_NODELAY \
              and the {delayer} delayed its ACK ~{ack:.0} ms, so the second segment waited {per:.1} ms (median)",
             n = stalls.len(),
             what = if d == Direction::ToServer { "requests" } else { "responses" },
             ack = ack_us as f64 / 1000.0,
             per = per as f64 / 1000.0,
-        ),
+        );
+    Some(Finding {
+        facts: whyslow_model::Facts::default().with("ack_delay_us", ack_us as f64),
         time_lost_us: stalls.iter().map(|s| s.time_lost_us).sum(),
         time_lost_per_occurrence_us: per,
         occurrences: stalls.len() as u32,
@@ -157,10 +155,7 @@ fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Find
                 ),
             })
             .collect(),
-        fix: fix.to_string(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+        ..Finding::new(FindingKind::NagleDelayedAck, Severity::Critical, summary, fix)
     })
 }
 

@@ -10,6 +10,11 @@ const MIN_CONNECTIONS: usize = 5;
 /// Share of a server's connections that carried at most one exchange.
 const MIN_SHORT_SHARE: f64 = 0.8;
 
+/// What to change.
+const FIX: &str =
+    "reuse connections: enable keep-alive in the client (a connection pool) and on the server; \
+     with TLS this also saves the TLS handshake";
+
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     // One pass over the exchanges: a capture holds hundreds of thousands.
     let mut per_connection: HashMap<u32, u64> = HashMap::new();
@@ -55,14 +60,12 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
         .map(|c| c.2)
         .collect();
     handshakes.sort_unstable();
+    let summary = format!(
+        "{short} of {} connections to {server} carried a single request: each paid a TCP handshake",
+        with_requests.len()
+    );
     Some(Finding {
         facts: whyslow_model::Facts::default().with("connections", with_requests.len() as f64),
-        kind: FindingKind::NoKeepalive,
-        severity: Severity::Warning,
-        summary: format!(
-            "{short} of {} connections to {server} carried a single request: each paid a TCP handshake",
-            with_requests.len()
-        ),
         time_lost_us: handshakes.iter().sum(),
         time_lost_per_occurrence_us: whyslow_model::stats::percentile(&handshakes, 0.5),
         occurrences: short as u32,
@@ -74,15 +77,15 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
                     .with("connection", c.0 as f64)
                     .with("requests", c.1 as f64)
                     .with("handshake_us", c.2 as f64),
-                note: format!("connection #{}: {} request(s), handshake {:.2} ms", c.0, c.1, c.2 as f64 / 1000.0),
+                note: format!(
+                    "connection #{}: {} request(s), handshake {:.2} ms",
+                    c.0,
+                    c.1,
+                    c.2 as f64 / 1000.0
+                ),
             })
             .collect(),
-        fix: "reuse connections: enable keep-alive in the client (a connection pool) and on the server; \
-              with TLS this also saves the TLS handshake"
-            .into(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+        ..Finding::new(FindingKind::NoKeepalive, Severity::Warning, summary, FIX)
     })
 }
 

@@ -280,7 +280,7 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
         Severity::Warning,
         hits,
         summary,
-        fix.into(),
+        fix,
     );
     f.occurrences = t.stalls.len() as u32;
     f.time_lost_per_occurrence_us = median(per_stall);

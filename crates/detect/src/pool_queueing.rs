@@ -249,7 +249,7 @@ fn finding(server: SocketAddr, waits: Vec<Hit<Lost>>) -> Finding {
         Severity::Critical,
         waits,
         summary,
-        fix,
+        &fix,
     );
     f.subject = server.to_string();
     f
@@ -258,12 +258,9 @@ fn finding(server: SocketAddr, waits: Vec<Hit<Lost>>) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use whyslow_model::{Finding, Timeline};
+    use whyslow_model::Timeline;
 
-    /// The detector over a hand-built timeline's requests.
-    fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::request_calls::by_request(t))
-    }
+    crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
     use whyslow_model::Exchange;

@@ -130,7 +130,7 @@ fn finding(
         Severity::Critical,
         hits,
         summary,
-        fix,
+        &fix,
     );
     f.subject = server.to_string();
     f

@@ -40,14 +40,6 @@ pub fn delayed_ack_signature(requests: &[RequestPhases]) -> Option<DelayedAckSig
 pub fn delayed_ack_finding(requests: &[RequestPhases], url: &str) -> Option<Finding> {
     let sig = delayed_ack_signature(requests)?;
     Some(Finding {
-        facts: Default::default(),
-        kind: FindingKind::NagleDelayedAck,
-        severity: Severity::Warning,
-        summary: format!(
-            "reused requests wait {} longer than the first: the signature of Nagle × delayed \
-             ACK (Linux delays ACKs 40 ms at least, other stacks 200 ms), from timings alone",
-            fmt_ms(sig.extra_wait_us)
-        ),
         time_lost_us: sig.extra_wait_us * sig.reused_requests as u64,
         time_lost_per_occurrence_us: sig.extra_wait_us,
         occurrences: sig.reused_requests as u32,
@@ -58,13 +50,19 @@ pub fn delayed_ack_finding(requests: &[RequestPhases], url: &str) -> Option<Find
                 sig.reused_requests
             ),
         }],
-        fix: format!(
-            "`whyslow diagnose {url}` shows it on the wire and which side splits its writes; \
+        ..Finding::new(
+            FindingKind::NagleDelayedAck,
+            Severity::Warning,
+            format!(
+                "reused requests wait {} longer than the first: the signature of Nagle × delayed \
+             ACK (Linux delays ACKs 40 ms at least, other stacks 200 ms), from timings alone",
+                fmt_ms(sig.extra_wait_us)
+            ),
+            &format!(
+                "`whyslow diagnose {url}` shows it on the wire and which side splits its writes; \
              the usual fix is TCP_NODELAY or one write per message"
-        ),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+            ),
+        )
     })
 }
 

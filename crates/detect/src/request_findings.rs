@@ -46,7 +46,7 @@ pub fn finding<T>(
     severity: Severity,
     hits: Vec<Hit<T>>,
     summary: impl FnOnce(&[Hit<T>], u64, &mut Facts) -> String,
-    fix: String,
+    fix: &str,
 ) -> Finding {
     let per = median(hits.iter().map(|h| h.lost_us).collect());
     // What every summary quotes: the loss per occurrence and the requests
@@ -57,9 +57,6 @@ pub fn finding<T>(
     let summary = summary(&hits, per, &mut facts);
     Finding {
         facts,
-        kind,
-        severity,
-        summary,
         time_lost_us: hits.iter().map(|h| h.lost_us).sum(),
         time_lost_per_occurrence_us: per,
         occurrences: hits.len() as u32,
@@ -68,10 +65,7 @@ pub fn finding<T>(
             .take(EVIDENCE_KEPT)
             .filter_map(|h| h.evidence)
             .collect(),
-        fix,
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+        ..Finding::new(kind, severity, summary, fix)
     }
 }
 
@@ -98,7 +92,7 @@ mod tests {
             Severity::Warning,
             hits,
             |_, _, _| String::new(),
-            String::new(),
+            "",
         );
         assert_eq!(f.occurrences, 100);
         assert_eq!(f.time_lost_us, (0..100).sum::<u64>());

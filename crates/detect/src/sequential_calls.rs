@@ -63,19 +63,16 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let fix = "make independent calls concurrently (async, a thread pool) with a pool that allows \
                        as many connections, or over HTTP/2; if a pool of one connection serializes them, \
                        raise it";
-            request_findings::finding(FindingKind::SequentialCalls, Severity::Warning, hits, summary, fix.into())
+            request_findings::finding(FindingKind::SequentialCalls, Severity::Warning, hits, summary, fix)
         })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use whyslow_model::{Finding, Timeline};
+    use whyslow_model::Timeline;
 
-    /// The detector over a hand-built timeline's requests.
-    fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::request_calls::by_request(t))
-    }
+    crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
 

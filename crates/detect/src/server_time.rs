@@ -76,7 +76,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             let fix = "profile the service's own work on this request (rendering, serialization, CPU, \
                        locks); backing calls outside this capture (other hosts, files) also count here";
             let mut f =
-                request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, fix.into());
+                request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, fix);
             f.subject = server.to_string();
             f
         })
@@ -85,12 +85,9 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use whyslow_model::{Finding, Timeline};
+    use whyslow_model::Timeline;
 
-    /// The detector over a hand-built timeline's requests.
-    fn detect(t: &Timeline) -> Vec<Finding> {
-        super::detect(&crate::request_calls::by_request(t))
-    }
+    crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
 

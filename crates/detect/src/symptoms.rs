@@ -115,18 +115,12 @@ mod tests {
 
     fn finding(kind: FindingKind, summary: &str, subject: &str, lost: u64) -> Finding {
         Finding {
-            kind,
-            severity: Severity::Critical,
-            summary: summary.into(),
             time_lost_us: lost,
             time_lost_per_occurrence_us: lost,
             occurrences: 1,
             evidence: Vec::new(),
-            fix: String::new(),
-            background: false,
-            symptom_of: None,
             subject: subject.into(),
-            facts: Default::default(),
+            ..Finding::new(kind, Severity::Critical, summary.into(), "")
         }
     }
 

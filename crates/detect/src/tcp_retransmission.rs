@@ -52,6 +52,10 @@ fn covers(p: &Segment, re: &Segment) -> bool {
         && re.stream_offset < p.stream_offset + u64::from(p.len.max(1))
 }
 
+/// What to change.
+const FIX: &str = "find where packets are dropped (interface errors, full queues, policers: `ip -s link`, `nstat`); \
+     retransmission timeouts cost at least 200 ms each";
+
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     let mut lost = Vec::new();
     let mut evidence = Vec::new();
@@ -84,27 +88,29 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     }
     let total: u64 = lost.iter().sum();
     lost.sort_unstable();
+    let summary = format!(
+            "{} retransmitted segments (fast, timeout or spurious), {} of them after a timeout (≥ 200 ms)",
+            lost.len(),
+            timeouts
+        );
     Vec::from([Finding {
         facts: whyslow_model::Facts::default()
             .with("timeouts", timeouts as f64)
             .with("rto_min_us", RTO_MIN_US as f64),
-        kind: FindingKind::TcpRetransmission,
-        severity: if timeouts > 0 { Severity::Critical } else { Severity::Warning },
-        summary: format!(
-            "{} retransmitted segments (fast, timeout or spurious), {} of them after a timeout (≥ 200 ms)",
-            lost.len(),
-            timeouts
-        ),
         time_lost_us: total,
         time_lost_per_occurrence_us: whyslow_model::stats::median(lost.clone()),
         occurrences: lost.len() as u32,
         evidence,
-        fix: "find where packets are dropped (interface errors, full queues, policers: `ip -s link`, `nstat`); \
-              retransmission timeouts cost at least 200 ms each"
-            .into(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+        ..Finding::new(
+            FindingKind::TcpRetransmission,
+            if timeouts > 0 {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            },
+            summary,
+            FIX,
+        )
     }])
 }
 

@@ -111,3 +111,14 @@ pub fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
         .map(|e| (e.id, e.parent, e.attribution))
         .collect()
 }
+
+/// `detect(&timeline)` in a request detector's tests: the detector over a
+/// hand-built timeline's requests.
+macro_rules! detect_on_requests {
+    () => {
+        fn detect(t: &whyslow_model::Timeline) -> Vec<whyslow_model::Finding> {
+            super::detect(&crate::request_calls::by_request(t))
+        }
+    };
+}
+pub(crate) use detect_on_requests;

@@ -49,6 +49,13 @@ fn handshake(c: &Connection) -> Option<Handshake> {
     })
 }
 
+/// What to change.
+const FIX: &str =
+    "resume TLS sessions: keep one TLS client context (its session cache) for the life \
+     of the process and reuse it for every connection; on the server keep session tickets \
+     or a session cache on (nginx: ssl_session_tickets, ssl_session_cache); better still, \
+     keep connections open (keep-alive)";
+
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     let mut groups: BTreeMap<(IpAddr, SocketAddr), Vec<Handshake>> = BTreeMap::new();
     for c in &timeline.connections {
@@ -105,19 +112,17 @@ fn finding(client: IpAddr, server: SocketAddr, hs: &[Handshake]) -> Option<Findi
     lost.sort_unstable();
     let per = stats::percentile(&lost, 0.5);
     let bound = if resumed.is_empty() { "up to " } else { "" };
-    Some(Finding {
-        facts: whyslow_model::Facts::default()
-            .with("repeated_connections", repeated.len() as f64)
-            .with("saving_us", per as f64),
-        kind: FindingKind::TlsFullHandshake,
-        severity: Severity::Warning,
-        summary: format!(
+    let summary = format!(
             "{} of {} repeated TLS connections from {client} to {server} made a full handshake \
              instead of resuming the session: {bound}{:.2} ms each that resumption would save (median)",
             full.len(),
             repeated.len(),
             per as f64 / 1000.0
-        ),
+        );
+    Some(Finding {
+        facts: whyslow_model::Facts::default()
+            .with("repeated_connections", repeated.len() as f64)
+            .with("saving_us", per as f64),
         time_lost_us: lost.iter().sum(),
         time_lost_per_occurrence_us: per,
         occurrences: full.len() as u32,
@@ -136,14 +141,12 @@ fn finding(client: IpAddr, server: SocketAddr, hs: &[Handshake]) -> Option<Findi
                 ),
             })
             .collect(),
-        fix: "resume TLS sessions: keep one TLS client context (its session cache) for the life \
-              of the process and reuse it for every connection; on the server keep session tickets \
-              or a session cache on (nginx: ssl_session_tickets, ssl_session_cache); better still, \
-              keep connections open (keep-alive)"
-            .into(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+        ..Finding::new(
+            FindingKind::TlsFullHandshake,
+            Severity::Warning,
+            summary,
+            FIX,
+        )
     })
 }
 

@@ -66,6 +66,11 @@ fn evidence(conn: &Connection, d: Direction, c: &Closure) -> Evidence {
     }
 }
 
+/// What to change.
+const FIX: &str =
+    "the receiving application reads too slowly: look at what blocks its read loop (CPU, locks, \
+     a slow consumer downstream), or raise its socket receive buffer";
+
 pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     let mut stalls = Vec::new();
     let mut evidence_list = Vec::new();
@@ -84,21 +89,16 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
     }
     let total = stalls.iter().sum();
     stalls.sort_unstable();
+    let summary = format!(
+        "a receiver stopped reading {} times: its window closed and the sender waited",
+        stalls.len()
+    );
     vec![Finding {
-        facts: Default::default(),
-        kind: FindingKind::ZeroWindow,
-        severity: Severity::Warning,
-        summary: format!("a receiver stopped reading {} times: its window closed and the sender waited", stalls.len()),
         time_lost_us: total,
         time_lost_per_occurrence_us: whyslow_model::stats::percentile(&stalls, 0.5),
         occurrences: stalls.len() as u32,
         evidence: evidence_list,
-        fix: "the receiving application reads too slowly: look at what blocks its read loop (CPU, locks, \
-              a slow consumer downstream), or raise its socket receive buffer"
-            .into(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+        ..Finding::new(FindingKind::ZeroWindow, Severity::Warning, summary, FIX)
     }]
 }
 

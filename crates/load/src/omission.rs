@@ -29,16 +29,6 @@ pub fn check(rec: &Recorded, open_model: bool) -> Option<Finding> {
     }
     let hidden = c99 - u99;
     Some(Finding {
-        facts: Default::default(),
-        kind: FindingKind::CoordinatedOmission,
-        severity: Severity::Info,
-        summary: format!(
-            "the uncorrected p99 ({}) hides {} of waiting: requests that were due while the \
-             server stalled started late",
-            fmt_ms(u99),
-            fmt_ms(hidden)
-        ),
-        // Not a cause of its own: the stall that made requests wait is.
         time_lost_us: 0,
         time_lost_per_occurrence_us: hidden,
         occurrences: 1,
@@ -51,12 +41,20 @@ pub fn check(rec: &Recorded, open_model: bool) -> Option<Finding> {
                 fmt_ms(u99)
             ),
         }],
-        fix: "read the corrected latency: it is what users saw. Find the stall with \
+        ..Finding::new(
+            FindingKind::CoordinatedOmission,
+            Severity::Info,
+            format!(
+                "the uncorrected p99 ({}) hides {} of waiting: requests that were due while the \
+             server stalled started late",
+                fmt_ms(u99),
+                fmt_ms(hidden)
+            ),
+            // Not a cause of its own: the stall that made requests wait is.,
+            "read the corrected latency: it is what users saw. Find the stall with \
               `whyslow diagnose URL --rate R`"
-            .into(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+                .into(),
+        )
     })
 }
 

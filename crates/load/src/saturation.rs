@@ -41,15 +41,6 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
     }
     let total_lag = (lag.mean() * lag.len() as f64) as u64;
     vec![Finding {
-        facts: Default::default(),
-        kind: FindingKind::GeneratorSaturated,
-        severity: Severity::Warning,
-        summary: format!(
-            "whyslow started requests late: p99 scheduler lag {:.2} ms (limit {:.2} ms); \
-             every corrected latency includes that lag",
-            p99_lag as f64 / 1000.0,
-            limit as f64 / 1000.0
-        ),
         time_lost_us: total_lag,
         time_lost_per_occurrence_us: lag.value_at_quantile(0.5),
         occurrences: late.min(u64::from(u32::MAX)) as u32,
@@ -63,12 +54,19 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
                 lag.max() as f64 / 1000.0
             ),
         }],
-        fix: "Lower --rate or --connections, give whyslow more CPU (--threads, a quieter \
+        ..Finding::new(
+            FindingKind::GeneratorSaturated,
+            Severity::Warning,
+            format!(
+                "whyslow started requests late: p99 scheduler lag {:.2} ms (limit {:.2} ms); \
+             every corrected latency includes that lag",
+                p99_lag as f64 / 1000.0,
+                limit as f64 / 1000.0
+            ),
+            "Lower --rate or --connections, give whyslow more CPU (--threads, a quieter \
               machine), or run from several machines and combine with `whyslow merge`."
-            .into(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+                .into(),
+        )
     }]
 }
 

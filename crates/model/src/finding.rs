@@ -235,6 +235,27 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// A cause of `kind`: no occurrence, no evidence and no subject yet (a
+    /// detector fills those in).
+    pub fn new(kind: FindingKind, severity: Severity, summary: String, fix: &str) -> Self {
+        Finding {
+            kind,
+            severity,
+            summary,
+            time_lost_us: 0,
+            time_lost_per_occurrence_us: 0,
+            occurrences: 0,
+            evidence: Vec::new(),
+            fix: fix.into(),
+            background: false,
+            symptom_of: None,
+            subject: String::new(),
+            facts: Facts::default(),
+        }
+    }
+}
+
+impl Finding {
     /// Ranks findings: what inbound requests waited for first, causes
     /// before their symptoms, then most time lost.
     pub fn sort(findings: &mut [Finding]) {

@@ -95,10 +95,6 @@ mod tests {
     fn report_round_trips_through_json() {
         let mut r = Report::new("analyze", Some("x.pcapng".into()));
         r.findings.push(Finding {
-            facts: Default::default(),
-            kind: FindingKind::NagleDelayedAck,
-            severity: Severity::Critical,
-            summary: "s".into(),
             time_lost_us: 40_000,
             time_lost_per_occurrence_us: 40_000,
             occurrences: 1,
@@ -106,10 +102,12 @@ mod tests {
                 note: "n".into(),
                 facts: Default::default(),
             }],
-            fix: "f".into(),
-            background: false,
-            symptom_of: None,
-            subject: String::new(),
+            ..Finding::new(
+                FindingKind::NagleDelayedAck,
+                Severity::Critical,
+                "s".into(),
+                "f".into(),
+            )
         });
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"kind\":\"nagle_delayed_ack\""));

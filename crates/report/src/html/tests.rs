@@ -85,10 +85,6 @@ fn fanout() -> Report {
     let mut r = Report::new("analyze", Some("x.pcap".into()));
     r.timeline = Some(t);
     r.findings.push(Finding {
-        facts: Default::default(),
-        kind: FindingKind::PoolQueueing,
-        severity: Severity::Warning,
-        summary: "calls waited for a connection & <b>".into(),
         time_lost_us: 40_000,
         time_lost_per_occurrence_us: 40_000,
         occurrences: 1,
@@ -96,10 +92,12 @@ fn fanout() -> Report {
             note: "n".into(),
             facts: Default::default(),
         }],
-        fix: "f".into(),
-        background: false,
-        symptom_of: None,
-        subject: String::new(),
+        ..Finding::new(
+            FindingKind::PoolQueueing,
+            Severity::Warning,
+            "calls waited for a connection & <b>".into(),
+            "f".into(),
+        )
     });
     r
 }
