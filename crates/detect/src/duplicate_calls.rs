@@ -28,6 +28,11 @@ pub fn repeats(calls: &[Call]) -> Vec<(usize, u64)> {
 }
 
 /// One finding per (server, shape) repeated with the same parameters.
+/// What to change.
+const FIX: &str =
+    "keep the first answer for the rest of the request (memoize), or cache data that \
+     rarely changes in the process";
+
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<u64>>> = BTreeMap::new();
     for r in with_calls(requests) {
@@ -70,13 +75,11 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     hits.len()
                 )
             };
-            let fix = "keep the first answer for the rest of the request (memoize), or cache data that \
-                       rarely changes in the process";
             let mut f = request_findings::finding(
                 FindingKind::DuplicateCalls,
                 Severity::Warning,
                 hits,
-                summary, fix);
+                summary, FIX);
             f.subject = format!("{server} {shape}");
             f
         })

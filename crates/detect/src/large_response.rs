@@ -17,6 +17,10 @@ use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 /// Seen on a real capture: a 252-byte long-poll answer spread over 30.9 s.
 pub const ONE_FLIGHT_BYTES: u64 = 10 * 1_460;
 
+/// What to change.
+const FIX: &str = "send less: compress (gzip, br), paginate or trim the response; a slow reader \
+     (small receive window, slow link) also shows here";
+
 /// One finding per server whose responses' transfer dominated.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut hits: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
@@ -56,33 +60,28 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         );
     }
     hits.into_iter()
-        .map(|(server, hits)| {
-            let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
-                let bytes = median_of(hits, |f| f.0);
-                let plain = hits.iter().filter(|h| !h.facts.1).count();
-                facts.set("response_bytes", bytes as f64);
-                facts.set("not_compressed", plain as f64);
-                format!(
-                    "responses from {server} of {} bytes (median) took {} to transfer, more than \
-                     the rest of the request; {} of {} were not compressed",
-                    bytes,
-                    fmt_ms(per),
-                    plain,
-                    hits.len(),
-                )
-            };
-            let fix =
-                "send less: compress (gzip, br), paginate or trim the response; a slow reader \
-                       (small receive window, slow link) also shows here";
-            request_findings::finding(
-                FindingKind::LargeResponse,
-                Severity::Warning,
-                hits,
-                summary,
-                fix,
-            )
-        })
+        .map(|(server, hits)| finding(server, hits))
         .collect()
+}
+
+/// The finding of one server's slow transfers.
+fn finding(server: SocketAddr, hits: Vec<Hit<(u64, bool)>>) -> Finding {
+    let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
+        let bytes = median_of(hits, |f| f.0);
+        let plain = hits.iter().filter(|h| !h.facts.1).count();
+        facts.set("response_bytes", bytes as f64);
+        facts.set("not_compressed", plain as f64);
+        format!(
+            "responses from {server} of {} bytes (median) took {} to transfer, more than \
+             the rest of the request; {} of {} were not compressed",
+            bytes,
+            fmt_ms(per),
+            plain,
+            hits.len(),
+        )
+    };
+    let (kind, severity) = (FindingKind::LargeResponse, Severity::Warning);
+    request_findings::finding(kind, severity, hits, summary, FIX)
 }
 
 #[cfg(test)]

@@ -139,25 +139,70 @@ impl Merging {
     }
 }
 
-/// Time breakdowns of the windows merged per (service, request kind): the
-/// means of every part, weighted by the windows' requests.
-#[derive(Default)]
-pub struct MergedBreakdowns {
-    kinds: HashMap<(String, String), Vec<TimeBreakdown>>,
+/// What each window says per (service, request kind), kept until the
+/// capture ends and then merged into one per kind, most requests first.
+pub struct PerKind<T> {
+    kinds: HashMap<(String, String), Vec<T>>,
 }
 
-impl MergedBreakdowns {
-    pub fn add(&mut self, breakdowns: Vec<TimeBreakdown>) {
-        for b in breakdowns {
-            let key = (b.server.clone(), b.request.clone());
-            self.kinds.entry(key).or_default().push(b);
+impl<T> Default for PerKind<T> {
+    fn default() -> Self {
+        PerKind {
+            kinds: HashMap::new(),
+        }
+    }
+}
+
+/// A summary of one request kind of one service.
+pub trait OfKind {
+    fn server(&self) -> &str;
+    fn request(&self) -> &str;
+    fn requests(&self) -> u32;
+}
+
+impl<T: OfKind> PerKind<T> {
+    pub fn add(&mut self, items: Vec<T>) {
+        for t in items {
+            let key = (t.server().to_string(), t.request().to_string());
+            self.kinds.entry(key).or_default().push(t);
         }
     }
 
-    pub fn finish(self) -> Vec<TimeBreakdown> {
-        let mut out: Vec<TimeBreakdown> = self.kinds.into_values().map(weighted).collect();
-        out.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.request.cmp(&b.request)));
+    fn merged(self, merge: fn(Vec<T>) -> T) -> Vec<T> {
+        let mut out: Vec<T> = self.kinds.into_values().map(merge).collect();
+        out.sort_by(|a, b| {
+            let by_requests = b.requests().cmp(&a.requests());
+            by_requests.then_with(|| a.request().cmp(b.request()))
+        });
         out
+    }
+}
+
+macro_rules! of_kind {
+    ($t:ty) => {
+        impl OfKind for $t {
+            fn server(&self) -> &str {
+                &self.server
+            }
+            fn request(&self) -> &str {
+                &self.request
+            }
+            fn requests(&self) -> u32 {
+                self.requests
+            }
+        }
+    };
+}
+of_kind!(TimeBreakdown);
+of_kind!(SqlSummary);
+
+/// Time breakdowns merged: the means of every part, weighted by the
+/// windows' requests.
+pub type MergedBreakdowns = PerKind<TimeBreakdown>;
+
+impl MergedBreakdowns {
+    pub fn finish(self) -> Vec<TimeBreakdown> {
+        self.merged(weighted)
     }
 }
 
@@ -216,28 +261,15 @@ fn weighted(parts: Vec<TimeBreakdown>) -> TimeBreakdown {
     .with_shares()
 }
 
-/// SQL summaries of the windows merged per (service, request kind):
-/// requests summed, the slowest request of all, shapes' statements and time
-/// per request weighted by the windows' requests (a shape past a window's
-/// top list counts as absent there), the median request from the window
-/// with the most requests.
-#[derive(Default)]
-pub struct MergedSql {
-    kinds: HashMap<(String, String), Vec<SqlSummary>>,
-}
+/// SQL summaries merged: requests summed, the slowest request of all,
+/// shapes' statements and time per request weighted by the windows'
+/// requests (a shape past a window's top list counts as absent there), the
+/// median request from the window with the most requests.
+pub type MergedSql = PerKind<SqlSummary>;
 
 impl MergedSql {
-    pub fn add(&mut self, summaries: Vec<SqlSummary>) {
-        for s in summaries {
-            let key = (s.server.clone(), s.request.clone());
-            self.kinds.entry(key).or_default().push(s);
-        }
-    }
-
     pub fn finish(self) -> Vec<SqlSummary> {
-        let mut out: Vec<SqlSummary> = self.kinds.into_values().map(sql_weighted).collect();
-        out.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.request.cmp(&b.request)));
-        out
+        self.merged(sql_weighted)
     }
 }
 

@@ -62,6 +62,11 @@ pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
 }
 
 /// One finding per (server, shape) that stormed in some request.
+/// What to change.
+const FIX: &str =
+    "load them in one call: eager loading (select_related/prefetch_related, includes, \
+     JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline";
+
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<Storm>>> = BTreeMap::new();
     for r in with_calls(requests) {
@@ -166,9 +171,7 @@ fn finding((server, shape): (SocketAddr, String), hits: Vec<Hit<Storm>>, whose: 
             hits.len()
         )
     };
-    let fix = "load them in one call: eager loading (select_related/prefetch_related, includes, \
-               JOIN FETCH), one `IN (…)` query or a join, MGET or a pipeline";
-    let mut f = request_findings::finding(FindingKind::NPlusOne, severity, hits, summary, fix);
+    let mut f = request_findings::finding(FindingKind::NPlusOne, severity, hits, summary, FIX);
     f.subject = format!("{server} {shape}");
     f
 }

@@ -114,48 +114,72 @@ fn round_trip(conn: &Connection) -> u64 {
     }
 }
 
+/// What to change, by the direction that split its writes.
+fn fix(d: Direction) -> &'static str {
+    match d {
+        Direction::ToServer => {
+            "client: set TCP_NODELAY, or write headers and body in one call (as curl does); \
+             server/proxy: set TCP_QUICKACK when a request arrives incomplete (HAProxy ≥ 1.4.19 does)"
+        }
+        Direction::ToClient => {
+            "server: set TCP_NODELAY, or write response headers and body in one call; \
+             client: set TCP_QUICKACK while a response is incomplete"
+        }
+    }
+}
+
+/// The packets of one stall, as evidence.
+fn evidence(s: &Stall, d: Direction) -> Evidence {
+    Evidence::Packets {
+        facts: whyslow_model::Facts::default().with("ack_delay_us", s.ack_delay_us as f64),
+        connection: s.connection,
+        packets: vec![s.first, s.ack, s.second],
+        at_us: s.at_us,
+        note: format!(
+            "{} segment {}, {}'s ACK {:.1} ms later (packet {}), then segment {}",
+            d.sender(),
+            s.first,
+            d.receiver(),
+            s.ack_delay_us as f64 / 1000.0,
+            s.ack,
+            s.second
+        ),
+    }
+}
+
 fn finding(server: SocketAddr, d: Direction, stalls: Vec<&Stall>) -> Option<Finding> {
     stalls.first()?;
     let per = median(stalls.iter().map(|s| s.time_lost_us).collect());
     let ack_us = median(stalls.iter().map(|s| s.ack_delay_us).collect());
-    let (splitter, delayer) = (d.sender(), d.receiver());
-    let fix = match d {
-        Direction::ToServer => "client: set TCP_NODELAY, or write headers and body in one call (as curl does); \
-             server/proxy: set TCP_QUICKACK when a request arrives incomplete (HAProxy ≥ 1.4.19 does)",
-        Direction::ToClient => "server: set TCP_NODELAY, or write response headers and body in one call; \
-             client: set TCP_QUICKACK while a response is incomplete",
+    let what = if d == Direction::ToServer {
+        "requests"
+    } else {
+        "responses"
     };
     let summary = format!(
-            "{n} {what} to/from {server} left in two segments: the {splitter} split them without TCP_NODELAY \
-             and the {delayer} delayed its ACK ~{ack:.0} ms, so the second segment waited {per:.1} ms (median)",
-            n = stalls.len(),
-            what = if d == Direction::ToServer { "requests" } else { "responses" },
-            ack = ack_us as f64 / 1000.0,
-            per = per as f64 / 1000.0,
-        );
+        "{n} {what} to/from {server} left in two segments: the {splitter} split them without \
+         TCP_NODELAY and the {delayer} delayed its ACK ~{ack:.0} ms, so the second segment \
+         waited {per:.1} ms (median)",
+        n = stalls.len(),
+        splitter = d.sender(),
+        delayer = d.receiver(),
+        ack = ack_us as f64 / 1000.0,
+        per = per as f64 / 1000.0,
+    );
+    let lost = stalls.iter().map(|s| s.time_lost_us).sum();
+    let evidence = stalls.iter().take(MAX_EVIDENCE);
     Some(Finding {
         facts: whyslow_model::Facts::default().with("ack_delay_us", ack_us as f64),
-        time_lost_us: stalls.iter().map(|s| s.time_lost_us).sum(),
+        time_lost_us: lost,
         time_lost_per_occurrence_us: per,
         occurrences: stalls.len() as u32,
-        evidence: stalls
-            .iter()
-            .take(MAX_EVIDENCE)
-            .map(|s| Evidence::Packets {
-                facts: whyslow_model::Facts::default().with("ack_delay_us", s.ack_delay_us as f64),
-                connection: s.connection,
-                packets: vec![s.first, s.ack, s.second],
-                at_us: s.at_us,
-                note: format!(
-                    "{splitter} segment {}, {delayer}'s ACK {:.1} ms later (packet {}), then segment {}",
-                    s.first,
-                    s.ack_delay_us as f64 / 1000.0,
-                    s.ack,
-                    s.second
-                ),
-            })
-            .collect(),
-        ..Finding::new(FindingKind::NagleDelayedAck, Severity::Critical, summary, fix)
+        evidence: evidence.map(|s| self::evidence(s, d)).collect(),
+        ..Finding::new(
+            FindingKind::NagleDelayedAck,
+            Severity::Critical,
+            summary,
+            fix(d),
+        )
     })
 }
 

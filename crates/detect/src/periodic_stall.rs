@@ -189,6 +189,11 @@ fn period(stalls: &[(u64, u64)], calls: &[(usize, Call)]) -> Option<(u64, usize)
     Some((regular(&gaps)?, regular(&between)? as usize))
 }
 
+/// What to change.
+const FIX: &str = "find what the service does every so often (GC pause, lock, cache refresh, \
+     log rotation); take it off the request path: load what it answers once and \
+     refresh it in the background, or call it with a timeout and a fallback";
+
 /// One finding per server with a rare, huge tail.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     tails(requests)
@@ -270,9 +275,6 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
             fmt_ms(per),
         )
     };
-    let fix = "find what the service does every so often (GC pause, lock, cache refresh, \
-               log rotation); take it off the request path: load what it answers once and \
-               refresh it in the background, or call it with a timeout and a fallback";
     // An occurrence is one stall, and what it cost is how long the service
     // was blocked; time_lost sums what every request hit lost.
     let mut f = request_findings::finding(
@@ -280,7 +282,7 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
         Severity::Warning,
         hits,
         summary,
-        fix,
+        FIX,
     );
     f.occurrences = t.stalls.len() as u32;
     f.time_lost_per_occurrence_us = median(per_stall);

@@ -31,6 +31,12 @@ pub fn saving_us(calls: &[Call], request_us: u64) -> Option<u64> {
 }
 
 /// One finding per service whose requests made sequential calls.
+/// What to change.
+const FIX: &str =
+    "make independent calls concurrently (async, a thread pool) with a pool that allows \
+     as many connections, or over HTTP/2; if a pool of one connection serializes them, \
+     raise it";
+
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut hits: BTreeMap<SocketAddr, Vec<Hit<()>>> = BTreeMap::new();
     for r in with_calls(requests) {
@@ -60,10 +66,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     hits.len()
                 )
             };
-            let fix = "make independent calls concurrently (async, a thread pool) with a pool that allows \
-                       as many connections, or over HTTP/2; if a pool of one connection serializes them, \
-                       raise it";
-            request_findings::finding(FindingKind::SequentialCalls, Severity::Warning, hits, summary, fix)
+            request_findings::finding(FindingKind::SequentialCalls, Severity::Warning, hits, summary, FIX)
         })
         .collect()
 }

@@ -15,6 +15,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
+/// What to change.
+const FIX: &str = "profile the service's own work on this request (rendering, serialization, CPU, \
+     locks); backing calls outside this capture (other hosts, files) also count here";
+
 /// One finding per service whose own time dominated requests.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, bool)>>> = BTreeMap::new();
@@ -73,10 +77,8 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     hits.len()
                 )
             };
-            let fix = "profile the service's own work on this request (rendering, serialization, CPU, \
-                       locks); backing calls outside this capture (other hosts, files) also count here";
             let mut f =
-                request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, fix);
+                request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, FIX);
             f.subject = server.to_string();
             f
         })
@@ -88,18 +90,22 @@ mod tests {
     use whyslow_model::Timeline;
 
     crate::testkit::detect_on_requests!();
+
+    /// Request 0 on port 8080, 400 ms long, with these calls to port 9090.
+    fn request_400_ms(calls: Vec<whyslow_model::Exchange>) -> Timeline {
+        let mut exchanges = vec![exchange(0, 0, (0, 100), (400_100, 400_200))];
+        exchanges.extend(calls);
+        Timeline {
+            connections: vec![conn(0, 8080), conn(1, 9090)],
+            exchanges,
+        }
+    }
     use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
 
     #[test]
     fn own_work_beyond_the_calls_is_named() {
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9090)],
-            exchanges: vec![
-                exchange(0, 0, (0, 100), (400_100, 400_200)),
-                call(1, 1, 0, (200, 50_200)),
-            ],
-        };
+        let t = request_400_ms(vec![call(1, 1, 0, (200, 50_200))]);
         let f = detect(&t);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].time_lost_per_occurrence_us, 350_000);
@@ -109,13 +115,7 @@ mod tests {
     fn one_slow_request_among_many_quick_ones_is_not_the_services_cause() {
         // Request 0 sat 350 ms in the service; twenty more answered as soon
         // as their calls did: below MIN_REQUEST_SHARE, a stall, not the cause.
-        let mut t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9090)],
-            exchanges: vec![
-                exchange(0, 0, (0, 100), (400_100, 400_200)),
-                call(1, 1, 0, (200, 50_200)),
-            ],
-        };
+        let mut t = request_400_ms(vec![call(1, 1, 0, (200, 50_200))]);
         for k in 1..=20u32 {
             let at = u64::from(k) * 1_000_000;
             t.exchanges.push(exchange(
@@ -140,14 +140,10 @@ mod tests {
 
     #[test]
     fn a_request_served_while_a_pooled_connection_opened_is_not_judged() {
-        let mut t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9090)],
-            exchanges: vec![
-                exchange(0, 0, (0, 100), (400_100, 400_200)),
-                call(1, 1, 0, (300_000, 300_200)),
-                call(2, 1, 0, (300_300, 300_500)),
-            ],
-        };
+        let mut t = request_400_ms(vec![
+            call(1, 1, 0, (300_000, 300_200)),
+            call(2, 1, 0, (300_300, 300_500)),
+        ]);
         t.connections[1].syn_at_us = Some(250_000);
         assert!(detect(&t).is_empty(), "opened during the request");
         t.connections[1].syn_at_us = Some(50);
@@ -160,13 +156,7 @@ mod tests {
 
     #[test]
     fn a_request_mostly_in_its_calls_is_not() {
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9090)],
-            exchanges: vec![
-                exchange(0, 0, (0, 100), (400_100, 400_200)),
-                call(1, 1, 0, (200, 390_000)),
-            ],
-        };
+        let t = request_400_ms(vec![call(1, 1, 0, (200, 390_000))]);
         assert!(detect(&t).is_empty());
     }
 }

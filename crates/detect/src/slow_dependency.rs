@@ -29,6 +29,10 @@ fn avoidable(calls: &[Call], request_us: u64) -> u64 {
         .sum()
 }
 
+/// What to change.
+const FIX: &str = "look inside that service (its own diagnosis, slow log, EXPLAIN); cache what it \
+     answers, or call it less often or off the request's path";
+
 /// One finding per backing service that dominated requests.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, Protocol)>>> = BTreeMap::new();
@@ -89,15 +93,12 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     hits.len()
                 )
             };
-            let fix =
-                "look inside that service (its own diagnosis, slow log, EXPLAIN); cache what it \
-                       answers, or call it less often or off the request's path";
             request_findings::finding(
                 FindingKind::SlowDependency,
                 Severity::Warning,
                 hits,
                 summary,
-                fix,
+                FIX,
             )
         })
         .collect()

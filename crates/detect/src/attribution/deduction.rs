@@ -4,8 +4,9 @@
 //! request (`matching::forced`).
 
 use super::matching;
+use super::scene::Scene;
 use super::table::{Decision, Table};
-use super::units::Unit;
+use super::units::{Holder, Unit};
 use foldhash::{HashMap, HashMapExt, HashSet};
 use std::hash::Hash;
 use whyslow_model::Rule;
@@ -63,6 +64,25 @@ fn place<'u>(
         }
     }
     left
+}
+
+/// Places by deduction, per server, the units `server_of` says a request
+/// holds one of per server (whole, on a connection carrying one call at a
+/// time); a unit deduction cannot place is ambiguous: no weaker rule may
+/// guess what the request's holding could not settle.
+pub fn place_per_server(
+    s: &Scene,
+    table: &mut Table,
+    rule: Rule,
+    server_of: impl Fn(Holder) -> Option<u16>,
+) {
+    let left = place_each(&s.units, table, rule, |u| {
+        let server = server_of(u.holder).filter(|_| held_whole(u))?;
+        Some((server, ids(u)))
+    });
+    for u in left {
+        table.decide_unit(u, s.ambiguous(u));
+    }
 }
 
 /// Whether `u` is placed whole by deduction: every request that could

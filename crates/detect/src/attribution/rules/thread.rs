@@ -111,6 +111,13 @@ fn started_for(
 mod tests {
     use super::*;
     use whyslow_model::Protocol;
+    use ExchangeRole::{Inbound, Outbound};
+
+    /// What `given` gives of the calls at `todo`, and what it leaves.
+    fn run(t: &[Exchange], todo: &[usize]) -> (Vec<(usize, u32)>, Vec<usize>) {
+        let mut left = todo.to_vec();
+        (given(t, &mut left), left)
+    }
 
     fn on(thread: u32, id: u32, role: ExchangeRole, (start, end): (u64, u64)) -> Exchange {
         let mut e = Exchange::new(id, Protocol::Http1, "GET /".into());
@@ -147,7 +154,6 @@ mod tests {
 
     #[test]
     fn a_thread_started_for_a_request_and_ended_with_it_makes_that_requests_calls() {
-        use ExchangeRole::*;
         let t = vec![
             on(1, 0, Inbound, (0, 1_000)),
             on(2, 1, Inbound, (5, 1_005)),
@@ -158,13 +164,11 @@ mod tests {
             // Ended as its request was answered, seen a little later.
             started(on(13, 4, Outbound, (300, 400)), 1, 70, Some(1_000 + 5_000)),
         ];
-        let mut todo = vec![2, 3, 4];
-        assert_eq!(given(&t, &mut todo), vec![(2, 0), (3, 1), (4, 0)]);
+        assert_eq!(run(&t, &[2, 3, 4]).0, vec![(2, 0), (3, 1), (4, 0)]);
     }
 
     #[test]
     fn a_pool_thread_first_started_by_one_request_is_not_that_requests() {
-        use ExchangeRole::*;
         let t = vec![
             on(1, 0, Inbound, (0, 1_000)),
             on(2, 1, Inbound, (5, 1_005)),
@@ -176,14 +180,11 @@ mod tests {
             // Started while its starter held no request.
             started(on(13, 4, Outbound, (300, 400)), 1, 2_000, Some(2_100)),
         ];
-        let mut todo = vec![2, 3, 4];
-        assert!(given(&t, &mut todo).is_empty());
-        assert_eq!(todo, vec![2, 3, 4]);
+        assert_eq!(run(&t, &[2, 3, 4]), (vec![], vec![2, 3, 4]));
     }
 
     #[test]
     fn calls_of_overlapping_requests_go_to_the_thread_that_read_each() {
-        use ExchangeRole::*;
         // Two requests in flight together on threads 1 and 2; their calls
         // interleave in time, so timing alone could not tell them apart.
         let t = vec![
@@ -194,15 +195,12 @@ mod tests {
             on(1, 4, Outbound, (30, 40)),
             on(2, 5, Outbound, (31, 41)),
         ];
-        let mut todo = vec![2, 3, 4, 5];
-        let got = given(&t, &mut todo);
-        assert_eq!(got, vec![(2, 1), (3, 0), (4, 0), (5, 1)]);
-        assert!(todo.is_empty());
+        let all = vec![(2, 1), (3, 0), (4, 0), (5, 1)];
+        assert_eq!(run(&t, &[2, 3, 4, 5]), (all, vec![]));
     }
 
     #[test]
     fn a_call_after_its_thread_answered_or_on_another_thread_is_left() {
-        use ExchangeRole::*;
         let mut t = vec![
             on(1, 0, Inbound, (0, 100)),
             // After request 0 was answered: a background job on that thread.
@@ -212,20 +210,16 @@ mod tests {
             on(1, 3, Outbound, (10, 20)),
         ];
         t[3].thread = None;
-        let mut todo = vec![1, 2, 3];
-        assert!(given(&t, &mut todo).is_empty());
-        assert_eq!(todo, vec![1, 2, 3]);
+        assert_eq!(run(&t, &[1, 2, 3]), (vec![], vec![1, 2, 3]));
     }
 
     #[test]
     fn a_thread_reused_for_the_next_request_gives_calls_to_that_one() {
-        use ExchangeRole::*;
         let t = vec![
             on(1, 0, Inbound, (0, 100)),
             on(1, 1, Inbound, (110, 200)),
             on(1, 2, Outbound, (120, 130)),
         ];
-        let mut todo = vec![2];
-        assert_eq!(given(&t, &mut todo), vec![(2, 1)]);
+        assert_eq!(run(&t, &[2]), (vec![(2, 1)], vec![]));
     }
 }

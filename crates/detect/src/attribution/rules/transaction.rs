@@ -3,18 +3,15 @@
 //! transactions are placed by deduction. One deduction cannot place is
 //! ambiguous.
 
-use crate::attribution::deduction::{self, held_whole};
+use crate::attribution::deduction;
 use crate::attribution::scene::Scene;
 use crate::attribution::table::Table;
 use crate::attribution::units::Holder;
 use whyslow_model::Rule;
 
 pub fn place(s: &Scene, table: &mut Table) {
-    let left = deduction::place_each(&s.units, table, Rule::Transaction, |u| match u.holder {
-        Holder::Transaction(server) if held_whole(u) => Some((server, deduction::ids(u))),
+    deduction::place_per_server(s, table, Rule::Transaction, |h| match h {
+        Holder::Transaction(server) => Some(server),
         _ => None,
     });
-    for u in left {
-        table.decide_unit(u, s.ambiguous(u));
-    }
 }
