@@ -223,9 +223,6 @@ const WAITED_US: u64 = DELAY_MS * 1000 / 2;
 /// queued under this load, and below which it did not.
 const QUEUED_PAGES: f64 = 0.10;
 
-/// Share of the calls told apart from which the queue must be named.
-const TOLD_FOR_QUEUE: f64 = 0.5;
-
 /// Pages whose calls waited for a connection, as a share of all, by the
 /// app's own timing of each call.
 fn queued_share(truth: &[RequestTruth]) -> f64 {
@@ -287,25 +284,30 @@ fn fanout_app_at_8_clients() {
             let queued = queued_share(&run.truth);
             let named = finding(&run.report, "pool_queueing");
             eprintln!("pool {pool}: {queued:.2} of pages queued by the app's timing; {kinds:?}");
-            // A queue is judged from the requests whose calls were told
-            // apart: where most were not, it may go unnamed, never misnamed.
-            if queued >= QUEUED_PAGES && told.coverage() >= TOLD_FOR_QUEUE {
+            // The small pool queues at any coverage: the pool's connections
+            // all busy while calls wait is on the wire whoever's calls they
+            // are (calls not told apart count as the pool's, untold).
+            if pool == SMALL_POOL {
+                assert!(queued >= QUEUED_PAGES, "pool {pool}: {queued}");
                 assert_eq!(
                     top(run).as_deref(),
                     Some("pool_queueing"),
-                    "pool {pool}: {kinds:?}"
+                    "pool {pool}: {told:?} {kinds:?}"
                 );
-                for e in named.unwrap()["evidence"].as_array().unwrap() {
-                    assert_eq!(e["in_flight_max"], pool, "{e}");
+                // The pool's size: measured on each request told apart, or
+                // from the connections busy at once where none was.
+                let named = named.unwrap();
+                match named["facts"]["connections"].as_f64() {
+                    Some(connections) => assert_eq!(connections, pool as f64, "{named}"),
+                    None => {
+                        for e in named["evidence"].as_array().unwrap() {
+                            assert_eq!(e["in_flight_max"], pool, "{e}");
+                        }
+                    }
                 }
-            } else {
-                assert!(
-                    pool == CALLS || told.coverage() < TOLD_FOR_QUEUE,
-                    "{queued} {told:?}"
-                );
-                if queued == 0.0 {
-                    assert!(kinds.is_empty(), "pool {pool}: {kinds:?}");
-                }
+            }
+            if queued == 0.0 {
+                assert!(kinds.is_empty(), "pool {pool}: {kinds:?}");
             }
             // coordinated_omission is said of the load: its 8 connections
             // could not keep the schedule while the pages queued. A
@@ -389,6 +391,8 @@ fn run_tax_port(report: &Value) -> u64 {
 
 const EVERY: u64 = 20;
 const STALL_MS: u64 = 300;
+/// Share of the checkouts' tax calls whyslow must give to their request.
+const STALL_CALLS_TOLD: f64 = 0.5;
 
 #[test]
 fn stall_app_at_8_clients() {
@@ -418,27 +422,19 @@ fn stall_app_at_8_clients() {
         for run in &runs {
             let kinds = causes(&run.report);
             if variant == "broken" {
-                // Where most calls could not be told apart, the tax
-                // service's tail may be read as its usual slowness: named
-                // on the tax service all the same, never misnamed.
+                // One call per checkout, on a connection per call: the wire
+                // tells most of them apart (84 % with 8 clients, 100 % with
+                // trace context, in one CI run).
                 let told = score(&run.report, &run.truth);
-                let top = top(run);
-                if told.coverage() >= TOLD_FOR_QUEUE {
-                    assert_eq!(top.as_deref(), Some("periodic_stall"), "{kinds:?}");
-                } else {
-                    let top = top.unwrap_or_default();
-                    assert!(
-                        top == "periodic_stall" || top == "slow_dependency",
-                        "{told:?} {kinds:?}"
-                    );
-                    let named = finding(&run.report, &top).unwrap();
-                    let tax = format!(":{}", run_tax_port(&run.report));
-                    assert!(
-                        named["subject"].as_str().unwrap_or("").contains(&tax)
-                            || named["summary"].as_str().unwrap().contains(&tax),
-                        "{named}"
-                    );
-                }
+                assert!(told.coverage() >= STALL_CALLS_TOLD, "{told:?}");
+                assert_eq!(top(run).as_deref(), Some("periodic_stall"), "{kinds:?}");
+                let named = finding(&run.report, "periodic_stall").unwrap();
+                let tax = format!(":{}", run_tax_port(&run.report));
+                let said = [&named["subject"], &named["summary"]];
+                assert!(
+                    said.iter().any(|v| v.as_str().unwrap_or("").contains(&tax)),
+                    "{named}"
+                );
             } else {
                 assert!(names_nothing_false(run), "fixed: {kinds:?}");
             }
