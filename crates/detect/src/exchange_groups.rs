@@ -94,6 +94,7 @@ pub struct ExchangeGroups {
     tls_connections: u64,
     retransmissions: u64,
     zero_windows: u64,
+    gaps: whyslow_model::CaptureGaps,
 }
 
 /// Request kinds looked up last, compared before the label map is hashed:
@@ -147,6 +148,15 @@ impl ExchangeGroups {
             self.tls_connections += u64::from(c.tls);
             self.retransmissions += c.to_server.retransmissions + c.to_client.retransmissions;
             self.zero_windows += c.to_server.zero_windows + c.to_client.zero_windows;
+            if c.to_server.gaps + c.to_client.gaps > 0 {
+                self.gaps.add(whyslow_model::ConnectionGaps {
+                    client: c.client.to_string(),
+                    server: c.server_name(),
+                    gaps: c.to_server.gaps + c.to_client.gaps,
+                    to_server_bytes: c.to_server.gap_bytes,
+                    to_client_bytes: c.to_client.gap_bytes,
+                });
+            }
             self.server_counts[slot].0 += 1;
         }
         // A window repeats a few requests many times: each distinct one is
@@ -242,6 +252,7 @@ impl ExchangeGroups {
         summary.tls_connections = self.tls_connections;
         summary.retransmissions = self.retransmissions;
         summary.zero_windows = self.zero_windows;
+        summary.gaps = self.gaps;
         let counts = self.server_counts;
         let mut servers: Vec<ServerCount> = self
             .servers

@@ -99,7 +99,7 @@ pub fn detect(samples: &[HostSample]) -> Vec<Finding> {
                         samples.len(),
                         describe(r)
                     ),
-                    fix(name).into(),
+                    fix(name),
                 )
             }
         })

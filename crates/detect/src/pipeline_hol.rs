@@ -220,8 +220,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
         summary,
         "give reads a connection of their own and put writes (large or asynchronous \
          ones above all) on a dedicated one, or use a client that multiplexes \
-         (HTTP/2) or keeps values small; pipeline only batches of quick commands"
-            .into(),
+         (HTTP/2) or keeps values small; pipeline only batches of quick commands",
     )]
 }
 

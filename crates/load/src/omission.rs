@@ -52,8 +52,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Option<Finding> {
             ),
             // Not a cause of its own: the stall that made requests wait is.,
             "read the corrected latency: it is what users saw. Find the stall with \
-              `whyslow diagnose URL --rate R`"
-                .into(),
+              `whyslow diagnose URL --rate R`",
         )
     })
 }

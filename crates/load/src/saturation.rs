@@ -64,8 +64,7 @@ pub fn check(rec: &Recorded, open_model: bool) -> Vec<Finding> {
                 limit as f64 / 1000.0
             ),
             "Lower --rate or --connections, give whyslow more CPU (--threads, a quieter \
-              machine), or run from several machines and combine with `whyslow merge`."
-                .into(),
+              machine), or run from several machines and combine with `whyslow merge`.",
         )
     }]
 }

@@ -109,19 +109,28 @@ fn arm(fd: i32, d: Duration) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// Compared with tokio's own timer in the same run, sleep by sleep:
+    /// on a busy host both wake late, but tokio's also rounds up to its
+    /// millisecond tick, so the timerfd wakes closer in most pairs. An
+    /// absolute bound would fail whenever the host is busy.
     #[tokio::test]
-    async fn wakes_close_to_the_deadline() {
+    async fn wakes_closer_to_the_deadline_than_tokios_timer() {
         let mut t = Timer::new();
         assert!(t.fd.is_some(), "timerfd available on Linux");
-        let mut worst = Duration::ZERO;
-        for i in 0..20u64 {
-            let deadline = Instant::now() + Duration::from_micros(300 + i * 37);
+        let mut closer = 0;
+        const PAIRS: u64 = 20;
+        for i in 0..PAIRS {
+            let wait = Duration::from_micros(300 + i * 37);
+            let deadline = Instant::now() + wait;
             t.sleep_until(deadline).await;
             let now = Instant::now();
-            assert!(now >= deadline);
-            worst = worst.max(now - deadline);
+            assert!(now >= deadline, "woke early");
+            let ours = now - deadline;
+            let deadline = Instant::now() + wait;
+            tokio::time::sleep_until(deadline.into()).await;
+            let tokios = Instant::now() - deadline;
+            closer += u64::from(ours <= tokios);
         }
-        // tokio's own timer would be up to a millisecond late; allow a busy machine some slack.
-        assert!(worst < Duration::from_millis(5), "{worst:?}");
+        assert!(closer * 4 >= PAIRS * 3, "closer in {closer} of {PAIRS}");
     }
 }

@@ -14,6 +14,10 @@ pub struct CaptureSummary {
     pub exchanges: u64,
     pub retransmissions: u64,
     pub zero_windows: u64,
+    /// Bytes the capture never held (drops by tcpdump or the kernel, a
+    /// snapshot length): counted, never read as retransmissions or waits.
+    #[serde(default, skip_serializing_if = "CaptureGaps::is_empty")]
+    pub gaps: CaptureGaps,
     /// Per server: protocol, connections and exchanges.
     pub servers: Vec<ServerCount>,
     /// Inbound request kinds, each followed by the call groups made for it;
@@ -190,4 +194,53 @@ impl ExchangeGroup {
     /// `made_for` of calls made while requests of several kinds waited,
     /// none told apart.
     pub const AMBIGUOUS_KINDS: &'static str = "(ambiguous between kinds)";
+}
+
+/// Connections listed by the bytes their gaps lost, the most first.
+pub const GAP_CONNECTIONS_LISTED: usize = 10;
+
+/// Gaps in the capture's streams, in all and on the connections that lost
+/// the most to them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaptureGaps {
+    pub gaps: u64,
+    pub bytes: u64,
+    pub connections: u64,
+    /// At most `GAP_CONNECTIONS_LISTED`, the most bytes first.
+    pub worst: Vec<ConnectionGaps>,
+}
+
+impl CaptureGaps {
+    pub fn is_empty(&self) -> bool {
+        self.gaps == 0
+    }
+
+    /// Counts one connection's gaps.
+    pub fn add(&mut self, c: ConnectionGaps) {
+        if c.gaps == 0 {
+            return;
+        }
+        self.gaps += c.gaps;
+        self.bytes += c.to_server_bytes + c.to_client_bytes;
+        self.connections += 1;
+        self.worst.push(c);
+        self.worst.sort_by_key(|c| std::cmp::Reverse(c.bytes()));
+        self.worst.truncate(GAP_CONNECTIONS_LISTED);
+    }
+}
+
+/// One connection's gaps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionGaps {
+    pub client: String,
+    pub server: String,
+    pub gaps: u64,
+    pub to_server_bytes: u64,
+    pub to_client_bytes: u64,
+}
+
+impl ConnectionGaps {
+    pub fn bytes(&self) -> u64 {
+        self.to_server_bytes + self.to_client_bytes
+    }
 }

@@ -24,7 +24,8 @@ pub mod unix_socket;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{
-    CaptureSummary, ExchangeGroup, ServerCount, ServiceChoice, ServiceHow, SpanSource, ThreadSource,
+    CaptureGaps, CaptureSummary, ConnectionGaps, ExchangeGroup, ServerCount, ServiceChoice,
+    ServiceHow, SpanSource, ThreadSource,
 };
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{
@@ -44,8 +45,8 @@ pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
 pub use smol_str::SmolStr;
 pub use sql_summary::{SqlRequest, SqlShape, SqlSummary, StatementCounts};
 pub use timeline::{
-    AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Protocol,
-    Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, WAITED_MIN_US,
+    AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Gap,
+    Protocol, Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, GAPS_KEPT, WAITED_MIN_US,
 };
 pub use trace::{Attribution, AttributionCounts, CutEdges, Rule, Thread, ThreadStart, TraceId};
 

@@ -106,7 +106,7 @@ mod tests {
                 FindingKind::NagleDelayedAck,
                 Severity::Critical,
                 "s".into(),
-                "f".into(),
+                "f",
             )
         });
         let text = serde_json::to_string(&r).unwrap();

@@ -225,7 +225,31 @@ pub struct DirectionStats {
     pub out_of_order: u64,
     pub zero_windows: u64,
     pub dup_acks: u64,
+    /// Stretches of the stream the capture never held (`Gap`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gaps: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gap_bytes: u64,
 }
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Bytes of one direction of a stream the capture never held (tcpdump's or
+/// the kernel's drops, a snapshot length): no retransmission and no wait,
+/// a hole analysis resumed after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    /// The last bytes the connection carried before the hole (either
+    /// direction): the hole lies after it.
+    pub after_us: u64,
+    pub direction: Direction,
+    pub bytes: u64,
+}
+
+/// Gaps kept per connection; `DirectionStats` counts them all.
+pub const GAPS_KEPT: usize = 256;
 
 /// One TCP connection (or, for active sources, one client connection).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -265,6 +289,9 @@ pub struct Connection {
     /// source alone, its addresses stand for its ends (`unix_socket`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_path: Option<String>,
+    /// The first `GAPS_KEPT` gaps in its streams, in capture order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<Gap>,
 }
 
 /// What a TLS handshake said, read from its cleartext messages (and
@@ -321,6 +348,7 @@ impl Connection {
             protocol: Protocol::Unknown,
             exchanges: 0,
             socket_path: None,
+            gaps: Vec::new(),
         }
     }
 

@@ -66,6 +66,23 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
             s.connections, s.tls_connections, s.exchanges, s.retransmissions, s.zero_windows
         ),
     };
+    if !s.gaps.is_empty() {
+        let g = &s.gaps;
+        let _ = writeln!(
+            out,
+            "  capture gaps: {} bytes never captured, in {} gap(s) on {} connection(s) (tcpdump or \
+             kernel drops): counted, not read as retransmissions; exchanges across a gap may be \
+             cut short or missing",
+            g.bytes, g.gaps, g.connections
+        );
+        for c in &g.worst {
+            let _ = writeln!(
+                out,
+                "    {} → {}: {} gap(s), {} bytes to the server, {} to the client",
+                c.client, c.server, c.gaps, c.to_server_bytes, c.to_client_bytes
+            );
+        }
+    }
     if let Some(t) = &s.threads {
         let _ = writeln!(
             out,

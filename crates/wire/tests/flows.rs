@@ -351,3 +351,39 @@ fn batched_reading_matches_packet_by_packet() {
     assert!(threaded.packets > 2048);
     assert_eq!(threaded.timeline.exchanges.len(), 800);
 }
+
+#[test]
+fn bytes_the_capture_never_held_are_counted_per_connection_not_resent() {
+    let mut s = Sim::new(40000, 80);
+    s.handshake();
+    s.send(true, GET);
+    s.wait_ms(10);
+    s.send(false, OK);
+    s.ack(true);
+    s.wait_ms(5);
+    let before_gap = s.now_us;
+    // A request the capture lost (tcpdump dropped its packet), then one it held.
+    s.advance(true, 100);
+    s.wait_ms(5);
+    s.send(true, GET);
+    s.wait_ms(10);
+    s.send(false, OK);
+    s.ack(true);
+    s.fin(true);
+    s.fin(false);
+    let out = analyze(&s.bytes());
+    let c = only_conn(&out.timeline);
+    assert_eq!((c.to_server.gaps, c.to_server.gap_bytes), (1, 100));
+    assert_eq!((c.to_client.gaps, c.to_client.gap_bytes), (0, 0));
+    assert_eq!(c.to_server.retransmissions + c.to_client.retransmissions, 0);
+    assert_eq!(c.gaps.len(), 1);
+    assert_eq!(c.gaps[0].direction, Direction::ToServer);
+    assert!(c.gaps[0].after_us <= before_gap, "{:?}", c.gaps[0]);
+    // The request after the gap is read.
+    let ex = &out.timeline.exchanges;
+    assert_eq!(
+        ex.iter().filter(|e| e.status.is_some()).count(),
+        2,
+        "{ex:#?}"
+    );
+}

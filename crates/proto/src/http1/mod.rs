@@ -444,7 +444,7 @@ impl StreamAnalyzer for Http1Analyzer {
         });
         self.resync();
         let i = usize::from(direction == Direction::ToClient);
-        self.hunt[i] = Hunt::InLine;
+        self.hunt[i] = Hunt::AfterGap;
     }
 
     fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {

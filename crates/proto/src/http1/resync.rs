@@ -14,6 +14,10 @@ pub enum Hunt {
     AtLineStart,
     /// Inside a line: a start can only follow the next LF.
     InLine,
+    /// Right after bytes the capture lost: the next byte may be anywhere in
+    /// a message, so it starts one only with a whole start line (a request
+    /// line naming HTTP/1, a status line with its code); else as `InLine`.
+    AfterGap,
 }
 
 /// A status line starts with the version (RFC 9112 §4).
@@ -35,6 +39,9 @@ pub fn find_start(hunt: Hunt, data: &[u8], request: bool) -> (Option<usize>, Hun
     if hunt == Hunt::AtLineStart && is_start(data, request) {
         return (Some(0), Hunt::Off);
     }
+    if hunt == Hunt::AfterGap && is_whole_start_line(data, request) {
+        return (Some(0), Hunt::Off);
+    }
     let mut from = 0;
     while let Some(nl) = data[from..].iter().position(|&b| b == b'\n') {
         let at = from + nl + 1;
@@ -51,6 +58,22 @@ pub fn find_start(hunt: Hunt, data: &[u8], request: bool) -> (Option<usize>, Hun
         Hunt::InLine
     };
     (None, next)
+}
+
+/// Whether `data` begins with a whole start line: a request line whose
+/// version is HTTP/1, or `HTTP/1.x NNN`. Body bytes rarely do.
+fn is_whole_start_line(data: &[u8], request: bool) -> bool {
+    let Some(end) = data.iter().position(|&b| b == b'\n') else {
+        return false;
+    };
+    let line = &data[..end];
+    if request {
+        is_start(line, true) && line.windows(7).any(|w| w == b" HTTP/1")
+    } else {
+        let code = line.get(STATUS_LINE.len() + 1..STATUS_LINE.len() + 5);
+        let digits = code.is_some_and(|c| c[0] == b' ' && c[1..].iter().all(u8::is_ascii_digit));
+        is_start(line, false) && digits
+    }
 }
 
 /// Mid-stream sniffing: a request line with its HTTP/1 version at a line

@@ -264,6 +264,43 @@ fn gaps_in_bodies_are_absorbed_elsewhere_resynchronized() {
 }
 
 #[test]
+fn a_whole_message_right_after_a_gap_is_read_and_body_bytes_are_not() {
+    let mut a = Http1Analyzer::new(0);
+    a.on_data(ToServer, b"GET /a HTTP/1.1\r\n\r\n", 1, 1);
+    a.on_data(
+        ToClient,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        2,
+        2,
+    );
+    // A request the capture lost whole, then one it held from its first byte.
+    a.on_gap(ToServer, 40);
+    a.on_data(ToServer, b"GET /b HTTP/1.1\r\n\r\n", 3, 3);
+    a.on_data(
+        ToClient,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        4,
+        4,
+    );
+    // A gap ending inside a body that happens to read "GET ": not a request.
+    a.on_gap(ToServer, 7);
+    a.on_data(ToServer, b"GET lost\r\nGET /c HTTP/1.1\r\n\r\n", 5, 5);
+    a.on_data(ToClient, b"HTTP/1.1 204 No\r\n\r\n", 6, 6);
+    let got: Vec<_> = a
+        .take_exchanges()
+        .iter()
+        .map(|e| (e.request.to_string(), e.status.clone()))
+        .collect();
+    let ok = |n| Some(whyslow_model::Status::Http(n));
+    let want = [
+        ("GET /a", ok(200)),
+        ("GET /b", ok(200)),
+        ("GET /c", ok(204)),
+    ];
+    assert_eq!(got, want.map(|(r, s)| (r.to_string(), s)));
+}
+
+#[test]
 fn request_labels_drop_queries_and_hosts() {
     assert_eq!(request_label("GET", "http://h:8080/p?q#f"), "GET /p");
     assert_eq!(request_label("GET", "http://h"), "GET /");

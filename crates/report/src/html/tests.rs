@@ -96,7 +96,7 @@ fn fanout() -> Report {
             FindingKind::PoolQueueing,
             Severity::Warning,
             "calls waited for a connection & <b>".into(),
-            "f".into(),
+            "f",
         )
     });
     r

@@ -8,7 +8,7 @@ use super::plaintext::{self, PlaintextFeed};
 use super::{window, FlowCounts, FlowOptions, MAX_ERRORS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use whyslow_model::{Connection, Exchange, Timeline};
+use whyslow_model::{Connection, Direction, Exchange, Gap, Timeline, GAPS_KEPT};
 use whyslow_proto::{Sniffer, Start, StreamAnalyzer};
 
 /// One open connection, as the protocol half knows it.
@@ -21,6 +21,8 @@ pub(super) struct Stream {
     /// Its connection in the plaintext feed: its analyzer reads that, not
     /// the ciphertext of its packets.
     plain: Option<u32>,
+    /// When it last carried bytes: a gap lies after it.
+    last_data_us: u64,
 }
 
 impl Stream {
@@ -183,6 +185,7 @@ impl Streams {
                         proto: Sniffer::with_keys(id, server.port(), start, keys),
                         exchanges: 0,
                         plain,
+                        last_data_us: at_us,
                     };
                     let i = slot as usize;
                     if self.slots.len() <= i {
@@ -201,6 +204,9 @@ impl Streams {
                         continue;
                     }
                     let data = &bytes[range];
+                    if let Some(Some(s)) = self.slots.get_mut(slot as usize) {
+                        s.last_data_us = at_us;
+                    }
                     self.feed(At::Slot(slot), |p, out| {
                         p.on_data_into(direction, data, at_us, packet, out)
                     });
@@ -211,6 +217,9 @@ impl Streams {
                     len,
                 } => {
                     if !self.reads_plaintext(slot) {
+                        if let Some(Some(s)) = self.slots.get_mut(slot as usize) {
+                            note_gap(s, direction, len, None);
+                        }
                         self.feed(At::Slot(slot), |p, _| p.on_gap(direction, len));
                     }
                 }
@@ -272,6 +281,7 @@ impl Streams {
             proto: Sniffer::with_keys(id, only.server.port(), start, None),
             exchanges: 0,
             plain: None,
+            last_data_us: c.at_us,
         });
     }
 
@@ -322,6 +332,9 @@ impl Streams {
             side.payload_bytes += c.whole;
         }
         let missing = c.whole.saturating_sub(c.data.len() as u64);
+        if missing > 0 {
+            note_gap(s, direction, missing, Some(c.at_us));
+        }
         self.feed(at, |p, out| {
             p.on_data_into(direction, &c.data, c.at_us, 0, out);
             if missing > 0 {
@@ -360,6 +373,11 @@ impl Streams {
     }
 
     fn retire_stream(&mut self, mut s: Stream, mut conn: Connection) {
+        conn.gaps = std::mem::take(&mut s.header.gaps);
+        for d in [Direction::ToServer, Direction::ToClient] {
+            let (from, to) = (s.header.stats(d), conn.stats_mut(d));
+            (to.gaps, to.gap_bytes) = (from.gaps, from.gap_bytes);
+        }
         let mut ex = Vec::new();
         s.proto.drain_exchanges(&mut ex);
         ex.extend(s.proto.finish());
@@ -483,5 +501,22 @@ fn sink(
         (out, from)
     } else {
         (std::mem::take(scratch), 0)
+    }
+}
+
+/// Counts a gap of `len` bytes in `direction` on a stream, and keeps it
+/// (within `GAPS_KEPT`) with when the stream last carried bytes (`at_us`
+/// where the gap comes with its own time).
+fn note_gap(s: &mut Stream, direction: Direction, len: u64, at_us: Option<u64>) {
+    let after_us = at_us.unwrap_or(s.last_data_us);
+    let stats = s.header.stats_mut(direction);
+    stats.gaps += 1;
+    stats.gap_bytes += len;
+    if s.header.gaps.len() < GAPS_KEPT {
+        s.header.gaps.push(Gap {
+            after_us,
+            direction,
+            bytes: len,
+        });
     }
 }

@@ -393,6 +393,7 @@ pub(super) fn header(c: &Connection) -> Connection {
     h.protocol = c.protocol;
     h.tls = c.tls;
     h.socket_path.clone_from(&c.socket_path);
+    h.gaps.clone_from(&c.gaps);
     h
 }
 
