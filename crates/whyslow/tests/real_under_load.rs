@@ -381,6 +381,65 @@ fn cache_app_at_8_clients() {
     }
 }
 
+/// A stash whose transfer outlasts a page: one client's pages come and go
+/// while a write is still being sent (whyslow once took Redis for the
+/// service there, its writes enclosing the pages).
+const ASYNC_STASH_BYTES: usize = 1 << 20;
+
+/// Writes no request waits for: each page queues one and answers; a writer
+/// thread pipelines what is queued on a connection of its own, after the
+/// pages answered. No request waited for Redis, so nothing is named — one
+/// client at a time and eight at once, through `analyze` of a tcpdump
+/// capture with the service left for whyslow to find.
+#[test]
+fn fire_and_forget_writes_name_nothing() {
+    let _one = serial();
+    let needs = [
+        Need::Tool("tcpdump"),
+        Need::Tool("redis-server"),
+        Need::Python("redis"),
+        Need::Capture,
+    ];
+    if !requirements_met("fire_and_forget_writes_name_nothing", &needs) {
+        return;
+    }
+    for (clients, requests) in [("1", "40"), (CLIENTS, "160")] {
+        let dir = tmpdir(&format!("fire_and_forget_{clients}"));
+        let redis = redis();
+        let port = free_port();
+        let args = [port, redis.port]
+            .map(|p| p.to_string())
+            .into_iter()
+            .chain([ASYNC_STASH_BYTES.to_string(), "async".into()])
+            .collect::<Vec<_>>();
+        let app = python_app("cache_app.py", port, &args);
+        let cap = dir.join("load.pcap");
+        let url = format!("http://127.0.0.1:{port}/product/42");
+        let dropped = tcpdump_while(&cap, &[port, redis.port], || {
+            let args = [
+                "load",
+                "-c",
+                clients,
+                "-n",
+                requests,
+                "--trace-context",
+                "off",
+            ];
+            let out = whyslow(&[&args[..], &[url.as_str()]].concat());
+            assert!(out.status.success(), "{}", stderr(&out));
+        });
+        assert_eq!(dropped, 0, "tcpdump dropped packets");
+        drop(app);
+        let out = whyslow(&["analyze", "--json", cap.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        // Redis's window may close under a 1 MiB write: real where tshark
+        // reads the same, and a fact of TCP, not a request's wait.
+        let kinds = causes_less_real_tcp(&report, &cap);
+        assert!(kinds.is_empty(), "{clients} client(s): {kinds:?}");
+    }
+}
+
 /// The backing server of a run: the one port the service called.
 fn run_tax_port(report: &Value) -> u64 {
     report["capture"]["backing_ports"][0].as_u64().unwrap()

@@ -260,6 +260,39 @@ mod tests {
     }
 
     #[test]
+    fn a_datastore_enclosing_another_kind_of_server_is_not_the_service() {
+        use whyslow_model::Protocol;
+        // Long writes to Redis (6379) while short HTTP requests (8080) come
+        // and go inside them, after each write arrived whole.
+        let mut t = Timeline {
+            connections: vec![conn(0, 6379), conn(1, 8080)],
+            exchanges: Vec::new(),
+        };
+        for k in 0..10u32 {
+            let at = u64::from(k) * 10_000;
+            t.exchanges
+                .push(exchange(2 * k, 0, (at, at + 1_000), (at + 5_000, at + 5_010)));
+            let call = (at + 2_000, at + 2_010);
+            t.exchanges
+                .push(exchange(2 * k + 1, 1, call, (at + 2_100, at + 2_110)));
+        }
+        t.connections[0].protocol = Protocol::Redis;
+        t.connections[1].protocol = Protocol::Http1;
+        assert_eq!(find_service(&t), None);
+        // A proxy of its own protocol (a Redis proxy in front of Redis) may be.
+        t.connections[1].protocol = Protocol::Redis;
+        assert_eq!(find_service(&t), Some(6379));
+        // Calls that began before the write arrived whole were not made for it.
+        t.connections[1].protocol = Protocol::Http1;
+        t.connections[0].protocol = Protocol::Http1;
+        assert_eq!(find_service(&t), Some(6379));
+        for e in t.exchanges.iter_mut().filter(|e| e.connection == 0) {
+            e.request_last_at_us += 2_500;
+        }
+        assert_eq!(find_service(&t), None);
+    }
+
+    #[test]
     fn asynchronous_writes_make_a_backing_server_without_a_parent() {
         // Each request reads on one connection; a writer connection's writes
         // start during or after a request and end after it answered (case

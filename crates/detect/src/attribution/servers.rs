@@ -5,7 +5,7 @@
 use super::units::call_span;
 use super::windows;
 use foldhash::{HashMap, HashMapExt};
-use whyslow_model::Timeline;
+use whyslow_model::{Protocol, Timeline};
 
 /// Each connection's server port.
 pub fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
@@ -42,7 +42,7 @@ struct Nested {
 /// Backing servers of `service_ports` and how many of their exchanges nest.
 fn nesting(t: &Timeline, service_ports: &[u16]) -> (Vec<u16>, usize) {
     let port = server_ports(t);
-    let windows = windows::requests(t, &port, service_ports);
+    let windows = windows::arrived(t, &port, service_ports);
     let mut per_conn: HashMap<u32, Nested> = HashMap::new();
     for e in &t.exchanges {
         if port
@@ -85,6 +85,16 @@ fn nesting(t: &Timeline, service_ports: &[u16]) -> (Vec<u16>, usize) {
 /// with thousands of them from costing thousands of passes.
 const SERVICE_CANDIDATES: usize = 16;
 
+/// Whether servers of this protocol answer from their own data: a cache or
+/// a database makes no call to another kind of server while a client waits
+/// (a replica's stream, a foreign table are not such calls). One that
+/// encloses another kind's exchanges encloses them by chance: a client
+/// streaming a large write to it while unrelated requests come and go.
+/// A proxy of its own protocol (pgbouncer, twemproxy) still may be the service.
+fn is_datastore(p: Protocol) -> bool {
+    matches!(p, Protocol::Redis | Protocol::Postgres | Protocol::Memcached)
+}
+
 /// The service under investigation, found from the wire: the server whose
 /// requests enclose the most exchanges of other servers (its backing
 /// calls). None when no server's requests enclose any.
@@ -98,10 +108,20 @@ pub fn find_service(t: &Timeline) -> Option<u16> {
     }
     let mut ports: Vec<(usize, u16)> = busy.into_iter().map(|(p, n)| (n, p)).collect();
     ports.sort_unstable_by(|a, b| b.cmp(a));
+    let protocol: HashMap<u16, Protocol> = t
+        .connections
+        .iter()
+        .map(|c| (c.server.port(), c.protocol))
+        .collect();
     ports
         .iter()
         .take(SERVICE_CANDIDATES)
-        .map(|&(_, p)| (nesting(t, &[p]).1, p))
+        .filter_map(|&(_, p)| {
+            let (servers, nested) = nesting(t, &[p]);
+            let calls_out = |s: &u16| protocol.get(s) != protocol.get(&p);
+            let leaf = protocol.get(&p).is_some_and(|&pr| is_datastore(pr));
+            (!(leaf && servers.iter().any(calls_out))).then_some((nested, p))
+        })
         .filter(|&(nested, _)| nested > 0)
         .max_by_key(|&(nested, p)| (nested, std::cmp::Reverse(p)))
         .map(|(_, p)| p)

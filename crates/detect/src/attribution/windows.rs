@@ -98,6 +98,24 @@ impl Windows {
 /// that, and a capture that lost it (a gap, a drop) must not leave it
 /// waiting through every later call.
 pub fn requests(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows {
+    windows(t, port, ports, |e| e.request_first_at_us)
+}
+
+/// `requests`, each window opening once its request arrived whole (last
+/// request byte): when a service is sought, a server is one only where
+/// the calls it encloses came after it heard what it was asked. A client
+/// that streams a large write to a cache while unrelated requests come
+/// and go encloses them too, while it is still sending.
+pub fn arrived(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows {
+    windows(t, port, ports, |e| e.request_last_at_us)
+}
+
+fn windows(
+    t: &Timeline,
+    port: &HashMap<u32, u16>,
+    ports: &[u16],
+    opens: impl Fn(&Exchange) -> u64,
+) -> Windows {
     let closed: HashMap<u32, u64> = t
         .connections
         .iter()
@@ -131,7 +149,7 @@ pub fn requests(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Window
             .iter()
             .filter(inbound)
             .map(|e| Window {
-                start: e.request_first_at_us,
+                start: opens(e),
                 answer: e
                     .response_first_at_us
                     .or_else(|| next_request(e))

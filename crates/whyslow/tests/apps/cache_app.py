@@ -5,10 +5,14 @@ broken: one pipeline on one connection sends the write, then the read,
 fixed:  a writer thread stashes on a connection of its own (one stash at
         a time; a page that finds the writer busy skips its own) and the
         page reads on another.
+async:  fire and forget: a page queues its stash and answers without
+        reading Redis; the writer sends what is queued as one pipeline on
+        its own connection, after the pages answered (as a client that
+        pipelines writes on its own does).
 Pages are served at once; each command a page sends is recorded with its
 connection out of band (truth.py). The writer's stashes belong to no page
 there: it sends them after the page that queued one may have answered.
-Usage: cache_app.py PORT REDIS_PORT VALUE_BYTES broken|fixed"""
+Usage: cache_app.py PORT REDIS_PORT VALUE_BYTES broken|fixed|async"""
 import collections
 import queue
 import sys
@@ -59,7 +63,8 @@ def client(redis_port):
     return redis.Redis(connection_pool=pool)
 
 
-def main(port, redis_port, value_bytes, fixed):
+def main(port, redis_port, value_bytes, variant):
+    fixed = variant == "fixed"
     fragment = b"x" * value_bytes
     reads = client(redis_port)
     reads.set(HOT_KEY, b'{"currency":"EUR"}')
@@ -73,8 +78,21 @@ def main(port, redis_port, value_bytes, fixed):
             writes.set(key, value)
             idle.release()
 
+    def batch_writer():
+        writes = client(redis_port)
+        while True:
+            batch = [stash.get()]
+            while not stash.empty():
+                batch.append(stash.get())
+            pipe = writes.pipeline(transaction=False)
+            for key, value in batch:
+                pipe.set(key, value)
+            pipe.execute()
+
     if fixed:
         threading.Thread(target=writer, daemon=True).start()
+    if variant == "async":
+        threading.Thread(target=batch_writer, daemon=True).start()
 
     class Page(JsonHandler):
         def do_GET(self):
@@ -82,6 +100,10 @@ def main(port, redis_port, value_bytes, fixed):
                 self.page()
 
         def page(self):
+            if variant == "async":
+                stash.put((STASH_KEY, fragment))
+                self.answer(b'{"product":42}\n')
+                return
             if fixed:
                 if idle.acquire(blocking=False):
                     stash.put((STASH_KEY, fragment))
@@ -98,4 +120,4 @@ def main(port, redis_port, value_bytes, fixed):
 
 if __name__ == "__main__":
     port, redis_port, value_bytes, variant = sys.argv[1:5]
-    main(int(port), int(redis_port), int(value_bytes), variant == "fixed")
+    main(int(port), int(redis_port), int(value_bytes), variant)

@@ -415,6 +415,44 @@ pub fn retransmission_on_the_wire(
 /// The causes a report names, less a `tcp_retransmission` the capture it
 /// came from confirms (`retransmission_on_the_wire`); one it does not
 /// confirm stays named, with why.
+/// Frames tshark reads as advertising a zero window in `capture`.
+pub fn tshark_zero_windows(capture: &Path) -> Result<u64, String> {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(capture)
+        .args([
+            "-Y",
+            "tcp.analysis.zero_window",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ])
+        .output()
+        .map_err(|e| format!("tshark: {e}"))?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("tshark -r {}: {why}", capture.display()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().count() as u64)
+}
+
+/// `causes_less_real_retransmissions`, also less a `zero_window` whose
+/// closures tshark reads in the same capture (at least as many frames
+/// advertising a zero window as closures named).
+pub fn causes_less_real_tcp(report: &serde_json::Value, capture: &Path) -> Vec<String> {
+    causes_less_real_retransmissions(report, capture)
+        .into_iter()
+        .filter(|kind| {
+            if kind != "zero_window" {
+                return true;
+            }
+            let named = finding(report, kind).map_or(0, |f| f["occurrences"].as_u64().unwrap_or(0));
+            tshark_zero_windows(capture).map_or(true, |seen| seen < named.max(1))
+        })
+        .collect()
+}
+
 pub fn causes_less_real_retransmissions(report: &serde_json::Value, capture: &Path) -> Vec<String> {
     causes(report)
         .into_iter()
