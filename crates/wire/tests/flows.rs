@@ -387,3 +387,33 @@ fn bytes_the_capture_never_held_are_counted_per_connection_not_resent() {
         "{ex:#?}"
     );
 }
+
+#[test]
+fn connections_seen_mid_stream_take_their_server_from_the_port_they_share() {
+    // A pool's connections to PostgreSQL on a port above the clients',
+    // all open before the capture began; each first seen on a bare ACK
+    // from its client, which names no side. The server's port recurs.
+    let mut s = Sim::new(40000, 45593);
+    for port in [40000, 40001, 40002] {
+        s.cport = port;
+        s.ack(true);
+        s.wait_ms(1);
+    }
+    let out = analyze(&s.bytes());
+    let servers: Vec<u16> = out
+        .timeline
+        .connections
+        .iter()
+        .map(|c| c.server.port())
+        .collect();
+    // The first is a guess (the higher port); the others know.
+    assert_eq!(servers[1..], [45593, 45593], "{servers:?}");
+    // And a handshake seen to a port settles it at once.
+    let mut s = Sim::new(50000, 45594);
+    s.handshake();
+    s.cport = 40003;
+    s.ack(true);
+    let out = analyze(&s.bytes());
+    let c = &out.timeline.connections;
+    assert!(c.iter().all(|c| c.server.port() == 45594), "{c:#?}");
+}

@@ -270,8 +270,12 @@ mod tests {
         };
         for k in 0..10u32 {
             let at = u64::from(k) * 10_000;
-            t.exchanges
-                .push(exchange(2 * k, 0, (at, at + 1_000), (at + 5_000, at + 5_010)));
+            t.exchanges.push(exchange(
+                2 * k,
+                0,
+                (at, at + 1_000),
+                (at + 5_000, at + 5_010),
+            ));
             let call = (at + 2_000, at + 2_010);
             t.exchanges
                 .push(exchange(2 * k + 1, 1, call, (at + 2_100, at + 2_110)));

@@ -92,7 +92,10 @@ const SERVICE_CANDIDATES: usize = 16;
 /// streaming a large write to it while unrelated requests come and go.
 /// A proxy of its own protocol (pgbouncer, twemproxy) still may be the service.
 fn is_datastore(p: Protocol) -> bool {
-    matches!(p, Protocol::Redis | Protocol::Postgres | Protocol::Memcached)
+    matches!(
+        p,
+        Protocol::Redis | Protocol::Postgres | Protocol::Memcached
+    )
 }
 
 /// The service under investigation, found from the wire: the server whose

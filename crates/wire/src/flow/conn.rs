@@ -48,34 +48,58 @@ pub struct Flow {
     rst: bool,
 }
 
+/// What the flow table knows of ports when a connection first shows.
+pub struct PortsKnown<'a> {
+    /// Server ports seen on connections whose SYN was captured.
+    pub listening: &'a HashSet<u16>,
+    /// Per port, connections seen with it at either end so far.
+    pub flows: &'a [u8],
+}
+
+impl PortsKnown<'_> {
+    /// Which of (src, dst) the table knows as a server's port: one known
+    /// to listen, else one that recurs on other connections while the
+    /// other end's never did.
+    fn server_side(&self, src: u16, dst: u16) -> Option<bool> {
+        let listens = |p: u16| self.listening.contains(&p);
+        let recurs = |p: u16| self.flows.get(usize::from(p)).is_some_and(|&n| n > 0);
+        for known in [&listens as &dyn Fn(u16) -> bool, &recurs] {
+            match (known(src), known(dst)) {
+                (true, false) => return Some(true),
+                (false, true) => return Some(false),
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
 impl Flow {
-    /// `listeners`: server ports seen on connections whose SYN was captured.
-    /// The protocol half hears of it (`Open`) through `ev`.
+    /// `known`: what the table knows of listening ports. The protocol half
+    /// hears of it (`Open`) through `ev`.
     pub fn new(
         id: u32,
         slot: u32,
         p: &TcpPacket,
         at_us: u64,
-        listeners: &HashSet<u16>,
+        known: PortsKnown,
         ev: &mut Events,
     ) -> Flow {
         // The SYN sender is the client; a SYN/ACK's sender is the server.
-        // Mid-stream: what the bytes say (a request line), then a port known
-        // to listen, then the higher port as the ephemeral one. Loopback
+        // Mid-stream: a port known to listen on one side only (a handshake
+        // to it was seen), or one that recurs on other connections while
+        // the other never did (a pool's connections to one server, all
+        // open before the capture); then what the bytes say (a request
+        // line); then the higher port as the ephemeral one. Loopback
         // servers on ephemeral ports make the last guess wrong often.
         let src_is_client = if p.syn {
             !p.ack_flag
+        } else if let Some(src_serves) = known.server_side(p.src.port(), p.dst.port()) {
+            !src_serves
         } else if let Some(client) = sender_is_client(p.payload) {
             client
         } else {
-            match (
-                listeners.contains(&p.src.port()),
-                listeners.contains(&p.dst.port()),
-            ) {
-                (false, true) => true,
-                (true, false) => false,
-                _ => p.src.port() >= p.dst.port(),
-            }
+            p.src.port() >= p.dst.port()
         };
         let (client, server) = if src_is_client {
             (p.src, p.dst)

@@ -3,7 +3,7 @@
 //! bounds on open flows. What it rebuilds in order goes to the protocol
 //! half as `Events`.
 
-use super::conn::Flow;
+use super::conn::{Flow, PortsKnown};
 use super::events::Events;
 use super::{key, FlowCounts, FlowHashState, FlowOptions, Key, MAX_CLOSED_FLOWS, RECENTLY_RETIRED};
 use crate::decode::{Skip, TcpPacket};
@@ -35,12 +35,17 @@ pub(crate) struct TcpFlows {
     /// Server ports of connections whose SYN was seen: which side of a
     /// connection first seen mid-stream is the server.
     listeners: HashSet<u16>,
+    /// Per port, connections seen with it at either end (saturating): a
+    /// server's port recurs on every connection to it, a client's
+    /// ephemeral port on one.
+    port_flows: Vec<u8>,
 }
 
 impl TcpFlows {
     pub(super) fn new(options: FlowOptions, budget: Budget) -> Self {
         TcpFlows {
             listeners: options.listening.iter().copied().collect(),
+            port_flows: vec![0; 1 << 16],
             options,
             flows: HashMap::with_hasher(FlowHashState::new()),
             closed: VecDeque::new(),
@@ -118,7 +123,15 @@ impl TcpFlows {
             self.next_slot += 1;
             self.next_slot - 1
         });
-        let mut f = Flow::new(id, slot, tcp, at_us, &self.listeners, ev);
+        let known = PortsKnown {
+            listening: &self.listeners,
+            flows: &self.port_flows,
+        };
+        let mut f = Flow::new(id, slot, tcp, at_us, known, ev);
+        for port in [tcp.src.port(), tcp.dst.port()] {
+            let n = &mut self.port_flows[usize::from(port)];
+            *n = n.saturating_add(1);
+        }
         f.push(
             tcp,
             at_us,
