@@ -204,10 +204,7 @@ mod tests {
         split_request(&mut b, 2_000_000, 200, false); // first request: quick ACK
         split_request(&mut b, 2_100_000, 40_100, false);
         split_request(&mut b, 2_200_000, 40_050, false);
-        let tl = Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![],
-        };
+        let tl = b.timeline();
         let f = detect(&tl);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].kind, FindingKind::NagleDelayedAck);
@@ -231,10 +228,7 @@ mod tests {
         b.data(ToClient, 1_000_030, 150);
         b.ack(ToServer, 1_040_030, 65535, false);
         b.data(ToClient, 1_040_060, 2000);
-        let f = detect(&Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![],
-        });
+        let f = detect(&b.timeline());
         assert_eq!(f.len(), 1);
         assert!(f[0].summary.contains("responses") && f[0].summary.contains("the server split"));
     }
@@ -257,10 +251,7 @@ mod tests {
         let mut b = ConnBuilder::new(1, 40000);
         b.conn.established_at_us = Some(1_210_000);
         split_request(&mut b, 2_000_000, 250_000, false);
-        let t = Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![],
-        };
+        let t = b.timeline();
         assert_eq!(detect(&t).len(), 1);
     }
 
@@ -269,11 +260,7 @@ mod tests {
         for (ack_after, piggy) in [(200, false), (40_000, true)] {
             let mut b = ConnBuilder::new(1, 40000);
             split_request(&mut b, 2_000_000, ack_after, piggy);
-            assert!(detect(&Timeline {
-                connections: vec![b.conn],
-                exchanges: vec![]
-            })
-            .is_empty());
+            assert!(detect(&b.timeline()).is_empty());
         }
         // The client paused a second between segments: the ACK came at 40 ms,
         // but the second segment did not follow it, so it was not held by Nagle.
@@ -281,10 +268,6 @@ mod tests {
         b.data(ToServer, 1_000_000, 100);
         b.ack(ToClient, 1_040_000, 65535, false);
         b.data(ToServer, 2_000_000, 100);
-        assert!(detect(&Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![]
-        })
-        .is_empty());
+        assert!(detect(&b.timeline()).is_empty());
     }
 }

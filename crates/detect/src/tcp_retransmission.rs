@@ -118,23 +118,15 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::testkit::ConnBuilder;
-    use whyslow_model::SegmentFlags;
 
     #[test]
     fn measures_the_wait_before_each_retransmission() {
         let mut b = ConnBuilder::new(1, 40000);
         b.data(Direction::ToServer, 1_000_000, 100);
-        let re = SegmentFlags {
-            retransmission: true,
-            ..Default::default()
-        };
-        b.segment(Direction::ToServer, 1_210_000, 0, 100, re);
+        b.resend(Direction::ToServer, 1_210_000, 0, 100);
         b.data(Direction::ToServer, 1_300_000, 100);
-        b.segment(Direction::ToServer, 1_305_000, 100, 100, re);
-        let f = detect(&Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![],
-        });
+        b.resend(Direction::ToServer, 1_305_000, 100, 100);
+        let f = detect(&b.timeline());
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].occurrences, 2);
         assert_eq!(f[0].time_lost_us, 210_000 + 5_000);
@@ -145,16 +137,9 @@ mod tests {
     fn a_backoff_counts_each_wait_once() {
         let mut b = ConnBuilder::new(1, 40000);
         b.data(Direction::ToServer, 1_000_000, 100);
-        let re = SegmentFlags {
-            retransmission: true,
-            ..Default::default()
-        };
-        b.segment(Direction::ToServer, 1_200_000, 0, 100, re);
-        b.segment(Direction::ToServer, 1_600_000, 0, 100, re);
-        let f = detect(&Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![],
-        });
+        b.resend(Direction::ToServer, 1_200_000, 0, 100);
+        b.resend(Direction::ToServer, 1_600_000, 0, 100);
+        let f = detect(&b.timeline());
         assert_eq!(f[0].time_lost_us, 600_000, "200 ms then 400 ms");
         assert_eq!(f[0].occurrences, 2);
     }
@@ -163,10 +148,6 @@ mod tests {
     fn nothing_without_retransmissions() {
         let mut b = ConnBuilder::new(1, 40000);
         b.data(Direction::ToServer, 1_000_000, 100);
-        assert!(detect(&Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![]
-        })
-        .is_empty());
+        assert!(detect(&b.timeline()).is_empty());
     }
 }

@@ -62,6 +62,23 @@ impl ConnBuilder {
         packet
     }
 
+    /// `len` bytes at `offset` sent again at `at_us` (a retransmission).
+    pub fn resend(&mut self, d: Direction, at_us: u64, offset: u64, len: u32) -> u64 {
+        let flags = SegmentFlags {
+            retransmission: true,
+            ..SegmentFlags::default()
+        };
+        self.segment(d, at_us, offset, len, flags)
+    }
+
+    /// A timeline of this connection alone.
+    pub fn timeline(self) -> Timeline {
+        Timeline {
+            connections: vec![self.conn],
+            exchanges: Vec::new(),
+        }
+    }
+
     /// An ACK travelling in `d` for everything the other side sent so far.
     pub fn ack(&mut self, d: Direction, at_us: u64, window: u32, piggybacked: bool) -> u64 {
         let packet = self.next_packet;

@@ -114,10 +114,7 @@ mod tests {
         b.ack(Direction::ToServer, 1_000_100, 0, false);
         b.ack(Direction::ToServer, 1_000_300, 0, false); // zero-window probe answer
         b.ack(Direction::ToServer, 1_250_100, 65535, false);
-        let f = detect(&Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![],
-        });
+        let f = detect(&b.timeline());
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].occurrences, 1);
         assert_eq!(f[0].time_lost_us, 250_000);
@@ -127,10 +124,6 @@ mod tests {
     fn open_windows_are_fine() {
         let mut b = ConnBuilder::new(1, 40000);
         b.ack(Direction::ToServer, 1_000_100, 1000, false);
-        assert!(detect(&Timeline {
-            connections: vec![b.conn],
-            exchanges: vec![]
-        })
-        .is_empty());
+        assert!(detect(&b.timeline()).is_empty());
     }
 }

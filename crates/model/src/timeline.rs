@@ -241,8 +241,9 @@ fn is_zero(n: &u64) -> bool {
 /// a hole analysis resumed after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gap {
-    /// The last bytes the connection carried before the hole (either
-    /// direction): the hole lies after it.
+    /// The last bytes the capture carried before the hole was noticed (on
+    /// any connection, at most a batch of packets late): the hole lies
+    /// before the next bytes of its stream.
     pub after_us: u64,
     pub direction: Direction,
     pub bytes: u64,

@@ -21,8 +21,6 @@ pub(super) struct Stream {
     /// Its connection in the plaintext feed: its analyzer reads that, not
     /// the ciphertext of its packets.
     plain: Option<u32>,
-    /// When it last carried bytes: a gap lies after it.
-    last_data_us: u64,
 }
 
 impl Stream {
@@ -45,6 +43,8 @@ impl Stream {
 
 pub struct Streams {
     pub(super) options: FlowOptions,
+    /// When the capture last carried bytes: a gap it reveals lies after.
+    pub(super) last_data_us: u64,
     /// Open connections by the slot the TCP half gave them.
     pub(super) slots: Vec<Option<Stream>>,
     pub(super) next_exchange: u32,
@@ -125,6 +125,7 @@ impl Streams {
             early: Default::default(),
         });
         Streams {
+            last_data_us: 0,
             options,
             slots: Vec::new(),
             next_exchange: 0,
@@ -185,7 +186,6 @@ impl Streams {
                         proto: Sniffer::with_keys(id, server.port(), start, keys),
                         exchanges: 0,
                         plain,
-                        last_data_us: at_us,
                     };
                     let i = slot as usize;
                     if self.slots.len() <= i {
@@ -204,9 +204,7 @@ impl Streams {
                         continue;
                     }
                     let data = &bytes[range];
-                    if let Some(Some(s)) = self.slots.get_mut(slot as usize) {
-                        s.last_data_us = at_us;
-                    }
+                    self.last_data_us = at_us;
                     self.feed(At::Slot(slot), |p, out| {
                         p.on_data_into(direction, data, at_us, packet, out)
                     });
@@ -218,7 +216,7 @@ impl Streams {
                 } => {
                     if !self.reads_plaintext(slot) {
                         if let Some(Some(s)) = self.slots.get_mut(slot as usize) {
-                            note_gap(s, direction, len, None);
+                            note_gap(s, direction, len, self.last_data_us);
                         }
                         self.feed(At::Slot(slot), |p, _| p.on_gap(direction, len));
                     }
@@ -281,7 +279,6 @@ impl Streams {
             proto: Sniffer::with_keys(id, only.server.port(), start, None),
             exchanges: 0,
             plain: None,
-            last_data_us: c.at_us,
         });
     }
 
@@ -333,7 +330,7 @@ impl Streams {
         }
         let missing = c.whole.saturating_sub(c.data.len() as u64);
         if missing > 0 {
-            note_gap(s, direction, missing, Some(c.at_us));
+            note_gap(s, direction, missing, c.at_us);
         }
         self.feed(at, |p, out| {
             p.on_data_into(direction, &c.data, c.at_us, 0, out);
@@ -505,10 +502,9 @@ fn sink(
 }
 
 /// Counts a gap of `len` bytes in `direction` on a stream, and keeps it
-/// (within `GAPS_KEPT`) with when the stream last carried bytes (`at_us`
-/// where the gap comes with its own time).
-fn note_gap(s: &mut Stream, direction: Direction, len: u64, at_us: Option<u64>) {
-    let after_us = at_us.unwrap_or(s.last_data_us);
+/// (within `GAPS_KEPT`) with `after_us`, the last bytes the capture
+/// carried before it was noticed.
+fn note_gap(s: &mut Stream, direction: Direction, len: u64, after_us: u64) {
     let stats = s.header.stats_mut(direction);
     stats.gaps += 1;
     stats.gap_bytes += len;
