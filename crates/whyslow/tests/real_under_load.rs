@@ -324,18 +324,23 @@ fn fanout_app_at_8_clients() {
 // --- redis-py: a page's pipeline holds a pooled connection for a write
 // and a read.
 
+/// What a redis-py app's capture needs.
+fn redis_py_needs() -> [Need<'static>; 4] {
+    [
+        Need::Tool("tcpdump"),
+        Need::Tool("redis-server"),
+        Need::Python("redis"),
+        Need::Capture,
+    ]
+}
+
 /// A large stash, smaller than the case's 16 MiB: 8 pages at once write it.
 const STASH_BYTES: usize = 2 << 20;
 
 #[test]
 fn cache_app_at_8_clients() {
     let _one = serial();
-    let needs = [
-        Need::Tool("tcpdump"),
-        Need::Tool("redis-server"),
-        Need::Python("redis"),
-        Need::Capture,
-    ];
+    let needs = redis_py_needs();
     if !requirements_met("cache_app_at_8_clients", &needs) {
         return;
     }
@@ -394,12 +399,7 @@ const ASYNC_STASH_BYTES: usize = 1 << 20;
 #[test]
 fn fire_and_forget_writes_name_nothing() {
     let _one = serial();
-    let needs = [
-        Need::Tool("tcpdump"),
-        Need::Tool("redis-server"),
-        Need::Python("redis"),
-        Need::Capture,
-    ];
+    let needs = redis_py_needs();
     if !requirements_met("fire_and_forget_writes_name_nothing", &needs) {
         return;
     }

@@ -333,29 +333,29 @@ pub fn peak_rss_of(child: std::process::Child) -> i64 {
 /// Retransmitted frames of `capture` as tshark reads it: frame number →
 /// seconds since the original transmission (`tcp.analysis.rto`), when
 /// tshark knows the original.
-fn tshark_retransmissions(capture: &Path) -> Result<HashMap<u64, Option<f64>>, String> {
+/// tshark's `fields` of the frames of `capture` that match `filter`, one
+/// line a frame.
+fn tshark_fields(capture: &Path, filter: &str, fields: &[&str]) -> Result<String, String> {
+    let mut args = vec!["-Y", filter, "-T", "fields"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
     let out = Command::new("tshark")
         .arg("-r")
         .arg(capture)
-        .args([
-            "-Y",
-            "tcp.analysis.retransmission || tcp.analysis.fast_retransmission",
-        ])
-        .args([
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-            "-e",
-            "tcp.analysis.rto",
-        ])
+        .args(args)
         .output()
         .map_err(|e| format!("tshark: {e}"))?;
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr);
         return Err(format!("tshark -r {}: {why}", capture.display()));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn tshark_retransmissions(capture: &Path) -> Result<HashMap<u64, Option<f64>>, String> {
+    let resent = "tcp.analysis.retransmission || tcp.analysis.fast_retransmission";
+    let text = tshark_fields(capture, resent, &["frame.number", "tcp.analysis.rto"])?;
     Ok(text
         .lines()
         .filter_map(|l| {
@@ -417,24 +417,8 @@ pub fn retransmission_on_the_wire(
 /// confirm stays named, with why.
 /// Frames tshark reads as advertising a zero window in `capture`.
 pub fn tshark_zero_windows(capture: &Path) -> Result<u64, String> {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(capture)
-        .args([
-            "-Y",
-            "tcp.analysis.zero_window",
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ])
-        .output()
-        .map_err(|e| format!("tshark: {e}"))?;
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("tshark -r {}: {why}", capture.display()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).lines().count() as u64)
+    let text = tshark_fields(capture, "tcp.analysis.zero_window", &["frame.number"])?;
+    Ok(text.lines().count() as u64)
 }
 
 /// `causes_less_real_retransmissions`, also less a `zero_window` whose
