@@ -178,6 +178,7 @@ pub fn analyze_capture(
     summary.windows = outcome.windows;
     summary.windows_forced = outcome.windows_forced;
     summary.non_tcp_packets = outcome.non_tcp;
+    summary.dropped_while_capturing = outcome.dropped_while_capturing;
     summary.truncated_packets = outcome.truncated_packets;
     summary.threads = thread_source;
     let traced = summary.threads.is_some();

@@ -18,6 +18,10 @@ pub struct CaptureSummary {
     /// snapshot length): counted, never read as retransmissions or waits.
     #[serde(default, skip_serializing_if = "CaptureGaps::is_empty")]
     pub gaps: CaptureGaps,
+    /// Packets the capturing tool counted as dropped (pcapng interface
+    /// statistics: isb_ifdrop + isb_osdrop), when the file says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_while_capturing: Option<u64>,
     /// Per server: protocol, connections and exchanges.
     pub servers: Vec<ServerCount>,
     /// Inbound request kinds, each followed by the call groups made for it;

@@ -66,6 +66,13 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
             s.connections, s.tls_connections, s.exchanges, s.retransmissions, s.zero_windows
         ),
     };
+    if let Some(n) = s.dropped_while_capturing.filter(|&n| n > 0) {
+        let _ = writeln!(
+            out,
+            "  the capturing tool dropped {n} packet(s) (the file's interface statistics): \
+             their bytes are missing below"
+        );
+    }
     if !s.gaps.is_empty() {
         let g = &s.gaps;
         let _ = writeln!(

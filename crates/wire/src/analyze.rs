@@ -18,6 +18,9 @@ pub struct AnalyzeOutcome {
     pub packets: u64,
     pub non_tcp: u64,
     pub truncated_packets: u64,
+    /// Packets the capturing tool says it dropped (pcapng interface
+    /// statistics), when the file says.
+    pub dropped_while_capturing: Option<u64>,
     /// Set when the file was cut or corrupt: the timeline is then partial.
     pub error: Option<String>,
     /// Protocol parse problems per connection (analysis of that stream stopped).
@@ -277,6 +280,7 @@ fn outcome_of(
         packets: c.packets,
         non_tcp: c.non_tcp,
         truncated_packets: c.truncated_packets,
+        dropped_while_capturing: read.dropped_while_capturing,
         error,
         protocol_errors: table.errors().to_vec(),
         connections_seen: c.connections_seen,

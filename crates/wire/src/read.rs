@@ -39,6 +39,20 @@ struct Interface {
     units_per_sec: u64,
     /// Seconds added to every timestamp (if_tsoffset).
     offset_s: i64,
+    /// Packets its last statistics block says were dropped while capturing.
+    dropped: Option<u64>,
+}
+
+/// pcapng interface statistics options (§4.6): packets the interface
+/// dropped, and packets the operating system or capture buffer dropped.
+/// Both count since the capture began; the last block holds the totals.
+const ISB_IFDROP: u16 = 5;
+const ISB_OSDROP: u16 = 7;
+
+/// `before` plus what `ifaces`' statistics say they dropped, if anything says.
+fn dropped(before: Option<u64>, ifaces: &[Interface]) -> Option<u64> {
+    let current = ifaces.iter().filter_map(|i| i.dropped);
+    current.fold(before, |sum, d| Some(sum.unwrap_or(0).saturating_add(d)))
 }
 
 /// if_tsresol (pcapng spec §4.2): high bit clear = 10^-n s, set = 2^-n s.
@@ -66,6 +80,8 @@ pub struct CaptureReader<'a> {
     last_at_us: u64,
     /// Byte order of the current pcapng section; `None` in a pcap file.
     ng_big_endian: Option<bool>,
+    /// Drops the statistics of sections already ended reported.
+    dropped_before: Option<u64>,
     done: bool,
 }
 
@@ -104,6 +120,7 @@ impl<'a> CaptureReader<'a> {
             packets: 0,
             last_at_us: 0,
             ng_big_endian: None,
+            dropped_before: None,
             done: false,
         })
     }
@@ -111,6 +128,12 @@ impl<'a> CaptureReader<'a> {
     /// Packets read so far.
     pub fn packets_read(&self) -> u64 {
         self.packets
+    }
+
+    /// Packets the capturing tool says it dropped (pcapng interface
+    /// statistics read so far), if the file says.
+    pub fn dropped_while_capturing(&self) -> Option<u64> {
+        dropped(self.dropped_before, &self.interfaces)
     }
 
     /// Next packet, `Ok(None)` at the end. After an error the reader stays ended.
@@ -142,8 +165,10 @@ impl<'a> CaptureReader<'a> {
                 Ok((used, block)) => {
                     if let PcapBlockOwned::NG(Block::SectionHeader(shb)) = &block {
                         self.ng_big_endian = Some(shb.big_endian());
+                        self.dropped_before = dropped(self.dropped_before, &self.interfaces);
                     }
-                    let got = handle_block(block, &mut self.interfaces, self.last_at_us, p);
+                    let big = self.ng_big_endian.unwrap_or(false);
+                    let got = handle_block(block, &mut self.interfaces, self.last_at_us, big, p);
                     Ok((used, got))
                 }
                 Err(e) => Err(classify(e)),
@@ -263,6 +288,7 @@ fn handle_block(
     block: PcapBlockOwned,
     ifaces: &mut Vec<Interface>,
     last_at_us: u64,
+    big_endian: bool,
     out: &mut Packet,
 ) -> Result<bool, String> {
     let mut packet = |link, at_us, data: &[u8], orig_len| {
@@ -285,6 +311,7 @@ fn handle_block(
                 link: LinkType(h.network.0 as u32),
                 units_per_sec: units,
                 offset_s: 0,
+                dropped: None,
             });
             Ok(false)
         }
@@ -293,7 +320,7 @@ fn handle_block(
             let ticks = u64::from(b.ts_sec) * iface.units_per_sec + u64::from(b.ts_usec);
             Ok(packet(iface.link, to_us(ticks, iface), b.data, b.origlen))
         }
-        PcapBlockOwned::NG(b) => handle_ng(b, ifaces, last_at_us, packet),
+        PcapBlockOwned::NG(b) => handle_ng(b, ifaces, last_at_us, big_endian, packet),
     }
 }
 
@@ -301,6 +328,7 @@ fn handle_ng(
     block: Block,
     ifaces: &mut Vec<Interface>,
     last_at_us: u64,
+    big_endian: bool,
     mut packet: impl FnMut(LinkType, u64, &[u8], u32) -> bool,
 ) -> Result<bool, String> {
     match block {
@@ -318,7 +346,28 @@ fn handle_ng(
                 link: LinkType(idb.linktype.0 as u32),
                 units_per_sec: units,
                 offset_s: idb.if_tsoffset,
+                dropped: None,
             });
+        }
+        Block::InterfaceStatistics(isb) => {
+            let counter = |o: &pcap_parser::pcapng::PcapNGOption| {
+                let v: [u8; 8] = o.value().get(..8)?.try_into().ok()?;
+                Some(match big_endian {
+                    true => u64::from_be_bytes(v),
+                    false => u64::from_le_bytes(v),
+                })
+            };
+            let drops = isb
+                .options
+                .iter()
+                .filter(|o| matches!(o.code.0, ISB_IFDROP | ISB_OSDROP))
+                .filter_map(counter)
+                .fold(None, |sum: Option<u64>, d| {
+                    Some(sum.unwrap_or(0).saturating_add(d))
+                });
+            if let (Some(iface), Some(d)) = (ifaces.get_mut(isb.if_id as usize), drops) {
+                iface.dropped = Some(d);
+            }
         }
         Block::EnhancedPacket(epb) => {
             let iface = ifaces
@@ -350,6 +399,8 @@ fn handle_ng(
 #[derive(Debug)]
 pub struct ReadOutcome {
     pub packets_read: u64,
+    /// Packets the capturing tool says it dropped (pcapng statistics).
+    pub dropped_while_capturing: Option<u64>,
     pub error: Option<WireError>,
 }
 
@@ -371,6 +422,7 @@ pub fn read_packets_buffered<R: Read>(
         Err(e) => {
             return ReadOutcome {
                 packets_read: 0,
+                dropped_while_capturing: None,
                 error: Some(e),
             }
         }
@@ -385,6 +437,7 @@ pub fn read_packets_buffered<R: Read>(
     };
     ReadOutcome {
         packets_read: r.packets_read(),
+        dropped_while_capturing: r.dropped_while_capturing(),
         error,
     }
 }

@@ -9,6 +9,9 @@ use std::io::{self, Write};
 const SHB_TYPE: u32 = 0x0A0D_0D0A;
 const IDB_TYPE: u32 = 0x0000_0001;
 const EPB_TYPE: u32 = 0x0000_0006;
+const ISB_TYPE: u32 = 0x0000_0005;
+/// isb_osdrop: packets the operating system dropped (pcapng spec §4.6).
+const ISB_OSDROP: u16 = 7;
 /// Byte-order magic: tells readers the file's endianness.
 const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
 /// Section length unknown (-1), allowed by the spec.
@@ -103,6 +106,27 @@ impl<W: Write> PcapngWriter<W> {
         b.extend_from_slice(data);
         b.resize(b.len() + padded - cap, 0);
         put32(&mut b, total32);
+        self.out.write_all(&b)
+    }
+
+    /// Writes interface `iface`'s statistics at `at_us`: `dropped` packets
+    /// the kernel could not hand over (isb_osdrop), so that whoever reads
+    /// the file later knows what it is missing.
+    pub fn write_statistics(&mut self, iface: u32, at_us: u64, dropped: u64) -> io::Result<()> {
+        let mut body = Vec::with_capacity(28);
+        put32(&mut body, iface);
+        put32(&mut body, (at_us >> 32) as u32);
+        put32(&mut body, at_us as u32);
+        body.extend_from_slice(&ISB_OSDROP.to_le_bytes());
+        body.extend_from_slice(&8u16.to_le_bytes());
+        body.extend_from_slice(&dropped.to_le_bytes());
+        put32(&mut body, 0); // end of options
+        let total = body.len() as u32 + 12;
+        let mut b = Vec::with_capacity(total as usize);
+        put32(&mut b, ISB_TYPE);
+        put32(&mut b, total);
+        b.extend_from_slice(&body);
+        put32(&mut b, total);
         self.out.write_all(&b)
     }
 

@@ -417,3 +417,49 @@ fn connections_seen_mid_stream_take_their_server_from_the_port_they_share() {
     let c = &out.timeline.connections;
     assert!(c.iter().all(|c| c.server.port() == 45594), "{c:#?}");
 }
+
+/// A pcapng interface statistics block for interface 0 with these
+/// (option code, counter) pairs, little-endian.
+fn statistics_block(counters: &[(u16, u64)]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0u32.to_le_bytes()); // interface id
+    body.extend_from_slice(&[0; 8]); // timestamp
+    for &(code, n) in counters {
+        body.extend_from_slice(&code.to_le_bytes());
+        body.extend_from_slice(&8u16.to_le_bytes());
+        body.extend_from_slice(&n.to_le_bytes());
+    }
+    body.extend_from_slice(&[0; 4]); // end of options
+    let len = (body.len() + 12) as u32;
+    let mut block = 5u32.to_le_bytes().to_vec();
+    block.extend_from_slice(&len.to_le_bytes());
+    block.extend_from_slice(&body);
+    block.extend_from_slice(&len.to_le_bytes());
+    block
+}
+
+#[test]
+fn drops_the_capturing_tool_counted_are_read_from_the_file() {
+    let mut s = Sim::new(40000, 80);
+    s.handshake();
+    s.send(true, GET);
+    let mut bytes = s.bytes();
+    let plain = analyze(&bytes);
+    assert_eq!(
+        plain.dropped_while_capturing, None,
+        "no statistics, no claim"
+    );
+    // Counters are cumulative: the last block holds the totals.
+    bytes.extend(statistics_block(&[(5, 1), (7, 2)]));
+    bytes.extend(statistics_block(&[(5, 3), (7, 4), (6, 99)]));
+    let out = analyze(&bytes);
+    assert_eq!(out.error, None);
+    assert_eq!(out.dropped_while_capturing, Some(7));
+    assert_eq!(out.packets, plain.packets);
+    // What `whyslow capture` writes at its end reads back the same way.
+    let mut s = Sim::new(40000, 80);
+    s.handshake();
+    let at = s.now_us;
+    s.w.write_statistics(0, at, 42).unwrap();
+    assert_eq!(analyze(&s.bytes()).dropped_while_capturing, Some(42));
+}

@@ -157,9 +157,11 @@ impl LiveCapture {
         let mut w = PcapngWriter::new(file, LinkType::RAW, SNAPLEN)?;
         let poll = Duration::from_millis(POLL_MS);
         let mut drops_read = Instant::now();
+        let mut last_at_us = 0;
         while !stop.load(Ordering::Relaxed) {
             if let Some(p) = self.next_packet(poll) {
                 w.write(p.at_us, &p.data, p.orig_len)?;
+                last_at_us = p.at_us;
             }
             if drops_read.elapsed() >= DROPS_EVERY {
                 drops_read += DROPS_EVERY;
@@ -172,9 +174,12 @@ impl LiveCapture {
         let deadline = Instant::now() + drain;
         while let Some(p) = self.next_packet(deadline.saturating_duration_since(Instant::now())) {
             w.write(p.at_us, &p.data, p.orig_len)?;
+            last_at_us = p.at_us;
         }
+        let stats = self.stats();
+        w.write_statistics(0, last_at_us, stats.kernel_drops)?;
         w.flush()?;
-        Ok(self.stats())
+        Ok(stats)
     }
 
     /// Captures to `path` on a background thread until `CaptureHandle::stop`.
