@@ -356,19 +356,13 @@ fn batched_reading_matches_packet_by_packet() {
 fn bytes_the_capture_never_held_are_counted_per_connection_not_resent() {
     let mut s = Sim::new(40000, 80);
     s.handshake();
-    s.send(true, GET);
-    s.wait_ms(10);
-    s.send(false, OK);
-    s.ack(true);
+    s.round_trip(GET, OK);
     s.wait_ms(5);
     let before_gap = s.now_us;
     // A request the capture lost (tcpdump dropped its packet), then one it held.
     s.advance(true, 100);
     s.wait_ms(5);
-    s.send(true, GET);
-    s.wait_ms(10);
-    s.send(false, OK);
-    s.ack(true);
+    s.round_trip(GET, OK);
     s.fin(true);
     s.fin(false);
     let out = analyze(&s.bytes());

@@ -263,25 +263,18 @@ fn gaps_in_bodies_are_absorbed_elsewhere_resynchronized() {
     assert!(a.error().unwrap().contains("missing"));
 }
 
+/// A response with no body.
+const EMPTY_OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+
 #[test]
 fn a_whole_message_right_after_a_gap_is_read_and_body_bytes_are_not() {
     let mut a = Http1Analyzer::new(0);
     a.on_data(ToServer, b"GET /a HTTP/1.1\r\n\r\n", 1, 1);
-    a.on_data(
-        ToClient,
-        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
-        2,
-        2,
-    );
+    a.on_data(ToClient, EMPTY_OK, 2, 2);
     // A request the capture lost whole, then one it held from its first byte.
     a.on_gap(ToServer, 40);
     a.on_data(ToServer, b"GET /b HTTP/1.1\r\n\r\n", 3, 3);
-    a.on_data(
-        ToClient,
-        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
-        4,
-        4,
-    );
+    a.on_data(ToClient, EMPTY_OK, 4, 4);
     // A gap ending inside a body that happens to read "GET ": not a request.
     a.on_gap(ToServer, 7);
     a.on_data(ToServer, b"GET lost\r\nGET /c HTTP/1.1\r\n\r\n", 5, 5);

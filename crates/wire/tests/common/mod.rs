@@ -180,6 +180,15 @@ impl Sim {
         self.raw(from_client, seq, ack, f, win, payload, None);
     }
 
+    /// One request and its answer: `request`, the server's `response` 10 ms
+    /// later, the client's ACK of it.
+    pub fn round_trip(&mut self, request: &[u8], response: &[u8]) {
+        self.send(true, request);
+        self.wait_ms(10);
+        self.send(false, response);
+        self.ack(true);
+    }
+
     pub fn fin(&mut self, from_client: bool) {
         let f = Flags {
             ack: true,
