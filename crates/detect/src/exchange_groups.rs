@@ -149,6 +149,7 @@ impl ExchangeGroups {
             self.retransmissions += c.to_server.retransmissions + c.to_client.retransmissions;
             self.zero_windows += c.to_server.zero_windows + c.to_client.zero_windows;
             if c.to_server.gaps + c.to_client.gaps > 0 {
+                self.gaps.add_seconds(&c.gaps);
                 self.gaps.add(whyslow_model::ConnectionGaps {
                     client: c.client.to_string(),
                     server: c.server_name(),

@@ -212,11 +212,58 @@ pub struct CaptureGaps {
     pub connections: u64,
     /// At most `GAP_CONNECTIONS_LISTED`, the most bytes first.
     pub worst: Vec<ConnectionGaps>,
+    /// Per second of the capture (Unix time) in which a kept gap was
+    /// noticed, in time order: when the capture lost bytes. At most
+    /// `GAP_SECONDS_LISTED`, the first ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seconds: Vec<GapSecond>,
+}
+
+/// Seconds listed with gaps: an hour of a capture that lost bytes in
+/// every one of them.
+pub const GAP_SECONDS_LISTED: usize = 3600;
+
+/// The gaps noticed in one second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GapSecond {
+    pub second: u64,
+    pub gaps: u64,
+    pub bytes: u64,
 }
 
 impl CaptureGaps {
     pub fn is_empty(&self) -> bool {
         self.gaps == 0
+    }
+
+    /// Counts gaps by the second they were noticed in (`after_us`).
+    pub fn add_seconds(&mut self, gaps: &[crate::Gap]) {
+        for g in gaps {
+            let second = g.after_us / 1_000_000;
+            match self.seconds.binary_search_by_key(&second, |s| s.second) {
+                Ok(i) => {
+                    self.seconds[i].gaps += 1;
+                    self.seconds[i].bytes += g.bytes;
+                }
+                Err(i) if i < GAP_SECONDS_LISTED => {
+                    let s = GapSecond {
+                        second,
+                        gaps: 1,
+                        bytes: g.bytes,
+                    };
+                    self.seconds.insert(i, s);
+                    self.seconds.truncate(GAP_SECONDS_LISTED);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// The second that lost the most bytes.
+    pub fn worst_second(&self) -> Option<&GapSecond> {
+        self.seconds
+            .iter()
+            .max_by_key(|s| (s.bytes, std::cmp::Reverse(s.second)))
     }
 
     /// Counts one connection's gaps.
@@ -246,5 +293,36 @@ pub struct ConnectionGaps {
 impl ConnectionGaps {
     pub fn bytes(&self) -> u64 {
         self.to_server_bytes + self.to_client_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Direction, Gap};
+
+    #[test]
+    fn gaps_are_counted_per_second_in_time_order_and_bounded() {
+        let gap = |at_s: u64, bytes| Gap {
+            after_us: at_s * 1_000_000 + 500,
+            direction: Direction::ToServer,
+            bytes,
+        };
+        let mut g = CaptureGaps::default();
+        g.add_seconds(&[gap(12, 10), gap(10, 5), gap(12, 30)]);
+        g.add_seconds(&[gap(11, 1)]);
+        let seen: Vec<(u64, u64, u64)> = g
+            .seconds
+            .iter()
+            .map(|s| (s.second, s.gaps, s.bytes))
+            .collect();
+        assert_eq!(seen, [(10, 1, 5), (11, 1, 1), (12, 2, 40)]);
+        assert_eq!(g.worst_second().map(|s| s.second), Some(12));
+        let many: Vec<Gap> = (0..GAP_SECONDS_LISTED as u64 + 10)
+            .map(|s| gap(1000 + s, 1))
+            .collect();
+        g.add_seconds(&many);
+        assert_eq!(g.seconds.len(), GAP_SECONDS_LISTED);
+        assert_eq!(g.seconds[0].second, 10, "the first seconds are kept");
     }
 }

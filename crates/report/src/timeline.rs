@@ -82,6 +82,18 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
              cut short or missing",
             g.bytes, g.gaps, g.connections
         );
+        if let Some(w) = g.worst_second() {
+            let _ = writeln!(
+                out,
+                "    most in one second: {} bytes in {} gap(s), {} s after the first gap \
+                 (Unix second {}); {} second(s) with gaps",
+                w.bytes,
+                w.gaps,
+                w.second.saturating_sub(g.seconds[0].second),
+                w.second,
+                g.seconds.len()
+            );
+        }
         for c in &g.worst {
             let _ = writeln!(
                 out,
