@@ -457,3 +457,20 @@ fn drops_the_capturing_tool_counted_are_read_from_the_file() {
     s.w.write_statistics(0, at, 42).unwrap();
     assert_eq!(analyze(&s.bytes()).dropped_while_capturing, Some(42));
 }
+
+#[test]
+fn statistics_for_no_interface_or_with_short_counters_are_ignored() {
+    let mut s = Sim::new(40000, 80);
+    s.handshake();
+    let mut bytes = s.bytes();
+    let mut odd = statistics_block(&[(5, 9)]);
+    odd[8..12].copy_from_slice(&7u32.to_le_bytes()); // interface 7: undeclared
+    bytes.extend(odd);
+    // A 4-byte isb_osdrop: too short for its 64-bit counter.
+    let mut short = vec![5, 0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    short.extend_from_slice(&[7, 0, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 36, 0, 0, 0]);
+    bytes.extend(short);
+    let out = analyze(&bytes);
+    assert_eq!(out.error, None);
+    assert_eq!(out.dropped_while_capturing, None);
+}
