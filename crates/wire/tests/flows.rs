@@ -412,6 +412,33 @@ fn connections_seen_mid_stream_take_their_server_from_the_port_they_share() {
     assert!(c.iter().all(|c| c.server.port() == 45594), "{c:#?}");
 }
 
+#[test]
+fn a_guess_from_ports_yields_to_the_first_bytes() {
+    // A pooled connection to PostgreSQL on a port above its client's, first
+    // seen on the client's bare ACK (the port order guesses it wrong), then
+    // used: the query says who the client is, and the flow turns round.
+    let mut s = Sim::new(40000, 45593);
+    s.ack(true);
+    s.wait_ms(1);
+    s.send(true, b"Q\x00\x00\x00\x0dSELECT 1\x00");
+    s.wait_ms(1);
+    s.send(false, b"C\x00\x00\x00\x0dSELECT 1\x00Z\x00\x00\x00\x05I");
+    s.wait_ms(1);
+    s.send(true, b"Q\x00\x00\x00\x0dSELECT 2\x00");
+    s.wait_ms(1);
+    s.send(false, b"C\x00\x00\x00\x0dSELECT 1\x00Z\x00\x00\x00\x05I");
+    let out = analyze(&s.bytes());
+    let c = only_conn(&out.timeline);
+    assert_eq!((c.client.port(), c.server.port()), (40000, 45593), "{c:#?}");
+    // Mid-stream, the first answer only resyncs; the second is paired.
+    let ex = &out.timeline.exchanges;
+    assert!(
+        ex.iter()
+            .any(|e| e.request == "SELECT ?" && e.response_last_at_us.is_some()),
+        "{ex:#?}"
+    );
+}
+
 /// A pcapng interface statistics block for interface 0 with these
 /// (option code, counter) pairs, little-endian.
 fn statistics_block(counters: &[(u16, u64)]) -> Vec<u8> {

@@ -46,6 +46,10 @@ pub struct Flow {
     /// Stream offset of each direction's FIN, once seen.
     fin_offset: [Option<u64>; 2],
     rst: bool,
+    /// Oriented by port order alone on a packet with no payload (a pooled
+    /// connection's trailing ACK, the capture's first packet of it): its
+    /// first bytes may still say otherwise (`contradicted_by`).
+    guessed: bool,
 }
 
 /// What the flow table knows of ports when a connection first shows.
@@ -92,6 +96,7 @@ impl Flow {
         // open before the capture); then what the bytes say (a request
         // line); then the higher port as the ephemeral one. Loopback
         // servers on ephemeral ports make the last guess wrong often.
+        let mut guessed = false;
         let src_is_client = if p.syn {
             !p.ack_flag
         } else if let Some(src_serves) = known.server_side(p.src.port(), p.dst.port()) {
@@ -99,6 +104,7 @@ impl Flow {
         } else if let Some(client) = sender_is_client(p.payload) {
             client
         } else {
+            guessed = p.payload.is_empty();
             p.src.port() >= p.dst.port()
         };
         let (client, server) = if src_is_client {
@@ -129,7 +135,19 @@ impl Flow {
             fin: [false; 2],
             fin_offset: [None; 2],
             rst: false,
+            guessed,
         }
+    }
+
+    /// Whether `p`, this flow's first packet with bytes, shows the port
+    /// guess wrong: its bytes say who sent them, and it is not who the flow
+    /// took them for. The guess is settled by the first bytes either way.
+    pub fn contradicted_by(&mut self, p: &TcpPacket) -> bool {
+        if !self.guessed || p.payload.is_empty() {
+            return false;
+        }
+        self.guessed = false;
+        sender_is_client(p.payload).is_some_and(|client| client != (p.src == self.conn.client))
     }
 
     pub fn is_closed(&self) -> bool {

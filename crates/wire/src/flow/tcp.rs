@@ -85,6 +85,17 @@ impl TcpFlows {
         let k = key(tcp.src, tcp.dst);
         // Common case, one lookup: a packet of a flow already tracked.
         if let Some(f) = self.flows.get_mut(&k) {
+            if f.contradicted_by(tcp) {
+                // Only pure ACKs came before: the flow starts again, the
+                // other way round, in the same slot (the protocol half
+                // replaces its stream on `Open`).
+                let (id, slot, first) = (f.conn.id, f.slot, f.conn.first_at_us);
+                let known = PortsKnown {
+                    listening: &self.listeners,
+                    flows: &self.port_flows,
+                };
+                *f = Flow::new(id, slot, tcp, first, known, ev);
+            }
             if !f.is_new_syn(tcp) {
                 let was_closed = f.is_closed();
                 f.push(
