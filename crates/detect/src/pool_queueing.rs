@@ -8,7 +8,7 @@
 //! they would take with enough connections (the longest call alone), plus
 //! that idle wait.
 
-use crate::request_calls::{in_flight_max, with_calls, Call, RequestCalls};
+use crate::request_calls::{most_at_once, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{seen_enough, WORTH_SHARE};
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ const OWN_HANDOFF_MAX_US: u64 = 25_000;
 pub struct PoolWait {
     pub server: SocketAddr,
     pub calls: usize,
-    /// Most calls in flight at once: the pool size seen.
+    /// Most connections busy at once: the pool size seen.
     pub in_flight_max: usize,
     /// Calls that started as another one ended, with the pool full.
     pub queued: usize,
@@ -50,7 +50,7 @@ pub struct PoolWait {
 /// any. `request_us`: the inbound request's total time.
 pub fn pool_wait(calls: &[Call], request_us: u64) -> Option<PoolWait> {
     let k = calls.len();
-    let c = in_flight_max(calls);
+    let c = connections_busy_max(calls);
     if k < MIN_CALLS || c < MIN_IN_FLIGHT || c >= k {
         return None;
     }
@@ -88,9 +88,37 @@ fn started_on_handoff(calls: &[Call], call: &Call, pool: usize) -> bool {
     })
 }
 
-/// Calls in flight up to `at`, those ending exactly then included.
+/// Connections busy up to `at`, calls ending exactly then included.
 fn busy_until(calls: &[Call], at: u64) -> usize {
-    calls.iter().filter(|c| c.start < at && c.end >= at).count()
+    let mut busy: Vec<u32> = calls
+        .iter()
+        .filter(|c| c.start < at && c.end >= at)
+        .map(|c| c.exchange.connection)
+        .collect();
+    busy.sort_unstable();
+    busy.dedup();
+    busy.len()
+}
+
+/// Most connections busy at once. A pool lends connections, not calls:
+/// calls that overlap on one connection were pipelined on it (pgJDBC sends
+/// BEGIN in the same write as the first query) and hold one.
+fn connections_busy_max(calls: &[Call]) -> usize {
+    let mut spans: Vec<(u32, u64, u64)> = calls
+        .iter()
+        .map(|c| (c.exchange.connection, c.start, c.end))
+        .collect();
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    let mut last_conn = None;
+    for (conn, start, end) in spans {
+        match merged.last_mut() {
+            Some(m) if last_conn == Some(conn) && start <= m.1 => m.1 = m.1.max(end),
+            _ => merged.push((start, end)),
+        }
+        last_conn = Some(conn);
+    }
+    most_at_once(merged.into_iter())
 }
 
 /// Exchange ids per connection, in start order.
@@ -195,7 +223,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     "{} calls, at most {} at a time on {} connection(s); {} of them waited for \
                      one{others}",
                     l.calls,
-                    in_flight_max(&calls),
+                    connections_busy_max(&calls),
                     lanes.len(),
                     l.waited
                 );
@@ -208,7 +236,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     inbound: r.inbound.id,
                     server: server.to_string(),
                     calls: l.calls as u32,
-                    in_flight_max: in_flight_max(&calls) as u32,
+                    in_flight_max: connections_busy_max(&calls) as u32,
                     lanes,
                     note,
                 }
@@ -361,6 +389,25 @@ mod tests {
         let f = detect(&fanout(11, 5, 12_000));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, FindingKind::PoolQueueing);
+    }
+
+    #[test]
+    fn calls_pipelined_on_one_connection_are_not_a_pool() {
+        // pgJDBC: BEGIN and the first query in one write, both answered
+        // in one segment, then each statement as the one before it is
+        // answered, all on the connection the request holds.
+        let mut exchanges = vec![exchange(0, 0, (0, 100), (60_000, 60_100))];
+        exchanges.push(call(1, 1, 0, (1_000, 6_000)));
+        exchanges.push(call(2, 1, 0, (1_000, 6_000)));
+        for i in 0..9u32 {
+            let start = 6_050 + u64::from(i) * 5_050;
+            exchanges.push(call(i + 3, 1, 0, (start, start + 5_000)));
+        }
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 5432)],
+            exchanges,
+        };
+        assert!(detect(&t).is_empty(), "{:?}", detect(&t));
     }
 
     #[test]

@@ -317,7 +317,7 @@ pub fn issued_at_once_max(calls: &[Call]) -> usize {
     most_at_once(calls.iter().map(|c| (c.due(), c.end)))
 }
 
-fn most_at_once(spans: impl Iterator<Item = (u64, u64)>) -> usize {
+pub fn most_at_once(spans: impl Iterator<Item = (u64, u64)>) -> usize {
     let mut edges: Vec<(u64, i32)> = Vec::with_capacity(spans.size_hint().0 * 2);
     for (start, end) in spans {
         edges.push((start, 1));
