@@ -15,6 +15,12 @@ packages=(tcpdump tshark nginx-light curl openssl python3 libcap2-bin
   chromium man-db python3-venv clang llvm libbpf-dev python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# The JVM and Go test apps: a JDK and Maven (which fetches pgJDBC from Maven
+# Central), Go (which fetches pgx from the module proxy; go.mod asks for
+# 1.25 or later). Taken from Debian only where none is on PATH.
+command -v javac >/dev/null || missing+=(default-jdk-headless)
+command -v mvn >/dev/null || missing+=(maven)
+command -v go >/dev/null || missing+=(golang-go)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing ${missing[*]}"
   sudo_if_needed apt-get update -qq

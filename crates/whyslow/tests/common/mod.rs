@@ -295,6 +295,7 @@ pub fn phase_sum(r: &serde_json::Value) -> u64 {
 #[allow(dead_code)]
 pub mod numbers;
 pub mod otlp;
+pub mod polyglot;
 pub mod real;
 pub mod truth;
 

@@ -1,0 +1,100 @@
+//! Test apps on the JVM and in Go, as production runs them: built once per
+//! test binary from tests/apps/jvm and tests/apps/go, their libraries taken
+//! from Maven Central and the Go module proxy (pinned: the JAR's version
+//! here, the Go modules' in go.sum).
+
+use super::real::Server;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// pgJDBC, the PostgreSQL JDBC driver.
+const PGJDBC: &str = "org.postgresql:postgresql:42.7.14";
+
+fn apps() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps")
+}
+
+/// Where built apps and fetched libraries live, under the target directory.
+fn built() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("polyglot");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The pgJDBC JAR, fetched by Maven once.
+pub fn pgjdbc_jar() -> PathBuf {
+    static JAR: OnceLock<PathBuf> = OnceLock::new();
+    JAR.get_or_init(|| {
+        let dir = built().join("jvm-lib");
+        let version = PGJDBC.rsplit(':').next().unwrap();
+        let jar = dir.join(format!("postgresql-{version}.jar"));
+        if !jar.exists() {
+            run(Command::new("mvn").args([
+                "-q",
+                "-B",
+                "dependency:copy",
+                &format!("-Dartifact={PGJDBC}"),
+                &format!("-DoutputDirectory={}", dir.display()),
+            ]));
+        }
+        jar
+    })
+    .clone()
+}
+
+/// A single-file Java app of tests/apps/jvm, run from its source with
+/// `classpath`, serving on `port`.
+pub fn java_app(source: &str, classpath: &[PathBuf], port: u16, args: &[String]) -> Server {
+    let cp: Vec<String> = classpath.iter().map(|p| p.display().to_string()).collect();
+    let child = Command::new("java")
+        // The JDK's HTTP server writes headers and body apart without
+        // TCP_NODELAY: Nagle × delayed ACK on every response, by default.
+        .arg("-Dsun.net.httpserver.nodelay=true")
+        .args(["-cp", &cp.join(":")])
+        .arg(apps().join("jvm").join(source))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("java");
+    Server::started(child, port)
+}
+
+/// The Go app in tests/apps/go/`name`, built once per test binary (Go's
+/// build cache makes a rebuild of unchanged sources quick).
+pub fn go_binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
+    let mut done = BUILT.get_or_init(Default::default).lock().unwrap();
+    let bin = built().join(name);
+    if !done.iter().any(|d| d == name) {
+        run(Command::new("go")
+            .args(["build", "-o"])
+            .arg(&bin)
+            .arg(".")
+            .current_dir(apps().join("go").join(name)));
+        done.push(name.to_string());
+    }
+    bin
+}
+
+/// The Go app `name` (`go_binary`), serving on `port`.
+pub fn go_app(name: &str, port: u16, args: &[String]) -> Server {
+    let child = Command::new(go_binary(name))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("go app");
+    Server::started(child, port)
+}
