@@ -15,6 +15,7 @@ mod host;
 pub mod load_record;
 mod load_result;
 mod phases;
+pub mod prepared;
 mod report;
 mod sql_summary;
 pub mod stats;

@@ -3,9 +3,9 @@
 
 use super::bind::{BindParser, Prepared, MAX_NAME};
 use super::frame::{CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST};
-use super::prepared_before;
-use super::queue::{Pending, Wait};
+use super::queue::{Before, Pending, Wait};
 use super::{merge, PgAnalyzer, FUNCTION_CALL, LOST_TEXT, MAX_QUERY_STATEMENTS, MAX_QUERY_TEXT};
+use super::{prepared_before, shown_name};
 use crate::digest::ParamDigest;
 use crate::normalize;
 use crate::trace_context;
@@ -266,10 +266,17 @@ impl PgAnalyzer {
     fn bind(&mut self, span: Span) {
         let parser = self.cmsg.bind.take().unwrap_or_else(BindParser::new);
         let damaged = self.cmsg.damaged || !parser.complete;
+        let mut before = None;
         let (label, trace) = match self.statements.get(&parser.statement) {
             Some(s) => (s.label.clone(), s.trace),
             None => {
                 let params = parser.complete.then_some(parser.params);
+                if !parser.statement.is_empty() {
+                    before = Some(Before {
+                        name: shown_name(&parser.statement),
+                        params,
+                    });
+                }
                 (prepared_before(&parser.statement, params), None)
             }
         };
@@ -287,6 +294,7 @@ impl PgAnalyzer {
             p.has_bind = true;
             p.trace = p.trace.or(trace);
             p.label = Some(label);
+            p.before = before;
             p.digest = digest;
             merge(&mut p.req, &span);
         }

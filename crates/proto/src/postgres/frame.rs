@@ -167,6 +167,13 @@ impl Framer {
         self.window.capacity()
     }
 
+    /// Reads typed messages from the next byte on, without scanning: the
+    /// caller knows a message begins there.
+    pub fn trust_boundary(&mut self) {
+        self.resync();
+        self.mode = Mode::Typed;
+    }
+
     /// Starts looking for a boundary (after a gap the bytes are not contiguous).
     pub fn resync(&mut self) {
         self.mode = Mode::Scan;

@@ -46,7 +46,9 @@ use crate::normalize::SqlMemo;
 use crate::{Sniff, Span, Start, StreamAnalyzer};
 use bind::{BindParser, Names};
 use frame::{Framer, Side, Step};
-use queue::{Pending, Queue};
+use queue::{Before, Pending, Queue, Wait};
+use std::collections::HashMap;
+use whyslow_model::prepared::{prepared_label, PreparedShape};
 use whyslow_model::{Direction, Exchange, Protocol, SmolStr};
 
 /// Query text kept from one Query/Parse message; past it the text is cut (the
@@ -77,13 +79,23 @@ const SHOWN_NAME: usize = 64;
 /// text the capture never saw. The name is the statement's identity on its
 /// connection, as good as its text for counting: executions of one name
 /// are one statement with other parameters, two names two statements.
-/// Generated names carry no literals; a byte that is not printable ASCII is
-/// shown as `?`.
+/// What its answers showed (`Learned`) is added once known.
 pub fn prepared_before(name: &[u8], params: Option<u16>) -> SmolStr {
     if name.is_empty() {
         return UNKNOWN_STATEMENT.into();
     }
-    let shown: String = name
+    let shape = PreparedShape {
+        params,
+        ..Default::default()
+    };
+    prepared_label(&shown_name(name), shape)
+}
+
+/// A statement name shown in a label: generated names carry no literals;
+/// a byte that is not printable ASCII is shown as `?`, and only the first
+/// `SHOWN_NAME` bytes.
+pub fn shown_name(name: &[u8]) -> SmolStr {
+    let mut shown: String = name
         .iter()
         .take(SHOWN_NAME)
         .map(|&b| match b {
@@ -91,16 +103,44 @@ pub fn prepared_before(name: &[u8], params: Option<u16>) -> SmolStr {
             _ => '?',
         })
         .collect();
-    let cut = if name.len() > SHOWN_NAME { "…" } else { "" };
-    let params = match params {
-        Some(1) => ", 1 parameter".to_string(),
-        Some(n) => format!(", {n} parameters"),
-        None => String::new(),
-    };
-    SmolStr::from(format!(
-        "? (statement {shown}{cut}{params}, prepared before the capture)"
-    ))
+    if name.len() > SHOWN_NAME {
+        shown.push('…');
+    }
+    SmolStr::from(shown)
 }
+
+/// Per statement prepared before the capture, by shown name, what its
+/// answers showed so far on this connection: the columns of its rows (an
+/// execution that returned none does not say) and its command verb. Every
+/// later execution's label carries them, so one statement keeps one label
+/// once known; a label made before (an empty first result) lacks them.
+#[derive(Default)]
+struct Learned {
+    shapes: HashMap<SmolStr, (Option<u16>, Option<SmolStr>)>,
+}
+
+impl Learned {
+    /// The label of a statement `b` done with `columns` and `verb`.
+    fn label(&mut self, b: &Before, columns: Option<u16>, verb: Option<SmolStr>) -> SmolStr {
+        let full = self.shapes.len() >= MAX_STATEMENTS;
+        let known = match self.shapes.get_mut(&b.name) {
+            Some(k) => k,
+            None if full => &mut (None, None),
+            None => self.shapes.entry(b.name.clone()).or_default(),
+        };
+        known.0 = known.0.or(columns);
+        if known.1.is_none() {
+            known.1 = verb;
+        }
+        let shape = PreparedShape {
+            params: b.params,
+            columns: known.0,
+            verb: known.1.as_deref(),
+        };
+        prepared_label(&b.name, shape)
+    }
+}
+
 /// Label of a Query/Parse whose text a capture gap took.
 pub const LOST_TEXT: &str = "? (query text lost in a capture gap)";
 pub const FUNCTION_CALL: &str = "function call";
@@ -181,6 +221,16 @@ pub struct PgAnalyzer {
     error: Option<String>,
     /// Simple-query statements by shape: the same texts with other numbers.
     shapes: SqlMemo,
+    /// Statements prepared before the capture: what their answers showed.
+    learned: Learned,
+    /// Mid-stream, nothing from the server yet and no gap: the server's
+    /// first bytes may be trusted as the answer to the first request
+    /// (`trust_first_answer`).
+    fresh: bool,
+    /// Client bytes the framer scanned before its first boundary.
+    client_scanned: u64,
+    /// The client's first boundary was the stream's first byte.
+    client_clean: bool,
 }
 
 impl std::fmt::Debug for PgAnalyzer {
@@ -217,6 +267,10 @@ impl PgAnalyzer {
             done: Vec::new(),
             error: None,
             shapes: SqlMemo::default(),
+            learned: Learned::default(),
+            fresh: !beginning,
+            client_scanned: 0,
+            client_clean: false,
         }
     }
 
@@ -279,6 +333,15 @@ impl PgAnalyzer {
             if !scanning && n > 0 {
                 self.cmsg.span.add(n, at, pkt);
             }
+            if scanning && self.fresh {
+                let before = self.client_scanned;
+                self.client_scanned += n as u64;
+                if let Step::Synced(r) = &step {
+                    // The boundary's offset in the stream: none skipped.
+                    self.client_clean = before + n as u64 == r.len() as u64;
+                    self.fresh = self.client_clean;
+                }
+            }
             match step {
                 Step::Idle => return used,
                 Step::Skipped | Step::Byte(_) | Step::Ready(_) => {}
@@ -325,6 +388,9 @@ impl PgAnalyzer {
     }
 
     fn on_server(&mut self, data: &[u8], at: u64, pkt: u64) {
+        if std::mem::take(&mut self.fresh) {
+            self.trust_first_answer(data);
+        }
         let mut used = 0;
         loop {
             let scanning = self.server.scanning();
@@ -360,6 +426,36 @@ impl PgAnalyzer {
         }
     }
 
+    /// Mid-stream, the server's first bytes came after the client's first
+    /// request, which began at the stream's first byte: a pooled
+    /// connection idle when the capture began, whose next request is the
+    /// first thing seen. Its answer is what the server sends first, when
+    /// that opens with a message the front request is answered with; the
+    /// server side is read from there instead of from the next
+    /// ReadyForQuery. (A client that had sent a request before the capture
+    /// and pipelined this one without waiting would be answered out of
+    /// turn: drivers do that only in pipeline mode, and its first answer
+    /// would most often not fit.)
+    fn trust_first_answer(&mut self, data: &[u8]) {
+        let Some((&kind, _)) = data.split_first() else {
+            return;
+        };
+        let fits = match self.queue.waits.front() {
+            Some(Wait::Query { .. }) => b"CTIEN".contains(&kind),
+            Some(Wait::Parse(_)) => b"1EN".contains(&kind),
+            Some(Wait::Bind(_)) => b"2EN".contains(&kind),
+            Some(Wait::Describe(_)) => b"tTnEN".contains(&kind),
+            Some(Wait::Execute(_)) => b"DCIsEN".contains(&kind),
+            Some(Wait::Close) => b"3EN".contains(&kind),
+            Some(Wait::Function(_)) => b"VEN".contains(&kind),
+            _ => false,
+        };
+        if fits && self.client_clean && self.server.scanning() && self.server_discard {
+            self.server.trust_boundary();
+            self.server_discard = false;
+        }
+    }
+
     /// Client framing lost: what was asked so far cannot be paired safely.
     fn client_lost(&mut self) {
         self.cmsg.span = Span::default();
@@ -384,7 +480,10 @@ impl PgAnalyzer {
         if p.skipped || (!p.executed && p.status.is_none()) {
             return;
         }
-        let label = p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.into());
+        let label = match &p.before {
+            Some(b) => self.learned.label(b, p.columns, p.verb.clone()),
+            None => p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.into()),
+        };
         let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Postgres, label);
         let resp = (!p.resp.is_empty()).then_some(p.resp);
         e.status = p.status;
@@ -427,6 +526,7 @@ impl StreamAnalyzer for PgAnalyzer {
     }
 
     fn on_gap(&mut self, direction: Direction, missing: u64) {
+        self.fresh = false;
         let (framer, msg) = match direction {
             Direction::ToServer => (&mut self.client, &mut self.cmsg),
             Direction::ToClient => (&mut self.server, &mut self.smsg),

@@ -20,6 +20,13 @@ pub const MAX_WAITS: usize = 4 * MAX_PENDING + 64;
 #[derive(Default)]
 pub struct Pending {
     pub label: Option<SmolStr>,
+    /// Its statement was prepared by name before the capture: the label is
+    /// made when it is done, with what its answer showed (`Learned`).
+    pub before: Option<Before>,
+    /// Columns of its first DataRow.
+    pub columns: Option<u16>,
+    /// Its command tag's first word.
+    pub verb: Option<SmolStr>,
     /// None when a gap took part of the values.
     pub digest: Option<ParamDigest>,
     pub req: Span,
@@ -39,6 +46,14 @@ pub struct Pending {
     pub has_bind: bool,
     /// Waits that still refer to it.
     pub holds: u32,
+}
+
+/// A statement prepared by name before the capture, as its Bind named it.
+#[derive(Debug, Clone)]
+pub struct Before {
+    /// Shown printable and bounded (`shown_name`).
+    pub name: SmolStr,
+    pub params: Option<u16>,
 }
 
 /// What the server owes for one client message.

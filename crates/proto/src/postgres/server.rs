@@ -6,7 +6,7 @@ use super::frame::{GSSENC_REQUEST, SSL_REQUEST};
 use super::queue::Wait;
 use super::{merge, PgAnalyzer};
 use crate::Span;
-use whyslow_model::{Status, TxState};
+use whyslow_model::{SmolStr, Status, TxState};
 
 /// CommandComplete tags are short ("INSERT 0 1", "SELECT 5"); the server
 /// builds them in a 64-byte buffer (COMPLETION_TAG_BUFSIZE).
@@ -41,6 +41,21 @@ fn tag_rows(buf: &[u8]) -> Option<u64> {
     std::str::from_utf8(last).ok()?.parse().ok()
 }
 
+/// A command tag's first word (SELECT, INSERT, COMMIT), when it is one:
+/// a short run of capitals.
+fn tag_verb(buf: &[u8]) -> Option<SmolStr> {
+    let tag = buf.split(|&b| b == 0).next()?;
+    let word = tag.split(|&b| b == b' ').next()?;
+    if !(1..=MAX_VERB).contains(&word.len()) || !word.iter().all(u8::is_ascii_uppercase) {
+        return None;
+    }
+    std::str::from_utf8(word).ok().map(SmolStr::from)
+}
+
+/// Longest command verb kept: PostgreSQL's tags begin with words of at
+/// most 8 letters (REFRESH, ROLLBACK); the bound only refuses garbage.
+const MAX_VERB: usize = 16;
+
 fn tx_state(status: u8) -> Option<TxState> {
     match status {
         b'I' => Some(TxState::Idle),
@@ -56,6 +71,8 @@ impl PgAnalyzer {
             b'C' => MAX_TAG,
             b'E' => MAX_ERROR_HEAD,
             b'Z' => 1,
+            // A DataRow's column count.
+            b'D' => 2,
             _ => 0,
         };
         self.smsg.start(kind, 0, body, cap);
@@ -117,6 +134,14 @@ impl PgAnalyzer {
         if matches!(kind, b'G' | b'W') {
             self.copy_in = ex;
         }
+        let clean = !self.smsg.damaged;
+        let columns = match (kind, self.smsg.buf.get(..2)) {
+            (b'D', Some(&[a, b])) if clean => Some(u16::from_be_bytes([a, b])),
+            _ => None,
+        };
+        let verb = (kind == b'C' && clean)
+            .then(|| tag_verb(&self.smsg.buf))
+            .flatten();
         if let Some(p) = ex.and_then(|id| self.queue.get(id)) {
             merge(&mut p.resp, span);
             if status.is_some() {
@@ -124,6 +149,10 @@ impl PgAnalyzer {
             }
             if kind == b'C' {
                 p.rows = rows;
+                p.verb = verb;
+            }
+            if p.columns.is_none() {
+                p.columns = columns;
             }
         }
     }

@@ -398,11 +398,11 @@ fn statements_prepared_before_the_capture_are_told_apart_by_name() {
     assert_ne!(l[0], l[2], "two names, two statements");
     assert_eq!(
         l[2],
-        "? (statement S_4, 1 parameter, prepared before the capture)"
+        "? (statement S_4, 1 parameter, SELECT, prepared before the capture)"
     );
     assert_eq!(
         l[3],
-        "? (statement S_9, 0 parameters, prepared before the capture)"
+        "? (statement S_9, 0 parameters, SELECT, prepared before the capture)"
     );
     assert_eq!(l[4], UNKNOWN_STATEMENT);
     // A name is shown printable and bounded, whatever the client sent.
@@ -413,6 +413,77 @@ fn statements_prepared_before_the_capture_are_told_apart_by_name() {
     );
     let long = prepared_before(&[b'x'; 300], None);
     assert!(long.len() < 120 && long.contains("…"), "{long}");
+}
+
+/// What the answers show of a statement prepared before the capture joins
+/// its label: the verb of its tag, the columns of its rows once one came
+/// back. An execution with no rows does not say, but one learned before it
+/// does: one statement, one label, once known.
+#[test]
+fn a_statement_prepared_before_is_labelled_with_what_its_answers_show() {
+    let mut to_server = Vec::new();
+    let mut to_client = Vec::new();
+    for rows in [0, 2, 0] {
+        to_server.extend(cat(&[bind("s17", &[Some(b"1")]), execute(0), sync()]));
+        to_client.extend(msg(b'2', b""));
+        for _ in 0..rows {
+            to_client.extend(row(b"x"));
+        }
+        to_client.extend(cat(&[complete(&format!("SELECT {rows}")), ready(b'I')]));
+    }
+    to_server.extend(cat(&[bind("s18", &[Some(b"1")]), execute(0), sync()]));
+    to_client.extend(cat(&[msg(b'2', b""), complete("UPDATE 1"), ready(b'I')]));
+    // Mid-stream, the server's side is trusted from a ReadyForQuery on.
+    let c: Chunks = vec![
+        (ToClient, ready(b'I')),
+        (ToServer, to_server),
+        (ToClient, to_client),
+    ];
+    let (ex, err) = run_from(Start::MidStream, &c);
+    assert_eq!(err, None);
+    let l = labels(&ex);
+    assert_eq!(l.len(), 4, "{l:?}");
+    assert_eq!(
+        l[0],
+        "? (statement s17, 1 parameter, SELECT, prepared before the capture)"
+    );
+    let shaped = "? (statement s17, 1 parameter → 1 column, SELECT, prepared before the capture)";
+    assert_eq!((l[1].as_str(), l[2].as_str()), (shaped, shaped));
+    assert_eq!(
+        l[3],
+        "? (statement s18, 1 parameter, UPDATE, prepared before the capture)"
+    );
+}
+
+/// A pooled connection idle when the capture began: its next request is
+/// the first thing seen, and the server's first bytes answer it. They are
+/// read at once, unless they do not fit it (an answer to a request sent
+/// before the capture, or bytes from inside one).
+#[test]
+fn an_idle_connection_seen_from_its_next_request_is_answered_at_once() {
+    let ask = cat(&[bind("S_1", &[Some(b"7")]), execute(0), sync()]);
+    let answer = cat(&[msg(b'2', b""), row(b"x"), complete("SELECT 1"), ready(b'I')]);
+    let c: Chunks = vec![(ToServer, ask.clone()), (ToClient, answer.clone())];
+    let (ex, err) = run_from(Start::MidStream, &c);
+    assert_eq!(err, None);
+    assert_eq!(ex.len(), 1);
+    assert!(ex[0].response_last_at_us.is_some(), "{ex:?}");
+    assert_eq!(ex[0].rows, Some(1));
+    // The server's first bytes answer a Query sent before the capture.
+    let earlier = cat(&[complete("SELECT 1"), ready(b'I')]);
+    let c: Chunks = vec![
+        (ToServer, ask.clone()),
+        (ToClient, cat(&[earlier, answer.clone()])),
+    ];
+    let (ex, _) = run_from(Start::MidStream, &c);
+    assert_eq!(ex.len(), 1);
+    assert_eq!(ex[0].response_last_at_us, None, "{ex:?}");
+    // The client's first bytes begin inside a message: not trusted either.
+    let mut tail = b"\x00\x00\x00\x04".to_vec();
+    tail.extend_from_slice(&ask);
+    let c: Chunks = vec![(ToServer, tail), (ToClient, answer)];
+    let (ex, _) = run_from(Start::MidStream, &c);
+    assert!(ex.iter().all(|e| e.response_last_at_us.is_none()), "{ex:?}");
 }
 
 #[test]
@@ -436,7 +507,7 @@ fn midstream_statement_parsed_before_the_capture() {
     assert_eq!(err, None);
     assert_eq!(
         labels(&ex),
-        ["? (statement S_7, 1 parameter, prepared before the capture)"]
+        ["? (statement S_7, 1 parameter → 1 column, SELECT, prepared before the capture)"]
     );
     assert_eq!(ex[0].rows, Some(1));
     assert!(ex[0].params_digest.is_some());

@@ -244,7 +244,7 @@ fn statement_map_is_bounded() {
     assert_eq!(
         labels(&ex),
         [
-            prepared_before(b"S_0", Some(0)).to_string(),
+            "? (statement S_0, 0 parameters, SELECT, prepared before the capture)".to_string(),
             norm("SELECT c1400 FROM t")
         ]
     );
