@@ -26,6 +26,7 @@ pub mod sequential_calls;
 pub mod server_time;
 pub mod slow_dependency;
 pub mod sql_summary;
+pub mod statements;
 pub mod symptoms;
 pub mod tcp_retransmission;
 #[cfg(test)]

@@ -6,19 +6,23 @@
 use crate::request_calls::{by_shape, covered_us, Call, RequestCalls};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
+use whyslow_model::prepared::prepared_verb;
 use whyslow_model::{Protocol, SqlRequest, SqlShape, SqlSummary, StatementCounts};
 
 /// Shapes listed per ranking: enough to hold the few that matter
 /// (case 003 fixed three shapes), short enough to read.
 pub const TOP_SHAPES: usize = 5;
 
-/// The statement kind from its first keyword.
+/// The statement kind from its first keyword, or for one prepared before
+/// the capture, from its command tag's.
 fn count(counts: &mut StatementCounts, statement: &str) {
-    let first = statement
-        .trim_start_matches(|c: char| c == '(' || c.is_whitespace())
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .next()
-        .unwrap_or("");
+    let first = prepared_verb(statement).unwrap_or_else(|| {
+        statement
+            .trim_start_matches(|c: char| c == '(' || c.is_whitespace())
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or("")
+    });
     let slot = match first.to_ascii_uppercase().as_str() {
         "SELECT" => &mut counts.select,
         "INSERT" => &mut counts.insert,
@@ -237,5 +241,20 @@ mod tests {
             count(&mut c, s);
         }
         assert_eq!((c.select, c.delete, c.other, c.total), (2, 1, 2, 5));
+    }
+
+    #[test]
+    fn a_statement_prepared_before_the_capture_counts_by_its_tag() {
+        use whyslow_model::prepared::{prepared_label, PreparedShape};
+        let mut c = StatementCounts::default();
+        for verb in [Some("UPDATE"), Some("SELECT"), None] {
+            let shape = PreparedShape {
+                params: Some(1),
+                verb,
+                ..Default::default()
+            };
+            count(&mut c, &prepared_label("S_1", shape));
+        }
+        assert_eq!((c.update, c.select, c.other, c.total), (1, 1, 1, 3));
     }
 }

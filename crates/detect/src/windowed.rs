@@ -7,6 +7,7 @@ use crate::attribution;
 use crate::exchange_groups::ExchangeGroups;
 use crate::merge::{MergedBreakdowns, MergedFindings, MergedSql};
 use crate::pipeline::{self, Analysis, Service};
+use crate::statements::Copies;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use whyslow_model::{CaptureSummary, CutEdges, ExchangeRole, Timeline};
 
@@ -58,6 +59,8 @@ pub struct WindowedAnalysis {
     events: usize,
     /// Inbound requests that got their whole response.
     requests_answered: u64,
+    /// Statements prepared before the capture, joined across connections.
+    copies: Copies,
 }
 
 /// The merged answer.
@@ -89,6 +92,7 @@ impl WindowedAnalysis {
             kept: HashMap::new(),
             events: 0,
             requests_answered: 0,
+            copies: Copies::default(),
         }
     }
 
@@ -136,6 +140,7 @@ impl WindowedAnalysis {
             servers.extend(service_ports.iter().chain(known));
             t.retain_servers(&servers);
         }
+        self.copies.relabel(t);
         let a = pipeline::analyze_within(t, service, edges);
         self.requests_answered += t
             .exchanges

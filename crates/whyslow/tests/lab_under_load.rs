@@ -321,3 +321,89 @@ fn spans_go_out_as_otlp_json_and_otlp_http_as_in_the_file() {
     assert_eq!(by_proto.first().map(String::as_str), Some("pool_queueing"));
     assert_eq!(named(&json_file), by_proto);
 }
+
+/// A capture of the running `s` under `requests` requests of its load
+/// without trace context.
+fn captured_again(running: &Running, file: &Path, requests: u64) {
+    let mut args: Vec<String> = ["capture", "-i", "lo", "-w", file.to_str().unwrap()]
+        .map(String::from)
+        .to_vec();
+    for p in &running.ports {
+        args.extend(["-p".into(), p.to_string()]);
+    }
+    args.extend([
+        "--".into(),
+        env!("CARGO_BIN_EXE_whyslow").into(),
+        "load".into(),
+        "-c".into(),
+        CONCURRENT_CLIENTS.to_string(),
+        "-n".into(),
+        requests.to_string(),
+        "--trace-context".into(),
+        "off".into(),
+        running.url.clone(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = whyslow(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The counts per request its n_plus_one findings name, sorted.
+fn n_plus_one_counts(report: &serde_json::Value) -> Vec<u64> {
+    let mut counts: Vec<u64> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "n_plus_one")
+        .map(|f| {
+            let s = f["summary"].as_str().unwrap();
+            let ran = s.split(" ran ").nth(1).and_then(|r| r.split(' ').next());
+            ran.and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{s}"))
+        })
+        .collect();
+    counts.sort_unstable();
+    counts
+}
+
+/// orm-storm captured from its first checkout on (statements prepared on
+/// the wire, with their text) and again after it warmed up (every
+/// statement run by the name tokio-postgres gave it on each connection,
+/// a different one per connection): the same causes with the scenario's
+/// counts per checkout, one finding per statement however many
+/// connections named it, and the later capture's calls given as well as
+/// the held floor asks, none to the wrong request.
+#[test]
+fn a_capture_begun_after_warm_up_names_what_one_from_the_start_names() {
+    let _one_at_a_time = serial();
+    let test = "a_capture_begun_after_warm_up_names_what_one_from_the_start_names";
+    if !capture_allowed(test) {
+        return;
+    }
+    let s = whyslow_lab::find("orm-storm").unwrap();
+    let fact = |name: &str| s.truth.facts.iter().find(|f| f.name == name).unwrap().value;
+    let truth = vec![fact("item_loads"), fact("product_loads")];
+    let running = rt().block_on((s.start)(false)).unwrap();
+    let dir = tmpdir("warm_capture");
+    let (start, warm) = (dir.join("start.pcapng"), dir.join("warm.pcapng"));
+    captured_again(&running, &start, 160);
+    captured_again(&running, &warm, 320);
+    let service = running.ports[0].to_string();
+    let early = analyzed_timeline_with(&start, &service, &[]);
+    let late = analyzed_timeline_with(&warm, &service, &[]);
+    for (when, report) in [("from the start", &early), ("warmed up", &late)] {
+        let kinds = causes(report);
+        assert_eq!(
+            kinds.first().map(String::as_str),
+            Some("n_plus_one"),
+            "{when}: {kinds:?}"
+        );
+        assert_eq!(n_plus_one_counts(report), truth, "{when}: {kinds:?}");
+    }
+    let names = late["sql_summary"].to_string();
+    assert!(names.contains("prepared before the capture"), "{names}");
+    let score = score(&late, &running.truth.requests());
+    eprintln!("warmed up: {score:?}");
+    assert!(score.coverage() >= HELD_MIN_COVERAGE, "{score:?}");
+    assert!(score.wrong_share() <= MAX_WRONG_SHARE, "{score:?}");
+}

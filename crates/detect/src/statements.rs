@@ -1,0 +1,365 @@
+//! Statements prepared by name before the capture, told the same across
+//! connections. A client that names its statements per connection
+//! (tokio-postgres numbers them process-wide: `s12` on one connection is
+//! `s41` on the next) gives one statement as many names as it has
+//! connections, and every count per statement (n_plus_one, duplicate_calls,
+//! the SQL summary) splits as many ways. The wire never shows such a
+//! statement's text; it shows its shape (parameters, columns, verb:
+//! `whyslow_model::prepared`) and where it runs among the others on its
+//! connection. Names on two connections are one statement when their
+//! shapes and their places agree: colour refinement over each connection's
+//! sequence, a statement's colour being its shape (its text, where the
+//! capture saw it), then also the colours of the statements run right
+//! before and after it. A colour two names hold on one connection tells
+//! nothing (two statements of one shape in like places) and joins nothing.
+//! Two code paths that run different statements of one shape in the same
+//! places cannot be told apart this way: they are joined.
+//!
+//! Labels hold over a capture's windows: a name once joined keeps the label
+//! its statement was given first (`Copies`).
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use whyslow_model::prepared::{prepared_parts, with_copies};
+use whyslow_model::{Protocol, SmolStr, Timeline};
+
+/// Rounds of refinement: a statement's place as far as three statements
+/// before and after it. Enough to part the statements of a checkout (a
+/// query, a loop of another, a commit); more only costs time.
+const ROUNDS: usize = 3;
+/// Names remembered across windows (name, connection): a client with a
+/// thousand statements on a hundred connections fits; past it, later names
+/// are joined within their window only.
+const JOINED_MAX: usize = 1 << 17;
+
+type Key = (u32, SmolStr);
+
+/// Names joined so far, with the label each was given.
+#[derive(Default)]
+pub struct Copies {
+    joined: HashMap<Key, SmolStr>,
+}
+
+struct Node {
+    key: Key,
+    named: bool,
+    color: u64,
+    before: Vec<usize>,
+    after: Vec<usize>,
+}
+
+fn hash_of(v: impl Hash) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
+}
+
+impl Copies {
+    /// Gives each PostgreSQL statement of `t` known under other names on
+    /// other connections one label for all of them.
+    pub fn relabel(&mut self, t: &mut Timeline) {
+        let is_pg = |e: &&whyslow_model::Exchange| e.protocol == Protocol::Postgres;
+        if !t
+            .exchanges
+            .iter()
+            .filter(is_pg)
+            .any(|e| prepared_parts(&e.request).is_some())
+        {
+            return;
+        }
+        same_name_same_label(t);
+        let mut nodes = nodes_of(t);
+        refine(&mut nodes);
+        let mut labels: HashMap<Key, SmolStr> = HashMap::new();
+        for class in classes(&nodes).values() {
+            self.join(class.iter().map(|&i| &nodes[i].key), &mut labels);
+        }
+        for e in t
+            .exchanges
+            .iter_mut()
+            .filter(|e| e.protocol == Protocol::Postgres)
+        {
+            let key = (e.connection, e.request.clone());
+            if let Some(l) = labels.get(&key).or_else(|| self.joined.get(&key)) {
+                e.request = l.clone();
+            }
+        }
+    }
+
+    /// One label for the names of `class`: the one any of them was given
+    /// before, else its first name's with its copies. Names given two
+    /// labels before are left as they are.
+    fn join<'a>(
+        &mut self,
+        class: impl Iterator<Item = &'a Key>,
+        labels: &mut HashMap<Key, SmolStr>,
+    ) {
+        let members: Vec<&Key> = class.collect();
+        if members.iter().all(|k| k.1 == members[0].1) {
+            return;
+        }
+        let mut given: Vec<&SmolStr> = members.iter().filter_map(|k| self.joined.get(*k)).collect();
+        given.sort_unstable();
+        given.dedup();
+        let label = match given.as_slice() {
+            [] => match members.iter().min().and_then(|k| with_copies(&k.1)) {
+                Some(l) => l,
+                None => return,
+            },
+            [one] => (*one).clone(),
+            _ => return,
+        };
+        for k in members {
+            if self.joined.len() < JOINED_MAX || self.joined.contains_key(k) {
+                self.joined.insert(k.clone(), label.clone());
+            }
+            labels.insert(k.clone(), label.clone());
+        }
+    }
+}
+
+/// One name on one connection is one statement, whatever its executions'
+/// answers showed: the label that shows the most (an execution whose answer
+/// the capture missed, or that returned no rows, shows less) for all.
+fn same_name_same_label(t: &mut Timeline) {
+    let mut fullest: HashMap<(u32, &str), &SmolStr> = HashMap::new();
+    for e in t
+        .exchanges
+        .iter()
+        .filter(|e| e.protocol == Protocol::Postgres)
+    {
+        if let Some((name, rest)) = prepared_parts(&e.request) {
+            let best = fullest.entry((e.connection, name)).or_insert(&e.request);
+            if rest.len() > prepared_parts(best).map_or(0, |p| p.1.len()) {
+                *best = &e.request;
+            }
+        }
+    }
+    let relabel: HashMap<(u32, SmolStr), SmolStr> = fullest
+        .into_iter()
+        .map(|((conn, name), l)| ((conn, SmolStr::from(name)), l.clone()))
+        .collect();
+    for e in t
+        .exchanges
+        .iter_mut()
+        .filter(|e| e.protocol == Protocol::Postgres)
+    {
+        let Some((name, _)) = prepared_parts(&e.request) else {
+            continue;
+        };
+        if let Some(l) = relabel.get(&(e.connection, SmolStr::from(name))) {
+            if *l != e.request {
+                e.request = l.clone();
+            }
+        }
+    }
+}
+
+/// One node per statement and connection, linked to the statements run
+/// right before and after it there, coloured by shape or text.
+fn nodes_of(t: &Timeline) -> Vec<Node> {
+    let mut order: Vec<&whyslow_model::Exchange> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.protocol == Protocol::Postgres)
+        .collect();
+    order.sort_by_key(|e| (e.connection, e.request_first_at_us, e.id));
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut prev: Option<(u32, usize)> = None;
+    for e in order {
+        let key = (e.connection, e.request.clone());
+        let i = *index.entry(key.clone()).or_insert_with(|| {
+            let (named, color) = match prepared_parts(&e.request) {
+                Some((_, shape)) => (true, hash_of(("shape", shape))),
+                None => (false, hash_of(("text", e.request.as_str()))),
+            };
+            nodes.push(Node {
+                key,
+                named,
+                color,
+                before: Vec::new(),
+                after: Vec::new(),
+            });
+            nodes.len() - 1
+        });
+        if let Some((_, p)) = prev.filter(|p| p.0 == e.connection) {
+            nodes[p].after.push(i);
+            nodes[i].before.push(p);
+        }
+        prev = Some((e.connection, i));
+    }
+    for n in &mut nodes {
+        for list in [&mut n.before, &mut n.after] {
+            list.sort_unstable();
+            list.dedup();
+        }
+    }
+    nodes
+}
+
+/// Colours each node by its own and its neighbours' colours, `ROUNDS` times.
+fn refine(nodes: &mut [Node]) {
+    for _ in 0..ROUNDS {
+        let colors: Vec<u64> = nodes.iter().map(|n| n.color).collect();
+        let around = |list: &[usize]| {
+            let mut c: Vec<u64> = list.iter().map(|&j| colors[j]).collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        };
+        for n in nodes.iter_mut() {
+            n.color = hash_of((n.color, around(&n.before), around(&n.after)));
+        }
+    }
+}
+
+/// Named nodes by final colour, where the colour is one name's on each
+/// connection, and held on two connections at least.
+fn classes(nodes: &[Node]) -> BTreeMap<u64, Vec<usize>> {
+    let mut per_conn: HashMap<(u64, u32), usize> = HashMap::new();
+    for n in nodes.iter().filter(|n| n.named) {
+        *per_conn.entry((n.color, n.key.0)).or_default() += 1;
+    }
+    let mut out: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if n.named && per_conn[&(n.color, n.key.0)] == 1 {
+            out.entry(n.color).or_default().push(i);
+        }
+    }
+    out.retain(|_, v| v.len() > 1);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::exchange;
+    use whyslow_model::prepared::{prepared_label, PreparedShape};
+
+    fn shape(params: u16, columns: Option<u16>, verb: &'static str) -> PreparedShape<'static> {
+        PreparedShape {
+            params: Some(params),
+            columns,
+            verb: Some(verb),
+        }
+    }
+
+    /// A checkout's statements: a query, a loop of another, a commit.
+    fn checkout() -> [PreparedShape<'static>; 3] {
+        [
+            shape(1, Some(3), "SELECT"),
+            shape(1, Some(2), "SELECT"),
+            shape(0, None, "COMMIT"),
+        ]
+    }
+
+    /// `rounds` runs of statements `names` (with `shapes`) on `conn`,
+    /// the second one `loops` times a run, from exchange `id` on.
+    fn runs(
+        t: &mut Timeline,
+        conn: u32,
+        names: [&str; 3],
+        shapes: [PreparedShape; 3],
+        rounds: u64,
+    ) {
+        let mut at = u64::from(conn) * 7;
+        for _ in 0..rounds {
+            for (k, (name, sh)) in names.iter().zip(shapes).enumerate() {
+                for _ in 0..if k == 1 { 4 } else { 1 } {
+                    let id = t.exchanges.len() as u32;
+                    let mut e = exchange(id, conn, (at, at + 10), (at + 50, at + 60));
+                    e.protocol = Protocol::Postgres;
+                    e.request = prepared_label(name, sh);
+                    t.exchanges.push(e);
+                    at += 100;
+                }
+            }
+        }
+    }
+
+    fn labels_on(t: &Timeline, conn: u32) -> Vec<String> {
+        let mut l: Vec<String> = t
+            .exchanges
+            .iter()
+            .filter(|e| e.connection == conn)
+            .map(|e| e.request.to_string())
+            .collect();
+        l.dedup();
+        l
+    }
+
+    #[test]
+    fn one_statement_named_per_connection_gets_one_label() {
+        let mut t = Timeline::default();
+        runs(&mut t, 1, ["s9", "s10", "s11"], checkout(), 3);
+        runs(&mut t, 2, ["s20", "s21", "s22"], checkout(), 2);
+        Copies::default().relabel(&mut t);
+        let one = labels_on(&t, 1);
+        assert_eq!(labels_on(&t, 2)[..3], one[..3], "{one:?}");
+        assert!(
+            one[1].starts_with("? (statement s10 and its copies on other connections, 1 parameter"),
+            "{one:?}"
+        );
+    }
+
+    #[test]
+    fn other_shapes_or_places_are_other_statements() {
+        let mut t = Timeline::default();
+        runs(&mut t, 1, ["s9", "s10", "s11"], checkout(), 2);
+        let mut other = checkout();
+        other[1].columns = Some(5);
+        runs(&mut t, 2, ["s20", "s21", "s22"], other, 2);
+        let before: Vec<String> = t.exchanges.iter().map(|e| e.request.to_string()).collect();
+        Copies::default().relabel(&mut t);
+        let after: Vec<String> = t.exchanges.iter().map(|e| e.request.to_string()).collect();
+        // s21 has five columns: it and its neighbours (whose places differ
+        // now) stay apart.
+        assert_eq!(after, before);
+    }
+
+    #[test]
+    fn two_names_alike_on_one_connection_join_nothing() {
+        let mut t = Timeline::default();
+        // Two statements of one shape alternate between runs of a third.
+        let same = shape(1, Some(2), "SELECT");
+        let a = shape(0, Some(1), "SELECT");
+        runs(&mut t, 1, ["a1", "x1", "a1"], [a, same, a], 1);
+        runs(&mut t, 1, ["a1", "y1", "a1"], [a, same, a], 1);
+        runs(&mut t, 1, ["a1", "x1", "a1"], [a, same, a], 1);
+        runs(&mut t, 2, ["a2", "z2", "a2"], [a, same, a], 2);
+        Copies::default().relabel(&mut t);
+        let two = labels_on(&t, 2);
+        assert!(two.iter().any(|l| l.contains("statement z2,")), "{two:?}");
+    }
+
+    #[test]
+    fn a_name_whose_answer_was_missed_takes_the_label_of_its_other_executions() {
+        let mut t = Timeline::default();
+        runs(&mut t, 1, ["s9", "s10", "s11"], checkout(), 2);
+        let bare = PreparedShape {
+            params: Some(1),
+            ..Default::default()
+        };
+        t.exchanges[0].request = prepared_label("s9", bare);
+        Copies::default().relabel(&mut t);
+        assert_eq!(t.exchanges[0].request, t.exchanges[6].request);
+        assert!(t.exchanges[0].request.contains("→ 3 columns"));
+    }
+
+    #[test]
+    fn a_label_holds_across_windows() {
+        let mut copies = Copies::default();
+        let mut first = Timeline::default();
+        runs(&mut first, 1, ["s9", "s10", "s11"], checkout(), 2);
+        runs(&mut first, 2, ["s20", "s21", "s22"], checkout(), 2);
+        copies.relabel(&mut first);
+        let mut next = Timeline::default();
+        runs(&mut next, 3, ["s30", "s31", "s32"], checkout(), 2);
+        runs(&mut next, 2, ["s20", "s21", "s22"], checkout(), 2);
+        copies.relabel(&mut next);
+        assert_eq!(labels_on(&next, 3), labels_on(&first, 1));
+        assert_eq!(labels_on(&next, 2), labels_on(&first, 1));
+    }
+}
