@@ -56,7 +56,7 @@ pub fn run_all(
     for detect in REQUEST_DETECTORS {
         findings.extend(detect(requests));
     }
-    let in_runs = n_plus_one::in_untold_runs(untold_runs, &findings);
+    let in_runs = n_plus_one::in_untold_runs(untold_runs, &mut findings);
     findings.extend(in_runs);
     let untold_pools = pool_untold::detect(pools, requests, &findings);
     findings.extend(untold_pools);

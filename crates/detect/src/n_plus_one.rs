@@ -88,10 +88,11 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 /// Storms in runs no request was told apart for (`untold_runs`): each run
 /// is the calls one request made to its server on a connection it held
 /// for its work, so a run's count is that request's, whichever request it
-/// was. Named for the (server, shape) no told-apart request named already
-/// (`named`), so that an N+1 is named at its true count when concurrency
-/// leaves the requests themselves ambiguous.
-pub fn in_untold_runs(untold_runs: &[Vec<Call>], named: &[Finding]) -> Vec<Finding> {
+/// was. An N+1 is so named at its true count when concurrency leaves the
+/// requests themselves ambiguous. Where told-apart requests named the same
+/// (server, shape) already (`named`), the finding with more occurrences
+/// stands and the other goes: one statement, one finding.
+pub fn in_untold_runs(untold_runs: &[Vec<Call>], named: &mut Vec<Finding>) -> Vec<Finding> {
     let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<Storm>>> = BTreeMap::new();
     for run in untold_runs {
         // The request lasted at least the run: its share is not above that.
@@ -100,13 +101,6 @@ pub fn in_untold_runs(untold_runs: &[Vec<Call>], named: &[Finding]) -> Vec<Findi
             let Some(s) = storm(&calls, span) else {
                 continue;
             };
-            let subject = format!("{} {}", s.server, s.shape);
-            let known = named
-                .iter()
-                .any(|f| f.kind == FindingKind::NPlusOne && f.subject == subject);
-            if known {
-                continue;
-            }
             let group = hits.entry((s.server, s.shape.clone())).or_default();
             let first = calls[0].exchange;
             request_findings::push(group, s.time_lost_us, s, |s| Evidence::Exchange {
@@ -117,15 +111,21 @@ pub fn in_untold_runs(untold_runs: &[Vec<Call>], named: &[Finding]) -> Vec<Findi
             });
         }
     }
-    hits.into_iter()
-        .map(|(key, hits)| {
-            finding(
-                key,
-                hits,
-                "runs on held connections, their requests not told apart",
-            )
-        })
-        .collect()
+    let mut out = Vec::new();
+    for ((server, shape), hits) in hits {
+        let subject = format!("{server} {shape}");
+        let told = |f: &Finding| f.kind == FindingKind::NPlusOne && f.subject == subject;
+        if named
+            .iter()
+            .any(|f| told(f) && f.occurrences as usize >= hits.len())
+        {
+            continue;
+        }
+        named.retain(|f| !told(f));
+        let whose = "runs on held connections, their requests not told apart";
+        out.push(finding((server, shape), hits, whose));
+    }
+    out
 }
 
 fn note(s: &Storm) -> String {
@@ -294,7 +294,7 @@ pub mod tests {
             statements(22, 1_000, |i| i as u64),
         );
         let runs = [as_untold_run(&a), as_untold_run(&b)];
-        let f = in_untold_runs(&runs, &[]);
+        let f = in_untold_runs(&runs, &mut Vec::new());
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].occurrences, 2);
         assert!(
@@ -307,11 +307,18 @@ pub mod tests {
             &f[0].evidence[0],
             Evidence::Exchange { id: 1, note, .. } if note.contains("20 calls")
         ));
-        // Where told-apart requests named it already, that finding stands.
-        assert!(in_untold_runs(&runs, &f).is_empty());
+        // Where told-apart requests named it as often already, that
+        // finding stands; where less often, the runs' finding replaces it.
+        let mut named = f.clone();
+        assert!(in_untold_runs(&runs, &mut named).is_empty());
+        assert_eq!(named, f);
+        named[0].occurrences = 1;
+        let replaced = in_untold_runs(&runs, &mut named);
+        assert!(named.is_empty(), "{named:?}");
+        assert_eq!(replaced, f);
         // Repeats of one statement, or a few, are no storm in a run either.
         let dup = statements(20, 1_000, |_| 7);
-        assert!(in_untold_runs(&[as_untold_run(&dup)], &[]).is_empty());
+        assert!(in_untold_runs(&[as_untold_run(&dup)], &mut Vec::new()).is_empty());
     }
 
     #[test]
