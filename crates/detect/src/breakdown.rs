@@ -64,31 +64,43 @@ pub fn parts(r: &RequestCalls) -> Parts {
 }
 
 /// Critical time per server inside `window`: elementary intervals between
-/// call edges, each shared by the servers with a call in flight.
+/// call edges, each shared by the servers with a call in flight. One sweep
+/// over the edges: a checkout of a hundred statements is a hundred calls.
 fn critical_shares(
     calls: &[Call],
     window: (u64, u64),
 ) -> BTreeMap<SocketAddr, (Protocol, usize, u64)> {
-    let mut out: BTreeMap<SocketAddr, (Protocol, usize, u64)> = BTreeMap::new();
-    let mut edges: Vec<u64> = calls
-        .iter()
-        .flat_map(|c| [c.start, c.end])
-        .map(|t| t.clamp(window.0, window.1))
-        .collect();
-    edges.sort_unstable();
-    edges.dedup();
-    let mut share: Vec<(SocketAddr, Protocol)> = Vec::new();
-    for w in edges.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        share.clear();
-        for c in calls.iter().filter(|c| c.start <= a && c.end >= b) {
-            if !share.iter().any(|s| s.0 == c.server) {
-                share.push((c.server, c.protocol()));
+    let mut servers: Vec<(SocketAddr, Protocol)> = Vec::new();
+    let mut edges: Vec<(u64, i32, usize)> = Vec::with_capacity(calls.len() * 2);
+    for c in calls {
+        let i = match servers.iter().position(|s| s.0 == c.server) {
+            Some(i) => i,
+            None => {
+                servers.push((c.server, c.protocol()));
+                servers.len() - 1
             }
+        };
+        let clamp = |t: u64| t.clamp(window.0, window.1);
+        edges.push((clamp(c.start), 1, i));
+        edges.push((clamp(c.end), -1, i));
+    }
+    edges.sort_unstable_by_key(|e| e.0);
+    let mut out: BTreeMap<SocketAddr, (Protocol, usize, u64)> = BTreeMap::new();
+    let mut in_flight = vec![0i32; servers.len()];
+    let mut k = 0;
+    while k < edges.len() {
+        let at = edges[k].0;
+        while k < edges.len() && edges[k].0 == at {
+            in_flight[edges[k].2] += edges[k].1;
+            k += 1;
         }
-        let n = share.len() as u64;
-        for &(server, protocol) in &share {
-            out.entry(server).or_insert((protocol, 0, 0)).2 += (b - a) / n;
+        let Some(&(next, ..)) = edges.get(k) else {
+            break;
+        };
+        let n = in_flight.iter().filter(|&&f| f > 0).count() as u64;
+        for (i, _) in in_flight.iter().enumerate().filter(|(_, &f)| f > 0) {
+            let (server, protocol) = servers[i];
+            out.entry(server).or_insert((protocol, 0, 0)).2 += (next - at) / n;
         }
     }
     out

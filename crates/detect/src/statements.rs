@@ -18,8 +18,9 @@
 //! Labels hold over a capture's windows: a name once joined keeps the label
 //! its statement was given first (`Copies`).
 
+use foldhash::{HashMap, HashMapExt};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use whyslow_model::prepared::{prepared_parts, with_copies};
 use whyslow_model::{Protocol, SmolStr, Timeline};

@@ -3,9 +3,9 @@
 //! from Maven Central and the Go module proxy (pinned: the JAR's version
 //! here, the Go modules' in go.sum).
 
-use super::real::Server;
+use super::real::{spawn, Server};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
 /// pgJDBC, the PostgreSQL JDBC driver.
@@ -57,18 +57,14 @@ pub fn pgjdbc_jar() -> PathBuf {
 /// `classpath`, serving on `port`.
 pub fn java_app(source: &str, classpath: &[PathBuf], port: u16, args: &[String]) -> Server {
     let cp: Vec<String> = classpath.iter().map(|p| p.display().to_string()).collect();
-    let child = Command::new("java")
-        // The JDK's HTTP server writes headers and body apart without
-        // TCP_NODELAY: Nagle × delayed ACK on every response, by default.
-        .arg("-Dsun.net.httpserver.nodelay=true")
+    let mut java = Command::new("java");
+    // The JDK's HTTP server writes headers and body apart without
+    // TCP_NODELAY: Nagle × delayed ACK on every response, by default.
+    java.arg("-Dsun.net.httpserver.nodelay=true")
         .args(["-cp", &cp.join(":")])
         .arg(apps().join("jvm").join(source))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("java");
-    Server::started(child, port)
+        .args(args);
+    spawn(&mut java, port)
 }
 
 /// The Go app in tests/apps/go/`name`, built once per test binary (Go's
@@ -90,11 +86,5 @@ pub fn go_binary(name: &str) -> PathBuf {
 
 /// The Go app `name` (`go_binary`), serving on `port`.
 pub fn go_app(name: &str, port: u16, args: &[String]) -> Server {
-    let child = Command::new(go_binary(name))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("go app");
-    Server::started(child, port)
+    spawn(Command::new(go_binary(name)).args(args), port)
 }

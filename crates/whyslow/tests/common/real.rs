@@ -45,7 +45,8 @@ impl Server {
     }
 }
 
-fn spawn(cmd: &mut Command, port: u16) -> Server {
+/// `cmd` started with its output dropped, once something listens on `port`.
+pub fn spawn(cmd: &mut Command, port: u16) -> Server {
     let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
