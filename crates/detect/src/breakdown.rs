@@ -81,8 +81,9 @@ fn critical_shares(
             }
         };
         let clamp = |t: u64| t.clamp(window.0, window.1);
+        // Hostile timestamps may put an end before its start: no time then.
         edges.push((clamp(c.start), 1, i));
-        edges.push((clamp(c.end), -1, i));
+        edges.push((clamp(c.end.max(c.start)), -1, i));
     }
     edges.sort_unstable_by_key(|e| e.0);
     let mut out: BTreeMap<SocketAddr, (Protocol, usize, u64)> = BTreeMap::new();

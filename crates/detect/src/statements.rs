@@ -40,21 +40,25 @@ const NEIGHBOUR_MIN_SHARE: f64 = 0.1;
 /// are joined within their window only.
 const JOINED_MAX: usize = 1 << 17;
 
+/// A statement on one connection: (connection, its label in the window).
 type Key = (u32, SmolStr);
+/// A statement's name on one connection: (connection, name).
+type Named = (u32, SmolStr);
 
 /// Names joined so far, with the label each was given.
 #[derive(Default)]
 pub struct Copies {
-    joined: HashMap<Key, SmolStr>,
-    /// Per label given and connection, the name it stands for there: a
-    /// label stands for one name on a connection, or it would make two
-    /// statements one.
-    held: HashMap<(SmolStr, u32), SmolStr>,
+    joined: HashMap<Named, SmolStr>,
+    /// Per label given, the name it stands for on each connection: a label
+    /// stands for one name on a connection, or it would make two
+    /// statements one; and one label is given to one class.
+    held: HashMap<SmolStr, HashMap<u32, SmolStr>>,
 }
 
 struct Node {
     key: Key,
-    named: bool,
+    /// Its name, for a statement prepared before the capture.
+    name: Option<SmolStr>,
     color: u64,
     before: Vec<usize>,
     after: Vec<usize>,
@@ -84,54 +88,67 @@ impl Copies {
         refine(&mut nodes);
         let mut labels: HashMap<Key, SmolStr> = HashMap::new();
         for class in classes(&nodes).values() {
-            self.join(class.iter().map(|&i| &nodes[i].key), &mut labels);
+            let members: Vec<&Node> = class.iter().map(|&i| &nodes[i]).collect();
+            self.join(&members, &mut labels);
         }
         for e in t
             .exchanges
             .iter_mut()
             .filter(|e| e.protocol == Protocol::Postgres)
         {
+            let Some((name, _)) = prepared_parts(&e.request) else {
+                continue;
+            };
+            let named = (e.connection, SmolStr::from(name));
             let key = (e.connection, e.request.clone());
-            if let Some(l) = labels.get(&key).or_else(|| self.joined.get(&key)) {
+            if let Some(l) = labels.get(&key).or_else(|| self.joined.get(&named)) {
                 e.request = l.clone();
             }
         }
     }
 
-    /// One label for the names of `class`: the one any of them was given
-    /// before, else its first name's with its copies. Names given two
-    /// labels before are left as they are, and so is a name whose
-    /// connection has another name under that label.
-    fn join<'a>(
-        &mut self,
-        class: impl Iterator<Item = &'a Key>,
-        labels: &mut HashMap<Key, SmolStr>,
-    ) {
-        let members: Vec<&Key> = class.collect();
-        if members.iter().all(|k| k.1 == members[0].1) {
-            return;
-        }
-        let mut given: Vec<&SmolStr> = members.iter().filter_map(|k| self.joined.get(*k)).collect();
+    /// One label for the names of a class: the one any of them was given
+    /// before, else a new one from a name of theirs no other class's label
+    /// took. Names given two labels before are left as they are, and so is
+    /// a name whose connection has another name under that label.
+    fn join(&mut self, members: &[&Node], labels: &mut HashMap<Key, SmolStr>) {
+        let named = |n: &Node| (n.key.0, n.name.clone().unwrap_or_default());
+        let mut given: Vec<&SmolStr> = members
+            .iter()
+            .filter_map(|n| self.joined.get(&named(n)))
+            .collect();
         given.sort_unstable();
         given.dedup();
         let label = match given.as_slice() {
-            [] => match members.iter().min().and_then(|k| with_copies(&k.1)) {
-                Some(l) => l,
-                None => return,
-            },
+            [] if members.iter().all(|n| n.name == members[0].name) => return,
+            [] => {
+                let mut keys: Vec<&Key> = members.iter().map(|n| &n.key).collect();
+                keys.sort_unstable();
+                let fresh = keys
+                    .iter()
+                    .filter_map(|k| with_copies(&k.1))
+                    .find(|l| !self.held.contains_key(l));
+                match fresh {
+                    Some(l) => l,
+                    None => return,
+                }
+            }
             [one] => (*one).clone(),
             _ => return,
         };
-        for k in members {
-            let slot = (label.clone(), k.0);
-            if self.held.get(&slot).is_some_and(|name| *name != k.1) {
+        for n in members {
+            let (conn, name) = named(n);
+            let known = self.joined.contains_key(&(conn, name.clone()));
+            if !known && self.joined.len() >= JOINED_MAX {
                 continue;
             }
-            if self.joined.len() < JOINED_MAX || self.joined.contains_key(k) {
-                self.joined.insert(k.clone(), label.clone());
-                self.held.insert(slot, k.1.clone());
+            let names = self.held.entry(label.clone()).or_default();
+            if names.get(&conn).is_some_and(|other| *other != name) {
+                continue;
             }
-            labels.insert(k.clone(), label.clone());
+            names.insert(conn, name.clone());
+            self.joined.insert((conn, name), label.clone());
+            labels.insert(n.key.clone(), label.clone());
         }
     }
 }
@@ -190,13 +207,13 @@ fn nodes_of(t: &Timeline) -> Vec<Node> {
     for e in order {
         let key = (e.connection, e.request.clone());
         let i = *index.entry(key.clone()).or_insert_with(|| {
-            let (named, color) = match prepared_parts(&e.request) {
-                Some((_, shape)) => (true, hash_of(("shape", shape))),
-                None => (false, hash_of(("text", e.request.as_str()))),
+            let (name, color) = match prepared_parts(&e.request) {
+                Some((name, shape)) => (Some(SmolStr::from(name)), hash_of(("shape", shape))),
+                None => (None, hash_of(("text", e.request.as_str()))),
             };
             nodes.push(Node {
                 key,
-                named,
+                name,
                 color,
                 before: Vec::new(),
                 after: Vec::new(),
@@ -241,12 +258,12 @@ fn refine(nodes: &mut [Node]) {
 /// connection, and held on two connections at least.
 fn classes(nodes: &[Node]) -> BTreeMap<u64, Vec<usize>> {
     let mut per_conn: HashMap<(u64, u32), usize> = HashMap::new();
-    for n in nodes.iter().filter(|n| n.named) {
+    for n in nodes.iter().filter(|n| n.name.is_some()) {
         *per_conn.entry((n.color, n.key.0)).or_default() += 1;
     }
     let mut out: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
-        if n.named && per_conn[&(n.color, n.key.0)] == 1 {
+        if n.name.is_some() && per_conn[&(n.color, n.key.0)] == 1 {
             out.entry(n.color).or_default().push(i);
         }
     }
@@ -386,6 +403,52 @@ mod tests {
         Copies::default().relabel(&mut t);
         let (one, two) = (labels_on(&t, 1), labels_on(&t, 2));
         assert!(two.iter().all(|l| one.contains(l)), "{one:?} {two:?}");
+    }
+
+    fn node(conn: u32, name: &str) -> Node {
+        let label = prepared_label(name, checkout()[1]);
+        Node {
+            key: (conn, label),
+            name: Some(name.into()),
+            color: 0,
+            before: Vec::new(),
+            after: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn two_classes_never_share_a_label() {
+        let mut copies = Copies::default();
+        let mut labels = HashMap::new();
+        let x = [node(1, "S_1"), node(2, "S_3")];
+        let y = [node(3, "S_1"), node(4, "S_2")];
+        copies.join(&x.iter().collect::<Vec<_>>(), &mut labels);
+        copies.join(&y.iter().collect::<Vec<_>>(), &mut labels);
+        assert_ne!(labels[&x[0].key], labels[&y[0].key], "{labels:?}");
+        assert_eq!(labels[&y[0].key], labels[&y[1].key]);
+        // Nor does a label stand for two names on one connection.
+        let z = [node(1, "S_9"), node(2, "S_3")];
+        copies.join(&z.iter().collect::<Vec<_>>(), &mut labels);
+        assert!(!labels.contains_key(&z[0].key), "{labels:?}");
+    }
+
+    #[test]
+    fn a_name_keeps_its_label_when_its_answers_show_more_later() {
+        let mut copies = Copies::default();
+        let mut bare = checkout();
+        for shape in &mut bare {
+            shape.columns = None;
+        }
+        let mut first = Timeline::default();
+        runs(&mut first, 1, ["s9", "s10", "s11"], bare, 2);
+        runs(&mut first, 2, ["s20", "s21", "s22"], bare, 2);
+        copies.relabel(&mut first);
+        let mut next = Timeline::default();
+        runs(&mut next, 1, ["s9", "s10", "s11"], checkout(), 2);
+        runs(&mut next, 3, ["s30", "s31", "s32"], checkout(), 2);
+        copies.relabel(&mut next);
+        assert_eq!(labels_on(&next, 1), labels_on(&first, 1));
+        assert_eq!(labels_on(&next, 3), labels_on(&first, 1));
     }
 
     #[test]

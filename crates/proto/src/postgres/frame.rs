@@ -371,6 +371,17 @@ impl Framer {
     }
 }
 
+/// Whether a backend message of `kind` may have length `len` (the length
+/// field, itself included): the fixed-length answers exactly, the others
+/// within what a resync believes.
+pub fn server_len_ok(kind: u8, len: u32) -> bool {
+    match kind {
+        b'1' | b'2' | b'3' | b'I' | b'n' | b's' => len == 4,
+        b'Z' => len == 5,
+        _ => (4..=SCAN_MAX_LEN).contains(&len),
+    }
+}
+
 pub fn be32(b: &[u8]) -> u32 {
     match b {
         [a, b, c, d, ..] => u32::from_be_bytes([*a, *b, *c, *d]),

@@ -437,9 +437,15 @@ impl PgAnalyzer {
     /// turn: drivers do that only in pipeline mode, and its first answer
     /// would most often not fit.)
     fn trust_first_answer(&mut self, data: &[u8]) {
-        let Some((&kind, _)) = data.split_first() else {
+        let Some((&kind, rest)) = data.split_first() else {
             return;
         };
+        if !rest
+            .get(..4)
+            .is_some_and(|l| frame::server_len_ok(kind, frame::be32(l)))
+        {
+            return;
+        }
         let fits = match self.queue.waits.front() {
             Some(Wait::Query { .. }) => b"CTIEN".contains(&kind),
             Some(Wait::Parse(_)) => b"1EN".contains(&kind),

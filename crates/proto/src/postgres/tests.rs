@@ -478,6 +478,17 @@ fn an_idle_connection_seen_from_its_next_request_is_answered_at_once() {
     let (ex, _) = run_from(Start::MidStream, &c);
     assert_eq!(ex.len(), 1);
     assert_eq!(ex[0].response_last_at_us, None, "{ex:?}");
+    // Bytes from inside an earlier answer that happen to begin with an
+    // answer's type, but not with its length: not trusted.
+    let c: Chunks = vec![
+        (ToServer, ask.clone()),
+        (
+            ToClient,
+            cat(&[b"2\x00\x00\x01\x00".to_vec(), answer.clone()]),
+        ),
+    ];
+    let (ex, _) = run_from(Start::MidStream, &c);
+    assert!(ex.iter().all(|e| e.response_last_at_us.is_none()), "{ex:?}");
     // The client's first bytes begin inside a message: not trusted either.
     let mut tail = b"\x00\x00\x00\x04".to_vec();
     tail.extend_from_slice(&ask);
