@@ -589,6 +589,12 @@ impl StreamAnalyzer for PgAnalyzer {
 pub fn fuzz(data: &[u8]) {
     crate::fuzz::analyzer(data, PgAnalyzer::sniff, PgAnalyzer::new);
     crate::fuzz::sql_memo(data);
+    // Labels are read back (`whyslow_model::prepared`); names come off the wire.
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = whyslow_model::prepared::prepared_parts(text);
+        let _ = whyslow_model::prepared::prepared_verb(text);
+        let _ = whyslow_model::prepared::with_copies(text);
+    }
 }
 
 /// For a connection first seen mid-stream: Some(true) when `payload` opens
