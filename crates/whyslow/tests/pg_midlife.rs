@@ -79,9 +79,11 @@ fn analyze(file: &Path) -> Value {
     json(&out)
 }
 
-/// The top cause, and for an N+1 how many times its statement ran per request.
-fn top(report: &Value) -> (String, Option<u64>) {
-    let kinds = causes(report);
+/// The top cause, and for an N+1 how many times its statement ran per
+/// request. Retransmissions tshark sees in `capture` too are real, not the
+/// cause under test (a busy host's loopback resends now and then).
+fn top(report: &Value, capture: &Path) -> (String, Option<u64>) {
+    let kinds = causes_less_real_tcp(report, capture);
     let first = kinds.first().cloned().unwrap_or_default();
     let per_request = (first == "n_plus_one").then(|| {
         let f = finding(report, "n_plus_one").unwrap();
@@ -105,7 +107,12 @@ fn given_percent(report: &Value) -> f64 {
 
 fn captured_midlife(driver: Driver, test: &str, tools: &[&'static str]) {
     let _one = serial();
-    let mut needs = vec![Need::Tool("tcpdump"), Need::Postgres, Need::Capture];
+    let mut needs = vec![
+        Need::Tool("tcpdump"),
+        Need::Tool("tshark"),
+        Need::Postgres,
+        Need::Capture,
+    ];
     needs.extend(tools.iter().map(|t| Need::Tool(t)));
     if !requirements_met(test, &needs) {
         return;
@@ -135,7 +142,7 @@ fn captured_midlife(driver: Driver, test: &str, tools: &[&'static str]) {
 
     let early = analyze(&from_start);
     let late = analyze(&midlife);
-    let (cause, per_request) = top(&early);
+    let (cause, per_request) = top(&early, &from_start);
     assert_eq!(
         (cause.as_str(), per_request),
         ("n_plus_one", Some(ORDERS)),
@@ -143,7 +150,7 @@ fn captured_midlife(driver: Driver, test: &str, tools: &[&'static str]) {
         causes(&early)
     );
     assert_eq!(
-        top(&late),
+        top(&late, &midlife),
         (cause, per_request),
         "mid-life: {:?}",
         causes(&late)
