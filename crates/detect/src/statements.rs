@@ -23,7 +23,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use whyslow_model::prepared::{prepared_parts, with_copies};
-use whyslow_model::{Protocol, SmolStr, Timeline};
+use whyslow_model::{Exchange, Protocol, SmolStr, Timeline};
 
 /// Rounds of refinement: a statement's place as far as three statements
 /// before and after it. Enough to part the statements of a checkout (a
@@ -74,7 +74,7 @@ impl Copies {
     /// Gives each PostgreSQL statement of `t` known under other names on
     /// other connections one label for all of them.
     pub fn relabel(&mut self, t: &mut Timeline) {
-        let is_pg = |e: &&whyslow_model::Exchange| e.protocol == Protocol::Postgres;
+        let is_pg = |e: &&Exchange| e.protocol == Protocol::Postgres;
         if !t
             .exchanges
             .iter()
@@ -91,20 +91,12 @@ impl Copies {
             let members: Vec<&Node> = class.iter().map(|&i| &nodes[i]).collect();
             self.join(&members, &mut labels);
         }
-        for e in t
-            .exchanges
-            .iter_mut()
-            .filter(|e| e.protocol == Protocol::Postgres)
-        {
-            let Some((name, _)) = prepared_parts(&e.request) else {
-                continue;
-            };
-            let named = (e.connection, SmolStr::from(name));
+        each_prepared(t, |e, named| {
             let key = (e.connection, e.request.clone());
             if let Some(l) = labels.get(&key).or_else(|| self.joined.get(&named)) {
                 e.request = l.clone();
             }
-        }
+        });
     }
 
     /// One label for the names of a class: the one any of them was given
@@ -174,18 +166,26 @@ fn same_name_same_label(t: &mut Timeline) {
         .into_iter()
         .map(|((conn, name), l)| ((conn, SmolStr::from(name)), l.clone()))
         .collect();
+    each_prepared(t, |e, named| {
+        if let Some(l) = relabel.get(&named) {
+            if *l != e.request {
+                e.request = l.clone();
+            }
+        }
+    });
+}
+
+/// Calls `f` on each PostgreSQL exchange of a statement prepared before the
+/// capture, with its (connection, name).
+fn each_prepared(t: &mut Timeline, mut f: impl FnMut(&mut Exchange, Named)) {
     for e in t
         .exchanges
         .iter_mut()
         .filter(|e| e.protocol == Protocol::Postgres)
     {
-        let Some((name, _)) = prepared_parts(&e.request) else {
-            continue;
-        };
-        if let Some(l) = relabel.get(&(e.connection, SmolStr::from(name))) {
-            if *l != e.request {
-                e.request = l.clone();
-            }
+        if let Some((name, _)) = prepared_parts(&e.request) {
+            let named = (e.connection, SmolStr::from(name));
+            f(e, named);
         }
     }
 }
@@ -193,7 +193,7 @@ fn same_name_same_label(t: &mut Timeline) {
 /// One node per statement and connection, linked to the statements run
 /// right before and after it there, coloured by shape or text.
 fn nodes_of(t: &Timeline) -> Vec<Node> {
-    let mut order: Vec<&whyslow_model::Exchange> = t
+    let mut order: Vec<&Exchange> = t
         .exchanges
         .iter()
         .filter(|e| e.protocol == Protocol::Postgres)
