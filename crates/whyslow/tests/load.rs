@@ -244,11 +244,14 @@ fn merge_of_two_half_runs_equals_one_run() {
         assert_eq!(m_file.responses, one.responses);
         assert_eq!(m_file.statuses, one.statuses);
         assert_eq!(m_file.runs, 2);
-        // (Not the p99.9: of 1000 requests that is the 2nd-slowest, one sample.)
-        for q in ["p50", "p90", "p99"] {
+        // (Not the p99.9: of 1000 requests that is the 2nd-slowest, one
+        // sample. Nor the p90: with one request in 50 held 100 ms, it lies
+        // where the corrected latencies of the requests queued behind a slow
+        // one climb from 1 to 100 ms, and one run alone put it anywhere from
+        // 3.8 to 12 ms on a busy host.)
+        for q in ["p50", "p99"] {
             let want = match q {
                 "p50" => one.latency["corrected"].p50,
-                "p90" => one.latency["corrected"].p90,
                 _ => one.latency["corrected"].p99,
             } as f64
                 / 1000.0;
