@@ -11,8 +11,8 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # the backing servers of the wire tests and the client libraries their apps
 # use; clang, llvm and libbpf's headers rebuild the checked-in eBPF object.
 packages=(tcpdump tshark nginx-light curl openssl python3 libcap2-bin
-  redis-server memcached postgresql postgresql-client nghttp2-server nghttp2-client
-  chromium man-db python3-venv clang llvm libbpf-dev python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy)
+  redis-server memcached postgresql postgresql-client mariadb-server nghttp2-server nghttp2-client
+  chromium man-db python3-venv clang llvm libbpf-dev python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy python3-pymysql)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # The JVM and Go test apps: a JDK and Maven (which fetches pgJDBC from Maven
@@ -31,12 +31,15 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # OpenTelemetry, for the instrumented test app and the reference protobuf
 # definitions spans written with --otlp are decoded with, and psycopg2-binary (its
 # libpq brings its own libssl, which the eBPF source must find) come from
-# PyPI: into a virtual environment over Debian's Python, which brings the rest.
+# PyPI: into a virtual environment over Debian's Python, which brings the rest;
+# so does MySQL Connector/Python (prepared statements on the binary protocol),
+# which Debian does not package.
 otel=(opentelemetry-sdk==1.45.1 opentelemetry-instrumentation-requests==0.66b1
   opentelemetry-instrumentation-psycopg2==0.66b1 opentelemetry-instrumentation-threading==0.66b1
   opentelemetry-proto==1.45.1 opentelemetry-exporter-otlp-proto-http==1.45.1
-  opentelemetry-instrumentation-sqlalchemy==0.66b1 psycopg2-binary==2.9.10)
-if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.instrumentation.sqlalchemy" 2>/dev/null \
+  opentelemetry-instrumentation-sqlalchemy==0.66b1 psycopg2-binary==2.9.10
+  mysql-connector-python==9.1.0)
+if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.instrumentation.sqlalchemy, mysql.connector" 2>/dev/null \
   || ! target/pyenv/bin/pip show -q psycopg2-binary >/dev/null 2>&1; then
   echo "== installing ${otel[*]} into target/pyenv"
   mkdir -p target

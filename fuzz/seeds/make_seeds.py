@@ -124,6 +124,29 @@ def pg_msg(t, body):
     return t + struct.pack("!I", 4 + len(body)) + body
 
 
+def my_pkt(seq, body):
+    return struct.pack("<I", len(body))[:3] + bytes([seq]) + body
+
+
+def mysql_turns():
+    """A MySQL session: greeting (the server speaks first), login, OK, a
+    query and its one-row result set, a prepare and an execution."""
+    greeting = (b"\x0a10.11-MariaDB\0" + struct.pack("<I", 7) + b"abcdefgh\0"
+                + struct.pack("<HBHH", 0xf7ff, 45, 2, 0x81bf) + bytes([21]) + bytes(10)
+                + b"ijklmnopqrst\0mysql_native_password\0")
+    login = struct.pack("<IIB", 0x000fa68d, 1 << 24, 45) + bytes(23) + b"app\0\0"
+    ok = lambda seq: my_pkt(seq, b"\0\0\0\x02\0\0\0")
+    eof = lambda seq: my_pkt(seq, b"\xfe\0\0\x02\0")
+    col = lambda seq: my_pkt(seq, b"\x03def\x04shop\x01t\x01t\x01a\x01a\x0c" + bytes(12))
+    result = my_pkt(1, b"\x01") + col(2) + eof(3) + my_pkt(4, b"\x01x") + eof(5)
+    prepare = my_pkt(0, b"\x16SELECT a FROM t WHERE id = ?")
+    prepared = my_pkt(1, b"\0" + struct.pack("<IHHBH", 1, 1, 1, 0, 0)) + col(2) + eof(3) + col(4) + eof(5)
+    execute = my_pkt(0, b"\x17" + struct.pack("<IBI", 1, 0, 1) + b"\0\x01\x08\0" + struct.pack("<q", 5))
+    return [(b"", my_pkt(0, greeting)), (my_pkt(1, login), ok(2)),
+            (my_pkt(0, b"\x03SELECT a FROM t WHERE id = 'x'"), result),
+            (prepare, prepared), (execute, result.replace(b"\x01x", b"\0\0\x01x"))]
+
+
 def backing_conversations():
     """One short conversation per backing protocol, as (client, server) byte pairs."""
     startup = struct.pack("!II", 8, 80877103)
@@ -142,6 +165,7 @@ def backing_conversations():
         "memcached": [(b"set k:1 0 0 2\r\nhi\r\nget k:1 k:2\r\n", b"STORED\r\nVALUE k:1 0 2\r\nhi\r\nEND\r\n")],
         "postgres": [(startup, pg_server), (pg_client, pg_reply)],
         "http2": [(h2_client, h2_server)],
+        "mysql": mysql_turns(),
     }
 
 
@@ -308,7 +332,7 @@ if __name__ == "__main__":
     write("lab_resp_server", "page", lab_cache_commands())
     for name, data in lab_cache_replies().items():
         write("lab_cache_client", name, data)
-    ports = {"redis": 6379, "memcached": 11211, "postgres": 5432, "http2": 8080}
+    ports = {"redis": 6379, "memcached": 11211, "postgres": 5432, "http2": 8080, "mysql": 3306}
     for proto, turns in backing_conversations().items():
         data = b"".join(chunks(False, c) + chunks(True, s) for c, s in turns)
         write(proto, "conversation", data)

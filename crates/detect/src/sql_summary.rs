@@ -7,7 +7,7 @@ use crate::request_calls::{by_shape, covered_us, Call, RequestCalls};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use whyslow_model::prepared::prepared_verb;
-use whyslow_model::{Protocol, SqlRequest, SqlShape, SqlSummary, StatementCounts};
+use whyslow_model::{SqlRequest, SqlShape, SqlSummary, StatementCounts};
 
 /// Shapes listed per ranking: enough to hold the few that matter
 /// (case 003 fixed three shapes), short enough to read.
@@ -73,7 +73,7 @@ pub fn summarize(requests: &[RequestCalls]) -> Vec<SqlSummary> {
         let sql: Vec<Call> = r
             .calls
             .iter()
-            .filter(|c| c.protocol() == Protocol::Postgres)
+            .filter(|c| c.protocol().is_sql())
             .copied()
             .collect();
         if !sql.is_empty() {
@@ -139,7 +139,7 @@ mod tests {
     use crate::request_calls::by_request;
     use crate::request_calls::tests::{call, conn};
     use crate::testkit::exchange;
-    use whyslow_model::{Exchange, Timeline};
+    use whyslow_model::{Exchange, Protocol, Timeline};
 
     fn sql(id: u32, parent: u32, at: u64, text: &str, digest: u64) -> Exchange {
         let mut e = call(id, 1, parent, (at, at + 1000));

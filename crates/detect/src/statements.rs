@@ -23,7 +23,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use whyslow_model::prepared::{prepared_parts, with_copies};
-use whyslow_model::{Exchange, Protocol, SmolStr, Timeline};
+use whyslow_model::{Exchange, SmolStr, Timeline};
 
 /// Rounds of refinement: a statement's place as far as three statements
 /// before and after it. Enough to part the statements of a checkout (a
@@ -71,14 +71,14 @@ fn hash_of(v: impl Hash) -> u64 {
 }
 
 impl Copies {
-    /// Gives each PostgreSQL statement of `t` known under other names on
+    /// Gives each SQL statement of `t` known under other names on
     /// other connections one label for all of them.
     pub fn relabel(&mut self, t: &mut Timeline) {
-        let is_pg = |e: &&Exchange| e.protocol == Protocol::Postgres;
+        let is_sql = |e: &&Exchange| e.protocol.is_sql();
         if !t
             .exchanges
             .iter()
-            .filter(is_pg)
+            .filter(is_sql)
             .any(|e| prepared_parts(&e.request).is_some())
         {
             return;
@@ -150,11 +150,7 @@ impl Copies {
 /// the capture missed, or that returned no rows, shows less) for all.
 fn same_name_same_label(t: &mut Timeline) {
     let mut fullest: HashMap<(u32, &str), &SmolStr> = HashMap::new();
-    for e in t
-        .exchanges
-        .iter()
-        .filter(|e| e.protocol == Protocol::Postgres)
-    {
+    for e in t.exchanges.iter().filter(|e| e.protocol.is_sql()) {
         if let Some((name, rest)) = prepared_parts(&e.request) {
             let best = fullest.entry((e.connection, name)).or_insert(&e.request);
             if rest.len() > prepared_parts(best).map_or(0, |p| p.1.len()) {
@@ -175,14 +171,10 @@ fn same_name_same_label(t: &mut Timeline) {
     });
 }
 
-/// Calls `f` on each PostgreSQL exchange of a statement prepared before the
+/// Calls `f` on each SQL exchange of a statement prepared before the
 /// capture, with its (connection, name).
 fn each_prepared(t: &mut Timeline, mut f: impl FnMut(&mut Exchange, Named)) {
-    for e in t
-        .exchanges
-        .iter_mut()
-        .filter(|e| e.protocol == Protocol::Postgres)
-    {
+    for e in t.exchanges.iter_mut().filter(|e| e.protocol.is_sql()) {
         if let Some((name, _)) = prepared_parts(&e.request) {
             let named = (e.connection, SmolStr::from(name));
             f(e, named);
@@ -193,11 +185,7 @@ fn each_prepared(t: &mut Timeline, mut f: impl FnMut(&mut Exchange, Named)) {
 /// One node per statement and connection, linked to the statements run
 /// right before and after it there, coloured by shape or text.
 fn nodes_of(t: &Timeline) -> Vec<Node> {
-    let mut order: Vec<&Exchange> = t
-        .exchanges
-        .iter()
-        .filter(|e| e.protocol == Protocol::Postgres)
-        .collect();
+    let mut order: Vec<&Exchange> = t.exchanges.iter().filter(|e| e.protocol.is_sql()).collect();
     order.sort_by_key(|e| (e.connection, e.request_first_at_us, e.id));
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut nodes: Vec<Node> = Vec::new();
@@ -276,6 +264,7 @@ mod tests {
     use super::*;
     use crate::testkit::exchange;
     use whyslow_model::prepared::{prepared_label, PreparedShape};
+    use whyslow_model::Protocol;
 
     fn shape(params: u16, columns: Option<u16>, verb: &'static str) -> PreparedShape<'static> {
         PreparedShape {

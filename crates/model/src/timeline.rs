@@ -381,6 +381,8 @@ pub enum Protocol {
     Redis,
     Postgres,
     Memcached,
+    /// MySQL and MariaDB's client/server protocol.
+    Mysql,
     Tls,
     Unknown,
 }
@@ -395,6 +397,12 @@ impl Protocol {
         }
     }
 
+    /// A SQL database's protocol: statements, transactions, prepared
+    /// statements by name or id.
+    pub fn is_sql(self) -> bool {
+        matches!(self, Protocol::Postgres | Protocol::Mysql)
+    }
+
     /// The name people know the protocol by.
     pub fn name(self) -> &'static str {
         match self {
@@ -403,6 +411,7 @@ impl Protocol {
             Protocol::Redis => "redis",
             Protocol::Postgres => "postgres",
             Protocol::Memcached => "memcached",
+            Protocol::Mysql => "mysql",
             Protocol::Tls => "tls",
             Protocol::Unknown => "tcp",
         }
@@ -425,7 +434,8 @@ pub enum ExchangeRole {
 pub enum Status {
     /// HTTP status code (HTTP/1 and HTTP/2).
     Http(u16),
-    /// PostgreSQL SQLSTATE of an ErrorResponse ("23505"); success has no status.
+    /// SQLSTATE of a PostgreSQL ErrorResponse or a MySQL ERR packet
+    /// ("23505"); success has no status.
     Sqlstate(String),
     /// RESP error reply: its first word ("ERR", "WRONGTYPE", "MOVED").
     RedisError(String),
@@ -510,7 +520,8 @@ pub struct Exchange {
     /// is handed over; its traced callee says when it arrived).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due_at_us: Option<u64>,
-    /// PostgreSQL: transaction state when the server was ready again.
+    /// SQL: transaction state when the server was ready again (PostgreSQL's
+    /// ReadyForQuery, MySQL's status flags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<TxState>,
     /// The distributed trace the request carried (W3C `traceparent`, a

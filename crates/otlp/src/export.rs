@@ -331,9 +331,10 @@ fn protocol_attributes(e: &Exchange) -> Vec<KeyValue> {
                 out.push(KeyValue::int("http.response.status_code", i64::from(code)));
             }
         }
-        Protocol::Postgres | Protocol::Redis | Protocol::Memcached => {
+        Protocol::Postgres | Protocol::Mysql | Protocol::Redis | Protocol::Memcached => {
             let system = match e.protocol {
                 Protocol::Postgres => "postgresql",
+                Protocol::Mysql => "mysql",
                 Protocol::Redis => "redis",
                 _ => "memcached",
             };

@@ -9,6 +9,7 @@ pub mod fuzz;
 pub mod http1;
 pub mod http2;
 pub mod memcached;
+pub mod mysql;
 pub mod normalize;
 pub mod postgres;
 pub mod redis;
@@ -163,7 +164,8 @@ pub enum Sniff {
 /// The memory bounds of the protocol analyzers, per connection, for
 /// `analyze --help`. In total they are bounded by the flows tracked at once.
 pub fn bounds_help() -> String {
-    use crate::{http1 as h1, http2 as h2, memcached as mc, postgres as pg, redis as rs};
+    use crate::redis as rs;
+    use crate::{http1 as h1, http2 as h2, memcached as mc, mysql as my, postgres as pg};
     let kib = |n: usize| n / 1024;
     let lines = [
         "Protocol analyzers (per connection; at most --max-flows connections at once):".to_string(),
@@ -199,6 +201,12 @@ pub fn bounds_help() -> String {
             pg::MAX_PENDING,
             crate::normalize::MEMO_SHAPES,
             crate::normalize::MAX_SHAPE
+        ),
+        format!(
+            "  MySQL          query text {} KiB, {} prepared statements, {} unanswered; rows skipped by length",
+            kib(my::MAX_QUERY_TEXT),
+            my::MAX_STATEMENTS,
+            my::MAX_PENDING
         ),
         format!(
             "  memcached      line {} KiB, {} unanswered requests; values skipped by length",

@@ -6,6 +6,7 @@
 use crate::http1::Http1Analyzer;
 use crate::http2::Http2Analyzer;
 use crate::memcached::MemcachedAnalyzer;
+use crate::mysql::MysqlAnalyzer;
 use crate::postgres::PgAnalyzer;
 use crate::redis::RespAnalyzer;
 use crate::tls::{KeyLog, TlsAnalyzer, TlsFacts};
@@ -35,16 +36,18 @@ const PORT_HINTS: &[(u16, Protocol)] = &[
     (6379, Protocol::Redis),
     (6380, Protocol::Redis),
     (11211, Protocol::Memcached),
+    (3306, Protocol::Mysql),
 ];
 
 /// The protocols asked, in this order unless a port hint says otherwise:
 /// the most distinctive first openings come first.
-const ORDER: [Protocol; 5] = [
+const ORDER: [Protocol; 6] = [
     Protocol::Http2,
     Protocol::Http1,
     Protocol::Postgres,
     Protocol::Redis,
     Protocol::Memcached,
+    Protocol::Mysql,
 ];
 
 /// For a connection first seen mid-stream (no SYN): whether the sender of
@@ -67,6 +70,7 @@ pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
     crate::redis::sender_is_client(payload)
         .or_else(|| crate::memcached::sender_is_client(payload))
         .or_else(|| crate::postgres::sender_is_client(payload))
+        .or_else(|| crate::mysql::sender_is_client(payload))
 }
 
 /// One chunk held while undecided.
@@ -163,8 +167,14 @@ impl Sniffer {
         let client = client_bytes(held);
         let full = client.len() >= SNIFF_BYTES || *bytes >= HELD_BYTES;
         if client.is_empty() {
-            // The server may speak first (an HTTP/2 server sends its SETTINGS
-            // on accept); server-first protocols fill the bound and stay opaque.
+            // The server may speak first: a MySQL greeting tells its
+            // protocol; an HTTP/2 server's SETTINGS on accept does not, and
+            // other server-first protocols fill the bound and stay opaque.
+            match MysqlAnalyzer::sniff_greeting(&server_bytes(held)) {
+                Sniff::Yes => return self.choose(Protocol::Mysql),
+                Sniff::NeedMore if !full => return,
+                _ => {}
+            }
             if full {
                 self.become_opaque(Protocol::Unknown);
             }
@@ -191,6 +201,7 @@ impl Sniffer {
             Protocol::Postgres => State::Other(Box::new(PgAnalyzer::new(c, start))),
             Protocol::Redis => State::Other(Box::new(RespAnalyzer::new(c, start))),
             Protocol::Memcached => State::Other(Box::new(MemcachedAnalyzer::new(c, start))),
+            Protocol::Mysql => State::Other(Box::new(MysqlAnalyzer::new(c, start))),
             Protocol::Tls => State::Tls(Box::new(TlsAnalyzer::new(
                 c,
                 self.server_port,
@@ -268,6 +279,15 @@ impl Sniffer {
     }
 }
 
+/// The first server bytes among the held chunks (a greeting fits in 128).
+fn server_bytes(held: &[Held]) -> Vec<u8> {
+    held.iter()
+        .filter(|h| h.direction == Direction::ToClient)
+        .flat_map(|h| h.data.iter().copied())
+        .take(128)
+        .collect()
+}
+
 /// The first `SNIFF_BYTES` client bytes among the held chunks.
 fn client_bytes(held: &[Held]) -> Vec<u8> {
     held.iter()
@@ -331,6 +351,7 @@ fn sniff(p: Protocol, client: &[u8], start: Start) -> Sniff {
         Protocol::Postgres => PgAnalyzer::sniff(client, start),
         Protocol::Redis => RespAnalyzer::sniff(client, start),
         Protocol::Memcached => MemcachedAnalyzer::sniff(client, start),
+        Protocol::Mysql => MysqlAnalyzer::sniff(client, start),
         Protocol::Tls | Protocol::Unknown => Sniff::No,
     }
 }

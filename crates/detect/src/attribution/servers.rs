@@ -94,7 +94,7 @@ const SERVICE_CANDIDATES: usize = 16;
 fn is_datastore(p: Protocol) -> bool {
     matches!(
         p,
-        Protocol::Redis | Protocol::Postgres | Protocol::Memcached
+        Protocol::Redis | Protocol::Postgres | Protocol::Mysql | Protocol::Memcached
     )
 }
 

@@ -6,7 +6,7 @@
 use super::table::Table;
 use super::windows::{Window, Windows};
 use foldhash::{HashMap, HashMapExt, HashSet};
-use whyslow_model::{Attribution, Exchange, ExchangeRole, Protocol, TraceId, TxState};
+use whyslow_model::{Attribution, Exchange, ExchangeRole, TraceId, TxState};
 
 /// What makes a unit one request's, and so what a request can hold only
 /// one of at a time.
@@ -130,7 +130,7 @@ pub fn build(exchanges: &[Exchange], table: &Table, port: &HashMap<u32, u16>) ->
     for &i in &todo {
         let e = &exchanges[i];
         debug_assert_eq!(e.role, ExchangeRole::Outbound);
-        let in_tx = e.protocol == Protocol::Postgres
+        let in_tx = e.protocol.is_sql()
             && matches!(
                 e.transaction,
                 Some(TxState::InTransaction | TxState::Failed)

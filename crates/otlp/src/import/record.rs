@@ -268,6 +268,7 @@ fn peer_address(peer: &Peer, protocol: Protocol) -> (Option<SocketAddr>, Option<
 pub(crate) fn default_port(protocol: Protocol) -> u16 {
     match protocol {
         Protocol::Postgres => 5432,
+        Protocol::Mysql => 3306,
         Protocol::Redis => 6379,
         Protocol::Memcached => 11211,
         _ => 80,
@@ -329,6 +330,7 @@ fn db_request(system: &str, statement: &str, digest: &mut ParamDigest) -> (Proto
             (protocol, request)
         }
         "postgresql" | "postgres" => (Protocol::Postgres, normalize::sql(cut, digest)),
+        "mysql" | "mariadb" => (Protocol::Mysql, normalize::mysql(cut, digest)),
         _ => (Protocol::Unknown, normalize::sql(cut, digest)),
     }
 }

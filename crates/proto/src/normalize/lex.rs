@@ -1,6 +1,6 @@
 //! A PostgreSQL lexer, just enough to find where literals, quoted
 //! identifiers, dollar quotes and comments begin and end (after PostgreSQL's
-//! `scan.l`). Byte-level, one forward pass, no allocation: tokens are byte
+//! `scan.l`), with MySQL's differences as a dialect (`Lexer::mysql`). Byte-level, one forward pass, no allocation: tokens are byte
 //! ranges of the input. Every token boundary is an ASCII byte or an end of
 //! the input, so ranges always fall on `char` boundaries.
 
@@ -120,6 +120,8 @@ pub(super) struct Lexer<'a> {
     src: &'a [u8],
     pos: usize,
     prev: Option<Kind>,
+    /// MySQL's lexical rules (`mysql`).
+    mysql: bool,
 }
 
 impl<'a> Lexer<'a> {
@@ -128,6 +130,19 @@ impl<'a> Lexer<'a> {
             src,
             pos: 0,
             prev: None,
+            mysql: false,
+        }
+    }
+
+    /// MySQL's rules where they differ (MySQL 8.0 reference, "Schema Object
+    /// Names", "String Literals", "Comments"): `"..."` is a string (the
+    /// default sql_mode has no ANSI_QUOTES), `\` escapes in strings,
+    /// `` `name` `` is an identifier, `#` starts a comment, block comments
+    /// do not nest, and `$` quotes nothing.
+    pub fn mysql(src: &'a [u8]) -> Self {
+        Lexer {
+            mysql: true,
+            ..Lexer::new(src)
         }
     }
 
@@ -159,7 +174,7 @@ impl<'a> Lexer<'a> {
         while let Some(&b) = self.src.get(self.pos) {
             if matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
                 self.pos += 1;
-            } else if b == b'-' && self.at(self.pos + 1) == b'-' {
+            } else if (b == b'-' && self.at(self.pos + 1) == b'-') || (self.mysql && b == b'#') {
                 self.pos = find_byte(self.src, self.pos, b'\n');
             } else if b == b'/' && self.at(self.pos + 1) == b'*' {
                 self.pos = self.block_comment_end(self.pos + 2);
@@ -176,7 +191,7 @@ impl<'a> Lexer<'a> {
         let mut depth = 1usize;
         while i < self.src.len() {
             let pair = (self.at(i), self.at(i + 1));
-            if pair == (b'/', b'*') {
+            if pair == (b'/', b'*') && !self.mysql {
                 depth = depth.saturating_add(1);
                 i += 2;
             } else if pair == (b'*', b'/') {
@@ -196,6 +211,19 @@ impl<'a> Lexer<'a> {
     fn scan_token(&self, b: u8) -> (Kind, usize) {
         let i = self.pos;
         let next = self.at(i + 1);
+        if self.mysql {
+            match b {
+                b'\'' | b'"' => return (Kind::Literal, quoted_end(self.src, i + 1, b, true)),
+                b'`' => {
+                    return match closing(self.src, i + 1, b'`', false) {
+                        Some(end) => (Kind::QuotedIdent, end),
+                        None => (Kind::Literal, self.src.len()),
+                    }
+                }
+                b'$' => return (Kind::Other, i + 1),
+                _ => {}
+            }
+        }
         match b {
             b'\'' => (Kind::Literal, quoted_end(self.src, i + 1, b'\'', false)),
             b'"' => self.quoted_ident(i + 1),

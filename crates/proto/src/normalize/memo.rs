@@ -46,15 +46,30 @@ pub struct SqlMemo {
     /// The shape and the numbers (start, end) of the statement looked at.
     shape: Vec<u8>,
     numbers: Vec<(usize, usize)>,
+    /// MySQL's dialect (`normalize::mysql`): a plain text has no `#` or
+    /// backtick either, and then lexes as in PostgreSQL's.
+    mysql: bool,
     #[cfg(test)]
     hits: u64,
 }
 
 impl SqlMemo {
-    /// As `normalize::sql`, with the same text and digest.
+    /// A memo for MySQL's dialect: as `normalize::mysql`.
+    pub fn mysql() -> Self {
+        SqlMemo {
+            mysql: true,
+            ..SqlMemo::default()
+        }
+    }
+
+    /// As `normalize::sql` (`normalize::mysql` for a `mysql` memo), with
+    /// the same text and digest.
     pub fn sql(&mut self, statement: &str, digest: &mut ParamDigest) -> SmolStr {
         if !self.scan(statement) {
-            return sql::normalize(statement, digest).into();
+            return match self.mysql {
+                true => sql::normalize_mysql(statement, digest).into(),
+                false => sql::normalize(statement, digest).into(),
+            };
         }
         let src = statement.as_bytes();
         if let Some(known) = self.shapes.iter().find(|s| s.shape == self.shape) {
@@ -118,7 +133,7 @@ impl SqlMemo {
         // number go in whole.
         let (mut i, mut copied) = (0, 0);
         while i < src.len() {
-            if !sql::plain_at(src, i) {
+            if !sql::plain_at(src, i) || (self.mysql && matches!(src[i], b'#' | b'`')) {
                 return false;
             }
             let b = src[i];

@@ -51,6 +51,13 @@ pub fn sql(statement: &str, digest: &mut ParamDigest) -> String {
     sql::normalize(statement, digest)
 }
 
+/// As `sql`, for MySQL's dialect: `"..."` is a string literal (→ `?`),
+/// `` `name` `` an identifier kept as written, `\` escapes inside strings,
+/// `#` starts a comment, `/* */` does not nest.
+pub fn mysql(statement: &str, digest: &mut ParamDigest) -> String {
+    sql::normalize_mysql(statement, digest)
+}
+
 /// The statements of a simple-query string ("BEGIN; SELECT 1; COMMIT"),
 /// split on `;` outside strings, quoted identifiers, dollar quotes and comments.
 /// Empty statements are dropped.

@@ -118,10 +118,29 @@ pub(super) fn normalize(statement: &str, digest: &mut ParamDigest) -> String {
     normalize_recording(statement, digest, None)
 }
 
+/// As `normalize`, by MySQL's lexical rules (`Lexer::mysql`).
+pub(super) fn normalize_mysql(statement: &str, digest: &mut ParamDigest) -> String {
+    normalize_tokens(statement, Lexer::mysql(statement.as_bytes()), digest, None)
+}
+
 /// As `normalize`, also saying where each literal added to `digest` lies
 /// in `statement` (start, end).
 pub(super) fn normalize_recording(
     statement: &str,
+    digest: &mut ParamDigest,
+    literals: Option<&mut Vec<(usize, usize)>>,
+) -> String {
+    normalize_tokens(
+        statement,
+        Lexer::new(statement.as_bytes()),
+        digest,
+        literals,
+    )
+}
+
+fn normalize_tokens(
+    statement: &str,
+    tokens: Lexer,
     digest: &mut ParamDigest,
     mut literals: Option<&mut Vec<(usize, usize)>>,
 ) -> String {
@@ -134,7 +153,7 @@ pub(super) fn normalize_recording(
         last: None,
         semicolon: false,
     };
-    for token in Lexer::new(statement.as_bytes()) {
+    for token in tokens {
         if token.kind == Kind::Literal {
             digest.add(n.text(&token).as_bytes());
             if let Some(l) = literals.as_deref_mut() {

@@ -310,6 +310,8 @@ pub enum Need<'a> {
     Python(&'a str),
     /// PostgreSQL's server programs and psql (`postgres_needed`).
     Postgres,
+    /// MariaDB's server programs (`mariadb_needed`).
+    Mariadb,
     /// Raw packet sockets (`capture_allowed`).
     Capture,
     /// Loading eBPF programs (`ebpf_allowed`).
@@ -324,6 +326,7 @@ pub fn requirements_met(test: &str, needs: &[Need]) -> bool {
         Need::Tool(tool) => needed(test, tool, have(tool)),
         Need::Python(module) => python_has(test, module),
         Need::Postgres => postgres_needed(test),
+        Need::Mariadb => mariadb_needed(test),
         Need::Capture => capture_allowed(test),
         Need::Ebpf => ebpf_allowed(test),
     })
@@ -607,4 +610,74 @@ pub fn assert_items_n_plus_one(report: &serde_json::Value, orders: u64) {
         summary.contains("FROM items") && summary.contains(&format!("ran {orders} times")),
         "{summary}"
     );
+}
+
+/// Whether MariaDB's server programs are here, as `needed` says.
+pub fn mariadb_needed(test: &str) -> bool {
+    let ok = have("mariadbd") || Path::new("/usr/sbin/mariadbd").exists();
+    needed(test, "MariaDB (mariadbd, mariadb-install-db)", ok)
+}
+
+/// A MariaDB server from Debian's packages on a throwaway data directory,
+/// on 127.0.0.1 and a free port, with a database `shop` and a user `app`
+/// (password `app`) who may do anything in it. Stops when dropped.
+pub fn mariadb() -> Server {
+    let dir = tmpdir("mariadb");
+    let data = dir.join("data");
+    let sock = dir.join("sock");
+    let out = Command::new("mariadb-install-db")
+        .args(["--no-defaults", "--auth-root-authentication-method=socket"])
+        .arg(format!("--datadir={}", data.display()))
+        .args(["--user=root", "--skip-test-db", "--skip-name-resolve"])
+        .output()
+        .expect("mariadb-install-db");
+    assert!(
+        out.status.success(),
+        "mariadb-install-db: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = free_port();
+    let mariadbd = if have("mariadbd") {
+        "mariadbd".into()
+    } else {
+        PathBuf::from("/usr/sbin/mariadbd")
+    };
+    let server = spawn(
+        Command::new(mariadbd)
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", sock.display()))
+            .arg(format!("--pid-file={}", dir.join("pid").display()))
+            .args([
+                "--user=root",
+                "--bind-address=127.0.0.1",
+                "--skip-name-resolve",
+            ])
+            .args(["--innodb-flush-log-at-trx-commit=0", "--skip-log-bin"])
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        port,
+    );
+    let setup = "CREATE DATABASE shop; CREATE USER 'app'@'%' IDENTIFIED BY 'app'; \
+                 GRANT ALL ON shop.* TO 'app'@'%';";
+    for _ in 0..100 {
+        let ok = Command::new("mariadb")
+            .arg(format!("--socket={}", sock.display()))
+            .args(["-u", "root", "-e", setup])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return server;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("mariadb on {port} never answered");
+}
+
+/// `script` of tests/apps run to its end by `pypi_python`.
+pub fn pypi_python_run(script: &str, args: &[String]) -> std::process::Output {
+    python_command_of(&pypi_python(), script, args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"))
 }
