@@ -147,6 +147,14 @@ def mysql_turns():
             (prepare, prepared), (execute, result.replace(b"\x01x", b"\0\0\x01x"))]
 
 
+def lab_mysql_commands():
+    """mymini::fuzz input: command packets after the login (a prepare, an
+    execution with its types, a ping, a close)."""
+    prepare = my_pkt(0, b"\x16SELECT id, name, price FROM products WHERE id = ?")
+    execute = my_pkt(0, b"\x17" + struct.pack("<IBI", 1, 0, 1) + b"\0\x01\x08\0" + struct.pack("<q", 3))
+    return prepare + execute + my_pkt(0, b"\x0e") + my_pkt(0, b"\x19" + struct.pack("<I", 1))
+
+
 def backing_conversations():
     """One short conversation per backing protocol, as (client, server) byte pairs."""
     startup = struct.pack("!II", 8, 80877103)
@@ -329,6 +337,7 @@ if __name__ == "__main__":
     for name, data in http1_chunks().items():
         write("http1", name, data)
     write("lab_postgres_server", "checkout", lab_postgres_messages())
+    write("lab_mysql_server", "checkout", lab_mysql_commands())
     write("lab_resp_server", "page", lab_cache_commands())
     for name, data in lab_cache_replies().items():
         write("lab_cache_client", name, data)

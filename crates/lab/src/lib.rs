@@ -6,6 +6,7 @@ pub mod cache;
 pub mod http1;
 pub mod latency;
 pub mod line;
+pub mod mymini;
 pub mod pgmini;
 pub mod pki;
 pub mod pool;

@@ -92,6 +92,7 @@ pub const SCENARIOS: &[Scenario] = &[
     scenarios::post_stall::SCENARIO,
     scenarios::fanout_pool::SCENARIO,
     scenarios::orm_storm::SCENARIO,
+    scenarios::orm_storm::MYSQL_SCENARIO,
     scenarios::tax_stall::SCENARIO,
     scenarios::cache_hol::SCENARIO,
     scenarios::healthy::SCENARIO,

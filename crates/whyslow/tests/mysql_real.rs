@@ -4,9 +4,12 @@
 //! protocol: a prepare, then executions by statement id). Every command is
 //! counted as tshark's MySQL dissector counts it, texts are normalized, and
 //! executions carry their prepared text. Then a service's N+1 over a pool
-//! opened long before the capture: named from the wire alone.
+//! opened long before the capture: named from the wire alone, for a Python
+//! service (PyMySQL, text queries) and a JDBC one (HikariCP and MariaDB
+//! Connector/J with server-side prepared statements, 8 clients at once).
 
 mod common;
+use common::polyglot::*;
 use common::real::*;
 use common::*;
 use serde_json::Value;
@@ -215,6 +218,154 @@ fn n_plus_one_over_a_pool_opened_before_the_capture() {
                 "{:?}",
                 causes(&report)
             );
+        }
+    }
+}
+
+/// Pages per capture of the JDBC service, sent at JDBC_RATE a second over
+/// JDBC_CLIENTS connections; JDBC_WARM pages before it (every statement
+/// prepared and cached on every pooled connection).
+const JDBC_PAGES: u64 = 160;
+const JDBC_RATE: u64 = 80;
+const JDBC_CLIENTS: u64 = 8;
+const JDBC_WARM: u64 = 80;
+const JDBC_POOL: u64 = 4;
+/// Share of the capture's calls given to a request, at least.
+const GIVEN_PERCENT: f64 = 90.0;
+
+fn load(url: &str, pages: u64) {
+    let (n, c, rate) = (
+        pages.to_string(),
+        JDBC_CLIENTS.to_string(),
+        JDBC_RATE.to_string(),
+    );
+    let secs = format!("{}s", pages / JDBC_RATE + 10);
+    let out = whyslow(&[
+        "load",
+        "-c",
+        &c,
+        "--rate",
+        &rate,
+        "-n",
+        &n,
+        "--duration",
+        &secs,
+        url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The statements one page sent, as the app counted them.
+fn app_statements(url: &str) -> u64 {
+    let out = std::process::Command::new("curl")
+        .args(["-sf", url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "curl {url}");
+    let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+    body["statements"].as_u64().unwrap()
+}
+
+#[test]
+fn jdbc_on_mariadb_held_to_the_apps_own_counts() {
+    let _one = serial();
+    let test = "mysql_jdbc";
+    let needs = [
+        Need::Tool("tcpdump"),
+        Need::Tool("tshark"),
+        Need::Tool("curl"),
+        Need::Tool("java"),
+        Need::Tool("mvn"),
+        Need::Mariadb,
+        Need::Capture,
+    ];
+    if !requirements_met(test, &needs) {
+        return;
+    }
+    let jars = mariadb_jdbc_jars();
+    let db = mariadb();
+    let dir = tmpdir(test);
+    for variant in ["broken", "fixed"] {
+        let port = free_port();
+        let args = [port, db.port, ORDERS as u16, JDBC_POOL as u16].map(|n| n.to_string());
+        let mut args = args.to_vec();
+        args.push(variant.into());
+        let app = java_app("MyPage.java", &jars, port, &args);
+        let url = format!("http://127.0.0.1:{port}/orders");
+        let sent = app_statements(&url);
+        load(&url, JDBC_WARM);
+        let file = dir.join(format!("{variant}.pcap"));
+        let dropped = tcpdump_while(&file, &[port, db.port], || load(&url, JDBC_PAGES));
+        assert_eq!(dropped, 0, "tcpdump dropped packets");
+        drop(app);
+        let run = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let report = json(&run);
+        let sql = &report["sql_summary"][0];
+        assert_eq!(
+            sql["median"]["statements"]["total"], sent,
+            "{variant}: {sql}"
+        );
+        let groups = report["capture"]["groups"].as_array().unwrap();
+        let page = groups.iter().find(|g| g["label"] == "GET /orders").unwrap();
+        let given = page["calls_given_percent"].as_f64().unwrap();
+        assert!(given >= GIVEN_PERCENT, "{variant}: {given} % given");
+        let (cause, per_request) = top(&report, &file);
+        if variant == "broken" {
+            assert_eq!(sent, 1 + ORDERS);
+            assert_eq!(
+                (cause.as_str(), per_request),
+                ("n_plus_one", Some(ORDERS)),
+                "{:?}",
+                causes(&report)
+            );
+        } else {
+            assert_eq!(sent, 2);
+            assert!(
+                finding(&report, "n_plus_one").is_none(),
+                "{:?}",
+                causes(&report)
+            );
+        }
+        assert!(
+            finding(&report, "pool_queueing").is_none(),
+            "{:?}",
+            causes(&report)
+        );
+    }
+}
+
+/// The lab's orm-storm-mysql checkout (the lab's MySQL client, prepared
+/// statements) over a real MariaDB instead of the lab's own server: the
+/// same statements, counts and findings as the scenario declares.
+#[test]
+fn the_lab_orm_storm_on_a_real_mariadb() {
+    use whyslow_lab::scenarios::orm_storm;
+    let _one = serial();
+    if !requirements_met("orm_storm_real_mariadb", &[Need::Mariadb, Need::Capture]) {
+        return;
+    }
+    let db_server = mariadb();
+    assert_eq!(orm_storm::MYSQL_USER, "lab", "the user `mariadb` makes");
+    let db: std::net::SocketAddr = format!("127.0.0.1:{}", db_server.port).parse().unwrap();
+    rt().block_on(orm_storm::create_shop_mysql(db)).unwrap();
+    let s = whyslow_lab::find("orm-storm-mysql").unwrap();
+    for fixed in [false, true] {
+        let running = rt()
+            .block_on(orm_storm::start_with_mysql(fixed, db))
+            .unwrap();
+        let out = whyslow(&["diagnose", "--json", "-n", "4", &running.url]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        check_statements(s, &report, fixed);
+        if fixed {
+            let (n1, dup) = (
+                summaries(&report, "n_plus_one"),
+                summaries(&report, "duplicate_calls"),
+            );
+            assert!(n1.is_empty() && dup.is_empty(), "{n1:?} {dup:?}");
+        } else {
+            check_storms(s, &report);
         }
     }
 }

@@ -41,7 +41,7 @@ const COST_SPREAD: f64 = 0.5;
 
 /// Statement costs around a mean: a small generator (SplitMix64) per
 /// connection, seeded apart, so runs on different connections drift apart.
-struct Costs {
+pub(crate) struct Costs {
     mean: Duration,
     state: u64,
 }
@@ -60,7 +60,7 @@ impl Costs {
     /// A connection's generator. Its start is the mix of a counter: starts
     /// a plain step apart would give each connection the previous one's
     /// costs shifted by one statement, and runs would keep in step again.
-    fn new(mean: Duration) -> Costs {
+    pub(crate) fn new(mean: Duration) -> Costs {
         static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let n = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Costs {
@@ -70,7 +70,7 @@ impl Costs {
     }
 
     /// The next statement's cost, uniform in mean × [1 − spread, 1 + spread].
-    fn next(&mut self) -> Duration {
+    pub(crate) fn next(&mut self) -> Duration {
         self.state = self.state.wrapping_add(GOLDEN);
         let unit = (mix(self.state) >> 11) as f64 / (1u64 << 53) as f64;
         self.mean

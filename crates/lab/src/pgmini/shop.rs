@@ -170,6 +170,51 @@ pub fn setup_sql() -> String {
     s
 }
 
+/// Where a statement's list parameter stands, in PostgreSQL's text.
+const LIST: &str = "= ANY($1)";
+
+/// The statement's text in MySQL's dialect: `?` for `$1`; a list parameter
+/// (`= ANY($1)`) as `IN (?, ?, …)` with `list` placeholders.
+pub fn mysql_text(sql: &str, list: usize) -> String {
+    let marks = vec!["?"; list.max(1)].join(", ");
+    sql.replace(LIST, &format!("IN ({marks})"))
+        .replace("$1", "?")
+}
+
+/// The statement a MySQL text of `mysql_text` is, and its list's length
+/// (0 for a statement without one).
+pub fn from_mysql(text: &str) -> Option<(&'static Statement, usize)> {
+    STATEMENTS
+        .iter()
+        .find_map(|s| match s.sql.split_once(LIST) {
+            None => (mysql_text(s.sql, 0) == text).then_some((s, 0)),
+            Some((head, tail)) => {
+                let inner = text.strip_prefix(head)?.strip_prefix("IN (")?;
+                let inner = inner.strip_suffix(tail)?.strip_suffix(')')?;
+                let n = inner.split(", ").count();
+                (inner.split(", ").all(|m| m == "?")).then_some((s, n))
+            }
+        })
+}
+
+/// The schema and rows for a real MySQL or MariaDB, one statement each.
+pub fn mysql_setup() -> Vec<String> {
+    let mut out = vec![
+        "DROP TABLE IF EXISTS orders, order_items, products, tax_rates".to_string(),
+        "CREATE TABLE orders (id bigint PRIMARY KEY, customer_id bigint, total bigint)".into(),
+        "CREATE TABLE order_items (id bigint PRIMARY KEY, order_id bigint, product_id bigint, quantity bigint)".into(),
+        "CREATE TABLE products (id bigint PRIMARY KEY, name varchar(40), price bigint)".into(),
+        "CREATE TABLE tax_rates (region varchar(8) PRIMARY KEY, rate bigint)".into(),
+    ];
+    out.extend(
+        setup_sql()
+            .lines()
+            .filter(|l| l.starts_with("INSERT"))
+            .map(|l| l.trim_end_matches(';').to_string()),
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +238,22 @@ mod tests {
         let products = run(statement(PRODUCTS), &[Value::Ints(vec![3, 1, 3, 999])]);
         assert_eq!(products.len(), 2, "distinct, existing ids only");
         assert!(run(statement(TAX_RATE), &[Value::Text("US".into())]).is_empty());
+    }
+
+    #[test]
+    fn mysql_texts_name_their_statements() {
+        for s in STATEMENTS {
+            let list = usize::from(s.sql.contains(LIST)) * 7;
+            let text = mysql_text(s.sql, list);
+            assert!(!text.contains('$'), "{text}");
+            let (found, n) = from_mysql(&text).unwrap();
+            assert_eq!((found.sql, n), (s.sql, list));
+        }
+        assert!(from_mysql("SELECT rate FROM tax_rates WHERE region = 'EU'").is_none());
+        assert_eq!(
+            mysql_setup().len() as i64,
+            5 + ORDERS + 2 * ORDERS * ITEMS_PER_ORDER + 1
+        );
     }
 
     #[test]

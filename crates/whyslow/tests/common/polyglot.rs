@@ -10,6 +10,12 @@ use std::sync::OnceLock;
 
 /// pgJDBC, the PostgreSQL JDBC driver.
 const PGJDBC: &str = "org.postgresql:postgresql:42.7.14";
+/// MariaDB Connector/J, the HikariCP pool and the logging API it needs.
+const MARIADB_JDBC: [&str; 3] = [
+    "org.mariadb.jdbc:mariadb-java-client:3.5.8",
+    "com.zaxxer:HikariCP:6.3.3",
+    "org.slf4j:slf4j-api:2.0.17",
+];
 
 fn apps() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps")
@@ -35,22 +41,33 @@ fn run(cmd: &mut Command) {
 /// The pgJDBC JAR, fetched by Maven once.
 pub fn pgjdbc_jar() -> PathBuf {
     static JAR: OnceLock<PathBuf> = OnceLock::new();
-    JAR.get_or_init(|| {
-        let dir = built().join("jvm-lib");
-        let version = PGJDBC.rsplit(':').next().unwrap();
-        let jar = dir.join(format!("postgresql-{version}.jar"));
-        if !jar.exists() {
-            run(Command::new("mvn").args([
-                "-q",
-                "-B",
-                "dependency:copy",
-                &format!("-Dartifact={PGJDBC}"),
-                &format!("-DoutputDirectory={}", dir.display()),
-            ]));
-        }
-        jar
-    })
-    .clone()
+    JAR.get_or_init(|| maven_jar(PGJDBC)).clone()
+}
+
+/// MariaDB Connector/J, HikariCP and slf4j's API, fetched by Maven once.
+pub fn mariadb_jdbc_jars() -> Vec<PathBuf> {
+    static JARS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    JARS.get_or_init(|| MARIADB_JDBC.iter().map(|a| maven_jar(a)).collect())
+        .clone()
+}
+
+/// The JAR of `artifact` (group:name:version) from Maven Central, kept
+/// under the target directory.
+fn maven_jar(artifact: &str) -> PathBuf {
+    let dir = built().join("jvm-lib");
+    let mut parts = artifact.split(':').skip(1);
+    let (name, version) = (parts.next().unwrap(), parts.next().unwrap());
+    let jar = dir.join(format!("{name}-{version}.jar"));
+    if !jar.exists() {
+        run(Command::new("mvn").args([
+            "-q",
+            "-B",
+            "dependency:copy",
+            &format!("-Dartifact={artifact}"),
+            &format!("-DoutputDirectory={}", dir.display()),
+        ]));
+    }
+    jar
 }
 
 /// A single-file Java app of tests/apps/jvm, run from its source with

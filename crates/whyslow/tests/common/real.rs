@@ -619,8 +619,9 @@ pub fn mariadb_needed(test: &str) -> bool {
 }
 
 /// A MariaDB server from Debian's packages on a throwaway data directory,
-/// on 127.0.0.1 and a free port, with a database `shop` and a user `app`
-/// (password `app`) who may do anything in it. Stops when dropped.
+/// on 127.0.0.1 and a free port, with a database `shop` and users `app`
+/// (password `app`) and `lab` (none) who may do anything in it. Stops when
+/// dropped.
 pub fn mariadb() -> Server {
     let dir = tmpdir("mariadb");
     let data = dir.join("data");
@@ -659,20 +660,26 @@ pub fn mariadb() -> Server {
             .stderr(Stdio::null()),
         port,
     );
+    // `app` for the test apps; `lab` (no password) for the lab's own client.
     let setup = "CREATE DATABASE shop; CREATE USER 'app'@'%' IDENTIFIED BY 'app'; \
-                 GRANT ALL ON shop.* TO 'app'@'%';";
+                 GRANT ALL ON shop.* TO 'app'@'%'; CREATE USER 'lab'@'%'; \
+                 GRANT ALL ON shop.* TO 'lab'@'%';";
     for _ in 0..100 {
-        let ok = Command::new("mariadb")
-            .arg(format!("--socket={}", sock.display()))
-            .args(["-u", "root", "-e", setup])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
+        if mariadb_root(&sock, setup) {
             return server;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!("mariadb on {port} never answered");
+}
+
+/// Runs `sql` as MariaDB's root over the server's socket; whether it passed.
+fn mariadb_root(sock: &Path, sql: &str) -> bool {
+    Command::new("mariadb")
+        .arg(format!("--socket={}", sock.display()))
+        .args(["-u", "root", "-e", sql])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// `script` of tests/apps run to its end by `pypi_python`.
