@@ -42,17 +42,27 @@ fn verdict(c: &Comparison, metric: &str, stat: &str) -> Option<String> {
     ))
 }
 
+/// Width of the scenario column: its longest name, or its heading.
+fn scenario_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names
+        .map(str::len)
+        .chain(["scenario".len()])
+        .max()
+        .unwrap_or(0)
+}
+
 pub fn text(doc: &DemoDocument) -> String {
     let mut out = String::new();
+    let w = scenario_width(doc.rows.iter().map(|r| r.scenario.as_str()));
     let _ = writeln!(
         out,
-        "{:<11} {:<7} {:<15} {:<30} {:>10}  finding",
+        "{:<w$} {:<7} {:<15} {:<30} {:>10}  finding",
         "scenario", "variant", "request", "client", "avg total"
     );
     for r in &doc.rows {
         let _ = writeln!(
             out,
-            "{:<11} {:<7} {:<15} {:<30} {:>10}  {}",
+            "{:<w$} {:<7} {:<15} {:<30} {:>10}  {}",
             r.scenario,
             r.variant,
             r.request,
@@ -104,6 +114,7 @@ pub fn text(doc: &DemoDocument) -> String {
 /// shows under load, and how its calls were told apart.
 fn under_load(out: &mut String, rows: &[ConcurrentRow]) {
     let clients = rows.first().map_or(0, |r| r.clients);
+    let w = scenario_width(rows.iter().map(|r| r.scenario.as_str()));
     let _ = writeln!(
         out,
         "under load: {clients} connections at once; each sends its next request when the last is \
@@ -111,7 +122,7 @@ fn under_load(out: &mut String, rows: &[ConcurrentRow]) {
     );
     let _ = writeln!(
         out,
-        "{:<11} {:<7} {:>7} {:>9} {:>9}  {:<44} {:<20} calls: exact/grouped/inferred/ambiguous",
+        "{:<w$} {:<7} {:>7} {:>9} {:>9}  {:<44} {:<20} calls: exact/grouped/inferred/ambiguous",
         "scenario", "variant", "pace", "p50", "p99", "named", "declared"
     );
     for r in rows {
@@ -140,7 +151,7 @@ fn under_load(out: &mut String, rows: &[ConcurrentRow]) {
         };
         let _ = writeln!(
             out,
-            "{:<11} {:<7} {:>7} {:>9} {:>9}  {:<44} {:<20} {calls}",
+            "{:<w$} {:<7} {:>7} {:>9} {:>9}  {:<44} {:<20} {calls}",
             r.scenario,
             r.variant,
             pace,
