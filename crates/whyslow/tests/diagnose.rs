@@ -61,8 +61,9 @@ fn broken_scenarios_show_their_injected_cause_and_cost() {
         return;
     }
     for s in SCENARIOS.iter().filter(|s| s.truth.kind.is_some()) {
-        let report = diagnose(s, false);
-        broken_top(s, &report);
+        let running = rt().block_on(s.start(false)).unwrap();
+        let report = diagnose_running(s, &running, &[]);
+        broken_top(s, &report, slowdown(s, &running.truth.requests()));
         check_statements(s, &report, false);
         check_storms(s, &report);
     }
@@ -277,7 +278,7 @@ fn cache_hol_before_and_after(demo: &serde_json::Value) {
     let s = whyslow_lab::find("cache-hol").unwrap();
     let (broken, fixed) = demo_pair(demo["rows"].as_array().unwrap(), s.name);
     let truth = s.truth.time_lost_us as f64;
-    broken_top(s, broken);
+    broken_top(s, broken, 1.0);
     let request_us = fixed["mean_total_us"].as_f64().unwrap();
     for f in fixed["findings"].as_array().unwrap() {
         assert_ne!(f["kind"], "pipeline_hol", "{f}");
@@ -329,7 +330,7 @@ fn tax_stall_before_and_after(rows: &[serde_json::Value]) {
     let s = whyslow_lab::find("tax-stall").unwrap();
     let (broken, fixed) = demo_pair(rows, s.name);
     let truth = s.truth.time_lost_us as f64;
-    broken_top(s, broken);
+    broken_top(s, broken, 1.0);
     let (b, f) = (&broken["load_latency"], &fixed["load_latency"]);
     assert!(
         b["p50"].as_f64().unwrap() < truth / 10.0,
@@ -347,9 +348,28 @@ fn tax_stall_before_and_after(rows: &[serde_json::Value]) {
     );
 }
 
+/// How much slower than declared the app's own calls ran: the median call as
+/// the app timed it (`truth`) over the one statement's cost the scenario
+/// declares (`statement_us`); 1 when it declares none or they ran no slower.
+/// A busy host makes every statement slower, and the time an N+1 loses with
+/// it: the app's own record of those very calls says by how much.
+fn slowdown(s: &Scenario, truth: &[whyslow_lab::truth::RequestTruth]) -> f64 {
+    let Some(cost) = s.truth.fact("statement_us") else {
+        return 1.0;
+    };
+    let mut took: Vec<u64> = truth
+        .iter()
+        .flat_map(|r| &r.calls)
+        .map(|c| c.done_us.saturating_sub(c.sent_us))
+        .collect();
+    took.sort_unstable();
+    let median = took.get(took.len() / 2).copied().unwrap_or(cost);
+    (median as f64 / cost as f64).max(1.0)
+}
+
 /// A broken variant's first finding (in a diagnosis or a demo row) is the
-/// scenario's cause, with its injected cost and counts.
-fn broken_top(s: &Scenario, broken: &serde_json::Value) {
+/// scenario's cause, with its injected cost (times `slowdown`) and counts.
+fn broken_top(s: &Scenario, broken: &serde_json::Value, slowdown: f64) {
     let top = &broken["findings"][0];
     let kind = s.truth.kind.unwrap().to_string();
     assert_eq!(
@@ -360,7 +380,7 @@ fn broken_top(s: &Scenario, broken: &serde_json::Value) {
         broken["findings"]
     );
     let lost = top["time_lost_per_occurrence_us"].as_f64().unwrap();
-    let truth = s.truth.time_lost_us as f64;
+    let truth = s.truth.time_lost_us as f64 * slowdown;
     assert!(
         (lost - truth).abs() <= TIME_LOST_TOLERANCE * truth,
         "{}: {lost} vs {truth}",
@@ -389,7 +409,7 @@ fn fanout_pool_before_and_after(demo: &serde_json::Value) {
     let s = whyslow_lab::find("fanout-pool").unwrap();
     let (broken, fixed) = demo_pair(demo["rows"].as_array().unwrap(), s.name);
     let truth = s.truth.time_lost_us as f64;
-    broken_top(s, broken);
+    broken_top(s, broken, 1.0);
     let kinds: Vec<&str> = fixed["findings"]
         .as_array()
         .unwrap()
@@ -485,7 +505,7 @@ fn fanout_pool_over_tls_is_seen_through_key_logs() {
         if fixed {
             assert!(!found.contains(&"pool_queueing".into()), "{found:?}");
         } else {
-            broken_top(s, &report);
+            broken_top(s, &report, slowdown(s, &running.truth.requests()));
         }
         // The pool's connections are open already: no handshake to be seen.
         let report = diagnose_running(s, &running, &with_keys);

@@ -80,6 +80,11 @@ pub const SCENARIO: Scenario = Scenario {
                 name: "fixed_statements",
                 value: 3,
             },
+            // What one statement costs in the lab's database.
+            Fact {
+                name: "statement_us",
+                value: STATEMENT_US,
+            },
         ],
     },
     load: None,
