@@ -2,7 +2,8 @@
 # whyslow analyze vs tshark on a capture of MySQL traffic, one run: a MariaDB
 # from Debian's packages on 127.0.0.1 under mariadb-slap (8 clients, mixed
 # reads and writes of generated SQL, text protocol), captured by `whyslow
-# capture` until the file holds at least MIN_MB (default 300) MB. Then times
+# capture` for SECS seconds (default 1, about 330 MB here; longer until the
+# file holds at least MIN_MB, default 300). Then times
 #   whyslow analyze FILE
 #   tshark -r FILE -d tcp.port==P,mysql -q -z conv,tcp
 # (median wall seconds of RUNS=3, max RSS), RSS on a quarter and half of the
@@ -40,7 +41,7 @@ mariadb --socket="$dir/sock" -u root -e \
   "CREATE USER 'app'@'%' IDENTIFIED BY 'app'; GRANT ALL ON *.* TO 'app'@'%';"
 
 cap=$dir/mysql.pcapng
-secs=${SECS:-10}
+secs=${SECS:-1}
 slap=(mariadb-slap -h 127.0.0.1 -P "$port" -u app -papp --concurrency=8 --iterations=1000000
   --auto-generate-sql --auto-generate-sql-load-type=mixed --number-of-queries=100000000)
 for _attempt in 1 2 3; do
@@ -64,13 +65,13 @@ echo "== whyslow analyze on a quarter and a half of the packets (editcap -r)"
 read -r q_s q_kb h_s h_kb < <(flatness "$bin" "$cap" "$packets" "$dir")
 
 echo "== command counts (whyslow's server line vs tshark's mysql.command)"
-w_my=$(grep -oE "server 127.0.0.1:$port \(mysql\): [0-9]+ connection\(s\), [0-9]+ exchange" "$dir/w.out" |
+w_my=$(grep -aoE "server 127.0.0.1:$port \(mysql\): [0-9]+ connection\(s\), [0-9]+ exchange" "$dir/w.out" |
   grep -oE '[0-9]+ exchange' | grep -oE '[0-9]+' || echo 0)
 t_my=$(tshark -r "$cap" "${decode[@]}" -Y "tcp.dstport==$port && mysql.command" -T fields \
   -E occurrence=a -E aggregator='|' -e mysql.command | tr '|' '\n' | grep -vcE '^(1|24|25)?$' || true)
 
 echo
 echo "capture: $(( $(stat -c %s "$cap") / 1000000 )) MB, $packets packets (MariaDB :$port)"
-grep -E '^(analyzed|kept)' "$dir/w.out" | sed 's/^/whyslow: /' || true
+grep -aE '^(analyzed|kept)' "$dir/w.out" | sed 's/^/whyslow: /' || true
 print_vs "tshark -d mysql -z conv,tcp" "$t_s" "$t_kb" "$w_s" "$w_kb" "$q_s" "$q_kb" "$h_s" "$h_kb"
 echo "commands answered: whyslow $w_my / tshark $t_my"

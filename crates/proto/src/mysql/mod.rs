@@ -418,7 +418,8 @@ impl MysqlAnalyzer {
             pending.label = ATTRIBUTED_QUERY.into();
             return;
         };
-        let text = crate::lossy_text(text);
+        // mysqlslap and some C clients count the string's NUL in the length.
+        let text = crate::lossy_text(text.strip_suffix(&[0]).unwrap_or(text));
         let (text, comment) = crate::trace_context::split_sql_comment(&text);
         pending.trace = comment.and_then(|c| c.trace.ok()).map(|t| t.trace_id);
         let mut d = ParamDigest::new();

@@ -132,7 +132,7 @@ fn text_queries_are_normalized_with_rows_errors_and_times() {
         query("SELECT name FROM users WHERE email = \"bob@example.com\" AND id = 42"),
     ));
     s.push((ToClient, result(&["bob", "bobby"], 2)));
-    s.push((ToServer, query("INSERT INTO users VALUES (1, 'secret')")));
+    s.push((ToServer, query("INSERT INTO users VALUES (1, 'secret')\0")));
     s.push((ToClient, err(1, 1062, "23000")));
     let (ex, note) = run(&s, Start::Beginning);
     assert_eq!(note, None);
