@@ -1,6 +1,8 @@
 //! Backing services over TLS seen through their clients' key logs: a real
-//! PostgreSQL with `ssl=on` (pg8000: SSLRequest answered S, then TLS) and a
-//! real redis-server on `--tls-port` (redis-py), captured live with
+//! PostgreSQL with `ssl=on` (pg8000: SSLRequest answered S, then TLS), a
+//! real MariaDB with a certificate (PyMySQL: the SSL request in the
+//! handshake, then TLS) and a real redis-server on `--tls-port` (redis-py),
+//! captured live with
 //! `whyslow capture`. `analyze --keylog` shows every statement and command
 //! the clients sent, with its protocol, as on a cleartext connection, and
 //! agrees with tshark given the same keys; without the keys each connection
@@ -104,6 +106,48 @@ fn postgres_over_ssl_is_seen_with_the_clients_key_log() {
             .filter(|t| *t == "Command completion" || *t == "Error")
             .count();
         assert_eq!(ex.values().sum::<u64>() as usize, done, "{kinds:?}");
+    }
+    assert_left_encrypted(&pcap);
+}
+
+#[test]
+fn mysql_over_tls_is_seen_with_the_clients_key_log() {
+    let test = "mysql_over_tls_is_seen_with_the_clients_key_log";
+    let needs = [
+        Need::Capture,
+        Need::Mariadb,
+        Need::Tool("openssl"),
+        Need::Python("pymysql"),
+    ];
+    if !requirements_met(test, &needs) {
+        return;
+    }
+    let dir = tmpdir("mysql-tls");
+    let db = mariadb_with(Some(&dir));
+    let (keys, pcap) = (dir.join("keys.log"), dir.join("mysql.pcapng"));
+    let sent = capture_client("mysql", db.port, &keys, &pcap);
+    let report = analyze(&pcap, Some(&keys));
+    let ex = seen(&report, "mysql");
+    for (request, n) in &sent {
+        assert_eq!(ex.get(request), Some(n), "{request}: {ex:?}");
+    }
+    assert!(
+        !report.to_string().contains("p4ssw0rd"),
+        "a SQL literal reached the report"
+    );
+    assert!(report["timeline"]["connections"][0]["tls"] == true);
+    if requirements_met(test, &[Need::Tool("tshark")]) {
+        // tshark's MySQL dissector follows the SSL request into TLS.
+        let decode_as = format!("tcp.port=={},mysql", db.port);
+        let commands = tshark_fields_decrypted(
+            &pcap,
+            Some(&keys),
+            &decode_as,
+            "mysql.command",
+            "mysql.command",
+        );
+        let answered = commands.iter().filter(|c| *c != "1").count() as u64;
+        assert_eq!(ex.values().sum::<u64>(), answered, "{commands:?}");
     }
     assert_left_encrypted(&pcap);
 }

@@ -1,7 +1,8 @@
 """Real client libraries over TLS, writing key logs: redis-py (TLS by
-ssl.create_default_context, which reads SSLKEYLOGFILE) and pg8000 (SSLRequest,
-then TLS on the context given here). Usage: tls_clients.py redis|postgres
-PORT KEYLOG. Prints what it sent as JSON: {request: count}."""
+ssl.create_default_context, which reads SSLKEYLOGFILE), pg8000 (SSLRequest,
+then TLS on the context given here) and PyMySQL (MySQL's SSL request in the
+handshake, then TLS on the context given here). Usage: tls_clients.py
+redis|postgres|mysql PORT KEYLOG. Prints what it sent as JSON: {request: count}."""
 import json
 import ssl
 import sys
@@ -19,6 +20,22 @@ if kind == "redis":
         r.get("user:u48151623x:token")
     r.incr("counter:c9931x")
     sent = {"SET user:?:token": 1, "GET user:?:token": 3, "INCRBY counter:?": 1}
+elif kind == "mysql":
+    import pymysql
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.keylog_filename = keylog
+    db = pymysql.connect(host="127.0.0.1", port=port, user="app", password="app",
+                         database="shop", ssl=ctx, autocommit=True)
+    with db.cursor() as c:
+        for i in range(4):
+            c.execute("SELECT %s + 1 AS n", (i,))
+            c.fetchall()
+        c.execute("SELECT 'p4ssw0rd-literal' AS secret")
+        c.fetchall()
+    db.close()
+    sent = {"SELECT ? + ? AS n": 4, "SELECT ? AS secret": 1}
 else:
     import pg8000
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)

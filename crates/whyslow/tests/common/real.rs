@@ -623,6 +623,12 @@ pub fn mariadb_needed(test: &str) -> bool {
 /// (password `app`) and `lab` (none) who may do anything in it. Stops when
 /// dropped.
 pub fn mariadb() -> Server {
+    mariadb_with(None)
+}
+
+/// As `mariadb`; with `tls`, in DIR: TLS offered with a self-signed
+/// certificate made there (clients ask for it with MySQL's SSL request).
+pub fn mariadb_with(tls: Option<&Path>) -> Server {
     let dir = tmpdir("mariadb");
     let data = dir.join("data");
     let sock = dir.join("sock");
@@ -656,6 +662,12 @@ pub fn mariadb() -> Server {
             ])
             .args(["--innodb-flush-log-at-trx-commit=0", "--skip-log-bin"])
             .arg(format!("--port={port}"))
+            .args(tls.map(self_signed).map_or(Vec::new(), |(cert, key)| {
+                vec![
+                    format!("--ssl-cert={}", cert.display()),
+                    format!("--ssl-key={}", key.display()),
+                ]
+            }))
             .stdout(Stdio::null())
             .stderr(Stdio::null()),
         port,
