@@ -35,4 +35,32 @@ impl Span {
     pub fn packets(&self) -> (u64, u64) {
         (self.first_pkt, self.last_pkt)
     }
+
+    /// Extended by `s`'s bytes (a message's span merged into an exchange's).
+    pub fn merge(&mut self, s: &Span) {
+        if s.is_empty() {
+            return;
+        }
+        if self.is_empty() {
+            *self = *s;
+            return;
+        }
+        self.last_at = s.last_at;
+        self.last_pkt = s.last_pkt;
+        self.bytes = self.bytes.saturating_add(s.bytes);
+    }
+}
+
+/// An exchange's times, sizes and packets from its request's and response's
+/// spans (an empty response: unanswered).
+pub fn fill(e: &mut whyslow_model::Exchange, req: &Span, resp: &Span) {
+    let answered = (!resp.is_empty()).then_some(resp);
+    e.request_first_at_us = req.first_at;
+    e.request_last_at_us = req.last_at;
+    e.request_bytes = req.bytes;
+    e.request_packets = req.packets();
+    e.response_first_at_us = answered.map(|s| s.first_at);
+    e.response_last_at_us = answered.map(|s| s.last_at);
+    e.response_bytes = resp.bytes;
+    e.response_packets = answered.map(|s| s.packets());
 }

@@ -82,24 +82,6 @@ fn analyze(file: &Path, extra: &[&str]) -> (Value, String) {
     (json(&out), stdout(&out))
 }
 
-/// Exchanges on connections to `port`.
-fn exchanges_to(report: &Value, port: u16) -> Vec<&Value> {
-    let t = &report["timeline"];
-    let conns: Vec<u64> = t["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["server"].as_str().unwrap().ends_with(&format!(":{port}")))
-        .map(|c| c["id"].as_u64().unwrap())
-        .collect();
-    t["exchanges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| conns.contains(&e["connection"].as_u64().unwrap()))
-        .collect()
-}
-
 fn requests(ex: &[&Value]) -> Vec<String> {
     ex.iter()
         .map(|e| e["request"].as_str().unwrap().to_string())

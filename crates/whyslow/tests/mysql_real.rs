@@ -28,23 +28,6 @@ const PAGES: usize = 12;
 /// COM_STMT_SEND_LONG_DATA, COM_STMT_CLOSE.
 const UNANSWERED: [&str; 3] = ["1", "24", "25"];
 
-fn exchanges_to(report: &Value, port: u16) -> Vec<&Value> {
-    let t = &report["timeline"];
-    let conns: Vec<u64> = t["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["server"].as_str().unwrap().ends_with(&format!(":{port}")))
-        .map(|c| c["id"].as_u64().unwrap())
-        .collect();
-    t["exchanges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| conns.contains(&e["connection"].as_u64().unwrap()))
-        .collect()
-}
-
 fn count(ex: &[&Value], request: &str) -> u64 {
     ex.iter().filter(|e| e["request"] == request).count() as u64
 }
@@ -163,22 +146,6 @@ fn app(db: u16, variant: &str) -> (Server, String) {
     (server, format!("http://127.0.0.1:{port}/orders"))
 }
 
-/// The top cause, and for an N+1 how many times its statement ran per request.
-fn top(report: &Value, capture: &Path) -> (String, Option<u64>) {
-    let kinds = causes_less_real_tcp(report, capture);
-    let first = kinds.first().cloned().unwrap_or_default();
-    let per_request = (first == "n_plus_one").then(|| {
-        let s = finding(report, "n_plus_one").unwrap()["summary"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let ran = s.split("ran ").nth(1).and_then(|r| r.split(' ').next());
-        ran.and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{s}"))
-    });
-    (first, per_request)
-}
-
 #[test]
 fn n_plus_one_over_a_pool_opened_before_the_capture() {
     let _one = serial();
@@ -204,7 +171,7 @@ fn n_plus_one_over_a_pool_opened_before_the_capture() {
         let run = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
         assert!(run.status.success(), "{}", stderr(&run));
         let report = json(&run);
-        let (cause, per_request) = top(&report, &file);
+        let (cause, per_request) = top_cause(&report, &file);
         if variant == "broken" {
             assert_eq!(
                 (cause.as_str(), per_request),
@@ -232,28 +199,6 @@ const JDBC_WARM: u64 = 80;
 const JDBC_POOL: u64 = 4;
 /// Share of the capture's calls given to a request, at least.
 const GIVEN_PERCENT: f64 = 90.0;
-
-fn load(url: &str, pages: u64) {
-    let (n, c, rate) = (
-        pages.to_string(),
-        JDBC_CLIENTS.to_string(),
-        JDBC_RATE.to_string(),
-    );
-    let secs = format!("{}s", pages / JDBC_RATE + 10);
-    let out = whyslow(&[
-        "load",
-        "-c",
-        &c,
-        "--rate",
-        &rate,
-        "-n",
-        &n,
-        "--duration",
-        &secs,
-        url,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-}
 
 /// The statements one page sent, as the app counted them.
 fn app_statements(url: &str) -> u64 {
@@ -293,9 +238,11 @@ fn jdbc_on_mariadb_held_to_the_apps_own_counts() {
         let app = java_app("MyPage.java", &jars, port, &args);
         let url = format!("http://127.0.0.1:{port}/orders");
         let sent = app_statements(&url);
-        load(&url, JDBC_WARM);
+        load_paced(&url, JDBC_WARM, JDBC_CLIENTS, JDBC_RATE);
         let file = dir.join(format!("{variant}.pcap"));
-        let dropped = tcpdump_while(&file, &[port, db.port], || load(&url, JDBC_PAGES));
+        let dropped = tcpdump_while(&file, &[port, db.port], || {
+            load_paced(&url, JDBC_PAGES, JDBC_CLIENTS, JDBC_RATE)
+        });
         assert_eq!(dropped, 0, "tcpdump dropped packets");
         drop(app);
         let run = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
@@ -310,7 +257,7 @@ fn jdbc_on_mariadb_held_to_the_apps_own_counts() {
         let page = groups.iter().find(|g| g["label"] == "GET /orders").unwrap();
         let given = page["calls_given_percent"].as_f64().unwrap();
         assert!(given >= GIVEN_PERCENT, "{variant}: {given} % given");
-        let (cause, per_request) = top(&report, &file);
+        let (cause, per_request) = top_cause(&report, &file);
         if variant == "broken" {
             assert_eq!(sent, 1 + ORDERS);
             assert_eq!(
@@ -350,22 +297,8 @@ fn the_lab_orm_storm_on_a_real_mariadb() {
     let db: std::net::SocketAddr = format!("127.0.0.1:{}", db_server.port).parse().unwrap();
     rt().block_on(orm_storm::create_shop_mysql(db)).unwrap();
     let s = whyslow_lab::find("orm-storm-mysql").unwrap();
-    for fixed in [false, true] {
-        let running = rt()
-            .block_on(orm_storm::start_with_mysql(fixed, db))
-            .unwrap();
-        let out = whyslow(&["diagnose", "--json", "-n", "4", &running.url]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let report = json(&out);
-        check_statements(s, &report, fixed);
-        if fixed {
-            let (n1, dup) = (
-                summaries(&report, "n_plus_one"),
-                summaries(&report, "duplicate_calls"),
-            );
-            assert!(n1.is_empty() && dup.is_empty(), "{n1:?} {dup:?}");
-        } else {
-            check_storms(s, &report);
-        }
-    }
+    lab_orm_storm_holds(s, |fixed| {
+        rt().block_on(orm_storm::start_with_mysql(fixed, db))
+            .unwrap()
+    });
 }

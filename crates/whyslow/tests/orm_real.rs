@@ -217,22 +217,8 @@ fn the_lab_orm_storm_on_a_real_postgresql() {
     let db: std::net::SocketAddr = format!("127.0.0.1:{}", pg.port).parse().unwrap();
     rt().block_on(orm_storm::create_shop(db)).unwrap();
     let s = whyslow_lab::find("orm-storm").unwrap();
-    for fixed in [false, true] {
-        let running = rt()
-            .block_on(orm_storm::start_with_database(fixed, db))
-            .unwrap();
-        let out = whyslow(&["diagnose", "--json", "-n", "4", &running.url]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let report = json(&out);
-        check_statements(s, &report, fixed);
-        if fixed {
-            let (n1, dup) = (
-                summaries(&report, "n_plus_one"),
-                summaries(&report, "duplicate_calls"),
-            );
-            assert!(n1.is_empty() && dup.is_empty(), "{n1:?} {dup:?}");
-        } else {
-            check_storms(s, &report);
-        }
-    }
+    lab_orm_storm_holds(s, |fixed| {
+        rt().block_on(orm_storm::start_with_database(fixed, db))
+            .unwrap()
+    });
 }

@@ -52,47 +52,10 @@ fn start(driver: Driver, port: u16, pg: u16) -> Server {
     }
 }
 
-/// `pages` pages through `whyslow load`, RATE a second over CLIENTS connections.
-fn load(url: &str, pages: u64) {
-    let n = pages.to_string();
-    let c = CLIENTS.to_string();
-    let rate = RATE.to_string();
-    let secs = format!("{}s", pages / RATE + 10);
-    let out = whyslow(&[
-        "load",
-        "-c",
-        &c,
-        "--rate",
-        &rate,
-        "-n",
-        &n,
-        "--duration",
-        &secs,
-        url,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-}
-
 fn analyze(file: &Path) -> Value {
     let out = whyslow(&["analyze", "--json", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     json(&out)
-}
-
-/// The top cause, and for an N+1 how many times its statement ran per
-/// request. Retransmissions tshark sees in `capture` too are real, not the
-/// cause under test (a busy host's loopback resends now and then).
-fn top(report: &Value, capture: &Path) -> (String, Option<u64>) {
-    let kinds = causes_less_real_tcp(report, capture);
-    let first = kinds.first().cloned().unwrap_or_default();
-    let per_request = (first == "n_plus_one").then(|| {
-        let f = finding(report, "n_plus_one").unwrap();
-        let s = f["summary"].as_str().unwrap();
-        let ran = s.split("ran ").nth(1).and_then(|r| r.split(' ').next());
-        ran.and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{s}"))
-    });
-    (first, per_request)
 }
 
 /// The service's request kind: its share of calls given.
@@ -131,18 +94,18 @@ fn captured_midlife(driver: Driver, test: &str, tools: &[&'static str]) {
     let mut app = None;
     let dropped = tcpdump_while(&from_start, &ports, || {
         app = Some(start(driver, port, pg.port));
-        load(&url, PAGES);
+        load_paced(&url, PAGES, CLIENTS, RATE);
     });
     assert_eq!(dropped, 0, "tcpdump dropped packets");
-    load(&url, WARM_PAGES);
+    load_paced(&url, WARM_PAGES, CLIENTS, RATE);
     let midlife = dir.join("midlife.pcap");
-    let dropped = tcpdump_while(&midlife, &ports, || load(&url, PAGES));
+    let dropped = tcpdump_while(&midlife, &ports, || load_paced(&url, PAGES, CLIENTS, RATE));
     assert_eq!(dropped, 0, "tcpdump dropped packets");
     drop(app);
 
     let early = analyze(&from_start);
     let late = analyze(&midlife);
-    let (cause, per_request) = top(&early, &from_start);
+    let (cause, per_request) = top_cause(&early, &from_start);
     assert_eq!(
         (cause.as_str(), per_request),
         ("n_plus_one", Some(ORDERS)),
@@ -150,7 +113,7 @@ fn captured_midlife(driver: Driver, test: &str, tools: &[&'static str]) {
         causes(&early)
     );
     assert_eq!(
-        top(&late, &midlife),
+        top_cause(&late, &midlife),
         (cause, per_request),
         "mid-life: {:?}",
         causes(&late)

@@ -85,18 +85,8 @@ fn diagnose(url: &str, extra: &[&str]) -> Value {
 
 /// Exchanges of the timeline to `port`, by protocol.
 fn protocols_to(report: &Value, port: u16) -> Vec<String> {
-    let servers: Vec<u64> = report["timeline"]["connections"]
-        .as_array()
-        .unwrap()
+    exchanges_to(report, port)
         .iter()
-        .filter(|c| c["server"].as_str().unwrap().ends_with(&format!(":{port}")))
-        .map(|c| c["id"].as_u64().unwrap())
-        .collect();
-    report["timeline"]["exchanges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| servers.contains(&e["connection"].as_u64().unwrap()))
         .map(|e| e["protocol"].as_str().unwrap().to_string())
         .collect()
 }

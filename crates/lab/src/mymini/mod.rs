@@ -57,14 +57,11 @@ enum Action {
 }
 
 pub async fn serve(listener: TcpListener, statement_us: u64) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(async move {
-            let _ = connection(stream, Duration::from_micros(statement_us)).await;
-        });
-    }
+    let cost = Duration::from_micros(statement_us);
+    crate::scenario::accept_each(listener, |stream| async move {
+        let _ = connection(stream, cost).await;
+    })
+    .await
 }
 
 fn greeting(out: &mut Out) {

@@ -95,14 +95,11 @@ struct Session {
 }
 
 pub async fn serve(listener: TcpListener, statement_us: u64) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        tokio::spawn(async move {
-            let _ = connection(stream, Duration::from_micros(statement_us)).await;
-        });
-    }
+    let cost = Duration::from_micros(statement_us);
+    crate::scenario::accept_each(listener, |stream| async move {
+        let _ = connection(stream, cost).await;
+    })
+    .await
 }
 
 async fn read_more(stream: &mut TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {

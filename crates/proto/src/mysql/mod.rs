@@ -317,7 +317,7 @@ impl MysqlAnalyzer {
             // Auth data of COM_CHANGE_USER, a LOCAL INFILE's file.
             Phase::Commands => {
                 if let Some(last) = self.pending.back_mut() {
-                    merge(&mut last.req, &span);
+                    last.req.merge(&span);
                 }
             }
             Phase::Stopped => {}
@@ -567,7 +567,7 @@ impl MysqlAnalyzer {
             self.server.lose();
             return;
         };
-        merge(&mut front.resp, &span);
+        front.resp.merge(&span);
         let outcome = front.reader.packet(&p, &mut self.deprecate_eof);
         if p.damaged && self.error.is_none() {
             self.note("bytes missing from an answer's rows");
@@ -595,7 +595,6 @@ impl MysqlAnalyzer {
             None => p.label,
         };
         let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Mysql, label);
-        let resp = (!p.resp.is_empty()).then_some(p.resp);
         e.status = got.error.clone().map(Status::Sqlstate);
         e.rows = (got.columns.is_some() || got.rows > 0).then_some(got.rows);
         e.transaction = got.status.map(|s| match s & response::IN_TRANS {
@@ -604,14 +603,7 @@ impl MysqlAnalyzer {
         });
         e.trace = p.trace;
         e.params_digest = p.digest;
-        e.request_first_at_us = p.req.first_at;
-        e.request_last_at_us = p.req.last_at;
-        e.request_bytes = p.req.bytes;
-        e.request_packets = p.req.packets();
-        e.response_first_at_us = resp.map(|s| s.first_at);
-        e.response_last_at_us = resp.map(|s| s.last_at);
-        e.response_bytes = p.resp.bytes;
-        e.response_packets = resp.map(|s| s.packets());
+        crate::span::fill(e, &p.req, &p.resp);
     }
 
     /// The label of statement `id` prepared before the capture; the
@@ -629,20 +621,6 @@ impl MysqlAnalyzer {
         };
         prepared_label(&format!("#{id}"), shape)
     }
-}
-
-/// `into` extended by `s`'s bytes.
-fn merge(into: &mut Span, s: &Span) {
-    if s.is_empty() {
-        return;
-    }
-    if into.is_empty() {
-        *into = *s;
-        return;
-    }
-    into.last_at = s.last_at;
-    into.last_pkt = s.last_pkt;
-    into.bytes = into.bytes.saturating_add(s.bytes);
 }
 
 impl StreamAnalyzer for MysqlAnalyzer {

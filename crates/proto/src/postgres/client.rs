@@ -4,8 +4,8 @@
 use super::bind::{BindParser, Prepared, MAX_NAME};
 use super::frame::{CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST};
 use super::queue::{Before, Pending, Wait};
-use super::{merge, PgAnalyzer, FUNCTION_CALL, LOST_TEXT, MAX_QUERY_STATEMENTS, MAX_QUERY_TEXT};
 use super::{prepared_before, shown_name};
+use super::{PgAnalyzer, FUNCTION_CALL, LOST_TEXT, MAX_QUERY_STATEMENTS, MAX_QUERY_TEXT};
 use crate::digest::ParamDigest;
 use crate::normalize;
 use crate::trace_context;
@@ -136,7 +136,7 @@ impl PgAnalyzer {
 
     fn add_request(&mut self, ex: Option<u64>, span: &Span) {
         if let Some(p) = ex.and_then(|id| self.queue.get(id)) {
-            merge(&mut p.req, span);
+            p.req.merge(span);
         }
     }
 
@@ -258,7 +258,7 @@ impl PgAnalyzer {
             p.trace = trace;
             p.label = Some(label);
             p.digest = Some(digest);
-            merge(&mut p.req, &span);
+            p.req.merge(&span);
         }
         self.queue.wait(Wait::Parse(Some(id)));
     }
@@ -296,7 +296,7 @@ impl PgAnalyzer {
             p.label = Some(label);
             p.before = before;
             p.digest = digest;
-            merge(&mut p.req, &span);
+            p.req.merge(&span);
         }
         self.queue.wait(Wait::Bind(Some(id)));
     }
@@ -317,7 +317,7 @@ impl PgAnalyzer {
                     p.trace = p.trace.or(k.trace);
                 }
             }
-            merge(&mut p.req, &span);
+            p.req.merge(&span);
             p.open = false;
             p.executed = true;
         }

@@ -491,35 +491,13 @@ impl PgAnalyzer {
             None => p.label.unwrap_or_else(|| UNKNOWN_STATEMENT.into()),
         };
         let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Postgres, label);
-        let resp = (!p.resp.is_empty()).then_some(p.resp);
         e.status = p.status;
         e.rows = p.rows;
         e.transaction = p.tx;
         e.trace = p.trace;
         e.params_digest = p.digest.filter(|d| !d.is_empty()).map(|d| d.finish());
-        e.request_first_at_us = p.req.first_at;
-        e.request_last_at_us = p.req.last_at;
-        e.request_bytes = p.req.bytes;
-        e.request_packets = p.req.packets();
-        e.response_first_at_us = resp.map(|s| s.first_at);
-        e.response_last_at_us = resp.map(|s| s.last_at);
-        e.response_bytes = p.resp.bytes;
-        e.response_packets = resp.map(|s| s.packets());
+        crate::span::fill(e, &p.req, &p.resp);
     }
-}
-
-/// `b` extended by `a`'s bytes (a message's span merged into an exchange's).
-fn merge(into: &mut Span, s: &Span) {
-    if s.is_empty() {
-        return;
-    }
-    if into.is_empty() {
-        *into = *s;
-        return;
-    }
-    into.last_at = s.last_at;
-    into.last_pkt = s.last_pkt;
-    into.bytes = into.bytes.saturating_add(s.bytes);
 }
 
 impl StreamAnalyzer for PgAnalyzer {

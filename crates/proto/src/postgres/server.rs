@@ -4,7 +4,7 @@
 
 use super::frame::{GSSENC_REQUEST, SSL_REQUEST};
 use super::queue::Wait;
-use super::{merge, PgAnalyzer};
+use super::PgAnalyzer;
 use crate::Span;
 use whyslow_model::{SmolStr, Status, TxState};
 
@@ -143,7 +143,7 @@ impl PgAnalyzer {
             .then(|| tag_verb(&self.smsg.buf))
             .flatten();
         if let Some(p) = ex.and_then(|id| self.queue.get(id)) {
-            merge(&mut p.resp, span);
+            p.resp.merge(span);
             if status.is_some() {
                 p.status = status;
             }

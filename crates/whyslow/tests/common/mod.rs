@@ -453,3 +453,82 @@ pub fn causes_less_real_retransmissions(report: &serde_json::Value, capture: &Pa
         })
         .collect()
 }
+
+/// Exchanges on connections to `port`, in a report with a timeline.
+pub fn exchanges_to(report: &serde_json::Value, port: u16) -> Vec<&serde_json::Value> {
+    let t = &report["timeline"];
+    let conns: Vec<u64> = t["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["server"].as_str().unwrap().ends_with(&format!(":{port}")))
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    t["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| conns.contains(&e["connection"].as_u64().unwrap()))
+        .collect()
+}
+
+/// The top cause, and for an N+1 how many times its statement ran per
+/// request. Retransmissions tshark sees in `capture` too are real, not the
+/// cause under test (a busy host's loopback resends now and then).
+pub fn top_cause(report: &serde_json::Value, capture: &Path) -> (String, Option<u64>) {
+    let kinds = causes_less_real_tcp(report, capture);
+    let first = kinds.first().cloned().unwrap_or_default();
+    let per_request = (first == "n_plus_one").then(|| {
+        let f = finding(report, "n_plus_one").unwrap();
+        let s = f["summary"].as_str().unwrap();
+        let ran = s.split("ran ").nth(1).and_then(|r| r.split(' ').next());
+        ran.and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{s}"))
+    });
+    (first, per_request)
+}
+
+/// `pages` requests of `url` through `whyslow load`, `rate` a second over
+/// `clients` connections, bounded in time.
+pub fn load_paced(url: &str, pages: u64, clients: u64, rate: u64) {
+    let (n, c, r) = (pages.to_string(), clients.to_string(), rate.to_string());
+    let secs = format!("{}s", pages / rate + 10);
+    let out = whyslow(&[
+        "load",
+        "-c",
+        &c,
+        "--rate",
+        &r,
+        "-n",
+        &n,
+        "--duration",
+        &secs,
+        url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The lab's orm-storm checkout (`s`) started by `start` (broken, then
+/// fixed) over a real database: `diagnose` finds the statements, counts and
+/// findings the scenario declares, and the fixed checkout names neither.
+pub fn lab_orm_storm_holds(
+    s: &whyslow_lab::Scenario,
+    start: impl Fn(bool) -> whyslow_lab::Running,
+) {
+    for fixed in [false, true] {
+        let running = start(fixed);
+        let out = whyslow(&["diagnose", "--json", "-n", "4", &running.url]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        check_statements(s, &report, fixed);
+        if fixed {
+            let (n1, dup) = (
+                summaries(&report, "n_plus_one"),
+                summaries(&report, "duplicate_calls"),
+            );
+            assert!(n1.is_empty() && dup.is_empty(), "{n1:?} {dup:?}");
+        } else {
+            check_storms(s, &report);
+        }
+    }
+}
