@@ -179,7 +179,10 @@ fn check_attribution(name: &str, report: &serde_json::Value) {
     );
     let mut traced_protocols = true;
     for e in exchanges.iter().filter(|e| e["role"] == "outbound") {
-        let traced = matches!(e["protocol"].as_str(), Some("http1" | "http2" | "postgres"));
+        let traced = matches!(
+            e["protocol"].as_str(),
+            Some("http1" | "http2" | "postgres" | "mysql")
+        );
         traced_protocols &= traced;
         if traced {
             assert_eq!(e["attribution"], "trace_context", "{name}: {e}");

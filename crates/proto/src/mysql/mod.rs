@@ -57,6 +57,9 @@ pub const MAX_PENDING: usize = 256;
 /// Bytes of an answer packet or a non-command client packet kept: an OK,
 /// ERR or prepare OK's fields fit in 64, a handshake's capabilities too.
 const HEAD_BYTES: usize = 64;
+/// Bytes of a server greeting kept: its capabilities follow a version
+/// string (MariaDB's packages announce 45-byte ones) and 13 more bytes.
+const GREETING_BYTES: usize = 256;
 /// Buffers bigger than this are released after their packet.
 const KEEP_BUFFER: usize = 4096;
 
@@ -70,6 +73,7 @@ const ATTRIBUTED_QUERY: &str = "? (query with attributes)";
 const CLIENT_PROTOCOL_41: u32 = 0x0200;
 const CLIENT_SSL: u32 = 0x0800;
 const CLIENT_COMPRESS: u32 = 0x0020;
+const CLIENT_ZSTD_COMPRESSION: u32 = 0x0400_0000;
 const CLIENT_DEPRECATE_EOF: u32 = 0x0100_0000;
 const CLIENT_QUERY_ATTRIBUTES: u32 = 0x0800_0000;
 /// The SSL request: capabilities, max packet, charset, 23 zero bytes.
@@ -97,6 +101,8 @@ struct Pending {
     reader: Reader,
     /// An execution of a statement prepared before the capture: its id.
     before: Option<u32>,
+    /// Its command byte.
+    cmd: u8,
     /// A prepare: the text to remember under the id its answer gives.
     prepares: Option<SmolStr>,
     /// Sent before the server side was lost: never paired.
@@ -131,6 +137,9 @@ pub struct MysqlAnalyzer {
     error: Option<String>,
     /// The client packet being read is a command (sequence 0 in `Commands`).
     command: bool,
+    /// The client is sending a LOCAL INFILE's file: its packets are data
+    /// whatever their sequence (it wraps to 0 after 256), until an empty one.
+    infile: bool,
     creq: Span,
     sresp: Span,
 }
@@ -171,6 +180,7 @@ impl MysqlAnalyzer {
             done: Vec::new(),
             error: None,
             command: false,
+            infile: false,
             creq: Span::default(),
             sresp: Span::default(),
         }
@@ -280,7 +290,7 @@ impl MysqlAnalyzer {
             }
             match step {
                 Step::Started { seq, .. } => {
-                    self.command = seq == 0 && self.phase == Phase::Commands;
+                    self.command = seq == 0 && self.phase == Phase::Commands && !self.infile;
                     let cap = if self.command {
                         MAX_QUERY_TEXT
                     } else {
@@ -316,6 +326,9 @@ impl MysqlAnalyzer {
             Phase::Commands if self.command => self.command(p, span),
             // Auth data of COM_CHANGE_USER, a LOCAL INFILE's file.
             Phase::Commands => {
+                if self.infile && p.len == 0 {
+                    self.infile = false;
+                }
                 if let Some(last) = self.pending.back_mut() {
                     last.req.merge(&span);
                 }
@@ -337,9 +350,8 @@ impl MysqlAnalyzer {
             } else if self.server_caps.is_some() {
                 self.deprecate_eof = Some(both & CLIENT_DEPRECATE_EOF != 0);
             }
-            if caps & CLIENT_COMPRESS != 0
-                && self.server_caps.is_some_and(|s| s & CLIENT_COMPRESS != 0)
-            {
+            // A client asks for compression only when the server offers it.
+            if caps & (CLIENT_COMPRESS | CLIENT_ZSTD_COMPRESSION) != 0 {
                 self.stop("compressed protocol: not read");
                 return;
             }
@@ -360,10 +372,8 @@ impl MysqlAnalyzer {
         let Some(&cmd) = p.head.first() else {
             return;
         };
-        let Some((name, answer)) = command::known(cmd) else {
-            self.note(format!("client: unknown command 0x{cmd:02x}"));
-            return;
-        };
+        // The server answers an unknown command too (ERR at least).
+        let (name, answer) = command::known(cmd).unwrap_or(("COM_UNKNOWN", Answer::One));
         let mut pending = Pending {
             label: SmolStr::new_static(name),
             digest: None,
@@ -372,6 +382,7 @@ impl MysqlAnalyzer {
             resp: Span::default(),
             reader: Reader::new(answer),
             before: None,
+            cmd,
             prepares: None,
             stale: false,
         };
@@ -491,7 +502,10 @@ impl MysqlAnalyzer {
                 self.sresp.add(n, at, pkt);
             }
             match step {
-                Step::Started { .. } => self.server.set_cap(HEAD_BYTES),
+                Step::Started { .. } => self.server.set_cap(match self.phase {
+                    Phase::Handshake => GREETING_BYTES,
+                    _ => HEAD_BYTES,
+                }),
                 Step::Done => {
                     let p = self.server.take();
                     let span = std::mem::take(&mut self.sresp);
@@ -567,28 +581,43 @@ impl MysqlAnalyzer {
             self.server.lose();
             return;
         };
-        front.resp.merge(&span);
         let outcome = front.reader.packet(&p, &mut self.deprecate_eof);
+        if outcome != Outcome::DoneBefore {
+            front.resp.merge(&span);
+        }
+        // Known from the prepare OK on: an execution may follow before the
+        // answer's definitions end.
+        let prepared = front.reader.got.prepared;
+        let text = prepared.and(front.prepares.take());
+        self.infile = front.reader.got.infile && outcome == Outcome::More;
+        if let (Some((id, params, _)), Some(text)) = (prepared, text) {
+            self.remember(id, Statement { text, params });
+        }
         if p.damaged && self.error.is_none() {
             self.note("bytes missing from an answer's rows");
         }
-        if outcome == Outcome::Done {
-            let done = self.pending.pop_front().expect("front checked");
-            self.push_exchange(done);
+        if outcome == Outcome::More {
+            return;
+        }
+        let done = self.pending.pop_front().expect("front checked");
+        self.push_exchange(done);
+        if outcome == Outcome::DoneBefore {
+            self.answer(p, span);
         }
     }
 
     /// The exchange of `p`, filled in where it is kept.
     fn push_exchange(&mut self, p: Pending) {
         let got = &p.reader.got;
-        if let (Some(text), Some((id, params, _))) = (&p.prepares, got.prepared) {
-            if self.statements.len() < MAX_STATEMENTS || self.statements.contains_key(&id) {
-                let s = Statement {
-                    text: text.clone(),
-                    params,
-                };
-                self.statements.insert(id, s);
-            }
+        // The server frees a session's statements on these.
+        let resets = matches!(
+            p.cmd,
+            command::COM_CHANGE_USER | command::COM_RESET_CONNECTION
+        );
+        if resets && got.error.is_none() && got.status.is_some() {
+            self.statements.clear();
+            self.learned.clear();
+            self.last_prepare = None;
         }
         let label = match p.before {
             Some(id) => self.before_label(id, got.columns),
@@ -604,6 +633,12 @@ impl MysqlAnalyzer {
         e.trace = p.trace;
         e.params_digest = p.digest;
         crate::span::fill(e, &p.req, &p.resp);
+    }
+
+    fn remember(&mut self, id: u32, s: Statement) {
+        if self.statements.len() < MAX_STATEMENTS || self.statements.contains_key(&id) {
+            self.statements.insert(id, s);
+        }
     }
 
     /// The label of statement `id` prepared before the capture; the

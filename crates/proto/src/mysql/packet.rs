@@ -108,7 +108,8 @@ impl Framer {
     /// payload being read (it is marked damaged and its reading goes on).
     pub fn skip_missing(&mut self, missing: u64) -> bool {
         match self.at {
-            At::Body { left, more } if missing < u64::from(left) => {
+            // A payload's first byte says what it is: lost, it is not read on.
+            At::Body { left, more } if missing < u64::from(left) && self.packet.len > 0 => {
                 self.at = At::Body {
                     left: left - missing as u32,
                     more,

@@ -18,6 +18,11 @@ pub const CURSOR_EXISTS: u16 = 0x0040;
 /// (a column of 2^24 bytes or more) fills a whole 16 MiB packet.
 pub const EOF_LEN: u64 = 5;
 pub const EOF_MAX: u64 = 9;
+/// A prepare OK: 0x00, statement id, columns, parameters, a filler and
+/// warnings; MySQL 8 may add a metadata flag after them.
+const PREPARE_OK_LEN: u64 = 12;
+/// The error number of MariaDB's progress report packets.
+const PROGRESS: u16 = 0xFFFF;
 
 /// What comes after definitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +64,8 @@ pub struct Answered {
     pub columns: Option<u16>,
     /// A prepare's statement id, parameters and columns.
     pub prepared: Option<(u32, u16, u16)>,
+    /// The server asked for a LOCAL INFILE's file.
+    pub infile: bool,
 }
 
 /// One server packet's effect.
@@ -66,6 +73,9 @@ pub struct Answered {
 pub enum Outcome {
     More,
     Done,
+    /// The answer had ended before this packet, which opens the next one
+    /// (definitions that no EOF closes: `CLIENT_DEPRECATE_EOF`).
+    DoneBefore,
 }
 
 /// The answer reader for one command.
@@ -95,6 +105,11 @@ impl Reader {
     /// (None: not known, told by what follows the definitions).
     pub fn packet(&mut self, p: &Packet, deprecate_eof: &mut Option<bool>) -> Outcome {
         let first = p.first();
+        // MariaDB's progress reports (CLIENT_PROGRESS) are ERR packets with
+        // error number 0xFFFF sent before the answer.
+        if first == Some(0xFF) && le16(&p.head, 1) == Some(PROGRESS) {
+            return Outcome::More;
+        }
         // 0xFF opens no row (not a length prefix), definition or OK.
         if first == Some(0xFF) {
             self.got.error = Some(err_state(&p.head));
@@ -127,11 +142,12 @@ impl Reader {
                     }
                     return self.after_defs(next);
                 }
-                // No EOF where one would be: OKs replace them.
+                // No EOF where one would be: OKs replace them, and this
+                // packet is the next part of the answer, or the next answer.
                 *deprecate_eof = Some(true);
                 match self.after_defs(next) {
-                    Outcome::Done => Outcome::Done,
                     Outcome::More => self.packet(p, deprecate_eof),
+                    _ => Outcome::DoneBefore,
                 }
             }
             Reading::Rows => {
@@ -173,6 +189,10 @@ impl Reader {
                     return Outcome::Done;
                 };
                 self.got.prepared = Some((id, params, cols));
+                // MySQL's optional metadata: a 0 after the header, none follow.
+                if p.len > PREPARE_OK_LEN && head.get(PREPARE_OK_LEN as usize) == Some(&0) {
+                    return Outcome::Done;
+                }
                 let cols = u64::from(cols);
                 self.defs(u64::from(params), Next::Columns(cols), deprecate_eof)
             }
@@ -180,7 +200,10 @@ impl Reader {
                 Some(0x00) => self.ended(head, p.len),
                 // LOCAL INFILE: the client sends the file, then the server
                 // answers OK or ERR.
-                Some(0xFB) => Outcome::More,
+                Some(0xFB) => {
+                    self.got.infile = true;
+                    Outcome::More
+                }
                 _ => {
                     let Some((n, used)) = lenenc(head) else {
                         return Outcome::Done;

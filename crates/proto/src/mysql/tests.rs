@@ -568,3 +568,181 @@ fn the_fuzz_seed_is_a_whole_session() {
     let rows: Vec<Option<u64>> = ex.iter().map(|e| e.rows).collect();
     assert_eq!(rows, [Some(1), None, Some(1)]);
 }
+
+/// Mid-stream (EOFs deprecated or not unknown yet): a prepare whose
+/// definitions no EOF closes ends at them; the next packet is the
+/// execution's answer, not the prepare's.
+#[test]
+fn definitions_with_no_eof_end_before_the_next_answer() {
+    let mut prep = vec![0];
+    prep.extend_from_slice(&4u32.to_le_bytes());
+    prep.extend_from_slice(&0u16.to_le_bytes());
+    prep.extend_from_slice(&2u16.to_le_bytes());
+    prep.extend_from_slice(&[0, 0, 0]);
+    let s: Chunks = vec![
+        (ToServer, prepare("UPDATE t SET a = ? WHERE id = ?")),
+        (
+            ToClient,
+            cat(&[pkt(1, &prep), coldef(2, "?"), coldef(3, "?")]),
+        ),
+        (ToServer, execute(4, 1, true)),
+        (ToClient, ok(1, 2)),
+        (ToServer, query("SELECT 1")),
+        (
+            ToClient,
+            cat(&[
+                pkt(1, &[1]),
+                coldef(2, "1"),
+                text_row(3, &["1"]),
+                ok_eof(4, 2),
+            ]),
+        ),
+    ];
+    let (ex, _) = run(&s, Start::MidStream);
+    let got: Vec<(&str, Option<u64>)> = ex
+        .iter()
+        .map(|e| (e.request.as_str(), e.response_first_at_us))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("PREPARE UPDATE t SET a = ? WHERE id = ?", Some(2000)),
+            ("UPDATE t SET a = ? WHERE id = ?", Some(4000)),
+            ("SELECT ?", Some(6000)),
+        ]
+    );
+    assert_eq!(ex[2].rows, Some(1));
+}
+
+#[test]
+fn a_local_infile_upload_is_data_whatever_its_sequence() {
+    let mut s = hello();
+    s.push((
+        ToServer,
+        query("LOAD DATA LOCAL INFILE 'x.csv' INTO TABLE t"),
+    ));
+    s.push((ToClient, pkt(1, b"\xfbx.csv")));
+    // 300 packets of the file: sequence 2, 3, … wraps to 0 after 255, and
+    // a line of the file may start with a byte that is a command's.
+    let data: Vec<u8> = (0..300u32)
+        .flat_map(|i| pkt((i + 2) as u8, b"\t1,2\n"))
+        .collect();
+    s.push((ToServer, cat(&[data, pkt(46, b"")])));
+    s.push((ToClient, ok(47, 2)));
+    s.push((ToServer, query("SELECT 2")));
+    s.push((ToClient, result(&["2"], 2)));
+    let (ex, note) = run(&s, Start::Beginning);
+    assert_eq!(note, None);
+    let labels: Vec<&str> = ex.iter().map(|e| e.request.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["LOAD DATA LOCAL INFILE ? INTO TABLE t", "SELECT ?"]
+    );
+    assert!(ex[0].request_bytes > 300 * 9);
+    assert_eq!(ex[1].rows, Some(1));
+}
+
+#[test]
+fn a_long_version_string_keeps_the_capabilities_after_it() {
+    let both = SERVER_CAPS | CLIENT_DEPRECATE_EOF;
+    let mut g = greeting(both);
+    let version = b"5.5.5-10.11.8-MariaDB-1:10.11.8+maria~ubu2204-log";
+    let at = 5 + g[5..].iter().position(|&b| b == 0).unwrap();
+    g.splice(5..at, version.iter().copied());
+    let len = (g.len() - 4) as u32;
+    g[..3].copy_from_slice(&len.to_le_bytes()[..3]);
+    let s: Chunks = vec![
+        (ToClient, g),
+        (ToServer, login(0x000f_a68d | CLIENT_DEPRECATE_EOF)),
+        (ToClient, ok(2, 2)),
+        // No EOF after the definitions: rows, then an OK in its place.
+        (ToServer, query("SELECT n FROM t")),
+        (
+            ToClient,
+            cat(&[
+                pkt(1, &[1]),
+                coldef(2, "n"),
+                text_row(3, &["1"]),
+                text_row(4, &["2"]),
+                ok_eof(5, 2),
+            ]),
+        ),
+        (ToServer, query("SELECT 1")),
+        (ToClient, cat(&[pkt(1, &[1]), coldef(2, "1"), ok_eof(3, 2)])),
+    ];
+    let (ex, note) = run(&s, Start::Beginning);
+    assert_eq!(note, None);
+    let rows: Vec<Option<u64>> = ex.iter().map(|e| e.rows).collect();
+    assert_eq!(rows, [Some(2), Some(0)]);
+}
+
+#[test]
+fn progress_reports_unknown_commands_and_resets() {
+    let mut s = hello();
+    // MariaDB's progress report (an ERR numbered 0xFFFF) before the OK.
+    let mut progress = vec![0xFF, 0xFF, 0xFF, 1, 1, 2];
+    progress.extend_from_slice(&[0, 0, 0, 0]);
+    s.push((ToServer, query("ALTER TABLE t ADD COLUMN c INT")));
+    s.push((
+        ToClient,
+        cat(&[pkt(1, &progress), pkt(2, &progress), ok(3, 2)]),
+    ));
+    // COM_REFRESH is not read, but the server answers it.
+    s.push((ToServer, pkt(0, &[0x07, 0x01])));
+    s.push((ToClient, err(1, 1047, "08S01")));
+    s.push((ToServer, prepare("SELECT a FROM t WHERE id = ?")));
+    s.push((ToClient, prepare_ok(5, 1, 1)));
+    s.push((ToServer, pkt(0, &[command::COM_RESET_CONNECTION])));
+    s.push((ToClient, ok(1, 2)));
+    // After the reset, id 5 is not the statement prepared before it.
+    s.push((ToServer, execute(5, 1, true)));
+    s.push((ToClient, err(1, 1243, "HY000")));
+    let (ex, note) = run(&s, Start::Beginning);
+    assert_eq!(note, None);
+    let got: Vec<(&str, Option<&Status>)> = ex
+        .iter()
+        .map(|e| (e.request.as_str(), e.status.as_ref()))
+        .collect();
+    let unknown = Status::Sqlstate("08S01".into());
+    let gone = Status::Sqlstate("HY000".into());
+    assert_eq!(
+        got,
+        [
+            ("ALTER TABLE t ADD COLUMN c INT", None),
+            ("COM_UNKNOWN", Some(&unknown)),
+            ("PREPARE SELECT a FROM t WHERE id = ?", None),
+            ("COM_RESET_CONNECTION", None),
+            ("? (statement #5, prepared before the capture)", Some(&gone)),
+        ]
+    );
+}
+
+#[test]
+fn zstd_compression_is_noted_and_a_lost_first_byte_resyncs() {
+    let s = vec![
+        (ToClient, greeting(SERVER_CAPS | CLIENT_ZSTD_COMPRESSION)),
+        (ToServer, login(0x000f_a68d | CLIENT_ZSTD_COMPRESSION)),
+    ];
+    let (ex, note) = run(&s, Start::Beginning);
+    assert!(ex.is_empty() && note.is_some_and(|n| n.contains("compressed")));
+    // A gap right after a row's header took its first byte: not read on as
+    // a row of unknown kind; the next command is paired once seen whole.
+    let mut a = MysqlAnalyzer::new(1, Start::Beginning);
+    for (d, b) in hello() {
+        a.on_data(d, &b, 1, 1);
+    }
+    a.on_data(ToServer, &query("SELECT a FROM b"), 2, 2);
+    let answer = result(&["x", "y"], 2);
+    let row_at = 5 + coldef(2, "name").len() + 9;
+    a.on_data(ToClient, &answer[..row_at + 4], 3, 3);
+    a.on_gap(ToClient, 1);
+    a.on_data(ToClient, &answer[row_at + 5..], 4, 4);
+    a.on_data(ToServer, &query("SELECT c FROM d"), 5, 5);
+    a.on_data(ToClient, &result(&["1"], 2), 6, 6);
+    let ex = a.finish();
+    let got: Vec<(&str, Option<u64>)> = ex.iter().map(|e| (e.request.as_str(), e.rows)).collect();
+    assert_eq!(
+        got,
+        [("SELECT a FROM b", Some(0)), ("SELECT c FROM d", Some(1))]
+    );
+}
