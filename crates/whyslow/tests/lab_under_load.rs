@@ -96,6 +96,8 @@ fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Sco
     let spans = dir.join("spans.otlp");
     let report = analyzed_timeline_with(&cap, &ports[0], &["--otlp", spans.to_str().unwrap()]);
     let truth = running.truth.requests();
+    // Beside the capture, so that a failing score can be read call by call.
+    let _ = std::fs::write(dir.join("truth.txt"), format!("{truth:#?}"));
     let score = score(&report, &truth);
     let variant = if fixed { "fixed" } else { "broken" };
     let name = format!("{} {variant} ({trace})", s.name);
