@@ -147,6 +147,44 @@ def mysql_turns():
             (prepare, prepared), (execute, result.replace(b"\x01x", b"\0\0\x01x"))]
 
 
+def dns_name(n):
+    return b"".join(bytes([len(l)]) + l.encode() for l in n.split(".")) + b"\0"
+
+
+def dns_query(qid, n, qtype=1):
+    return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + dns_name(n) + struct.pack("!HH", qtype, 1)
+
+
+def dns_response(qid, n, rcode=0, addr=None):
+    an = 0 if addr is None else 1
+    out = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, an, 0, 0) + dns_name(n) + struct.pack("!HH", 1, 1)
+    if addr is not None:
+        out += b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + bytes(addr)
+    return out
+
+
+def dns_turns():
+    """A search-list lookup over TCP framing: NXDOMAIN, then the answer."""
+    framed = lambda m: struct.pack("!H", len(m)) + m
+    return [(framed(dns_query(1, "api.internal.svc.cluster.local")), framed(dns_response(1, "api.internal.svc.cluster.local", 3))),
+            (framed(dns_query(2, "api.internal")), framed(dns_response(2, "api.internal", 0, [127, 0, 0, 1])))]
+
+
+def ipv4_udp(src, dst, sport, dport, payload):
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, 17, 0, bytes(src), bytes(dst))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    return ip + udp
+
+
+def dns_frames():
+    """A query and its answer over UDP, and one datagram that is not DNS."""
+    c, s = [10, 0, 0, 1], [10, 0, 0, 53]
+    return [ipv4_udp(c, s, 40000, 53, dns_query(7, "db.internal")),
+            ipv4_udp(s, c, 53, 40000, dns_response(7, "db.internal", 0, [10, 0, 0, 9])),
+            ipv4_udp(c, s, 40001, 123, b"\x23" + bytes(47))]
+
+
 def lab_mysql_commands():
     """mymini::fuzz input: command packets after the login (a prepare, an
     execution with its types, a ping, a close)."""
@@ -174,6 +212,7 @@ def backing_conversations():
         "postgres": [(startup, pg_server), (pg_client, pg_reply)],
         "http2": [(h2_client, h2_server)],
         "mysql": mysql_turns(),
+        "dns": dns_turns(),
     }
 
 
@@ -341,7 +380,10 @@ if __name__ == "__main__":
     write("lab_resp_server", "page", lab_cache_commands())
     for name, data in lab_cache_replies().items():
         write("lab_cache_client", name, data)
-    ports = {"redis": 6379, "memcached": 11211, "postgres": 5432, "http2": 8080, "mysql": 3306}
+    eth = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
+    write("read_capture", "dns.pcap", pcap([eth + f for f in dns_frames()]))
+    write("flow_table", "dns", b"".join(bytes([0x80 | len(f)]) + f for f in dns_frames() if len(f) < 64))
+    ports = {"redis": 6379, "memcached": 11211, "postgres": 5432, "http2": 8080, "mysql": 3306, "dns": 53}
     for proto, turns in backing_conversations().items():
         data = b"".join(chunks(False, c) + chunks(True, s) for c, s in turns)
         write(proto, "conversation", data)

@@ -92,6 +92,7 @@ pub struct ExchangeGroups {
     server_counts: Vec<(u64, u64)>,
     connections: u64,
     tls_connections: u64,
+    udp_flows: u64,
     retransmissions: u64,
     zero_windows: u64,
     gaps: whyslow_model::CaptureGaps,
@@ -146,6 +147,7 @@ impl ExchangeGroups {
             }
             self.connections += 1;
             self.tls_connections += u64::from(c.tls);
+            self.udp_flows += u64::from(c.udp);
             self.retransmissions += c.to_server.retransmissions + c.to_client.retransmissions;
             self.zero_windows += c.to_server.zero_windows + c.to_client.zero_windows;
             if c.to_server.gaps + c.to_client.gaps > 0 {
@@ -251,6 +253,7 @@ impl ExchangeGroups {
     pub fn finish(self, summary: &mut CaptureSummary) {
         summary.connections = self.connections;
         summary.tls_connections = self.tls_connections;
+        summary.udp_flows = self.udp_flows;
         summary.retransmissions = self.retransmissions;
         summary.zero_windows = self.zero_windows;
         summary.gaps = self.gaps;

@@ -178,6 +178,11 @@ pub fn analyze_capture(
     summary.windows = outcome.windows;
     summary.windows_forced = outcome.windows_forced;
     summary.non_tcp_packets = outcome.non_tcp;
+    summary.other_udp = outcome
+        .other_udp
+        .iter()
+        .map(|&(port, packets)| whyslow_model::PortPackets { port, packets })
+        .collect();
     summary.dropped_while_capturing = outcome.dropped_while_capturing;
     summary.truncated_packets = outcome.truncated_packets;
     summary.threads = thread_source;

@@ -8,8 +8,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CaptureSummary {
     pub packets: u64,
+    /// TCP connections and UDP flows (`udp_flows` of them).
     pub connections: u64,
     pub tls_connections: u64,
+    /// Flows of DNS datagrams among `connections`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub udp_flows: u64,
+    /// UDP datagrams that were not DNS, by the lower of their ports: counted, not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_udp: Vec<PortPackets>,
     /// Every exchange rebuilt from the capture, each analyzed.
     pub exchanges: u64,
     pub retransmissions: u64,
@@ -42,7 +49,7 @@ pub struct CaptureSummary {
     /// Servers (ports) whose exchanges nest inside the service's requests.
     #[serde(default)]
     pub backing_ports: Vec<u16>,
-    /// Packets that were not IPv4/IPv6 TCP (ARP, UDP, fragments), and
+    /// Packets that were not IPv4/IPv6 TCP or UDP (ARP, ICMP, fragments), and
     /// packets the capture cut short (snapshot length).
     #[serde(default)]
     pub non_tcp_packets: u64,
@@ -66,6 +73,13 @@ pub struct CaptureSummary {
     /// The spans read, when the source was OTLP traces, not packets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spans: Option<SpanSource>,
+}
+
+/// Packets seen on one port (`port` 0: every port past those listed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortPackets {
+    pub port: u16,
+    pub packets: u64,
 }
 
 /// What OTLP traces gave the analysis (`analyze traces.json`, `receive`).

@@ -25,8 +25,8 @@ pub mod unix_socket;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{
-    CaptureGaps, CaptureSummary, ConnectionGaps, ExchangeGroup, ServerCount, ServiceChoice,
-    ServiceHow, SpanSource, ThreadSource,
+    CaptureGaps, CaptureSummary, ConnectionGaps, ExchangeGroup, PortPackets, ServerCount,
+    ServiceChoice, ServiceHow, SpanSource, ThreadSource,
 };
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{

@@ -293,6 +293,10 @@ pub struct Connection {
     /// The first `GAPS_KEPT` gaps in its streams, in capture order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<Gap>,
+    /// UDP: a flow of datagrams between two sockets, with no handshake,
+    /// acknowledgement or close (its "connection" facts are empty).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub udp: bool,
 }
 
 /// What a TLS handshake said, read from its cleartext messages (and
@@ -350,6 +354,7 @@ impl Connection {
             exchanges: 0,
             socket_path: None,
             gaps: Vec::new(),
+            udp: false,
         }
     }
 
@@ -383,6 +388,8 @@ pub enum Protocol {
     Memcached,
     /// MySQL and MariaDB's client/server protocol.
     Mysql,
+    /// DNS, over UDP or TCP.
+    Dns,
     Tls,
     Unknown,
 }
@@ -412,6 +419,7 @@ impl Protocol {
             Protocol::Postgres => "postgres",
             Protocol::Memcached => "memcached",
             Protocol::Mysql => "mysql",
+            Protocol::Dns => "dns",
             Protocol::Tls => "tls",
             Protocol::Unknown => "tcp",
         }
@@ -441,6 +449,9 @@ pub enum Status {
     RedisError(String),
     /// memcached reply word ("HIT", "NOT_FOUND", "STORED", "EN", "SERVER_ERROR").
     Memcached(String),
+    /// DNS response code ("NOERROR", "NXDOMAIN", "SERVFAIL"), with " TC"
+    /// when the answer was truncated.
+    Dns(String),
 }
 
 impl Status {
@@ -458,6 +469,8 @@ impl Status {
             Status::Http(code) => *code >= 500,
             Status::Sqlstate(_) | Status::RedisError(_) => true,
             Status::Memcached(word) => word.contains("ERROR"),
+            // NXDOMAIN is an answer (the name does not exist), as a 404 is.
+            Status::Dns(rcode) => !rcode.starts_with("NOERROR") && !rcode.starts_with("NXDOMAIN"),
         }
     }
 }

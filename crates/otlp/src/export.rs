@@ -342,6 +342,11 @@ fn protocol_attributes(e: &Exchange) -> Vec<KeyValue> {
             out.push(KeyValue::string("db.query.text", e.request.as_str()));
             out.push(KeyValue::string("db.operation.name", first.to_uppercase()));
         }
+        // OpenTelemetry's DNS conventions: `dns.question.name`.
+        Protocol::Dns => {
+            out.push(KeyValue::string("dns.question.name", rest));
+            out.push(KeyValue::string("dns.question.type", first));
+        }
         Protocol::Tls | Protocol::Unknown => {}
     }
     out

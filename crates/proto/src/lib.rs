@@ -5,6 +5,7 @@
 //! bytes. Callers (the flow table) name no protocol.
 
 pub mod digest;
+pub mod dns;
 pub mod fuzz;
 pub mod http1;
 pub mod http2;

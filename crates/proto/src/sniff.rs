@@ -3,6 +3,7 @@
 //! one is chosen. Bytes seen while undecided are kept (bounded) and replayed
 //! into the chosen analyzer, so no exchange is lost to sniffing.
 
+use crate::dns::DnsAnalyzer;
 use crate::http1::Http1Analyzer;
 use crate::http2::Http2Analyzer;
 use crate::memcached::MemcachedAnalyzer;
@@ -37,17 +38,19 @@ const PORT_HINTS: &[(u16, Protocol)] = &[
     (6380, Protocol::Redis),
     (11211, Protocol::Memcached),
     (3306, Protocol::Mysql),
+    (53, Protocol::Dns),
 ];
 
 /// The protocols asked, in this order unless a port hint says otherwise:
 /// the most distinctive first openings come first.
-const ORDER: [Protocol; 6] = [
+const ORDER: [Protocol; 7] = [
     Protocol::Http2,
     Protocol::Http1,
     Protocol::Postgres,
     Protocol::Redis,
     Protocol::Memcached,
     Protocol::Mysql,
+    Protocol::Dns,
 ];
 
 /// For a connection first seen mid-stream (no SYN): whether the sender of
@@ -110,6 +113,14 @@ pub struct Sniffer {
 impl Sniffer {
     pub fn new(connection: u32, server_port: u16, start: Start) -> Self {
         Sniffer::with_keys(connection, server_port, start, None)
+    }
+
+    /// A UDP flow of DNS datagrams (each one length-prefixed message):
+    /// nothing to sniff.
+    pub fn dns(connection: u32) -> Self {
+        let mut s = Sniffer::new(connection, 53, Start::Beginning);
+        s.choose(Protocol::Dns);
+        s
     }
 
     /// As `new`; a TLS stream is decrypted with `keys` when they hold its session.
@@ -202,6 +213,7 @@ impl Sniffer {
             Protocol::Redis => State::Other(Box::new(RespAnalyzer::new(c, start))),
             Protocol::Memcached => State::Other(Box::new(MemcachedAnalyzer::new(c, start))),
             Protocol::Mysql => State::Other(Box::new(MysqlAnalyzer::new(c, start))),
+            Protocol::Dns => State::Other(Box::new(DnsAnalyzer::new(c, start))),
             Protocol::Tls => State::Tls(Box::new(TlsAnalyzer::new(
                 c,
                 self.server_port,
@@ -352,6 +364,7 @@ fn sniff(p: Protocol, client: &[u8], start: Start) -> Sniff {
         Protocol::Redis => RespAnalyzer::sniff(client, start),
         Protocol::Memcached => MemcachedAnalyzer::sniff(client, start),
         Protocol::Mysql => MysqlAnalyzer::sniff(client, start),
+        Protocol::Dns => DnsAnalyzer::sniff(client, start),
         Protocol::Tls | Protocol::Unknown => Sniff::No,
     }
 }

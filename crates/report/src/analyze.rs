@@ -14,7 +14,7 @@ pub fn text(r: &Report) -> String {
         Some(_) => writeln!(out, "{target}: OpenTelemetry spans (OTLP), no packets"),
         None => writeln!(
             out,
-            "{target}: {} packets ({} not TCP, {} cut short by the snapshot length)",
+            "{target}: {} packets ({} not TCP or UDP, {} cut short by the snapshot length)",
             s.packets, s.non_tcp_packets, s.truncated_packets
         ),
     };

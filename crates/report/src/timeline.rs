@@ -55,6 +55,9 @@ fn span_source(s: &CaptureSummary, spans: &SpanSource) -> String {
     out
 }
 
+/// Ports of non-DNS UDP named in the text; the JSON lists them all.
+const OTHER_UDP_LISTED: usize = 5;
+
 /// A whole capture's counts and request groups (`analyze`): every exchange
 /// counted, percentiles from each group's histogram. `evidence`: the
 /// connections kept, for each server's TLS note.
@@ -62,10 +65,35 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
     let mut out = match &s.spans {
         Some(spans) => span_source(s, spans),
         None => format!(
-            "  {} TCP connections ({} TLS), {} exchanges; {} retransmissions, {} zero windows\n",
-            s.connections, s.tls_connections, s.exchanges, s.retransmissions, s.zero_windows
+            "  {} TCP connections ({} TLS){}, {} exchanges; {} retransmissions, {} zero windows\n",
+            s.connections - s.udp_flows,
+            s.tls_connections,
+            match s.udp_flows {
+                0 => String::new(),
+                n => format!(" and {n} UDP flows (DNS)"),
+            },
+            s.exchanges,
+            s.retransmissions,
+            s.zero_windows
         ),
     };
+    if !s.other_udp.is_empty() {
+        let total: u64 = s.other_udp.iter().map(|p| p.packets).sum();
+        let ports: Vec<String> = s
+            .other_udp
+            .iter()
+            .take(OTHER_UDP_LISTED)
+            .map(|p| match p.port {
+                0 => format!("other ports ×{}", p.packets),
+                port => format!(":{port} ×{}", p.packets),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {total} UDP datagram(s) that are not DNS, not read: {}",
+            ports.join(", ")
+        );
+    }
     if let Some(n) = s.dropped_while_capturing.filter(|&n| n > 0) {
         let _ = writeln!(
             out,

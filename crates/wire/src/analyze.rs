@@ -1,7 +1,7 @@
 //! Capture file → `Timeline`, streaming: memory depends on the number of
 //! connections and the limits, not on the file size.
 
-use crate::decode::decode_tcp;
+use crate::decode::decode;
 use crate::flow::{FlowOptions, FlowTable, StreamEvents, Streams, Window, SERVICE_SAMPLE};
 use crate::read::{read_packets_buffered, ReadOutcome, INITIAL_BUFFER};
 use crate::WireError;
@@ -17,6 +17,9 @@ pub struct AnalyzeOutcome {
     pub timeline: Timeline,
     pub packets: u64,
     pub non_tcp: u64,
+    /// UDP datagrams that were not DNS: (the lower of their ports, packets),
+    /// the most first; port 0 for every port past those counted.
+    pub other_udp: Vec<(u16, u64)>,
     pub truncated_packets: u64,
     /// Packets the capturing tool says it dropped (pcapng interface
     /// statistics), when the file says.
@@ -235,7 +238,7 @@ fn drive<R: Read + Send>(
         let reading = s.spawn(move || {
             let mut batch = StreamEvents::default();
             let outcome = read_packets_buffered(reader, buffer, |p| {
-                let decoded = decode_tcp(p.link, &p.data);
+                let decoded = decode(p.link, &p.data);
                 tcp.push_decoded(decoded, p.is_cut(), p.at_us, p.number, &mut batch);
                 if batch.list.len() >= BATCH_EVENTS || batch.bytes.len() >= BATCH_BYTES {
                     let next = free_rx.try_recv().unwrap_or_default();
@@ -279,6 +282,7 @@ fn outcome_of(
         timeline,
         packets: c.packets,
         non_tcp: c.non_tcp,
+        other_udp: table.other_udp(),
         truncated_packets: c.truncated_packets,
         dropped_while_capturing: read.dropped_while_capturing,
         error,

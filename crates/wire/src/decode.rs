@@ -1,8 +1,8 @@
-//! IP + TCP header decoding with etherparse, tolerant of packets cut by the
-//! capture's snapshot length: the headers must be there, the payload may not.
+//! IP + TCP/UDP header decoding with etherparse, tolerant of packets cut by
+//! the capture's snapshot length: the headers must be there, the payload may not.
 
 use crate::packet::{ip_payload, LinkType};
-use etherparse::{LaxNetSlice, LaxSlicedPacket, TcpOptionElement, TcpSlice};
+use etherparse::{LaxNetSlice, LaxSlicedPacket, TcpOptionElement, TcpSlice, UdpSlice};
 use std::net::{IpAddr, SocketAddr};
 
 /// Fixed IPv6 header length (RFC 8200 §3).
@@ -36,16 +36,43 @@ impl TcpPacket<'_> {
     }
 }
 
+/// The UDP facts of one datagram.
+#[derive(Debug, Clone)]
+pub struct UdpPacket<'a> {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    /// Payload bytes present in the capture.
+    pub payload: &'a [u8],
+    /// Payload length on the wire (from the UDP length); ≥ `payload.len()`.
+    pub len: u32,
+}
+
+/// A packet's transport layer.
+#[derive(Debug, Clone)]
+pub enum Decoded<'a> {
+    Tcp(TcpPacket<'a>),
+    Udp(UdpPacket<'a>),
+}
+
 /// Why a packet gave no TCP segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Skip {
-    /// Not IP, not TCP, or a non-first fragment.
+    /// Not IP, not TCP or UDP, or a non-first fragment.
     NotTcp,
     /// IP or TCP header incomplete in the capture.
     Cut,
 }
 
+/// The TCP segment of a frame; anything else is `Skip::NotTcp`.
 pub fn decode_tcp(link: LinkType, frame: &[u8]) -> Result<TcpPacket<'_>, Skip> {
+    match decode(link, frame)? {
+        Decoded::Tcp(t) => Ok(t),
+        Decoded::Udp(_) => Err(Skip::NotTcp),
+    }
+}
+
+/// The TCP segment or UDP datagram of a frame.
+pub fn decode(link: LinkType, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
     let ip = ip_payload(link, frame).ok_or(Skip::NotTcp)?;
     let version = ip.first().ok_or(Skip::Cut)? >> 4;
     if version != 4 && version != 6 {
@@ -74,7 +101,22 @@ pub fn decode_tcp(link: LinkType, frame: &[u8]) -> Result<TcpPacket<'_>, Skip> {
         }
     };
     let pl = net.ip_payload_ref().ok_or(Skip::Cut)?;
-    if pl.ip_number != etherparse::IpNumber::TCP || pl.fragmented {
+    if pl.fragmented {
+        return Err(Skip::NotTcp);
+    }
+    if pl.ip_number == etherparse::IpNumber::UDP {
+        let udp = UdpSlice::from_slice_lax(pl.payload).map_err(|_| Skip::Cut)?;
+        // The UDP length counts its 8-byte header (RFC 768); 0 is a jumbogram's.
+        let declared = usize::from(udp.length()).saturating_sub(8);
+        let payload = udp.payload();
+        return Ok(Decoded::Udp(UdpPacket {
+            src: SocketAddr::new(src, udp.source_port()),
+            dst: SocketAddr::new(dst, udp.destination_port()),
+            payload,
+            len: u32::try_from(declared.max(payload.len())).unwrap_or(u32::MAX),
+        }));
+    }
+    if pl.ip_number != etherparse::IpNumber::TCP {
         return Err(Skip::NotTcp);
     }
     // Bytes of the IP packet before the TCP header (IP header + extensions).
@@ -89,7 +131,7 @@ pub fn decode_tcp(link: LinkType, frame: &[u8]) -> Result<TcpPacket<'_>, Skip> {
     };
     let tcp = TcpSlice::from_slice(pl.payload).map_err(|_| Skip::Cut)?;
     let hdr = tcp.header_slice().len();
-    Ok(TcpPacket {
+    Ok(Decoded::Tcp(TcpPacket {
         src: SocketAddr::new(src, tcp.source_port()),
         dst: SocketAddr::new(dst, tcp.destination_port()),
         seq: tcp.sequence_number(),
@@ -104,7 +146,7 @@ pub fn decode_tcp(link: LinkType, frame: &[u8]) -> Result<TcpPacket<'_>, Skip> {
         payload: tcp.payload(),
         seg_len: u32::try_from(declared_tcp.saturating_sub(hdr).max(tcp.payload().len()))
             .unwrap_or(u32::MAX),
-    })
+    }))
 }
 
 fn window_scale(tcp: &TcpSlice) -> Option<u8> {

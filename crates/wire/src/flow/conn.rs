@@ -120,6 +120,7 @@ impl Flow {
             at_us,
             // A flow first seen without its SYN began before the capture did.
             mid_stream: !p.syn,
+            udp: false,
         });
         Flow {
             conn: Connection::new(id, client, server, at_us),

@@ -22,6 +22,8 @@ pub(crate) enum StreamEvent {
         at_us: u64,
         /// First seen without its SYN: it began before the capture did.
         mid_stream: bool,
+        /// A UDP flow of DNS datagrams, each one length-prefixed message.
+        udp: bool,
     },
     Data {
         slot: u32,

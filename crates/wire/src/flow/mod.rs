@@ -7,9 +7,10 @@ mod events;
 pub mod plaintext;
 mod streams;
 mod tcp;
+mod udp;
 mod window;
 
-use crate::decode::{decode_tcp, Skip, TcpPacket};
+use crate::decode::{decode, Decoded, Skip, TcpPacket};
 use crate::packet::{LinkType, Packet};
 use crate::reassembly::Budget;
 use events::Events;
@@ -137,8 +138,10 @@ pub struct FlowOptions {
 pub struct FlowCounts {
     pub packets: u64,
     pub tcp_packets: u64,
-    /// Not IPv4/IPv6 TCP (ARP, UDP, fragments, unknown link types).
+    /// Not IPv4/IPv6 TCP or UDP (ARP, ICMP, fragments, unknown link types).
     pub non_tcp: u64,
+    /// UDP datagrams: DNS flows' and the others (`other_udp`).
+    pub udp_packets: u64,
     /// Packets the capture cut short (snapshot length), TCP or not.
     pub truncated_packets: u64,
     /// Flows closed early because `max_flows` was reached.
@@ -218,6 +221,12 @@ impl FlowHashState {
     }
 }
 
+impl Default for FlowHashState {
+    fn default() -> Self {
+        FlowHashState::new()
+    }
+}
+
 impl BuildHasher for FlowHashState {
     type Hasher = FlowHasher;
     fn build_hasher(&self) -> FlowHasher {
@@ -293,6 +302,12 @@ impl FlowTable {
         }
     }
 
+    /// UDP datagrams that were not DNS, by the lower of their ports, the
+    /// most first; port 0 for every port past those counted.
+    pub fn other_udp(&self) -> Vec<(u16, u64)> {
+        self.tcp.other_udp()
+    }
+
     /// Protocol parse errors met so far ("connection 3 (a → b): ...").
     pub fn errors(&self) -> &[String] {
         &self.streams.errors
@@ -314,17 +329,11 @@ impl FlowTable {
         number: u64,
     ) {
         let cut = (frame.len() as u64) < u64::from(orig_len);
-        self.push_decoded(decode_tcp(link, frame), cut, at_us, number);
+        self.push_decoded(decode(link, frame), cut, at_us, number);
     }
 
     /// As `push`, for a packet already decoded (`cut`: shorter than on the wire).
-    pub fn push_decoded(
-        &mut self,
-        tcp: Result<TcpPacket, Skip>,
-        cut: bool,
-        at_us: u64,
-        number: u64,
-    ) {
+    pub fn push_decoded(&mut self, tcp: Result<Decoded, Skip>, cut: bool, at_us: u64, number: u64) {
         self.tcp
             .push_decoded(tcp, cut, at_us, number, &mut self.events);
         self.streams.apply(&mut self.events);

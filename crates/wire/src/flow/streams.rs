@@ -170,6 +170,7 @@ impl Streams {
                     server,
                     at_us,
                     mid_stream,
+                    udp,
                 } => {
                     let start = match mid_stream {
                         true => Start::MidStream,
@@ -181,9 +182,15 @@ impl Streams {
                         Some(key)
                     });
                     let keys = self.options.keylog.clone().filter(|_| plain.is_none());
+                    let mut header = Connection::new(id, client, server, at_us);
+                    header.udp = udp;
+                    let proto = match udp {
+                        true => Sniffer::dns(id),
+                        false => Sniffer::with_keys(id, server.port(), start, keys),
+                    };
                     let stream = Stream {
-                        header: Connection::new(id, client, server, at_us),
-                        proto: Sniffer::with_keys(id, server.port(), start, keys),
+                        header,
+                        proto,
                         exchanges: 0,
                         plain,
                     };

@@ -5,13 +5,14 @@
 
 use super::conn::{Flow, PortsKnown};
 use super::events::Events;
+use super::udp::UdpFlows;
 use super::{key, FlowCounts, FlowHashState, FlowOptions, Key, MAX_CLOSED_FLOWS, RECENTLY_RETIRED};
-use crate::decode::{Skip, TcpPacket};
+use crate::decode::{Decoded, Skip, TcpPacket};
 use crate::reassembly::Budget;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 pub(crate) struct TcpFlows {
-    options: FlowOptions,
+    pub(super) options: FlowOptions,
     flows: HashMap<Key, Flow, FlowHashState>,
     /// Flows that were closed when last seen: eviction candidates, oldest first.
     closed: VecDeque<Key>,
@@ -25,13 +26,15 @@ pub(crate) struct TcpFlows {
     /// over every flow (see `evict`).
     ages: VecDeque<(Key, u32, u64)>,
     budget: Budget,
-    next_connection: u32,
+    pub(super) next_connection: u32,
     /// Slots of the protocol half free for the next connection, and the
     /// next never used.
     free_slots: Vec<u32>,
     next_slot: u32,
     /// Packet and connection counters (the exchange ones are the other half's).
     pub(super) counters: FlowCounts,
+    /// DNS flows and other UDP (`udp`).
+    pub(super) udp: UdpFlows,
     /// Server ports of connections whose SYN was seen: which side of a
     /// connection first seen mid-stream is the server.
     listeners: HashSet<u16>,
@@ -57,13 +60,14 @@ impl TcpFlows {
             free_slots: Vec::new(),
             next_slot: 0,
             counters: FlowCounts::default(),
+            udp: UdpFlows::default(),
         }
     }
 
     /// As `FlowTable::push_decoded`, telling `ev` what the packet did.
     pub(crate) fn push_decoded(
         &mut self,
-        tcp: Result<TcpPacket, Skip>,
+        decoded: Result<Decoded, Skip>,
         cut: bool,
         at_us: u64,
         number: u64,
@@ -73,8 +77,9 @@ impl TcpFlows {
         if cut {
             self.counters.truncated_packets += 1;
         }
-        match tcp {
-            Ok(tcp) => self.push_tcp(&tcp, at_us, number, ev),
+        match decoded {
+            Ok(Decoded::Tcp(tcp)) => self.push_tcp(&tcp, at_us, number, ev),
+            Ok(Decoded::Udp(udp)) => self.push_udp(&udp, at_us, number, ev),
             Err(Skip::NotTcp) | Err(Skip::Cut) => self.counters.non_tcp += 1,
         }
     }
@@ -130,10 +135,7 @@ impl TcpFlows {
             let server = if tcp.ack_flag { tcp.src } else { tcp.dst };
             self.listeners.insert(server.port());
         }
-        let slot = self.free_slots.pop().unwrap_or_else(|| {
-            self.next_slot += 1;
-            self.next_slot - 1
-        });
+        let slot = self.take_slot();
         let known = PortsKnown {
             listening: &self.listeners,
             flows: &self.port_flows,
@@ -236,8 +238,21 @@ impl TcpFlows {
         None
     }
 
+    /// A slot of the protocol half for a new flow.
+    pub(super) fn take_slot(&mut self) -> u32 {
+        self.free_slots.pop().unwrap_or_else(|| {
+            self.next_slot += 1;
+            self.next_slot - 1
+        })
+    }
+
+    /// `slot` is free again once the flow's `End` went out.
+    pub(super) fn free_slot(&mut self, slot: u32) {
+        self.free_slots.push(slot);
+    }
+
     fn retire(&mut self, f: Flow, ev: &mut Events) {
-        self.free_slots.push(f.slot);
+        self.free_slot(f.slot);
         f.finish(&mut self.budget, ev);
     }
 
@@ -249,5 +264,6 @@ impl TcpFlows {
         for f in open {
             self.retire(f, ev);
         }
+        self.close_all_udp(ev);
     }
 }

@@ -1,4 +1,5 @@
-//! Classic BPF program keeping only TCP segments to or from given ports, for
+//! Classic BPF program keeping only TCP segments to or from given ports, and
+//! DNS datagrams (UDP port 53: the lookups behind a service's calls), for
 //! IPv4 and IPv6, on a SOCK_DGRAM packet socket (the filter sees the packet
 //! from its network header; the EtherType comes from the skb).
 
@@ -22,6 +23,9 @@ const SKF_AD_PROTOCOL: u32 = (-0x1000i32) as u32;
 const ETHERTYPE_IPV4: u32 = 0x0800;
 const ETHERTYPE_IPV6: u32 = 0x86dd;
 const IPPROTO_TCP: u32 = 6;
+const IPPROTO_UDP: u32 = 17;
+/// UDP ports kept whatever the TCP ports: DNS (RFC 1035 §4.2.1).
+const UDP_PORTS: &[u16] = &[53];
 /// IPv4 flags/fragment-offset field: the low 13 bits are the offset (RFC 791).
 const IPV4_FRAG_OFFSET_MASK: u32 = 0x1fff;
 /// Offsets in the IPv4 header (RFC 791) and IPv6 header (RFC 8200).
@@ -92,7 +96,8 @@ impl Asm {
 }
 
 /// The filter: accept (up to `snaplen` bytes) TCP with a source or
-/// destination port in `ports`; all TCP when `ports` is empty.
+/// destination port in `ports` (all TCP when `ports` is empty), and UDP
+/// to or from `UDP_PORTS`.
 pub fn tcp_ports_filter(ports: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> {
     if ports.len() > MAX_PORTS {
         return None;
@@ -102,6 +107,7 @@ pub fn tcp_ports_filter(ports: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> 
         labels: Vec::new(),
     };
     let (v4, v6, accept, drop) = (a.label(), a.label(), a.label(), a.label());
+    let (v4_udp, v6_udp) = (a.label(), a.label());
     a.op(BPF_LD | BPF_H | BPF_ABS, SKF_AD_PROTOCOL);
     a.jump(
         BPF_JMP | BPF_JEQ | BPF_K,
@@ -117,15 +123,8 @@ pub fn tcp_ports_filter(ports: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> 
     );
 
     a.here(v4);
-    a.op(BPF_LD | BPF_B | BPF_ABS, IPV4_PROTOCOL);
-    a.jump(
-        BPF_JMP | BPF_JEQ | BPF_K,
-        IPPROTO_TCP,
-        To::Next,
-        To::Label(drop),
-    );
     a.op(BPF_LD | BPF_H | BPF_ABS, IPV4_FRAG);
-    // Later fragments carry no TCP header.
+    // Later fragments carry no TCP or UDP header.
     a.jump(
         BPF_JMP | BPF_JSET | BPF_K,
         IPV4_FRAG_OFFSET_MASK,
@@ -133,10 +132,31 @@ pub fn tcp_ports_filter(ports: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> 
         To::Next,
     );
     a.op(BPF_LDX | BPF_B | BPF_MSH, 0); // X = 4 * IHL
+    a.op(BPF_LD | BPF_B | BPF_ABS, IPV4_PROTOCOL);
+    a.jump(
+        BPF_JMP | BPF_JEQ | BPF_K,
+        IPPROTO_UDP,
+        To::Label(v4_udp),
+        To::Next,
+    );
+    a.jump(
+        BPF_JMP | BPF_JEQ | BPF_K,
+        IPPROTO_TCP,
+        To::Next,
+        To::Label(drop),
+    );
     ports_test(&mut a, BPF_IND, 0, ports, accept, drop);
+    a.here(v4_udp);
+    ports_test(&mut a, BPF_IND, 0, UDP_PORTS, accept, drop);
 
     a.here(v6);
     a.op(BPF_LD | BPF_B | BPF_ABS, IPV6_NEXT_HEADER);
+    a.jump(
+        BPF_JMP | BPF_JEQ | BPF_K,
+        IPPROTO_UDP,
+        To::Label(v6_udp),
+        To::Next,
+    );
     a.jump(
         BPF_JMP | BPF_JEQ | BPF_K,
         IPPROTO_TCP,
@@ -144,6 +164,8 @@ pub fn tcp_ports_filter(ports: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> 
         To::Label(drop),
     );
     ports_test(&mut a, BPF_ABS, IPV6_HEADER, ports, accept, drop);
+    a.here(v6_udp);
+    ports_test(&mut a, BPF_ABS, IPV6_HEADER, UDP_PORTS, accept, drop);
 
     a.here(accept);
     a.op(BPF_RET | BPF_K, snaplen);

@@ -1,0 +1,316 @@
+//! DNS (RFC 1035) exchanges: one per query, paired with its response by
+//! transaction id (a resolver answers in any order), labelled with the
+//! question's type and name ("A api.internal"). The response gives the
+//! status (its rcode, and TC when the answer did not fit) and the answer
+//! count. A query never answered is an exchange with no response: the
+//! client's timeout and its retry are the detectors' to read. A query sent
+//! again with the same id while the first is unanswered (a stub resolver's
+//! retry) ends the first one unanswered.
+//!
+//! One framing for both transports: DNS over TCP prefixes each message with
+//! its length (RFC 1035 §4.2.2), and the flow table gives each UDP datagram
+//! the same prefix, so this analyzer reads both. A message cut short (a
+//! snapshot length, a gap) is read as far as it goes; a stream that lost its
+//! framing resyncs at a segment opening with a plausible message.
+
+pub mod message;
+#[cfg(test)]
+mod tests;
+
+use crate::{Sniff, Span, Start, StreamAnalyzer};
+use message::{parse, plausible, rcode_name, type_name, Message, HEADER};
+use std::collections::HashMap;
+use whyslow_model::{Direction, Exchange, Protocol, SmolStr, Status};
+
+/// Queries awaiting an answer per flow; past it the oldest goes unanswered.
+/// A load generator keeps ~100 in flight per socket (dnsperf's default
+/// `-q`); a stub resolver two (A and AAAA).
+pub const MAX_PENDING: usize = 4096;
+/// A query unanswered this long is ended unanswered when the flow next
+/// carries anything: 30 s is the longest a stub resolver waits for one try
+/// (glibc's `RES_MAXRETRANS`), so no answer can still be meant for it.
+pub const GIVE_UP_US: u64 = 30_000_000;
+/// Label of a query whose question could not be read.
+pub const NO_QUESTION: &str = "? (question not read)";
+/// Length prefix of a message (RFC 1035 §4.2.2).
+const PREFIX: usize = 2;
+
+/// One direction's message in progress.
+#[derive(Default)]
+struct Side {
+    /// The length prefix and the bytes of the message read so far.
+    buf: Vec<u8>,
+    span: Span,
+    /// Bytes of a cut message still to come, skipped.
+    skip: u64,
+    /// The framing was lost: wait for a segment opening with a message.
+    lost: bool,
+}
+
+struct Pending {
+    label: SmolStr,
+    span: Span,
+}
+
+pub struct DnsAnalyzer {
+    connection: u32,
+    sides: [Side; 2],
+    pending: HashMap<u16, Pending>,
+    done: Vec<Exchange>,
+    error: Option<String>,
+    /// Responses to no query seen (its query before the capture, a
+    /// duplicate answer): counted, not paired.
+    pub unmatched_responses: u64,
+    last_sweep_us: u64,
+}
+
+impl DnsAnalyzer {
+    pub fn new(connection: u32, start: Start) -> Self {
+        let lost = start == Start::MidStream;
+        DnsAnalyzer {
+            connection,
+            sides: [
+                Side {
+                    lost,
+                    ..Side::default()
+                },
+                Side {
+                    lost,
+                    ..Side::default()
+                },
+            ],
+            pending: HashMap::new(),
+            done: Vec::new(),
+            error: None,
+            unmatched_responses: 0,
+            last_sweep_us: 0,
+        }
+    }
+
+    /// Whether `client` opens with a DNS query in TCP framing.
+    pub fn sniff(client: &[u8], _start: Start) -> Sniff {
+        if client.len() < PREFIX + HEADER {
+            // A length prefix that cannot frame a header says no at once.
+            return match client {
+                [a, b, ..] if usize::from(u16::from_be_bytes([*a, *b])) < HEADER => Sniff::No,
+                _ => Sniff::NeedMore,
+            };
+        }
+        match opens_message(client) {
+            Some(false) => Sniff::Yes,
+            _ => Sniff::No,
+        }
+    }
+
+    fn note(&mut self, text: impl FnOnce() -> String) {
+        if self.error.is_none() {
+            self.error = Some(text());
+        }
+    }
+
+    fn message(&mut self, direction: Direction, cut: bool) {
+        let side = &mut self.sides[idx(direction)];
+        let span = std::mem::take(&mut side.span);
+        let body = side.buf.get(PREFIX..).unwrap_or(&[]);
+        let parsed = parse(body);
+        side.buf.clear();
+        let m = match parsed {
+            Ok(m) => m,
+            Err(_) if cut => return,
+            Err(_) => {
+                let n = body_len_note(direction);
+                return self.note(|| n);
+            }
+        };
+        self.sweep(span.last_at);
+        if m.response {
+            self.response(&m, &span);
+        } else {
+            self.query(&m, span);
+        }
+    }
+
+    fn query(&mut self, m: &Message, span: Span) {
+        let label = match &m.question {
+            Some(q) => SmolStr::from(format!("{} {}", type_name(q.qtype), q.name)),
+            None => SmolStr::new_static(NO_QUESTION),
+        };
+        // The same id again before an answer: a retry, or an id reused.
+        if let Some(old) = self.pending.remove(&m.id) {
+            self.unanswered(old);
+        }
+        if self.pending.len() >= MAX_PENDING {
+            let oldest = self.pending.iter().min_by_key(|(_, p)| p.span.first_at);
+            if let Some(id) = oldest.map(|(id, _)| *id) {
+                let old = self.pending.remove(&id).expect("just found");
+                self.unanswered(old);
+            }
+        }
+        self.pending.insert(m.id, Pending { label, span });
+    }
+
+    fn response(&mut self, m: &Message, span: &Span) {
+        let Some(q) = self.pending.remove(&m.id) else {
+            self.unmatched_responses += 1;
+            return;
+        };
+        let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Dns, q.label);
+        crate::span::fill(e, &q.span, span);
+        let mut status = rcode_name(m.rcode).into_owned();
+        if m.truncated {
+            status.push_str(" TC");
+        }
+        e.status = Some(Status::Dns(status));
+        e.rows = Some(u64::from(m.answers));
+    }
+
+    fn unanswered(&mut self, q: Pending) {
+        let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Dns, q.label);
+        crate::span::fill(e, &q.span, &Span::default());
+    }
+
+    /// Ends queries older than `GIVE_UP_US`, at most once per half of it.
+    fn sweep(&mut self, now: u64) {
+        if now.saturating_sub(self.last_sweep_us) < GIVE_UP_US / 2 {
+            return;
+        }
+        self.last_sweep_us = now;
+        let stale: Vec<u16> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now.saturating_sub(p.span.first_at) > GIVE_UP_US)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut gone: Vec<Pending> = stale
+            .into_iter()
+            .filter_map(|id| self.pending.remove(&id))
+            .collect();
+        gone.sort_by_key(|p| p.span.first_at);
+        for p in gone {
+            self.unanswered(p);
+        }
+    }
+}
+
+fn idx(d: Direction) -> usize {
+    match d {
+        Direction::ToServer => 0,
+        Direction::ToClient => 1,
+    }
+}
+
+fn body_len_note(direction: Direction) -> String {
+    let who = match direction {
+        Direction::ToServer => "client",
+        Direction::ToClient => "server",
+    };
+    format!("DNS: a {who} message shorter than its header; skipped")
+}
+
+/// Some(is a response) when `bytes` open with a length prefix and a
+/// plausible message.
+fn opens_message(bytes: &[u8]) -> Option<bool> {
+    let len = usize::from(u16::from_be_bytes([*bytes.first()?, *bytes.get(1)?]));
+    if len < HEADER {
+        return None;
+    }
+    plausible(bytes.get(PREFIX..)?)
+}
+
+impl StreamAnalyzer for DnsAnalyzer {
+    fn on_data(&mut self, direction: Direction, data: &[u8], at_us: u64, packet: u64) {
+        let i = idx(direction);
+        let mut input = data;
+        if self.sides[i].lost {
+            if opens_message(input).is_none() {
+                return;
+            }
+            self.sides[i].lost = false;
+        }
+        while !input.is_empty() {
+            let side = &mut self.sides[i];
+            if side.skip > 0 {
+                let n = side.skip.min(input.len() as u64);
+                side.skip -= n;
+                input = &input[n as usize..];
+                continue;
+            }
+            let need = match side.buf.len() {
+                n if n < PREFIX => PREFIX,
+                _ => PREFIX + usize::from(u16::from_be_bytes([side.buf[0], side.buf[1]])),
+            };
+            let take = (need - side.buf.len()).min(input.len());
+            side.buf.extend_from_slice(&input[..take]);
+            side.span.add(take, at_us, packet);
+            input = &input[take..];
+            if side.buf.len() == need && need > PREFIX {
+                self.message(direction, false);
+            } else if side.buf.len() == PREFIX && need == PREFIX && side.buf == [0, 0] {
+                side.buf.clear();
+                side.span = Span::default();
+            }
+        }
+    }
+
+    fn on_gap(&mut self, direction: Direction, missing: u64) {
+        let side = &mut self.sides[idx(direction)];
+        if side.lost {
+            return;
+        }
+        if side.skip > 0 {
+            // Inside a cut message's tail already: the gap eats into it.
+            if missing <= side.skip {
+                side.skip -= missing;
+                return;
+            }
+        } else if side.buf.len() >= PREFIX {
+            let need = PREFIX + usize::from(u16::from_be_bytes([side.buf[0], side.buf[1]]));
+            let remaining = (need - side.buf.len()) as u64;
+            if missing <= remaining {
+                // A message cut short (a datagram past the snapshot length):
+                // read what is there, skip the rest of it.
+                side.skip = remaining - missing;
+                self.message(direction, true);
+                return;
+            }
+        } else if side.buf.is_empty() && missing == 0 {
+            return;
+        }
+        let side = &mut self.sides[idx(direction)];
+        side.buf.clear();
+        side.span = Span::default();
+        side.skip = 0;
+        side.lost = true;
+    }
+
+    fn drain_exchanges(&mut self, out: &mut Vec<Exchange>) {
+        crate::hand_over(&mut self.done, out);
+    }
+
+    fn finish(&mut self) -> Vec<Exchange> {
+        let mut left: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        left.sort_by_key(|p| p.span.first_at);
+        for p in left {
+            self.unanswered(p);
+        }
+        std::mem::take(&mut self.done)
+    }
+
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    fn open_since(&self) -> Option<u64> {
+        let queued = self.pending.values().map(|p| p.span.first_at).min();
+        let reading = self.sides[0].span.started_at();
+        crate::earliest(queued, reading)
+    }
+}
+
+/// Fuzz entry: the message parser on the bytes, then `crate::fuzz::analyzer`
+/// (an odd first byte starts mid-stream).
+pub fn fuzz(data: &[u8]) {
+    let _ = parse(data);
+    let _ = plausible(data);
+    crate::fuzz::analyzer(data, DnsAnalyzer::sniff, DnsAnalyzer::new);
+}

@@ -1,0 +1,140 @@
+//! Network namespaces a test makes for itself (`ip netns`), each with its
+//! own loopback and its own `/etc/resolv.conf` (`ip netns exec` binds
+//! `/etc/netns/NAME/resolv.conf` over it), and a real resolver in one:
+//! dnsmasq from Debian's packages. Nothing leaves the namespace.
+
+use super::real::python;
+use super::*;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// A namespace, deleted with its resolv.conf when dropped.
+pub struct Netns {
+    pub name: String,
+}
+
+/// Whether namespaces can be made here: root and `ip`.
+pub fn netns_allowed(test: &str) -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    needed(test, "root (network namespaces)", root) && needed(test, "ip", have("ip"))
+}
+
+impl Netns {
+    /// A namespace named for `tag` and this process, its loopback up.
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("ws-{tag}-{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        run_ok(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Netns { name };
+        run_ok(ns.command("ip").args(["link", "set", "lo", "up"]));
+        ns
+    }
+
+    fn etc(&self) -> PathBuf {
+        PathBuf::from("/etc/netns").join(&self.name)
+    }
+
+    /// The namespace's resolv.conf.
+    pub fn resolv_conf(&self, text: &str) {
+        std::fs::create_dir_all(self.etc()).unwrap();
+        std::fs::write(self.etc().join("resolv.conf"), text).unwrap();
+    }
+
+    /// `program` run inside the namespace.
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// nftables rules applied inside the namespace (`nft -f -`).
+    pub fn nft(&self, rules: &str) {
+        use std::io::Write;
+        let mut child = self
+            .command("nft")
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("nft");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(rules.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "nft: {rules}");
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+        let _ = std::fs::remove_dir_all(self.etc());
+    }
+}
+
+fn run_ok(c: &mut Command) {
+    let out = c.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{c:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// dnsmasq on the namespace's 127.0.0.1:53 (UDP and TCP), answering from
+/// its own records only; killed when dropped.
+pub struct Dnsmasq {
+    child: Child,
+}
+
+impl Dnsmasq {
+    /// `records`: dnsmasq options that make its answers (`--address=…`,
+    /// `--local=…`). Returns once it answers.
+    pub fn start(ns: &Netns, records: &[&str]) -> Dnsmasq {
+        let child = ns
+            .command("dnsmasq")
+            .args([
+                "--keep-in-foreground",
+                "--port=53",
+                "--listen-address=127.0.0.1",
+                "--bind-interfaces",
+                "--no-resolv",
+                "--no-hosts",
+                "--no-negcache",
+                "--cache-size=0",
+                "--user=root",
+                "--pid-file=",
+                "--address=/ready.check/127.0.0.1",
+            ])
+            .args(records)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dnsmasq");
+        let d = Dnsmasq { child };
+        let probe = "import socket; socket.getaddrinfo('ready.check.', 0, socket.AF_INET)";
+        for _ in 0..100 {
+            let ok = ns
+                .command(python())
+                .args(["-c", probe])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if ok {
+                return d;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("dnsmasq did not answer in {}", ns.name);
+    }
+}
+
+impl Drop for Dnsmasq {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

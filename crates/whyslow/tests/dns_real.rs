@@ -1,0 +1,182 @@
+//! DNS on a real resolver (dnsmasq from Debian's packages) in a network
+//! namespace each test makes, with real lookups through glibc (Python's
+//! getaddrinfo: A and AAAA in parallel) as the namespace's resolv.conf
+//! says: a Kubernetes-style search list with ndots:5, over UDP and over
+//! TCP (`options use-vc`), and a resolver whose first query is dropped.
+//! Every query and response is counted as tshark counts them.
+
+mod common;
+use common::netns::*;
+use common::real::*;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// The search list of a pod in namespace `svc` (ndots:5 expands every
+/// name with fewer than five dots through it first).
+const SEARCH: &str = "search svc.cluster.local cluster.local\n";
+/// Lookups each test makes.
+const LOOKUPS: usize = 12;
+
+/// The resolver's records: the cluster's suffixes answer NXDOMAIN, the
+/// two services their address.
+const RECORDS: [&str; 4] = [
+    "--local=/cluster.local/",
+    "--local=/internal/",
+    "--address=/api.internal/127.0.0.1",
+    "--address=/db.internal/127.0.0.2",
+];
+
+fn app() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/apps/dns_lookups.py")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `whyslow capture` on the namespace's loopback while the lookups run;
+/// the app's own JSON.
+fn capture_lookups(ns: &Netns, file: &Path, names: &str, lookups: usize) -> Value {
+    let out_file = file.with_extension("json");
+    let script = format!(
+        "{} {} {names} {lookups} > {}",
+        python(),
+        app(),
+        out_file.display()
+    );
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_whyslow"))
+        .args(["capture", "-i", "lo", "-w"])
+        .arg(file)
+        .args(["--", "sh", "-ec", &script])
+        .output()
+        .expect("whyslow capture");
+    assert!(out.status.success(), "capture: {}", stderr(&out));
+    serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap()
+}
+
+/// tshark's DNS messages of one kind: "TYPE name" for queries, "TYPE name
+/// RCODE" for responses.
+fn tshark_dns(file: &Path, responses: bool) -> Vec<String> {
+    let out = std::process::Command::new("tshark")
+        .args(["-r"])
+        .arg(file)
+        .args([
+            "-Y",
+            &format!("dns.flags.response=={}", u8::from(responses)),
+        ])
+        .args(["-T", "fields", "-e", "dns.qry.name", "-e", "dns.qry.type"])
+        .args(["-e", "dns.flags.rcode"])
+        .output()
+        .expect("tshark");
+    // A frame with several messages (TCP: A and AAAA in one segment)
+    // lists each field's values comma-separated, message by message.
+    let mut v = Vec::new();
+    for line in stdout(&out).lines() {
+        let f: Vec<Vec<&str>> = line.split('\t').map(|f| f.split(',').collect()).collect();
+        for (i, name) in f[0].iter().enumerate() {
+            let ty = match f[1][i] {
+                "1" => "A",
+                "28" => "AAAA",
+                t => t,
+            };
+            let rcode = match f.get(2).and_then(|r| r.get(i)).copied().unwrap_or("") {
+                "0" => " NOERROR",
+                "3" => " NXDOMAIN",
+                "2" => " SERVFAIL",
+                _ => "",
+            };
+            v.push(match responses {
+                true => format!("{ty} {name}{rcode}"),
+                false => format!("{ty} {name}"),
+            });
+        }
+    }
+    v.sort();
+    v
+}
+
+fn dns_exchanges(report: &Value) -> Vec<Value> {
+    report["timeline"]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["protocol"] == "dns")
+        .cloned()
+        .collect()
+}
+
+fn analyze(file: &Path) -> Value {
+    let out = whyslow(&["analyze", "--json", "--timeline", file.to_str().unwrap()]);
+    assert!(out.status.success(), "analyze: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn needs(test: &str) -> bool {
+    requirements_met(
+        test,
+        &[
+            Need::Tool("dnsmasq"),
+            Need::Tool("tshark"),
+            Need::Tool("nft"),
+            Need::Capture,
+        ],
+    ) && netns_allowed(test)
+}
+
+#[test]
+fn real_resolver_every_query_and_answer_as_tshark_counts_them() {
+    let _one = serial();
+    let test = "dns_counts";
+    if !needs(test) {
+        return;
+    }
+    for (transport, option) in [("udp", ""), ("tcp", " use-vc")] {
+        let ns = Netns::new(&format!("dns{transport}"));
+        ns.resolv_conf(&format!(
+            "nameserver 127.0.0.1\n{SEARCH}options ndots:5{option}\n"
+        ));
+        let _resolver = Dnsmasq::start(&ns, &RECORDS);
+        let dir = tmpdir(&format!("{test}-{transport}"));
+        let file = dir.join("dns.pcapng");
+        let sent = capture_lookups(&ns, &file, "api.internal,db.internal", LOOKUPS);
+        assert_eq!(sent["failed"], 0, "{transport}: {sent}");
+        let report = analyze(&file);
+        let ex = dns_exchanges(&report);
+        let mut queries: Vec<String> = ex
+            .iter()
+            .map(|e| e["request"].as_str().unwrap().to_string())
+            .collect();
+        queries.sort();
+        let mut answers: Vec<String> = ex
+            .iter()
+            .filter(|e| e["response_first_at_us"].is_u64())
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["request"].as_str().unwrap(),
+                    e["status"]["dns"].as_str().unwrap()
+                )
+            })
+            .collect();
+        answers.sort();
+        let (tq, ta) = (tshark_dns(&file, false), tshark_dns(&file, true));
+        // Each lookup: two NXDOMAIN suffixes, then the name, A and AAAA each.
+        assert_eq!(tq.len(), LOOKUPS * 6, "{transport}: tshark saw {tq:?}");
+        assert_eq!(queries, tq, "{transport}: queries");
+        assert_eq!(answers, ta, "{transport}: answers");
+        let nx = answers.iter().filter(|a| a.ends_with("NXDOMAIN")).count();
+        assert!(nx >= LOOKUPS * 4, "{transport}: {nx} NXDOMAIN");
+        let summary = &report["capture"];
+        let flows = summary["udp_flows"].as_u64().unwrap_or(0);
+        match transport {
+            "udp" => assert!(flows >= LOOKUPS as u64 * 3, "{summary}"),
+            _ => assert_eq!(flows, 0, "{summary}"),
+        }
+        let text = stdout(&whyslow(&["analyze", file.to_str().unwrap()]));
+        assert!(
+            text.contains("dns :53 A api.internal.svc.cluster.local"),
+            "{text}"
+        );
+    }
+}
