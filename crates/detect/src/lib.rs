@@ -5,6 +5,9 @@ pub mod attribution;
 pub mod background;
 pub mod breakdown;
 pub mod critical_path;
+pub mod dns_lookups;
+pub mod dns_search_expansion;
+pub mod dns_timeout;
 pub mod duplicate_calls;
 pub mod exchange_groups;
 pub mod host_saturation;
@@ -25,6 +28,7 @@ pub mod request_findings;
 pub mod sequential_calls;
 pub mod server_time;
 pub mod slow_dependency;
+pub mod slow_resolver;
 pub mod sql_summary;
 pub mod statements;
 pub mod symptoms;
@@ -88,6 +92,9 @@ pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
     zero_window::detect,
     no_keepalive::detect,
     tls_full_handshake::detect,
+    dns_search_expansion::detect,
+    dns_timeout::detect,
+    slow_resolver::detect,
 ];
 
 /// A detector over inbound requests and the calls made for them.

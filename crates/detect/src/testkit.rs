@@ -139,3 +139,28 @@ macro_rules! detect_on_requests {
     };
 }
 pub(crate) use detect_on_requests;
+
+/// A timeline of DNS queries from 10.0.0.1 to the resolver 10.0.0.53:53,
+/// one UDP flow each: (request "A name", sent at, answered after / rcode).
+pub fn dns_timeline(queries: &[(&str, u64, Option<(u64, &str)>)]) -> Timeline {
+    let mut t = Timeline::default();
+    for (i, (request, at, answer)) in queries.iter().enumerate() {
+        let client = format!("10.0.0.1:{}", 40_000 + i).parse().unwrap();
+        let server = "10.0.0.53:53".parse().unwrap();
+        let mut c = Connection::new(i as u32, client, server, *at);
+        c.udp = true;
+        c.protocol = Protocol::Dns;
+        t.connections.push(c);
+        let mut e = Exchange::new(i as u32, Protocol::Dns, (*request).into());
+        e.id = i as u32;
+        e.request_first_at_us = *at;
+        e.request_last_at_us = *at;
+        if let Some((after, rcode)) = answer {
+            e.response_first_at_us = Some(at + after);
+            e.response_last_at_us = Some(at + after);
+            e.status = Some(Status::Dns((*rcode).into()));
+        }
+        t.exchanges.push(e);
+    }
+    t
+}

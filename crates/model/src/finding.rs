@@ -46,6 +46,10 @@ pub enum FindingKind {
     GeneratorSaturated,
     HostSaturated,
     CoordinatedOmission,
+    DnsPerCall,
+    DnsSearchExpansion,
+    DnsTimeout,
+    SlowResolver,
 }
 
 impl FindingKind {
@@ -59,7 +63,7 @@ impl FindingKind {
     }
 
     /// Every kind, in the order of DESIGN's vocabulary.
-    pub const ALL: [FindingKind; 17] = [
+    pub const ALL: [FindingKind; 21] = [
         FindingKind::NagleDelayedAck,
         FindingKind::TcpRetransmission,
         FindingKind::ZeroWindow,
@@ -77,6 +81,10 @@ impl FindingKind {
         FindingKind::GeneratorSaturated,
         FindingKind::HostSaturated,
         FindingKind::CoordinatedOmission,
+        FindingKind::DnsPerCall,
+        FindingKind::DnsSearchExpansion,
+        FindingKind::DnsTimeout,
+        FindingKind::SlowResolver,
     ];
 
     /// Whether only packets show it (segments, ACKs, windows, handshakes,
@@ -91,6 +99,10 @@ impl FindingKind {
                 | FindingKind::NoKeepalive
                 | FindingKind::TlsFullHandshake
                 | FindingKind::LargeResponse
+                | FindingKind::DnsPerCall
+                | FindingKind::DnsSearchExpansion
+                | FindingKind::DnsTimeout
+                | FindingKind::SlowResolver
         )
     }
 
@@ -113,6 +125,10 @@ impl FindingKind {
             FindingKind::GeneratorSaturated => "generator_saturated",
             FindingKind::HostSaturated => "host_saturated",
             FindingKind::CoordinatedOmission => "coordinated_omission",
+            FindingKind::DnsPerCall => "dns_per_call",
+            FindingKind::DnsSearchExpansion => "dns_search_expansion",
+            FindingKind::DnsTimeout => "dns_timeout",
+            FindingKind::SlowResolver => "slow_resolver",
         }
     }
 }

@@ -178,5 +178,75 @@ fn real_resolver_every_query_and_answer_as_tshark_counts_them() {
             text.contains("dns :53 A api.internal.svc.cluster.local"),
             "{text}"
         );
+        // Every lookup walked the two suffixes: named per name, with the
+        // count the resolver's configuration makes.
+        for name in ["api.internal", "db.internal"] {
+            let f = finding(&report, "dns_search_expansion", name)
+                .unwrap_or_else(|| panic!("{transport}: no search expansion for {name}: {text}"));
+            assert_eq!(f["occurrences"], LOOKUPS as u64 / 2, "{transport}: {f}");
+            // Two suffixes, A and AAAA each.
+            assert_eq!(
+                f["facts"]["wasted_queries_per_lookup"], 4.0,
+                "{transport}: {f}"
+            );
+        }
     }
+}
+
+/// The finding of `kind` whose subject ends with `name`.
+fn finding<'a>(report: &'a Value, kind: &str, name: &str) -> Option<&'a Value> {
+    report["findings"]
+        .as_array()?
+        .iter()
+        .find(|f| f["kind"] == kind && f["subject"].as_str().is_some_and(|s| s.ends_with(name)))
+}
+
+#[test]
+fn a_dropped_query_is_the_stall_of_the_resolvers_timeout() {
+    let _one = serial();
+    let test = "dns_timeout";
+    if !needs(test) {
+        return;
+    }
+    // A name with its trailing dot skips the search list; glibc waits
+    // `timeout:` seconds for the dropped query, then asks again.
+    const TIMEOUT_S: u64 = 1;
+    let ns = Netns::new("dnsdrop");
+    ns.resolv_conf(&format!(
+        "nameserver 127.0.0.1\n{SEARCH}options ndots:5 timeout:{TIMEOUT_S} attempts:2\n"
+    ));
+    let _resolver = Dnsmasq::start(&ns, &RECORDS);
+    // The first query to the resolver is lost, every later one goes through.
+    ns.nft(
+        "table inet whyslow_drop {\n chain input {\n  type filter hook input priority 0;\n  \
+         udp dport 53 numgen inc mod 1000000 == 0 drop\n }\n}\n",
+    );
+    let dir = tmpdir(test);
+    let file = dir.join("dns.pcapng");
+    let sent = capture_lookups(&ns, &file, "api.internal.", 3);
+    assert_eq!(sent["failed"], 0, "{sent}");
+    let first_ms = sent["ms"][0].as_f64().unwrap();
+    assert!(first_ms >= TIMEOUT_S as f64 * 1000.0, "{sent}");
+    let report = analyze(&file);
+    let f = report["findings"][0].clone();
+    assert_eq!(f["kind"], "dns_timeout", "{report:#}");
+    assert_eq!(f["occurrences"], 1, "{f}");
+    let stall = f["time_lost_per_occurrence_us"].as_u64().unwrap();
+    // The app waited its own timeout: the wire's stall is within it.
+    let configured = TIMEOUT_S * 1_000_000;
+    assert!(
+        stall >= configured && (stall as f64) <= first_ms * 1000.0,
+        "stall {stall} µs, timeout {configured} µs, lookup {first_ms} ms"
+    );
+    let question = f["subject"].as_str().unwrap();
+    let ex = dns_exchanges(&report);
+    let lost: Vec<&Value> = ex
+        .iter()
+        .filter(|e| e["response_first_at_us"].is_null())
+        .collect();
+    assert_eq!(lost.len(), 1, "{ex:?}");
+    assert!(
+        question.ends_with(lost[0]["request"].as_str().unwrap()),
+        "{question}"
+    );
 }

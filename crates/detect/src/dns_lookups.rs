@@ -1,0 +1,83 @@
+//! The DNS queries of a timeline as the DNS detectors read them: who asked
+//! (the client's address: a stub resolver opens a socket per lookup, so
+//! its port says nothing), which resolver, the question, when, and how it
+//! was answered.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use whyslow_model::{Exchange, Protocol, Status, Timeline};
+
+/// One query and its answer, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    pub exchange: &'a Exchange,
+    pub client: IpAddr,
+    pub resolver: SocketAddr,
+    /// "A", "AAAA"…
+    pub qtype: &'a str,
+    /// Lower case, without the root's dot.
+    pub name: &'a str,
+    pub sent_us: u64,
+    /// The last byte of its answer; None: never answered.
+    pub answered_us: Option<u64>,
+    /// The answer's rcode ("NOERROR", "NXDOMAIN"…), without " TC".
+    pub rcode: Option<&'a str>,
+}
+
+impl Query<'_> {
+    /// Sent → answered.
+    pub fn wait_us(&self) -> Option<u64> {
+        self.answered_us.map(|a| a.saturating_sub(self.sent_us))
+    }
+
+    pub fn is(&self, rcode: &str) -> bool {
+        self.rcode == Some(rcode)
+    }
+}
+
+/// Every DNS query of `t` whose question was read, by send time.
+pub fn queries(t: &Timeline) -> Vec<Query<'_>> {
+    let ends: HashMap<u32, (IpAddr, SocketAddr)> = t
+        .connections
+        .iter()
+        .filter(|c| c.protocol == Protocol::Dns)
+        .map(|c| (c.id, (c.client.ip(), c.server)))
+        .collect();
+    let mut out: Vec<Query> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.protocol == Protocol::Dns)
+        .filter_map(|e| {
+            let (client, resolver) = *ends.get(&e.connection)?;
+            let (qtype, name) = e.request.split_once(' ')?;
+            if qtype.starts_with('?') {
+                return None;
+            }
+            let rcode = match &e.status {
+                Some(Status::Dns(s)) => s.split(' ').next(),
+                _ => None,
+            };
+            Some(Query {
+                exchange: e,
+                client,
+                resolver,
+                qtype,
+                name,
+                sent_us: e.request_first_at_us,
+                answered_us: e.response_last_at_us,
+                rcode,
+            })
+        })
+        .collect();
+    out.sort_by_key(|q| q.sent_us);
+    out
+}
+
+/// Queries grouped by the client that sent them, each group by send time.
+pub fn by_client<'a>(qs: &[Query<'a>]) -> Vec<(IpAddr, Vec<Query<'a>>)> {
+    let mut m: std::collections::BTreeMap<IpAddr, Vec<Query>> = Default::default();
+    for q in qs {
+        m.entry(q.client).or_default().push(*q);
+    }
+    m.into_iter().collect()
+}

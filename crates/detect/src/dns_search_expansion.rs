@@ -1,0 +1,279 @@
+//! `dns_search_expansion`: a name tried with the search list's suffixes
+//! first, each answered NXDOMAIN, before the query that answers — the
+//! resolver's `ndots` is above the name's dots (Kubernetes sets 5, so
+//! `api.internal` is asked as `api.internal.<ns>.svc.cluster.local`,
+//! `api.internal.svc.cluster.local`, `api.internal.cluster.local` first).
+//! Every lookup pays those round trips. Time lost per lookup: from its
+//! first wasted query to the query that answered.
+
+use crate::dns_lookups::{by_client, queries, Query};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Timeline};
+
+/// Lookups with wasted queries before it is a pattern: one or two are a
+/// typo or a name that really lives under a suffix.
+const MIN_LOOKUPS: usize = 3;
+/// How long before the answered query a wasted one may have been sent: a
+/// stub resolver walks the list one suffix after another, each a round
+/// trip to its resolver (a millisecond or two, tens across a region); a
+/// timeout among them (1 s at the least) is `dns_timeout`'s.
+const EXPANSION_WINDOW_US: u64 = 1_000_000;
+/// Longest pause between a suffix's NXDOMAIN and the next query of the
+/// walk: a stub resolver sends it at once; 25 ms covers a scheduler
+/// period on a busy host. A query answered longer before was another lookup.
+const CHAIN_GAP_US: u64 = 25_000;
+/// Evidence lookups listed.
+const EVIDENCE: usize = 5;
+
+const FIX: &str = "ask for the name as it is first: write it fully qualified with a trailing dot \
+                   (`api.internal.`), or lower ndots below its dots + 1 (resolv.conf `options \
+                   ndots:1`; in Kubernetes the pod's dnsConfig), or use the search list's own \
+                   short name (`api`) when the service lives under it";
+
+/// One lookup that went through the search list.
+struct Expanded<'a> {
+    answered: Query<'a>,
+    wasted: Vec<Query<'a>>,
+}
+
+impl Expanded<'_> {
+    fn lost_us(&self) -> u64 {
+        let first = self.wasted.iter().map(|q| q.sent_us).min().unwrap_or(0);
+        self.answered.sent_us.saturating_sub(first)
+    }
+}
+
+pub fn detect(t: &Timeline) -> Vec<Finding> {
+    let qs = queries(t);
+    let mut out = Vec::new();
+    for (client, qs) in by_client(&qs) {
+        let mut by_name: BTreeMap<&str, Vec<Expanded>> = BTreeMap::new();
+        for e in expanded(&qs) {
+            by_name.entry(e.answered.name).or_default().push(e);
+        }
+        for (name, lookups) in by_name {
+            out.extend(finding(client, name, &lookups));
+        }
+    }
+    out
+}
+
+/// Each answered query with the NXDOMAIN queries for its name under a
+/// suffix that led up to it: walking back, each answered just before the
+/// next query of the walk was sent (each wasted query counted for one
+/// lookup: the next answered one).
+fn expanded<'a>(qs: &[Query<'a>]) -> Vec<Expanded<'a>> {
+    let mut used = vec![false; qs.len()];
+    let mut out = Vec::new();
+    for (i, a) in qs.iter().enumerate() {
+        if !a.is("NOERROR") {
+            continue;
+        }
+        let mut wasted = Vec::new();
+        let mut next_sent = a.sent_us;
+        for j in (0..i).rev() {
+            let w = &qs[j];
+            if a.sent_us.saturating_sub(w.sent_us) > EXPANSION_WINDOW_US {
+                break;
+            }
+            let under = w.name.len() > a.name.len() + 1
+                && w.name.starts_with(a.name)
+                && w.name.as_bytes()[a.name.len()] == b'.';
+            // Answered before the lookup's query, and just before the
+            // walk's next query (or while it was out: A and AAAA in parallel).
+            let led_up = w
+                .answered_us
+                .is_some_and(|at| at <= a.sent_us && next_sent.saturating_sub(at) <= CHAIN_GAP_US);
+            if !used[j] && under && led_up && w.is("NXDOMAIN") {
+                used[j] = true;
+                wasted.push(*w);
+                next_sent = next_sent.min(w.sent_us);
+            }
+        }
+        if !wasted.is_empty() {
+            wasted.reverse();
+            out.push(Expanded {
+                answered: *a,
+                wasted,
+            });
+        }
+    }
+    out
+}
+
+fn finding(client: IpAddr, name: &str, lookups: &[Expanded]) -> Option<Finding> {
+    if lookups.len() < MIN_LOOKUPS {
+        return None;
+    }
+    let mut lost: Vec<u64> = lookups.iter().map(Expanded::lost_us).collect();
+    lost.sort_unstable();
+    let per = whyslow_model::stats::percentile(&lost, 0.5);
+    let mut wasted: Vec<u64> = lookups.iter().map(|l| l.wasted.len() as u64).collect();
+    wasted.sort_unstable();
+    let wasted_per = whyslow_model::stats::percentile(&wasted, 0.5);
+    // In the order the walk tried them.
+    let mut suffixes: Vec<&str> = Vec::new();
+    for w in lookups.iter().flat_map(|l| &l.wasted) {
+        let s = &w.name[name.len() + 1..];
+        if !suffixes.contains(&s) {
+            suffixes.push(s);
+        }
+    }
+    let dots = name.matches('.').count();
+    let summary = format!(
+        "{client} looked up {name} through its search list first: {wasted_per} queries answered \
+         NXDOMAIN (under {}) before the one that answered, {} per lookup (median), {} lookups. \
+         The name has {dots} dot(s): the resolver's ndots is above {dots}",
+        suffixes.join(", "),
+        fmt_ms(per),
+        lookups.len()
+    );
+    Some(Finding {
+        subject: format!("{client} {name}"),
+        facts: Facts::default()
+            .with("wasted_queries_per_lookup", wasted_per as f64)
+            .with("lookups", lookups.len() as f64)
+            .with("suffixes", suffixes.len() as f64)
+            .with("name_dots", dots as f64),
+        time_lost_us: lost.iter().sum(),
+        time_lost_per_occurrence_us: per,
+        occurrences: lookups.len() as u32,
+        evidence: lookups
+            .iter()
+            .take(EVIDENCE)
+            .map(|l| Evidence::Exchange {
+                id: l.answered.exchange.id,
+                request: l.answered.exchange.request.to_string(),
+                note: format!(
+                    "answered after {} wasted queries ({}), {} of search",
+                    l.wasted.len(),
+                    names_once(&l.wasted).join(", "),
+                    fmt_ms(l.lost_us())
+                ),
+                facts: Facts::default()
+                    .with("wasted_queries", l.wasted.len() as f64)
+                    .with("lost_us", l.lost_us() as f64),
+            })
+            .collect(),
+        ..Finding::new(
+            FindingKind::DnsSearchExpansion,
+            Severity::Warning,
+            summary,
+            FIX,
+        )
+    })
+}
+
+/// The queries' names, each once, in the order sent (A and AAAA of one
+/// name are one step of the walk).
+fn names_once<'a>(qs: &[Query<'a>]) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for q in qs {
+        if !out.contains(&q.name) {
+            out.push(q.name);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::dns_timeline;
+
+    /// `lookups` lookups of api.internal, each after two NXDOMAIN suffixes;
+    /// every answer 300 µs after its query.
+    fn searched(lookups: u64) -> Timeline {
+        let mut qs = Vec::new();
+        for i in 0..lookups {
+            let t = 1_000_000 + i * 100_000;
+            qs.push((
+                "A api.internal.svc.cluster.local",
+                t,
+                Some((300, "NXDOMAIN")),
+            ));
+            qs.push((
+                "A api.internal.cluster.local",
+                t + 400,
+                Some((300, "NXDOMAIN")),
+            ));
+            qs.push(("A api.internal", t + 800, Some((300, "NOERROR"))));
+        }
+        dns_timeline(&qs)
+    }
+
+    #[test]
+    fn suffixes_tried_before_the_name_are_found_with_their_time() {
+        let f = detect(&searched(5));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, FindingKind::DnsSearchExpansion);
+        assert_eq!(f[0].occurrences, 5);
+        assert_eq!(f[0].time_lost_per_occurrence_us, 800);
+        assert_eq!(f[0].facts.0["wasted_queries_per_lookup"], 2.0);
+        assert!(
+            f[0].summary.contains("svc.cluster.local"),
+            "{}",
+            f[0].summary
+        );
+        assert!(f[0].summary.contains("1 dot(s)"), "{}", f[0].summary);
+    }
+
+    #[test]
+    fn parallel_types_are_one_lookup_and_a_rare_miss_is_not_a_pattern() {
+        assert!(detect(&searched(2)).is_empty());
+        // A and AAAA in parallel, as glibc sends them: one lookup.
+        let mut pairs = Vec::new();
+        for i in 0..4 {
+            let t = 1_000_000 + i * 100_000;
+            for (ty, dt) in [("A", 0), ("AAAA", 5)] {
+                pairs.push((
+                    format!("{ty} api.internal.svc.cluster.local"),
+                    t + dt,
+                    "NXDOMAIN",
+                ));
+                pairs.push((
+                    format!("{ty} api.internal.cluster.local"),
+                    t + 400 + dt,
+                    "NXDOMAIN",
+                ));
+                pairs.push((format!("{ty} api.internal"), t + 800 + dt, "NOERROR"));
+            }
+        }
+        pairs.sort_by_key(|p| p.1);
+        let qs: Vec<_> = pairs
+            .iter()
+            .map(|(r, t, c)| (r.as_str(), *t, Some((300, *c))))
+            .collect();
+        let f = detect(&dns_timeline(&qs));
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            (f[0].occurrences, f[0].facts.0["wasted_queries_per_lookup"]),
+            (4, 4.0)
+        );
+        assert_eq!(f[0].time_lost_per_occurrence_us, 800);
+        let plain: Vec<_> = (0..10)
+            .map(|i| {
+                (
+                    "A api.internal",
+                    1_000_000 + i * 1000,
+                    Some((300, "NOERROR")),
+                )
+            })
+            .collect();
+        assert!(detect(&dns_timeline(&plain)).is_empty());
+        // NXDOMAIN for another name, or one answered after the lookup began: not wasted.
+        let mut qs = Vec::new();
+        for i in 0..5 {
+            let t = 1_000_000 + i * 100_000;
+            qs.push(("A other.internal.cluster.local", t, Some((300, "NXDOMAIN"))));
+            qs.push((
+                "A api.internal.cluster.local",
+                t + 400,
+                Some((900, "NXDOMAIN")),
+            ));
+            qs.push(("A api.internal", t + 800, Some((300, "NOERROR"))));
+        }
+        assert!(detect(&dns_timeline(&qs)).is_empty());
+    }
+}

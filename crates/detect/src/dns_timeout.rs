@@ -1,0 +1,184 @@
+//! `dns_timeout`: a query never answered, asked again after the client's
+//! timeout — the lookup stalled for that long. A stub resolver waits its
+//! `options timeout:` (glibc's default 5 s, 1 s at the least) before it
+//! sends the question again; the classic cause is a resolver or a
+//! conntrack table dropping one of the parallel A/AAAA queries a glibc
+//! client sends from one socket. Time lost per occurrence: first try →
+//! the try that followed.
+
+use crate::dns_lookups::{by_client, queries, Query};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Timeline};
+
+/// The shortest wait that is a timeout: glibc's `timeout:` is whole
+/// seconds (1 at the least), musl's retry interval 1 s divided by its
+/// attempts (0.33 s at the most attempts, 3); sooner, the same question
+/// again is a second lookup, not a retry.
+const MIN_TIMEOUT_US: u64 = 300_000;
+/// The longest: glibc caps a try's timeout at 30 s (`RES_MAXRETRANS`).
+const MAX_TIMEOUT_US: u64 = 30_000_000;
+/// Evidence occurrences listed.
+const EVIDENCE: usize = 5;
+
+const FIX: &str = "find where the query was dropped: a resolver that drops under load, or \
+                   the kernel's conntrack race on parallel A and AAAA queries from one \
+                   socket (glibc: `options single-request-reopen` or `single-request` in \
+                   resolv.conf; a node-local DNS cache); lower `options timeout:` so a lost \
+                   query costs less";
+
+/// An unanswered query and the try of the same question after it.
+struct Stall<'a> {
+    lost: Query<'a>,
+    retry: Query<'a>,
+    /// The other type of the same name, sent with the lost one and answered.
+    partner: Option<Query<'a>>,
+}
+
+impl Stall<'_> {
+    fn stall_us(&self) -> u64 {
+        self.retry.sent_us.saturating_sub(self.lost.sent_us)
+    }
+}
+
+pub fn detect(t: &Timeline) -> Vec<Finding> {
+    let qs = queries(t);
+    let mut out = Vec::new();
+    for (client, qs) in by_client(&qs) {
+        let mut by_question: BTreeMap<(&str, &str), Vec<Stall>> = BTreeMap::new();
+        for s in stalls(&qs) {
+            by_question
+                .entry((s.lost.qtype, s.lost.name))
+                .or_default()
+                .push(s);
+        }
+        for ((qtype, name), stalls) in by_question {
+            out.push(finding(client, qtype, name, &stalls));
+        }
+    }
+    out
+}
+
+/// Each unanswered query followed by the same question from the same
+/// client within the timeouts a stub resolver uses.
+fn stalls<'a>(qs: &[Query<'a>]) -> Vec<Stall<'a>> {
+    let mut out = Vec::new();
+    for (i, lost) in qs.iter().enumerate() {
+        if lost.answered_us.is_some() {
+            continue;
+        }
+        let retry = qs[i + 1..]
+            .iter()
+            .take_while(|q| q.sent_us.saturating_sub(lost.sent_us) <= MAX_TIMEOUT_US)
+            .find(|q| {
+                q.name == lost.name
+                    && q.qtype == lost.qtype
+                    && q.sent_us.saturating_sub(lost.sent_us) >= MIN_TIMEOUT_US
+            });
+        let Some(retry) = retry else {
+            continue;
+        };
+        // Its parallel partner: the other type of the name, sent within
+        // a millisecond of it (glibc sends both at once) and answered.
+        let partner = qs
+            .iter()
+            .find(|q| {
+                q.name == lost.name
+                    && q.qtype != lost.qtype
+                    && q.sent_us.abs_diff(lost.sent_us) <= 1_000
+                    && q.answered_us.is_some()
+            })
+            .copied();
+        out.push(Stall {
+            lost: *lost,
+            retry: *retry,
+            partner,
+        });
+    }
+    out
+}
+
+fn finding(client: IpAddr, qtype: &str, name: &str, stalls: &[Stall]) -> Finding {
+    let mut lost: Vec<u64> = stalls.iter().map(Stall::stall_us).collect();
+    lost.sort_unstable();
+    let per = whyslow_model::stats::percentile(&lost, 0.5);
+    let raced = stalls.iter().filter(|s| s.partner.is_some()).count();
+    let race = match raced {
+        0 => String::new(),
+        n => format!(
+            "; {n} of {} while the other type of the name, sent with it, was answered \
+             (parallel A/AAAA queries on one socket)",
+            stalls.len()
+        ),
+    };
+    let summary = format!(
+        "{client}'s query {qtype} {name} went unanswered and was asked again after {} \
+         (median; the resolver's timeout), {} time(s){race}",
+        fmt_ms(per),
+        stalls.len()
+    );
+    Finding {
+        subject: format!("{client} {qtype} {name}"),
+        facts: Facts::default()
+            .with("timeout_us", per as f64)
+            .with("raced_with_other_type", raced as f64),
+        time_lost_us: lost.iter().sum(),
+        time_lost_per_occurrence_us: per,
+        occurrences: stalls.len() as u32,
+        evidence: stalls
+            .iter()
+            .take(EVIDENCE)
+            .map(|s| Evidence::Exchange {
+                id: s.lost.exchange.id,
+                request: s.lost.exchange.request.to_string(),
+                note: format!(
+                    "never answered; asked again {} later (exchange #{})",
+                    fmt_ms(s.stall_us()),
+                    s.retry.exchange.id
+                ),
+                facts: Facts::default().with("stall_us", s.stall_us() as f64),
+            })
+            .collect(),
+        ..Finding::new(FindingKind::DnsTimeout, Severity::Critical, summary, FIX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::dns_timeline;
+
+    #[test]
+    fn a_dropped_query_asked_again_after_the_timeout_is_the_stall() {
+        let t = dns_timeline(&[
+            ("A api.internal", 1_000_000, None),
+            ("AAAA api.internal", 1_000_010, Some((150, "NOERROR"))),
+            ("A api.internal", 2_000_300, Some((200, "NOERROR"))),
+            ("AAAA api.internal", 2_000_310, Some((150, "NOERROR"))),
+        ]);
+        let f = detect(&t);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, FindingKind::DnsTimeout);
+        assert_eq!(f[0].time_lost_per_occurrence_us, 1_000_300);
+        assert_eq!(f[0].subject, "10.0.0.1 A api.internal");
+        assert_eq!(f[0].facts.0["raced_with_other_type"], 1.0);
+    }
+
+    #[test]
+    fn unanswered_alone_or_asked_again_at_once_is_no_timeout() {
+        // Never asked again (the capture ended, or the client gave up).
+        assert!(detect(&dns_timeline(&[("A a.internal", 1_000_000, None)])).is_empty());
+        // The same question again 50 ms later: a second lookup.
+        let t = dns_timeline(&[
+            ("A a.internal", 1_000_000, None),
+            ("A a.internal", 1_050_000, Some((100, "NOERROR"))),
+        ]);
+        assert!(detect(&t).is_empty());
+        // Another name after the wait.
+        let t = dns_timeline(&[
+            ("A a.internal", 1_000_000, None),
+            ("A b.internal", 2_000_000, Some((100, "NOERROR"))),
+        ]);
+        assert!(detect(&t).is_empty());
+    }
+}
