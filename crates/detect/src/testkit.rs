@@ -140,9 +140,13 @@ macro_rules! detect_on_requests {
 }
 pub(crate) use detect_on_requests;
 
+/// One query of `dns_timeline`: request ("A name"), sent at, and when
+/// answered, (after how long, rcode).
+pub type DnsQuery<'a> = (&'a str, u64, Option<(u64, &'a str)>);
+
 /// A timeline of DNS queries from 10.0.0.1 to the resolver 10.0.0.53:53,
-/// one UDP flow each: (request "A name", sent at, answered after / rcode).
-pub fn dns_timeline(queries: &[(&str, u64, Option<(u64, &str)>)]) -> Timeline {
+/// one UDP flow each.
+pub fn dns_timeline(queries: &[DnsQuery]) -> Timeline {
     let mut t = Timeline::default();
     for (i, (request, at, answer)) in queries.iter().enumerate() {
         let client = format!("10.0.0.1:{}", 40_000 + i).parse().unwrap();
