@@ -23,6 +23,9 @@ const EXPANSION_WINDOW_US: u64 = 1_000_000;
 /// walk: a stub resolver sends it at once; 25 ms covers a scheduler
 /// period on a busy host. A query answered longer before was another lookup.
 const CHAIN_GAP_US: u64 = 25_000;
+/// Queries of one name sent this close together are one step of the
+/// walk (glibc sends A and AAAA back to back from one socket).
+const PARALLEL_US: u64 = 1_000;
 /// Evidence lookups listed.
 const EVIDENCE: usize = 5;
 
@@ -60,9 +63,11 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
 }
 
 /// Each answered query with the NXDOMAIN queries for its name under a
-/// suffix that led up to it: walking back, each answered just before the
-/// next query of the walk was sent (each wasted query counted for one
-/// lookup: the next answered one).
+/// suffix that led up to it. Walking back, each step of the walk is one
+/// name: the query answered last before the walk's next query was sent
+/// (and just before: `CHAIN_GAP_US`), with the other types of that name
+/// sent with it. Each wasted query counts for one lookup, and a lookup
+/// takes one of each name: concurrent lookups of one name share nothing.
 fn expanded<'a>(qs: &[Query<'a>]) -> Vec<Expanded<'a>> {
     let mut used = vec![false; qs.len()];
     let mut out = Vec::new();
@@ -71,28 +76,32 @@ fn expanded<'a>(qs: &[Query<'a>]) -> Vec<Expanded<'a>> {
             continue;
         }
         let mut wasted = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
         let mut next_sent = a.sent_us;
-        for j in (0..i).rev() {
-            let w = &qs[j];
-            if a.sent_us.saturating_sub(w.sent_us) > EXPANSION_WINDOW_US {
-                break;
-            }
-            let under = w.name.len() > a.name.len() + 1
-                && w.name.starts_with(a.name)
-                && w.name.as_bytes()[a.name.len()] == b'.';
-            // Answered before the lookup's query, and just before the
-            // walk's next query (or while it was out: A and AAAA in parallel).
-            let led_up = w
-                .answered_us
-                .is_some_and(|at| at <= a.sent_us && next_sent.saturating_sub(at) <= CHAIN_GAP_US);
-            if !used[j] && under && led_up && w.is("NXDOMAIN") {
-                used[j] = true;
-                wasted.push(*w);
-                next_sent = next_sent.min(w.sent_us);
+        while let Some(j) = previous_step(qs, i, next_sent, &names, &used) {
+            let step = qs[j];
+            names.push(step.name);
+            next_sent = step.sent_us;
+            let mut types = vec![step.qtype];
+            used[j] = true;
+            wasted.push(step);
+            // The other types of the name sent with it, one of each.
+            for (k, q) in qs.iter().enumerate().take(i) {
+                let partner = q.name == step.name
+                    && !types.contains(&q.qtype)
+                    && q.sent_us.abs_diff(step.sent_us) <= PARALLEL_US
+                    && q.is("NXDOMAIN")
+                    && q.answered_us.is_some_and(|at| at <= a.sent_us);
+                if partner && !used[k] {
+                    used[k] = true;
+                    types.push(q.qtype);
+                    wasted.push(*q);
+                    next_sent = next_sent.min(q.sent_us);
+                }
             }
         }
         if !wasted.is_empty() {
-            wasted.reverse();
+            wasted.sort_by_key(|q| q.sent_us);
             out.push(Expanded {
                 answered: *a,
                 wasted,
@@ -100,6 +109,33 @@ fn expanded<'a>(qs: &[Query<'a>]) -> Vec<Expanded<'a>> {
         }
     }
     out
+}
+
+/// The query of the walk to `qs[i]` before one sent at `next_sent`: an
+/// unused NXDOMAIN for `qs[i]`'s name under a suffix not yet in the walk
+/// (`names`), answered last before `next_sent` and just before it.
+fn previous_step(
+    qs: &[Query],
+    i: usize,
+    next_sent: u64,
+    names: &[&str],
+    used: &[bool],
+) -> Option<usize> {
+    let a = &qs[i];
+    (0..i)
+        .rev()
+        .take_while(|&j| a.sent_us.saturating_sub(qs[j].sent_us) <= EXPANSION_WINDOW_US)
+        .filter(|&j| {
+            let w = &qs[j];
+            let under = w.name.len() > a.name.len() + 1
+                && w.name.starts_with(a.name)
+                && w.name.as_bytes()[a.name.len()] == b'.';
+            let led_up = w
+                .answered_us
+                .is_some_and(|at| at <= next_sent && next_sent - at <= CHAIN_GAP_US);
+            !used[j] && under && led_up && w.is("NXDOMAIN") && !names.contains(&w.name)
+        })
+        .max_by_key(|&j| qs[j].answered_us)
 }
 
 fn finding(client: IpAddr, name: &str, lookups: &[Expanded]) -> Option<Finding> {
@@ -275,5 +311,32 @@ mod tests {
             qs.push(("A api.internal", t + 800, Some((300, "NOERROR"))));
         }
         assert!(detect(&dns_timeline(&qs)).is_empty());
+    }
+
+    #[test]
+    fn concurrent_lookups_of_one_name_each_take_their_own_walk() {
+        // Four lookups at once, their queries interleaved.
+        let mut qs = Vec::new();
+        for i in 0..4u64 {
+            let t = 1_000_000 + i * 50;
+            qs.push((
+                "A api.internal.svc.cluster.local",
+                t,
+                Some((300, "NXDOMAIN")),
+            ));
+            qs.push((
+                "A api.internal.cluster.local",
+                t + 400,
+                Some((300, "NXDOMAIN")),
+            ));
+            qs.push(("A api.internal", t + 800, Some((300, "NOERROR"))));
+        }
+        qs.sort_by_key(|q| q.1);
+        let f = detect(&dns_timeline(&qs));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].occurrences, 4);
+        assert_eq!(f[0].facts.0["wasted_queries_per_lookup"], 2.0);
+        let lost = f[0].time_lost_per_occurrence_us;
+        assert!((750..=850).contains(&lost), "{lost}");
     }
 }

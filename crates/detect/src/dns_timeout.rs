@@ -8,16 +8,19 @@
 
 use crate::dns_lookups::{by_client, queries, Query};
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Timeline};
 
-/// The shortest wait that is a timeout: glibc's `timeout:` is whole
-/// seconds (1 at the least), musl's retry interval 1 s divided by its
-/// attempts (0.33 s at the most attempts, 3); sooner, the same question
-/// again is a second lookup, not a retry.
+/// The shortest wait that is a timeout when the question comes again from
+/// another socket: glibc's `timeout:` is whole seconds (1 at the least),
+/// musl's retry interval 1 s divided by its attempts (0.33 s at the most
+/// attempts, 3); sooner, the same question again is a second lookup, not
+/// a retry. On the same socket it is a retry whenever it comes.
 const MIN_TIMEOUT_US: u64 = 300_000;
 /// The longest: glibc caps a try's timeout at 30 s (`RES_MAXRETRANS`).
 const MAX_TIMEOUT_US: u64 = 30_000_000;
+/// Questions named in the summary.
+const QUESTIONS_LISTED: usize = 3;
 /// Evidence occurrences listed.
 const EVIDENCE: usize = 5;
 
@@ -45,36 +48,36 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
     let qs = queries(t);
     let mut out = Vec::new();
     for (client, qs) in by_client(&qs) {
-        let mut by_question: BTreeMap<(&str, &str), Vec<Stall>> = BTreeMap::new();
+        let mut by_resolver: BTreeMap<SocketAddr, Vec<Stall>> = BTreeMap::new();
         for s in stalls(&qs) {
-            by_question
-                .entry((s.lost.qtype, s.lost.name))
-                .or_default()
-                .push(s);
+            by_resolver.entry(s.lost.resolver).or_default().push(s);
         }
-        for ((qtype, name), stalls) in by_question {
-            out.push(finding(client, qtype, name, &stalls));
+        for (resolver, stalls) in by_resolver {
+            out.push(finding(client, resolver, &stalls));
         }
     }
     out
 }
 
 /// Each unanswered query followed by the same question from the same
-/// client within the timeouts a stub resolver uses.
+/// client: on the same socket (glibc asks again on it, with the same id)
+/// whenever it came, or else from another socket within the timeouts a
+/// stub resolver uses.
 fn stalls<'a>(qs: &[Query<'a>]) -> Vec<Stall<'a>> {
     let mut out = Vec::new();
     for (i, lost) in qs.iter().enumerate() {
         if lost.answered_us.is_some() {
             continue;
         }
-        let retry = qs[i + 1..]
-            .iter()
-            .take_while(|q| q.sent_us.saturating_sub(lost.sent_us) <= MAX_TIMEOUT_US)
-            .find(|q| {
-                q.name == lost.name
-                    && q.qtype == lost.qtype
-                    && q.sent_us.saturating_sub(lost.sent_us) >= MIN_TIMEOUT_US
-            });
+        let later = || {
+            qs[i + 1..]
+                .iter()
+                .take_while(|q| q.sent_us.saturating_sub(lost.sent_us) <= MAX_TIMEOUT_US)
+                .filter(|q| q.name == lost.name && q.qtype == lost.qtype)
+        };
+        let same_socket = later().find(|q| q.exchange.connection == lost.exchange.connection);
+        let retry = same_socket
+            .or_else(|| later().find(|q| q.sent_us.saturating_sub(lost.sent_us) >= MIN_TIMEOUT_US));
         let Some(retry) = retry else {
             continue;
         };
@@ -98,7 +101,7 @@ fn stalls<'a>(qs: &[Query<'a>]) -> Vec<Stall<'a>> {
     out
 }
 
-fn finding(client: IpAddr, qtype: &str, name: &str, stalls: &[Stall]) -> Finding {
+fn finding(client: IpAddr, resolver: SocketAddr, stalls: &[Stall]) -> Finding {
     let mut lost: Vec<u64> = stalls.iter().map(Stall::stall_us).collect();
     lost.sort_unstable();
     let per = whyslow_model::stats::percentile(&lost, 0.5);
@@ -111,14 +114,29 @@ fn finding(client: IpAddr, qtype: &str, name: &str, stalls: &[Stall]) -> Finding
             stalls.len()
         ),
     };
+    // Which questions, the most often lost first.
+    let mut questions: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in stalls {
+        *questions
+            .entry(s.lost.exchange.request.as_str())
+            .or_default() += 1;
+    }
+    let mut questions: Vec<(&str, usize)> = questions.into_iter().collect();
+    questions.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let listed: Vec<String> = questions
+        .iter()
+        .take(QUESTIONS_LISTED)
+        .map(|(q, n)| format!("{q} ×{n}"))
+        .collect();
     let summary = format!(
-        "{client}'s query {qtype} {name} went unanswered and was asked again after {} \
-         (median; the resolver's timeout), {} time(s){race}",
+        "{} queries from {client} to {resolver} went unanswered and were asked again after {} \
+         (median; the client's timeout): {}{race}",
+        stalls.len(),
         fmt_ms(per),
-        stalls.len()
+        listed.join(", ")
     );
     Finding {
-        subject: format!("{client} {qtype} {name}"),
+        subject: format!("{client} {resolver}"),
         facts: Facts::default()
             .with("timeout_us", per as f64)
             .with("raced_with_other_type", raced as f64),
@@ -160,7 +178,12 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, FindingKind::DnsTimeout);
         assert_eq!(f[0].time_lost_per_occurrence_us, 1_000_300);
-        assert_eq!(f[0].subject, "10.0.0.1 A api.internal");
+        assert_eq!(f[0].subject, "10.0.0.1 10.0.0.53:53");
+        assert!(
+            f[0].summary.contains("A api.internal ×1"),
+            "{}",
+            f[0].summary
+        );
         assert_eq!(f[0].facts.0["raced_with_other_type"], 1.0);
     }
 
@@ -168,12 +191,18 @@ mod tests {
     fn unanswered_alone_or_asked_again_at_once_is_no_timeout() {
         // Never asked again (the capture ended, or the client gave up).
         assert!(detect(&dns_timeline(&[("A a.internal", 1_000_000, None)])).is_empty());
-        // The same question again 50 ms later: a second lookup.
+        // The same question again 50 ms later from another socket: a second lookup.
         let t = dns_timeline(&[
             ("A a.internal", 1_000_000, None),
             ("A a.internal", 1_050_000, Some((100, "NOERROR"))),
         ]);
         assert!(detect(&t).is_empty());
+        // From the same socket it is the client's retry, after its own timeout.
+        let mut t = t;
+        t.exchanges[1].connection = 0;
+        let f = detect(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].time_lost_per_occurrence_us, 50_000);
         // Another name after the wait.
         let t = dns_timeline(&[
             ("A a.internal", 1_000_000, None),

@@ -6,6 +6,7 @@ pub mod background;
 pub mod breakdown;
 pub mod critical_path;
 pub mod dns_lookups;
+pub mod dns_per_call;
 pub mod dns_search_expansion;
 pub mod dns_timeout;
 pub mod duplicate_calls;
@@ -92,6 +93,7 @@ pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
     zero_window::detect,
     no_keepalive::detect,
     tls_full_handshake::detect,
+    dns_per_call::detect,
     dns_search_expansion::detect,
     dns_timeout::detect,
     slow_resolver::detect,

@@ -274,7 +274,7 @@ fn mark_warming(t: &Timeline, requests: &mut [RequestCalls]) {
 }
 
 /// Last response byte, or last request byte when unanswered.
-fn call_end(e: &Exchange) -> u64 {
+pub fn call_end(e: &Exchange) -> u64 {
     e.response_last_at_us.unwrap_or(e.request_last_at_us)
 }
 
@@ -291,10 +291,12 @@ pub fn with_calls<'r, 'a>(
         .filter(|r| r.told_apart() && !r.calls.is_empty())
 }
 
-/// Calls grouped by (server, normalized request): one shape each.
+/// Calls grouped by (server, normalized request): one shape each. DNS
+/// queries are left to the DNS detectors: a name looked up again is a
+/// missing cache (`dns_per_call`), not a duplicate call or an N+1.
 pub fn by_shape<'a>(calls: &[Call<'a>]) -> BTreeMap<(SocketAddr, &'a str), Vec<Call<'a>>> {
     let mut out: BTreeMap<(SocketAddr, &str), Vec<Call>> = BTreeMap::new();
-    for c in calls {
+    for c in calls.iter().filter(|c| c.protocol() != Protocol::Dns) {
         out.entry((c.server, c.exchange.request.as_str()))
             .or_default()
             .push(*c);

@@ -61,17 +61,19 @@ fn known_backing(opts: &AnalysisOptions) -> Vec<u16> {
 }
 
 impl CaptureSession {
-    /// Starts capturing TCP on `ports`; Err is one line saying why not.
+    /// Starts capturing TCP on `ports`, and DNS: UDP on port 53 and
+    /// `udp`; Err is one line saying why not.
     pub fn start(
         iface: &str,
         ports: &[u16],
+        udp: &[u16],
         keep: Option<PathBuf>,
     ) -> Result<CaptureSession, String> {
         let path = match &keep {
             Some(p) => p.clone(),
             None => private_file()?,
         };
-        let handle = LiveCapture::spawn(iface, ports, &path).map_err(|e| {
+        let handle = LiveCapture::spawn_with_udp(iface, ports, udp, &path).map_err(|e| {
             if keep.is_none() {
                 let _ = std::fs::remove_file(&path);
             }

@@ -319,13 +319,15 @@ fn start_capture(
         .unwrap_or_else(|| default_iface(t).to_string());
     // On loopback, take all TCP: the service's backing calls are found while
     // and after the run, when its connections to them exist (see `backing`).
+    // UDP: DNS on port 53, and on the ports given (a resolver of its own).
     let ports: Vec<u16> = match iface.as_str() {
         "lo" => Vec::new(),
         _ => std::iter::once(t.port)
             .chain(opts.extra_ports.iter().copied())
             .collect(),
     };
-    match CaptureSession::start(&iface, &ports, opts.keep_capture.clone()) {
+    let udp = &opts.extra_ports;
+    match CaptureSession::start(&iface, &ports, udp, opts.keep_capture.clone()) {
         Ok(s) => Some(s),
         Err(why) => {
             report.skipped.push(Skipped {

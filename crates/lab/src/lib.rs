@@ -3,6 +3,7 @@
 //! injects so a diagnosis can be checked against it.
 
 pub mod cache;
+pub mod dnsmini;
 pub mod http1;
 pub mod latency;
 pub mod line;

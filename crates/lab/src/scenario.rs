@@ -95,6 +95,7 @@ pub const SCENARIOS: &[Scenario] = &[
     scenarios::orm_storm::MYSQL_SCENARIO,
     scenarios::tax_stall::SCENARIO,
     scenarios::cache_hol::SCENARIO,
+    scenarios::dns_lookups::SCENARIO,
     scenarios::healthy::SCENARIO,
 ];
 
@@ -113,6 +114,10 @@ pub enum Holding {
     Call,
     /// One connection every request uses at once (pipelined, multiplexed).
     Shared,
+    /// Most calls are DNS queries, each on a socket of its own that ties
+    /// it to no request: the wire tells them apart only where one request
+    /// alone was waiting.
+    Lookups,
 }
 
 /// Clients at once in the lab's concurrent runs (`demo`'s concurrent

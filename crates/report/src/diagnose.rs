@@ -85,7 +85,7 @@ fn capture_text(out: &mut String, c: &CaptureInfo) {
             .join(", ")
     };
     let filter = if c.ports.is_empty() {
-        "all TCP".to_string()
+        "all TCP, DNS on UDP 53".to_string()
     } else {
         format!("ports {}", list(&c.ports))
     };

@@ -238,7 +238,7 @@ fn a_dropped_query_is_the_stall_of_the_resolvers_timeout() {
         stall >= configured && (stall as f64) <= first_ms * 1000.0,
         "stall {stall} µs, timeout {configured} µs, lookup {first_ms} ms"
     );
-    let question = f["subject"].as_str().unwrap();
+    let summary = f["summary"].as_str().unwrap();
     let ex = dns_exchanges(&report);
     let lost: Vec<&Value> = ex
         .iter()

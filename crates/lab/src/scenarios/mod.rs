@@ -2,6 +2,7 @@
 //! `scenario::SCENARIOS`.
 
 pub mod cache_hol;
+pub mod dns_lookups;
 pub mod fanout_pool;
 pub mod healthy;
 pub mod orm_storm;

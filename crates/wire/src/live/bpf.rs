@@ -1,5 +1,6 @@
 //! Classic BPF program keeping only TCP segments to or from given ports, and
-//! DNS datagrams (UDP port 53: the lookups behind a service's calls), for
+//! DNS datagrams (UDP port 53, and UDP on the given ports: the lookups
+//! behind a service's calls, a resolver on a port of its own), for
 //! IPv4 and IPv6, on a SOCK_DGRAM packet socket (the filter sees the packet
 //! from its network header; the EtherType comes from the skb).
 
@@ -97,11 +98,12 @@ impl Asm {
 
 /// The filter: accept (up to `snaplen` bytes) TCP with a source or
 /// destination port in `ports` (all TCP when `ports` is empty), and UDP
-/// to or from `UDP_PORTS`.
-pub fn tcp_ports_filter(ports: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> {
-    if ports.len() > MAX_PORTS {
+/// to or from `UDP_PORTS` or `udp`.
+pub fn ports_filter(ports: &[u16], udp: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> {
+    if ports.len() > MAX_PORTS || udp.len() > MAX_PORTS {
         return None;
     }
+    let udp_ports: Vec<u16> = UDP_PORTS.iter().chain(udp).copied().collect();
     let mut a = Asm {
         insns: Vec::new(),
         labels: Vec::new(),
@@ -147,7 +149,7 @@ pub fn tcp_ports_filter(ports: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> 
     );
     ports_test(&mut a, BPF_IND, 0, ports, accept, drop);
     a.here(v4_udp);
-    ports_test(&mut a, BPF_IND, 0, UDP_PORTS, accept, drop);
+    ports_test(&mut a, BPF_IND, 0, &udp_ports, accept, drop);
 
     a.here(v6);
     a.op(BPF_LD | BPF_B | BPF_ABS, IPV6_NEXT_HEADER);
@@ -165,7 +167,7 @@ pub fn tcp_ports_filter(ports: &[u16], snaplen: u32) -> Option<Vec<SockFilter>> 
     );
     ports_test(&mut a, BPF_ABS, IPV6_HEADER, ports, accept, drop);
     a.here(v6_udp);
-    ports_test(&mut a, BPF_ABS, IPV6_HEADER, UDP_PORTS, accept, drop);
+    ports_test(&mut a, BPF_ABS, IPV6_HEADER, &udp_ports, accept, drop);
 
     a.here(accept);
     a.op(BPF_RET | BPF_K, snaplen);
@@ -211,10 +213,11 @@ mod tests {
 
     #[test]
     fn builds_within_jump_range() {
-        assert!(tcp_ports_filter(&[], 65535).is_some());
+        assert!(ports_filter(&[], &[], 65535).is_some());
         let ports: Vec<u16> = (1..=MAX_PORTS as u16).collect();
-        let f = tcp_ports_filter(&ports, 65535).unwrap();
+        let f = ports_filter(&ports, &ports, 65535).unwrap();
         assert_eq!(f.last().unwrap().code, BPF_RET | BPF_K);
-        assert!(tcp_ports_filter(&[1; MAX_PORTS + 1], 65535).is_none());
+        assert!(ports_filter(&[1; MAX_PORTS + 1], &[], 65535).is_none());
+        assert!(ports_filter(&[], &[1; MAX_PORTS + 1], 65535).is_none());
     }
 }

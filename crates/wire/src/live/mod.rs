@@ -96,10 +96,16 @@ fn open_error(e: std::io::Error) -> WireError {
 
 impl LiveCapture {
     /// Starts capturing TCP to/from `ports` (all TCP when empty) on `iface`
-    /// ("any" for every interface).
+    /// ("any" for every interface), and DNS: UDP port 53 and `ports`.
     pub fn open(iface: &str, ports: &[u16]) -> Result<Self, WireError> {
+        Self::open_with_udp(iface, ports, ports)
+    }
+
+    /// As `open`, with UDP on port 53 and `udp` (a resolver on a port of
+    /// its own, when all TCP is taken).
+    pub fn open_with_udp(iface: &str, ports: &[u16], udp: &[u16]) -> Result<Self, WireError> {
         let index = ifindex(iface)?;
-        let filter = bpf::tcp_ports_filter(ports, SNAPLEN)
+        let filter = bpf::ports_filter(ports, udp, SNAPLEN)
             .ok_or_else(|| WireError::Live(format!("at most {MAX_PORTS} ports can be filtered")))?;
         let blocks = match iface {
             "lo" | "any" => ring::LOOPBACK_BLOCK_COUNT,
@@ -185,7 +191,17 @@ impl LiveCapture {
     /// Captures to `path` on a background thread until `CaptureHandle::stop`.
     /// Opening errors (permission, interface) are returned here.
     pub fn spawn(iface: &str, ports: &[u16], path: &Path) -> Result<CaptureHandle, WireError> {
-        let mut cap = LiveCapture::open(iface, ports)?;
+        Self::spawn_with_udp(iface, ports, ports, path)
+    }
+
+    /// As `spawn`, with `open_with_udp`'s UDP ports.
+    pub fn spawn_with_udp(
+        iface: &str,
+        ports: &[u16],
+        udp: &[u16],
+        path: &Path,
+    ) -> Result<CaptureHandle, WireError> {
+        let mut cap = LiveCapture::open_with_udp(iface, ports, udp)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let path: PathBuf = path.to_path_buf();
