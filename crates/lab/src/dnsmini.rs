@@ -61,7 +61,7 @@ pub async fn serve(socket: UdpSocket, cfg: ResolverConfig) {
             continue;
         };
         let count = seen.fetch_add(1, Ordering::Relaxed) + 1;
-        if cfg.drop_every > 0 && count % cfg.drop_every == 0 {
+        if cfg.drop_every > 0 && count.is_multiple_of(cfg.drop_every) {
             continue;
         }
         let Some(answer) = answer(&buf[..n], &cfg.records) else {
