@@ -24,6 +24,10 @@ use whyslow_model::{
 const MIN_SHARE: f64 = 0.8;
 /// Requests before it is a pattern.
 const MIN_REQUESTS: usize = 3;
+/// The second type of a name (AAAA after A) asked at most this long after
+/// the first's answer is the same lookup: a stub resolver sends it at
+/// once; 1 ms covers a busy host's scheduling.
+const PARTNER_GAP_US: u64 = 1_000;
 /// Evidence requests listed.
 const EVIDENCE: usize = 5;
 
@@ -38,7 +42,12 @@ fn ends_lookup(e: &Exchange) -> bool {
 }
 
 fn question_name(e: &Exchange) -> &str {
-    e.request.split_once(' ').map_or("", |(_, n)| n)
+    question_name_of(&e.request)
+}
+
+/// "api.internal" of "A api.internal".
+fn question_name_of(request: &str) -> &str {
+    request.split_once(' ').map_or("", |(_, n)| n)
 }
 
 pub fn detect(t: &Timeline) -> Vec<Finding> {
@@ -106,10 +115,7 @@ fn per_request(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Opt
             continue;
         };
         let window = (r.request_first_at_us, call_end(r));
-        let lost = covered_us(
-            qs.iter().map(|q| (q.request_first_at_us, call_end(q))),
-            window,
-        );
+        let lost = covered_us(lookups(qs).into_iter(), window);
         let lookups = qs.iter().filter(|q| ends_lookup(q)).count() as u64;
         hits.push((r, lost, qs.len() as u64, lookups));
     }
@@ -155,19 +161,87 @@ fn per_request(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Opt
     })
 }
 
+/// One request's lookups: from each lookup's first query to the answer
+/// that ended it (an address), the client's own work between its queries
+/// included (the search walk's next name, a retry after a timeout).
+fn lookups(qs: &[&Exchange]) -> Vec<(u64, u64)> {
+    let mut sorted: Vec<&Exchange> = qs.to_vec();
+    sorted.sort_by_key(|q| q.request_first_at_us);
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut open: Option<(u64, u64)> = None;
+    // The question that ended the last lookup.
+    let mut ended: Option<&str> = None;
+    for q in sorted {
+        let (start, end) = (q.request_first_at_us, call_end(q));
+        // The other type of the name that ended the last lookup, sent with
+        // it or just after its answer (glibc asks A and AAAA together, or
+        // one after the other): part of that lookup.
+        if let (None, Some(last), Some(question)) = (open, out.last_mut(), ended) {
+            let partner = question_name(q) == question_name_of(question) && q.request != question;
+            if partner && start <= last.1 + PARTNER_GAP_US {
+                last.1 = last.1.max(end);
+                continue;
+            }
+        }
+        let span = open.get_or_insert((start, end));
+        span.1 = span.1.max(end);
+        if ends_lookup(q) {
+            out.extend(open.take());
+            ended = Some(q.request.as_str());
+        }
+    }
+    out.extend(open);
+    out
+}
+
+/// The time lookups kept their callers waiting, summed: per socket (a
+/// stub resolver asks each name of a walk on a socket of its own, A and
+/// AAAA together), from its first query to its last answer, a query left
+/// unanswered waiting until it was asked again; a socket reused for later
+/// lookups (a gap past `PARTNER_GAP_US`) counts each stretch apart.
+fn socket_time(qs: &[&Exchange]) -> u64 {
+    let mut by_socket: HashMap<u32, Vec<&Exchange>> = HashMap::new();
+    for q in qs {
+        by_socket.entry(q.connection).or_default().push(q);
+    }
+    let mut total = 0;
+    for (_, mut qs) in by_socket {
+        qs.sort_by_key(|q| q.request_first_at_us);
+        let mut stretch: Option<(u64, u64)> = None;
+        for (i, q) in qs.iter().enumerate() {
+            let start = q.request_first_at_us;
+            // Unanswered: the caller waited until it asked again.
+            let end = match (q.response_last_at_us, qs.get(i + 1)) {
+                (Some(end), _) => end,
+                (None, Some(next)) if next.request == q.request => next.request_first_at_us,
+                (None, _) => q.request_last_at_us,
+            };
+            match &mut stretch {
+                Some(s) if start <= s.1 + PARTNER_GAP_US => s.1 = s.1.max(end),
+                _ => {
+                    if let Some((a, b)) = stretch.replace((start, end)) {
+                        total += b - a;
+                    }
+                }
+            }
+        }
+        if let Some((a, b)) = stretch {
+            total += b - a;
+        }
+    }
+    total
+}
+
 /// Lookups not told apart: counted over the capture. Each request's
-/// lookups run one after another, so the queries' summed time over the
-/// requests is the mean request's lookup time.
+/// lookups run one after another, so their summed time over the requests
+/// is the mean request's lookup time.
 fn counted(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Option<Finding> {
     let n = requests.len() as f64;
     let lookups = during.iter().filter(|q| ends_lookup(q)).count() as f64;
     if lookups < MIN_SHARE * n || requests.len() < MIN_REQUESTS {
         return None;
     }
-    let total: u64 = during
-        .iter()
-        .map(|q| call_end(q).saturating_sub(q.request_first_at_us))
-        .sum();
+    let total = socket_time(during);
     let mean = (total as f64 / n) as u64;
     let given = during.iter().filter(|q| q.parent.is_some()).count();
     let summary = format!(
@@ -246,6 +320,8 @@ mod tests {
                     q.status = Some(Status::Dns("NOERROR".into()));
                     q.rows = Some(1);
                     if concurrent {
+                        // A socket per query, as a stub resolver opens.
+                        q.connection = 1_000 + id;
                         q.parent = None;
                         q.attribution = Some(whyslow_model::Attribution::Ambiguous);
                     }

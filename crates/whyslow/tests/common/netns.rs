@@ -138,3 +138,55 @@ impl Drop for Dnsmasq {
         let _ = self.child.wait();
     }
 }
+
+/// A program serving in a namespace; killed when dropped.
+pub struct NsServer {
+    child: Child,
+}
+
+impl NsServer {
+    /// Runs `cmd` (a namespace's command) and returns once something
+    /// accepts on the namespace's 127.0.0.1:`port`.
+    pub fn start(ns: &Netns, cmd: &mut Command, port: u16) -> NsServer {
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a server in the namespace");
+        let s = NsServer { child };
+        let probe = format!("import socket; socket.create_connection(('127.0.0.1', {port}), 1)");
+        for _ in 0..200 {
+            let up = ns
+                .command(python())
+                .args(["-c", &probe])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if up {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("nothing listens on {port} in {}", ns.name);
+    }
+}
+
+impl NsServer {
+    /// Runs `cmd` (a namespace's command serving UDP) and gives it a
+    /// moment to bind: no handshake tells when a UDP server is up; the
+    /// resolver's readiness check in front of it waits for answers.
+    pub fn start_udp(_ns: &Netns, cmd: &mut Command) -> NsServer {
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a server in the namespace");
+        NsServer { child }
+    }
+}
+
+impl Drop for NsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -176,9 +176,15 @@ pub fn python_has(test: &str, module: &str) -> bool {
 /// tcpdump writing `file` from lo for `ports` while `run` runs; stopped
 /// after it. Returns how many packets tcpdump says the kernel dropped.
 pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) -> u64 {
-    use std::io::BufRead;
     let filter: Vec<String> = ports.iter().map(|p| format!("tcp port {p}")).collect();
-    let mut child = Command::new("tcpdump")
+    tcpdump_in(Command::new("tcpdump"), file, &filter.join(" or "), run)
+}
+
+/// As `tcpdump_while`, `tcpdump` being `command` (in a network namespace)
+/// and `filter` its filter expression.
+pub fn tcpdump_in(mut tcpdump: Command, file: &Path, filter: &str, run: impl FnOnce()) -> u64 {
+    use std::io::BufRead;
+    let mut child = tcpdump
         // -B: a 256 MiB kernel buffer, or bursts of large values (16 MiB
         // cache writes) overflow the default 2 MiB and packets are dropped;
         // its slots are sized by lo's 64 KiB MTU, so 64 MiB held ~1000.
@@ -193,7 +199,7 @@ pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) -> u64 {
             "-w",
         ])
         .arg(file)
-        .arg(filter.join(" or "))
+        .arg(filter)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
