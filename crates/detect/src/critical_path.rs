@@ -7,7 +7,7 @@
 
 use foldhash::HashMap;
 use foldhash::HashMapExt;
-use whyslow_model::{Attribution, Exchange, ExchangeRole, Timeline};
+use whyslow_model::{Attribution, Exchange, ExchangeRole, Protocol, Timeline};
 
 /// The exchanges of one connection in request order, and for each the
 /// first of the earlier ones still unanswered when its request began.
@@ -53,10 +53,12 @@ impl<'a> Lane<'a> {
 }
 
 /// The connections on which one request at a time is answered, in order:
-/// every protocol but HTTP/2, whose streams share a connection by design.
+/// every protocol but HTTP/2, whose streams share a connection by design,
+/// and DNS, answered by id in any order (RFC 7766 §6.2.1.1).
 pub fn lanes(t: &Timeline) -> HashMap<u32, Lane<'_>> {
     let mut by_conn: HashMap<u32, Vec<&Exchange>> = HashMap::new();
-    for e in t.exchanges.iter().filter(|e| e.stream.is_none()) {
+    let in_order = |e: &&Exchange| e.stream.is_none() && e.protocol != Protocol::Dns;
+    for e in t.exchanges.iter().filter(in_order) {
         by_conn.entry(e.connection).or_default().push(e);
     }
     by_conn

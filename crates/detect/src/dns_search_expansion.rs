@@ -7,7 +7,7 @@
 //! first wasted query to the query that answered.
 
 use crate::dns_lookups::{by_client, queries, Query};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Timeline};
 
@@ -26,6 +26,12 @@ const CHAIN_GAP_US: u64 = 25_000;
 /// Queries of one name sent this close together are one step of the
 /// walk (glibc sends A and AAAA back to back from one socket).
 const PARALLEL_US: u64 = 1_000;
+/// NXDOMAIN queries looked at per answered one: the latest before it. A
+/// walk needs a few (two types of six suffixes at the most, Kubernetes'
+/// search list with ndots:5), five concurrent walks of one name 64; a
+/// flood of failing names under one (random subdomains of a zone) costs
+/// a bounded scan.
+const MAX_CANDIDATES: usize = 64;
 /// Evidence lookups listed.
 const EVIDENCE: usize = 5;
 
@@ -69,16 +75,29 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
 /// sent with it. Each wasted query counts for one lookup, and a lookup
 /// takes one of each name: concurrent lookups of one name share nothing.
 fn expanded<'a>(qs: &[Query<'a>]) -> Vec<Expanded<'a>> {
+    let under = nxdomain_under(qs);
     let mut used = vec![false; qs.len()];
     let mut out = Vec::new();
     for (i, a) in qs.iter().enumerate() {
         if !a.is("NOERROR") {
             continue;
         }
+        let Some(cands) = under.get(a.name) else {
+            continue;
+        };
+        // The candidates sent before `a`, latest first, within the window.
+        let before = &cands[..cands.partition_point(|&j| j < i)];
+        let near: Vec<usize> = before
+            .iter()
+            .rev()
+            .take_while(|&&j| a.sent_us.saturating_sub(qs[j].sent_us) <= EXPANSION_WINDOW_US)
+            .take(MAX_CANDIDATES)
+            .copied()
+            .collect();
         let mut wasted = Vec::new();
         let mut names: Vec<&str> = Vec::new();
         let mut next_sent = a.sent_us;
-        while let Some(j) = previous_step(qs, i, next_sent, &names, &used) {
+        while let Some(j) = previous_step(qs, &near, next_sent, &names, &used) {
             let step = qs[j];
             names.push(step.name);
             next_sent = step.sent_us;
@@ -86,11 +105,11 @@ fn expanded<'a>(qs: &[Query<'a>]) -> Vec<Expanded<'a>> {
             used[j] = true;
             wasted.push(step);
             // The other types of the name sent with it, one of each.
-            for (k, q) in qs.iter().enumerate().take(i) {
+            for &k in &near {
+                let q = &qs[k];
                 let partner = q.name == step.name
                     && !types.contains(&q.qtype)
                     && q.sent_us.abs_diff(step.sent_us) <= PARALLEL_US
-                    && q.is("NXDOMAIN")
                     && q.answered_us.is_some_and(|at| at <= a.sent_us);
                 if partner && !used[k] {
                     used[k] = true;
@@ -111,29 +130,40 @@ fn expanded<'a>(qs: &[Query<'a>]) -> Vec<Expanded<'a>> {
     out
 }
 
-/// The query of the walk to `qs[i]` before one sent at `next_sent`: an
-/// unused NXDOMAIN for `qs[i]`'s name under a suffix not yet in the walk
-/// (`names`), answered last before `next_sent` and just before it.
+/// NXDOMAIN queries by each name they are under: "a.b.svc.local" under
+/// "a.b.svc", "a.b" and "a"; indices ascending (the queries' order).
+fn nxdomain_under<'a>(qs: &[Query<'a>]) -> HashMap<&'a str, Vec<usize>> {
+    let mut out: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (j, q) in qs.iter().enumerate() {
+        if !q.is("NXDOMAIN") {
+            continue;
+        }
+        for (dot, _) in q.name.match_indices('.') {
+            out.entry(&q.name[..dot]).or_default().push(j);
+        }
+    }
+    out
+}
+
+/// The query of a walk before one sent at `next_sent`: among `near`
+/// (NXDOMAIN under the walk's name), an unused one under a suffix not
+/// yet in the walk (`names`), answered last before `next_sent` and just
+/// before it.
 fn previous_step(
     qs: &[Query],
-    i: usize,
+    near: &[usize],
     next_sent: u64,
     names: &[&str],
     used: &[bool],
 ) -> Option<usize> {
-    let a = &qs[i];
-    (0..i)
-        .rev()
-        .take_while(|&j| a.sent_us.saturating_sub(qs[j].sent_us) <= EXPANSION_WINDOW_US)
+    near.iter()
+        .copied()
         .filter(|&j| {
             let w = &qs[j];
-            let under = w.name.len() > a.name.len() + 1
-                && w.name.starts_with(a.name)
-                && w.name.as_bytes()[a.name.len()] == b'.';
             let led_up = w
                 .answered_us
                 .is_some_and(|at| at <= next_sent && next_sent - at <= CHAIN_GAP_US);
-            !used[j] && under && led_up && w.is("NXDOMAIN") && !names.contains(&w.name)
+            !used[j] && led_up && !names.contains(&w.name)
         })
         .max_by_key(|&j| qs[j].answered_us)
 }

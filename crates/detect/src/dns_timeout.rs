@@ -7,7 +7,7 @@
 //! the try that followed.
 
 use crate::dns_lookups::{by_client, queries, Query};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Timeline};
 
@@ -19,6 +19,12 @@ use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Tim
 const MIN_TIMEOUT_US: u64 = 300_000;
 /// The longest: glibc caps a try's timeout at 30 s (`RES_MAXRETRANS`).
 const MAX_TIMEOUT_US: u64 = 30_000_000;
+/// A query's parallel partner is sent within this of it (glibc sends A
+/// and AAAA back to back).
+const PARTNER_US: u64 = 1_000;
+/// Later queries of one question looked at for a retry: a flood of one
+/// question costs a bounded scan.
+const MAX_LATER: usize = 256;
 /// Questions named in the summary.
 const QUESTIONS_LISTED: usize = 3;
 /// Evidence occurrences listed.
@@ -60,38 +66,60 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
 }
 
 /// Each unanswered query followed by the same question from the same
-/// client: on the same socket (glibc asks again on it, with the same id)
-/// whenever it came, or else from another socket within the timeouts a
-/// stub resolver uses.
+/// client: the same query again (its socket and id: glibc and musl ask
+/// again so) whenever it came, or else the client's next ask of the
+/// question, from another socket, within the timeouts a stub resolver
+/// uses. A socket that carries many queries (a load generator, a
+/// caching client) asks one question again and again: only its id makes
+/// a retry.
 fn stalls<'a>(qs: &[Query<'a>]) -> Vec<Stall<'a>> {
+    // Each question's queries, and each name's, in send order.
+    let mut by_question: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, q) in qs.iter().enumerate() {
+        by_question.entry((q.qtype, q.name)).or_default().push(i);
+        by_name.entry(q.name).or_default().push(i);
+    }
     let mut out = Vec::new();
     for (i, lost) in qs.iter().enumerate() {
         if lost.answered_us.is_some() {
             continue;
         }
+        let same = &by_question[&(lost.qtype, lost.name)];
         let later = || {
-            qs[i + 1..]
+            same[same.partition_point(|&j| j <= i)..]
                 .iter()
+                .map(|&j| &qs[j])
                 .take_while(|q| q.sent_us.saturating_sub(lost.sent_us) <= MAX_TIMEOUT_US)
-                .filter(|q| q.name == lost.name && q.qtype == lost.qtype)
+                .take(MAX_LATER)
         };
-        let same_socket = later().find(|q| q.exchange.connection == lost.exchange.connection);
-        let retry = same_socket
-            .or_else(|| later().find(|q| q.sent_us.saturating_sub(lost.sent_us) >= MIN_TIMEOUT_US));
+        // The same query again: its socket and transaction id (the
+        // analyzer gives a try and its retry the id as their digest).
+        let again = later().find(|q| {
+            q.exchange.connection == lost.exchange.connection
+                && lost.exchange.params_digest.is_some()
+                && q.exchange.params_digest == lost.exchange.params_digest
+        });
+        // Or the client's next ask of the question, from another socket,
+        // a timeout later (asked sooner, it was not waiting for this one).
+        let next_ask = || {
+            later()
+                .find(|q| q.exchange.connection != lost.exchange.connection)
+                .filter(|q| q.sent_us.saturating_sub(lost.sent_us) >= MIN_TIMEOUT_US)
+        };
+        let retry = again.or_else(next_ask);
         let Some(retry) = retry else {
             continue;
         };
         // Its parallel partner: the other type of the name, sent within
         // a millisecond of it (glibc sends both at once) and answered.
-        let partner = qs
+        let named = &by_name[lost.name];
+        let from = named.partition_point(|&j| qs[j].sent_us + PARTNER_US < lost.sent_us);
+        let partner = named[from..]
             .iter()
-            .find(|q| {
-                q.name == lost.name
-                    && q.qtype != lost.qtype
-                    && q.sent_us.abs_diff(lost.sent_us) <= 1_000
-                    && q.answered_us.is_some()
-            })
-            .copied();
+            .map(|&j| qs[j])
+            .take_while(|q| q.sent_us <= lost.sent_us + PARTNER_US)
+            .find(|q| q.qtype != lost.qtype && q.answered_us.is_some());
         out.push(Stall {
             lost: *lost,
             retry: *retry,
@@ -197,12 +225,24 @@ mod tests {
             ("A a.internal", 1_050_000, Some((100, "NOERROR"))),
         ]);
         assert!(detect(&t).is_empty());
-        // From the same socket it is the client's retry, after its own timeout.
+        // From the same socket with the same id it is the client's retry,
+        // after its own timeout; with another id, another query.
         let mut t = t;
         t.exchanges[1].connection = 0;
+        t.exchanges[0].params_digest = Some(7);
+        t.exchanges[1].params_digest = Some(8);
+        assert!(detect(&t).is_empty());
+        t.exchanges[1].params_digest = Some(7);
         let f = detect(&t);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].time_lost_per_occurrence_us, 50_000);
+        // Another socket asking the question in between: not waiting.
+        let t = dns_timeline(&[
+            ("A a.internal", 1_000_000, None),
+            ("A a.internal", 1_000_100, Some((100, "NOERROR"))),
+            ("A a.internal", 2_000_000, Some((100, "NOERROR"))),
+        ]);
+        assert!(detect(&t).is_empty());
         // Another name after the wait.
         let t = dns_timeline(&[
             ("A a.internal", 1_000_000, None),

@@ -55,12 +55,20 @@ pub enum Bad {
 /// Reads what can be read of `msg`: a header always (or `Bad`), the
 /// question and addresses when they are whole and well formed.
 pub fn parse(msg: &[u8]) -> Result<Message, Bad> {
+    let mut m = header(msg)?;
+    read_body(msg, &mut m);
+    Ok(m)
+}
+
+/// The header alone (no question, no addresses): what pairing a response
+/// with its query needs.
+pub fn header(msg: &[u8]) -> Result<Message, Bad> {
     if msg.len() < HEADER {
         return Err(Bad::Short);
     }
     let be = |at: usize| u16::from_be_bytes([msg[at], msg[at + 1]]);
     let flags = be(2);
-    let mut m = Message {
+    Ok(Message {
         id: be(0),
         response: flags & 0x8000 != 0,
         opcode: ((flags >> 11) & 0xf) as u8,
@@ -70,30 +78,33 @@ pub fn parse(msg: &[u8]) -> Result<Message, Bad> {
         answers: be(6),
         question: None,
         addresses: Vec::new(),
-    };
+    })
+}
+
+/// The question and, in a response, the addresses.
+fn read_body(msg: &[u8], m: &mut Message) {
     let mut at = HEADER;
     if m.questions == 0 {
-        return Ok(m);
+        return;
     }
     let Some((name, next)) = read_name(msg, at) else {
-        return Ok(m);
+        return;
     };
     let Some(qtype) = u16_at(msg, next) else {
-        return Ok(m);
+        return;
     };
     m.question = Some(Question { name, qtype });
     at = next + 4;
     // Further questions (none in practice: RFC 9619) are skipped.
     for _ in 1..m.questions.min(MAX_RECORDS_READ as u16) {
         let Some(next) = skip_name(msg, at) else {
-            return Ok(m);
+            return;
         };
         at = next + 4;
     }
     if m.response {
-        read_addresses(msg, at, &mut m);
+        read_addresses(msg, at, m);
     }
-    Ok(m)
 }
 
 fn read_addresses(msg: &[u8], mut at: usize, m: &mut Message) {
@@ -131,7 +142,7 @@ fn u16_at(msg: &[u8], at: usize) -> Option<u16> {
 /// pointer, a pointer not strictly before the label holding it, a name
 /// over 255 bytes, or past the end.
 pub fn read_name(msg: &[u8], at: usize) -> Option<(String, usize)> {
-    let mut name = String::new();
+    let mut name = String::with_capacity(64);
     let end = walk_name(msg, at, |label| {
         if !name.is_empty() {
             name.push('.');

@@ -5,7 +5,8 @@
 //! count. A query never answered is an exchange with no response: the
 //! client's timeout and its retry are the detectors' to read. A query sent
 //! again with the same id while the first is unanswered (a stub resolver's
-//! retry) ends the first one unanswered.
+//! retry) ends the first one unanswered; the two carry the id as their
+//! parameters' digest, so that a retry reads as the same call again.
 //!
 //! One framing for both transports: DNS over TCP prefixes each message with
 //! its length (RFC 1035 §4.2.2), and the flow table gives each UDP datagram
@@ -18,7 +19,7 @@ pub mod message;
 mod tests;
 
 use crate::{Sniff, Span, Start, StreamAnalyzer};
-use message::{parse, plausible, rcode_name, type_name, Message, HEADER};
+use message::{header, parse, plausible, rcode_name, type_name, Message, HEADER};
 use std::collections::HashMap;
 use whyslow_model::{Direction, Exchange, Protocol, SmolStr, Status};
 
@@ -30,6 +31,14 @@ pub const MAX_PENDING: usize = 4096;
 /// carries anything: 30 s is the longest a stub resolver waits for one try
 /// (glibc's `RES_MAXRETRANS`), so no answer can still be meant for it.
 pub const GIVE_UP_US: u64 = 30_000_000;
+/// Queries a stub resolver's socket carries between a try and its retry:
+/// the other type's (A beside AAAA), sent and perhaps asked again.
+pub const MAX_BETWEEN: u64 = 2;
+/// A query left unanswered while this many were sent after it on its
+/// flow is ended unanswered: a load generator's socket (dnsperf keeps 100
+/// in flight) is answered far sooner, and a stub resolver's never gets
+/// near (a lookup is a few queries).
+pub const GIVE_UP_QUERIES: u64 = 4096;
 /// Label of a query whose question could not be read.
 pub const NO_QUESTION: &str = "? (question not read)";
 /// Length prefix of a message (RFC 1035 §4.2.2).
@@ -49,6 +58,11 @@ struct Side {
 
 struct Pending {
     label: SmolStr,
+    id: u16,
+    /// Its place among the flow's queries.
+    seq: u64,
+    /// It asks again a query this flow lost (see `retries`).
+    retry: bool,
     span: Span,
 }
 
@@ -62,6 +76,9 @@ pub struct DnsAnalyzer {
     /// duplicate answer): counted, not paired.
     pub unmatched_responses: u64,
     last_sweep_us: u64,
+    /// Queries seen on the flow, and when the last sweep was.
+    queries: u64,
+    swept_at_query: u64,
 }
 
 impl DnsAnalyzer {
@@ -84,6 +101,8 @@ impl DnsAnalyzer {
             error: None,
             unmatched_responses: 0,
             last_sweep_us: 0,
+            queries: 0,
+            swept_at_query: 0,
         }
     }
 
@@ -112,7 +131,11 @@ impl DnsAnalyzer {
         let side = &mut self.sides[idx(direction)];
         let span = std::mem::take(&mut side.span);
         let body = side.buf.get(PREFIX..).unwrap_or(&[]);
-        let parsed = parse(body);
+        // A response is paired by id: its header is all it needs.
+        let parsed = match header(body) {
+            Ok(h) if h.response => Ok(h),
+            _ => parse(body),
+        };
         side.buf.clear();
         let m = match parsed {
             Ok(m) => m,
@@ -132,21 +155,41 @@ impl DnsAnalyzer {
 
     fn query(&mut self, m: &Message, span: Span) {
         let label = match &m.question {
-            Some(q) => SmolStr::from(format!("{} {}", type_name(q.qtype), q.name)),
+            Some(q) => {
+                let ty = type_name(q.qtype);
+                let mut label = String::with_capacity(ty.len() + 1 + q.name.len());
+                label.push_str(&ty);
+                label.push(' ');
+                label.push_str(&q.name);
+                SmolStr::from(label)
+            }
             None => SmolStr::new_static(NO_QUESTION),
         };
-        // The same id again before an answer: a retry, or an id reused.
+        let seq = self.queries;
+        self.queries += 1;
+        // The same id again before an answer: a stub resolver's retry when
+        // it asks the same question right after (its socket carries a
+        // lookup, no more); else an id reused (a busy socket's ids wrap).
+        let mut retry = false;
         if let Some(old) = self.pending.remove(&m.id) {
-            self.unanswered(old);
+            retry = old.label == label && seq - old.seq <= MAX_BETWEEN + 1;
+            self.unanswered(old, retry);
         }
         if self.pending.len() >= MAX_PENDING {
             let oldest = self.pending.iter().min_by_key(|(_, p)| p.span.first_at);
             if let Some(id) = oldest.map(|(id, _)| *id) {
                 let old = self.pending.remove(&id).expect("just found");
-                self.unanswered(old);
+                self.unanswered(old, false);
             }
         }
-        self.pending.insert(m.id, Pending { label, span });
+        let pending = Pending {
+            label,
+            id: m.id,
+            seq,
+            retry,
+            span,
+        };
+        self.pending.insert(m.id, pending);
     }
 
     fn response(&mut self, m: &Message, span: &Span) {
@@ -156,6 +199,7 @@ impl DnsAnalyzer {
         };
         let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Dns, q.label);
         crate::span::fill(e, &q.span, span);
+        e.params_digest = q.retry.then(|| transaction(q.id));
         let mut status = rcode_name(m.rcode).into_owned();
         if m.truncated {
             status.push_str(" TC");
@@ -164,21 +208,31 @@ impl DnsAnalyzer {
         e.rows = Some(u64::from(m.answers));
     }
 
-    fn unanswered(&mut self, q: Pending) {
+    /// `q` was never answered; `retried`: the client asked it again.
+    fn unanswered(&mut self, q: Pending, retried: bool) {
         let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Dns, q.label);
         crate::span::fill(e, &q.span, &Span::default());
+        e.params_digest = (retried || q.retry).then(|| transaction(q.id));
     }
 
-    /// Ends queries older than `GIVE_UP_US`, at most once per half of it.
+    /// Ends queries older than `GIVE_UP_US`, or with `GIVE_UP_QUERIES`
+    /// sent after them on the flow, at most once per half of either.
     fn sweep(&mut self, now: u64) {
-        if now.saturating_sub(self.last_sweep_us) < GIVE_UP_US / 2 {
+        let (queries, seq) = (self.queries, self.swept_at_query);
+        let due = now.saturating_sub(self.last_sweep_us) >= GIVE_UP_US / 2
+            || queries - seq >= GIVE_UP_QUERIES / 2;
+        if !due {
             return;
         }
         self.last_sweep_us = now;
+        self.swept_at_query = queries;
         let stale: Vec<u16> = self
             .pending
             .iter()
-            .filter(|(_, p)| now.saturating_sub(p.span.first_at) > GIVE_UP_US)
+            .filter(|(_, p)| {
+                now.saturating_sub(p.span.first_at) > GIVE_UP_US
+                    || queries - p.seq > GIVE_UP_QUERIES
+            })
             .map(|(id, _)| *id)
             .collect();
         let mut gone: Vec<Pending> = stale
@@ -187,9 +241,16 @@ impl DnsAnalyzer {
             .collect();
         gone.sort_by_key(|p| p.span.first_at);
         for p in gone {
-            self.unanswered(p);
+            self.unanswered(p, false);
         }
     }
+}
+
+/// A query's transaction id as its parameters' digest, for a try and its
+/// retry only (the same query again on its socket): the retry repeats the
+/// very call. Other queries have none.
+fn transaction(id: u16) -> u64 {
+    u64::from(id)
 }
 
 fn idx(d: Direction) -> usize {
@@ -291,7 +352,7 @@ impl StreamAnalyzer for DnsAnalyzer {
         let mut left: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
         left.sort_by_key(|p| p.span.first_at);
         for p in left {
-            self.unanswered(p);
+            self.unanswered(p, false);
         }
         std::mem::take(&mut self.done)
     }

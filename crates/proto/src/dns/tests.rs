@@ -166,8 +166,33 @@ fn a_retry_ends_the_first_try_unanswered() {
     assert_eq!(tries[0].request_first_at_us, 1000);
     assert_eq!(tries[1].response_first_at_us, Some(3000));
     assert_eq!(tries[1].request_first_at_us, 2000);
+    assert_eq!(
+        tries[0].params_digest,
+        Some(5),
+        "a try and its retry share the id"
+    );
+    assert_eq!(tries[1].params_digest, Some(5));
     let never = ex.iter().find(|e| e.request == "A never.internal").unwrap();
-    assert_eq!(never.status, None);
+    assert_eq!((never.status.clone(), never.params_digest), (None, None));
+}
+
+#[test]
+fn an_id_reused_on_a_busy_socket_is_no_retry() {
+    let q = framed(&query(5, "db.internal", TYPE_A));
+    let mut a = DnsAnalyzer::new(1, Start::Beginning);
+    let mut chunks = vec![(ToServer, q.clone())];
+    for i in 0..10u16 {
+        chunks.push((ToServer, framed(&query(100 + i, "x.internal", TYPE_A))));
+        chunks.push((
+            ToClient,
+            framed(&response(100 + i, "x.internal", TYPE_A, 0, &[])),
+        ));
+    }
+    chunks.push((ToServer, q));
+    let (ex, _) = feed(&mut a, chunks.iter().map(|(d, b)| (*d, &b[..])));
+    let tries: Vec<_> = ex.iter().filter(|e| e.request == "A db.internal").collect();
+    assert_eq!(tries.len(), 2);
+    assert!(tries.iter().all(|e| e.params_digest.is_none()), "{tries:?}");
 }
 
 #[test]
@@ -260,6 +285,39 @@ fn a_query_left_unanswered_past_the_longest_wait_is_ended() {
     assert_eq!(ex.len(), 1);
     assert_eq!(ex[0].request, "A a.example");
     assert_eq!(a.open_since(), Some(later));
+}
+
+#[test]
+fn a_query_left_behind_by_thousands_on_its_flow_is_ended() {
+    let mut a = DnsAnalyzer::new(1, Start::Beginning);
+    a.on_data(
+        ToServer,
+        &framed(&query(1, "lost.example", TYPE_A)),
+        1_000,
+        1,
+    );
+    for i in 0..2 * GIVE_UP_QUERIES {
+        let id = 2 + (i % 60_000) as u16;
+        a.on_data(
+            ToServer,
+            &framed(&query(id, "x.example", TYPE_A)),
+            2_000 + i,
+            2,
+        );
+        a.on_data(
+            ToClient,
+            &framed(&response(id, "x.example", TYPE_A, 0, &[])),
+            2_000 + i,
+            3,
+        );
+    }
+    let ex = a.take_exchanges();
+    let lost: Vec<_> = ex
+        .iter()
+        .filter(|e| e.request == "A lost.example")
+        .collect();
+    assert_eq!(lost.len(), 1);
+    assert_eq!(lost[0].response_first_at_us, None);
 }
 
 #[test]
