@@ -175,7 +175,9 @@ impl WindowedAnalysis {
             if self.events + events > self.keep.events {
                 c.segments = Vec::new();
                 c.acks = Vec::new();
-                c.events_truncated |= events > 0;
+                // Cut, when events were kept at all: a report that keeps
+                // none (the text alone) asked for none.
+                c.events_truncated |= events > 0 && self.keep.events > 0;
             } else {
                 self.events += events;
             }
