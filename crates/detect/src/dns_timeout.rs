@@ -156,10 +156,13 @@ fn finding(client: IpAddr, resolver: SocketAddr, stalls: &[Stall]) -> Finding {
         .take(QUESTIONS_LISTED)
         .map(|(q, n)| format!("{q} ×{n}"))
         .collect();
+    let queries = match stalls.len() {
+        1 => "1 query".to_string(),
+        n => format!("{n} queries"),
+    };
     let summary = format!(
-        "{} queries from {client} to {resolver} went unanswered and were asked again after {} \
+        "{queries} from {client} to {resolver} went unanswered, each asked again after {} \
          (median; the client's timeout): {}{race}",
-        stalls.len(),
         fmt_ms(per),
         listed.join(", ")
     );
