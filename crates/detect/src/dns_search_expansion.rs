@@ -246,27 +246,25 @@ fn names_once<'a>(qs: &[Query<'a>]) -> Vec<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::dns_timeline;
+    use crate::testkit::{dns_timeline, DnsQuery};
 
-    /// `lookups` lookups of api.internal, each after two NXDOMAIN suffixes;
-    /// every answer 300 µs after its query.
-    fn searched(lookups: u64) -> Timeline {
+    /// `lookups` lookups of api.internal `apart` µs apart, each after two
+    /// NXDOMAIN suffixes; every answer 300 µs after its query.
+    fn walks(lookups: u64, apart: u64) -> Vec<DnsQuery<'static>> {
         let mut qs = Vec::new();
         for i in 0..lookups {
-            let t = 1_000_000 + i * 100_000;
-            qs.push((
-                "A api.internal.svc.cluster.local",
-                t,
-                Some((300, "NXDOMAIN")),
-            ));
-            qs.push((
-                "A api.internal.cluster.local",
-                t + 400,
-                Some((300, "NXDOMAIN")),
-            ));
+            let t = 1_000_000 + i * apart;
+            let nx = Some((300, "NXDOMAIN"));
+            qs.push(("A api.internal.svc.cluster.local", t, nx));
+            qs.push(("A api.internal.cluster.local", t + 400, nx));
             qs.push(("A api.internal", t + 800, Some((300, "NOERROR"))));
         }
-        dns_timeline(&qs)
+        qs.sort_by_key(|q| q.1);
+        qs
+    }
+
+    fn searched(lookups: u64) -> Timeline {
+        dns_timeline(&walks(lookups, 100_000))
     }
 
     #[test]
@@ -346,22 +344,7 @@ mod tests {
     #[test]
     fn concurrent_lookups_of_one_name_each_take_their_own_walk() {
         // Four lookups at once, their queries interleaved.
-        let mut qs = Vec::new();
-        for i in 0..4u64 {
-            let t = 1_000_000 + i * 50;
-            qs.push((
-                "A api.internal.svc.cluster.local",
-                t,
-                Some((300, "NXDOMAIN")),
-            ));
-            qs.push((
-                "A api.internal.cluster.local",
-                t + 400,
-                Some((300, "NXDOMAIN")),
-            ));
-            qs.push(("A api.internal", t + 800, Some((300, "NOERROR"))));
-        }
-        qs.sort_by_key(|q| q.1);
+        let qs = walks(4, 50);
         let f = detect(&dns_timeline(&qs));
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].occurrences, 4);
