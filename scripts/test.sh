@@ -22,6 +22,8 @@ for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); d
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v go >/dev/null || missing+=(golang-go)
+# Node.js resolves names through glibc and through c-ares in the DNS tests.
+command -v node >/dev/null || missing+=(nodejs)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing ${missing[*]}"
   sudo_if_needed apt-get update -qq

@@ -144,6 +144,7 @@ fn per_request(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Opt
             ),
             facts: Facts::default()
                 .with("queries", *q as f64)
+                .with("answered", *l as f64)
                 .with("lost_us", *lost as f64),
         })
         .collect();
@@ -151,7 +152,8 @@ fn per_request(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Opt
         facts: Facts::default()
             .with("lookups_per_request", lookups as f64)
             .with("queries_per_request", queries as f64)
-            .with("requests_hit", hits.len() as f64),
+            .with("requests_hit", hits.len() as f64)
+            .with("requests", requests.len() as f64),
         time_lost_us: hits.iter().map(|h| h.1).sum(),
         time_lost_per_occurrence_us: per,
         occurrences: hits.len() as u32,
@@ -178,7 +180,7 @@ fn lookups(qs: &[&Exchange]) -> Vec<(u64, u64)> {
         // one after the other): part of that lookup.
         if let (None, Some(last), Some(question)) = (open, out.last_mut(), ended) {
             let partner = question_name(q) == question_name_of(question) && q.request != question;
-            if partner && start <= last.1 + PARTNER_GAP_US {
+            if partner && start <= last.1.saturating_add(PARTNER_GAP_US) {
                 last.1 = last.1.max(end);
                 continue;
             }
@@ -217,16 +219,16 @@ fn socket_time(qs: &[&Exchange]) -> u64 {
                 (None, _) => q.request_last_at_us,
             };
             match &mut stretch {
-                Some(s) if start <= s.1 + PARTNER_GAP_US => s.1 = s.1.max(end),
+                Some(s) if start <= s.1.saturating_add(PARTNER_GAP_US) => s.1 = s.1.max(end),
                 _ => {
                     if let Some((a, b)) = stretch.replace((start, end)) {
-                        total += b - a;
+                        total += b.saturating_sub(a);
                     }
                 }
             }
         }
         if let Some((a, b)) = stretch {
-            total += b - a;
+            total += b.saturating_sub(a);
         }
     }
     total
@@ -271,6 +273,7 @@ fn counted(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Option<
         facts: Facts::default()
             .with("lookups_per_request", lookups / n)
             .with("queries_per_request", during.len() as f64 / n)
+            .with("queries", during.len() as f64)
             .with("not_told_apart", (during.len() - given) as f64),
         time_lost_us: total,
         time_lost_per_occurrence_us: mean,

@@ -54,8 +54,18 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
     let qs = queries(t);
     let mut out = Vec::new();
     for (client, qs) in by_client(&qs) {
+        // A resolver that answered this client nothing at all: the capture
+        // holds one direction (or lost the other), not a timeout.
+        let answering: std::collections::HashSet<SocketAddr> = qs
+            .iter()
+            .filter(|q| q.answered_us.is_some())
+            .map(|q| q.resolver)
+            .collect();
         let mut by_resolver: BTreeMap<SocketAddr, Vec<Stall>> = BTreeMap::new();
-        for s in stalls(&qs) {
+        for s in stalls(&qs)
+            .into_iter()
+            .filter(|s| answering.contains(&s.lost.resolver))
+        {
             by_resolver.entry(s.lost.resolver).or_default().push(s);
         }
         for (resolver, stalls) in by_resolver {
@@ -111,15 +121,22 @@ fn stalls<'a>(qs: &[Query<'a>]) -> Vec<Stall<'a>> {
         let Some(retry) = retry else {
             continue;
         };
-        // Its parallel partner: the other type of the name, sent within
-        // a millisecond of it (glibc sends both at once) and answered.
+        // Its parallel partner: the other type of the name, sent from its
+        // socket within a millisecond of it (glibc sends both at once)
+        // and answered.
         let named = &by_name[lost.name];
-        let from = named.partition_point(|&j| qs[j].sent_us + PARTNER_US < lost.sent_us);
+        let from =
+            named.partition_point(|&j| qs[j].sent_us.saturating_add(PARTNER_US) < lost.sent_us);
         let partner = named[from..]
             .iter()
             .map(|&j| qs[j])
-            .take_while(|q| q.sent_us <= lost.sent_us + PARTNER_US)
-            .find(|q| q.qtype != lost.qtype && q.answered_us.is_some());
+            .take_while(|q| q.sent_us <= lost.sent_us.saturating_add(PARTNER_US))
+            .take(MAX_LATER)
+            .find(|q| {
+                q.qtype != lost.qtype
+                    && q.answered_us.is_some()
+                    && q.exchange.connection == lost.exchange.connection
+            });
         out.push(Stall {
             lost: *lost,
             retry: *retry,
@@ -166,11 +183,15 @@ fn finding(client: IpAddr, resolver: SocketAddr, stalls: &[Stall]) -> Finding {
         fmt_ms(per),
         listed.join(", ")
     );
+    let mut facts = Facts::default()
+        .with("timeout_us", per as f64)
+        .with("raced_with_other_type", raced as f64);
+    for (q, n) in questions.iter().take(QUESTIONS_LISTED) {
+        facts.set(&format!("lost {q}"), *n as f64);
+    }
     Finding {
         subject: format!("{client} {resolver}"),
-        facts: Facts::default()
-            .with("timeout_us", per as f64)
-            .with("raced_with_other_type", raced as f64),
+        facts,
         time_lost_us: lost.iter().sum(),
         time_lost_per_occurrence_us: per,
         occurrences: stalls.len() as u32,
@@ -185,7 +206,9 @@ fn finding(client: IpAddr, resolver: SocketAddr, stalls: &[Stall]) -> Finding {
                     fmt_ms(s.stall_us()),
                     s.retry.exchange.id
                 ),
-                facts: Facts::default().with("stall_us", s.stall_us() as f64),
+                facts: Facts::default()
+                    .with("stall_us", s.stall_us() as f64)
+                    .with("retry_exchange", f64::from(s.retry.exchange.id)),
             })
             .collect(),
         ..Finding::new(FindingKind::DnsTimeout, Severity::Critical, summary, FIX)
@@ -199,12 +222,14 @@ mod tests {
 
     #[test]
     fn a_dropped_query_asked_again_after_the_timeout_is_the_stall() {
-        let t = dns_timeline(&[
+        let mut t = dns_timeline(&[
             ("A api.internal", 1_000_000, None),
             ("AAAA api.internal", 1_000_010, Some((150, "NOERROR"))),
             ("A api.internal", 2_000_300, Some((200, "NOERROR"))),
             ("AAAA api.internal", 2_000_310, Some((150, "NOERROR"))),
         ]);
+        // The AAAA went from the lost A's socket.
+        t.exchanges[1].connection = 0;
         let f = detect(&t);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, FindingKind::DnsTimeout);
@@ -216,6 +241,18 @@ mod tests {
             f[0].summary
         );
         assert_eq!(f[0].facts.0["raced_with_other_type"], 1.0);
+    }
+
+    #[test]
+    fn a_capture_of_the_queries_alone_is_no_timeout() {
+        // One direction captured: nothing answered, every question asked
+        // again now and then.
+        let t = dns_timeline(&[
+            ("A api.internal", 1_000_000, None),
+            ("A api.internal", 2_000_000, None),
+            ("A api.internal", 3_000_000, None),
+        ]);
+        assert!(detect(&t).is_empty());
     }
 
     #[test]

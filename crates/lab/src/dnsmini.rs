@@ -37,7 +37,8 @@ const TYPE_A: u16 = 1;
 const CLASS_IN: u16 = 1;
 /// Answers' time to live.
 const TTL_S: u32 = 30;
-/// A datagram larger than RFC 1035's 512 bytes is refused.
+/// Datagrams are read into RFC 1035's 512 bytes (§4.2.1): a longer
+/// query is cut there, and answered only if its question is whole.
 const MAX_MESSAGE: usize = 512;
 
 /// The resolver's behaviour.
@@ -211,7 +212,7 @@ impl Resolver {
         let q = query(id, name);
         let mut buf = vec![0u8; MAX_MESSAGE];
         for _ in 0..self.attempts.max(1) {
-            let call = calls.start(port);
+            let call = calls.start_datagram(port);
             socket.send(&q).await?;
             let answer = tokio::time::timeout(self.timeout, async {
                 loop {

@@ -25,6 +25,9 @@ pub fn now_us() -> u64 {
 pub struct CallTruth {
     /// Local port of the connection it used.
     pub local_port: u16,
+    /// A UDP socket's port (a DNS query), not a TCP connection's: the two
+    /// number their ports apart, and one may hold the other's number.
+    pub udp: bool,
     /// Its HTTP/2 stream, on a multiplexed connection.
     pub stream: Option<u32>,
     /// Order of sending, across the app: on one connection, the order of
@@ -107,10 +110,20 @@ impl Calls {
 
     /// A call about to be sent on the connection from `local_port`.
     pub fn start(&self, local_port: u16) -> Call {
+        self.start_on(local_port, false)
+    }
+
+    /// A query about to be sent from the UDP socket on `local_port`.
+    pub fn start_datagram(&self, local_port: u16) -> Call {
+        self.start_on(local_port, true)
+    }
+
+    fn start_on(&self, local_port: u16, udp: bool) -> Call {
         Call {
             calls: self.clone(),
             truth: CallTruth {
                 local_port,
+                udp,
                 stream: None,
                 seq: self.0.log.next_seq(),
                 sent_us: now_us(),

@@ -119,7 +119,8 @@ impl Sniffer {
     /// nothing to sniff.
     pub fn dns(connection: u32) -> Self {
         let mut s = Sniffer::new(connection, 53, Start::Beginning);
-        s.choose(Protocol::Dns);
+        s.state = State::Other(Box::new(DnsAnalyzer::datagrams(connection)));
+        s.protocol = Protocol::Dns;
         s
     }
 

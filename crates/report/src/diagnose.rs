@@ -85,7 +85,7 @@ fn capture_text(out: &mut String, c: &CaptureInfo) {
             .join(", ")
     };
     let filter = if c.ports.is_empty() {
-        "all TCP, DNS on UDP 53".to_string()
+        "all TCP and DNS".to_string()
     } else {
         format!("ports {}", list(&c.ports))
     };

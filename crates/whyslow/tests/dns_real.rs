@@ -424,3 +424,103 @@ fn a_service_resolving_before_every_call_is_named_alone_and_at_8_clients() {
         );
     }
 }
+
+/// `whyslow capture` on the namespace's loopback while Node resolves
+/// `name` `lookups` times `how` ("lookup": getaddrinfo; "resolve": c-ares).
+fn capture_node(ns: &Netns, file: &Path, how: &str, name: &str, lookups: usize) -> Value {
+    let app = apps_dir().join("dns_lookups.js");
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_whyslow"))
+        .args(["capture", "-i", "lo", "-w"])
+        .arg(file)
+        .args(["--", "node"])
+        .arg(app)
+        .args([how, name, &lookups.to_string()])
+        .output()
+        .expect("whyslow capture");
+    assert!(out.status.success(), "capture: {}", stderr(&out));
+    let line = stdout(&out)
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(String::from);
+    serde_json::from_str(&line.unwrap_or_else(|| panic!("node said: {}", stdout(&out)))).unwrap()
+}
+
+#[test]
+fn node_resolves_through_glibc_and_through_c_ares_as_tshark_counts() {
+    let _one = serial();
+    let test = "dns_node";
+    if !needs(test) || !requirements_met(test, &[Need::Tool("node")]) {
+        return;
+    }
+    let ns = Netns::new("dnsnode");
+    ns.resolv_conf(&format!("nameserver 127.0.0.1\n{SEARCH}options ndots:5\n"));
+    let _resolver = Dnsmasq::start(&ns, &RECORDS);
+    let dir = tmpdir(test);
+    // dns.lookup walks the search list as glibc does; c-ares's resolve4
+    // (Node's ares_query) asks the name as it is.
+    for (how, walks) in [("lookup", true), ("resolve", false)] {
+        let file = dir.join(format!("{how}.pcapng"));
+        let sent = capture_node(&ns, &file, how, "api.internal", LOOKUPS);
+        assert_eq!(sent["failed"], 0, "{how}: {sent}");
+        let report = analyze(&file);
+        let mut queries: Vec<String> = dns_exchanges(&report)
+            .iter()
+            .map(|e| e["request"].as_str().unwrap().to_string())
+            .collect();
+        queries.sort();
+        assert_eq!(queries, tshark_dns(&file, false), "{how}: queries");
+        assert!(queries.len() >= LOOKUPS, "{how}: {queries:?}");
+        let expansion = finding(&report, "dns_search_expansion", "api.internal");
+        assert_eq!(
+            expansion.is_some(),
+            walks,
+            "{how}: {:#}",
+            report["findings"]
+        );
+        if let Some(f) = expansion {
+            assert_eq!(f["occurrences"], LOOKUPS as u64, "{how}: {f}");
+        }
+    }
+}
+
+#[test]
+fn a_resolver_that_goes_upstream_for_every_answer_is_slow() {
+    let _one = serial();
+    let test = "dns_slow";
+    if !needs(test) {
+        return;
+    }
+    // Every answer from an upstream a region away: 15 ms, nothing cached.
+    const FAR_MS: u64 = 15;
+    let ns = Netns::new("dnsslow");
+    ns.resolv_conf("nameserver 127.0.0.1\noptions ndots:1\n");
+    let _upstream = NsServer::start_udp(
+        &ns,
+        ns.command(python())
+            .arg(apps_dir().join("dns_upstream.py"))
+            .args([UPSTREAM_PORT.to_string(), FAR_MS.to_string()])
+            .args(["api.internal=127.0.0.1", "ready.check=127.0.0.1"]),
+    );
+    let forward = format!("--server=127.0.0.1#{UPSTREAM_PORT}");
+    let _resolver = Dnsmasq::start(&ns, &[forward.as_str()]);
+    let dir = tmpdir(test);
+    let file = dir.join("slow.pcapng");
+    let sent = capture_lookups(&ns, &file, "api.internal", LOOKUPS);
+    assert_eq!(sent["failed"], 0, "{sent}");
+    let report = analyze(&file);
+    let f = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "slow_resolver")
+        .unwrap_or_else(|| panic!("{:#}", report["findings"]));
+    let median = f["facts"]["median_answer_us"].as_f64().unwrap();
+    let far = (FAR_MS * 1000) as f64;
+    assert!(
+        (median - far).abs() <= COST_TOLERANCE * far,
+        "answers took {median} µs, the upstream {far} µs"
+    );
+    // Names asked as they are (ndots:1): no search walk.
+    assert!(finding(&report, "dns_search_expansion", "api.internal").is_none());
+}

@@ -101,7 +101,14 @@ pub fn decode(link: LinkType, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
         }
     };
     let pl = net.ip_payload_ref().ok_or(Skip::Cut)?;
-    if pl.fragmented {
+    // A datagram's first fragment carries its UDP header: read as a
+    // datagram cut short (a DNS answer past the MTU is paired by its
+    // header). Later fragments, and fragmented TCP, are not read.
+    let first_fragment = match net {
+        LaxNetSlice::Ipv4(v4) => v4.header().fragments_offset().value() == 0,
+        LaxNetSlice::Ipv6(_) => false,
+    };
+    if pl.fragmented && !(first_fragment && pl.ip_number == etherparse::IpNumber::UDP) {
         return Err(Skip::NotTcp);
     }
     if pl.ip_number == etherparse::IpNumber::UDP {

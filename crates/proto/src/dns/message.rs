@@ -11,6 +11,9 @@ pub const HEADER: usize = 12;
 /// A label is at most 63 bytes, a name at most 255 (RFC 1035 §2.3.4).
 const MAX_LABEL: usize = 63;
 const MAX_NAME: usize = 255;
+/// Compression pointers followed in one name: a name of 255 bytes has at
+/// most 127 labels, each worth at most one pointer.
+const MAX_HOPS: usize = 127;
 /// Addresses kept from one answer: enough to join a lookup to the
 /// connection it preceded; a round-robin name rarely returns more.
 pub const MAX_ADDRESSES: usize = 8;
@@ -165,6 +168,7 @@ fn skip_name(msg: &[u8], at: usize) -> Option<usize> {
 fn walk_name(msg: &[u8], mut at: usize, mut label: impl FnMut(&[u8])) -> Option<usize> {
     let mut after = None;
     let mut wire_len = 1usize;
+    let mut hops = 0;
     loop {
         let len = *msg.get(at)?;
         match len & 0xc0 {
@@ -181,8 +185,10 @@ fn walk_name(msg: &[u8], mut at: usize, mut label: impl FnMut(&[u8])) -> Option<
             }
             0xc0 => {
                 let target = usize::from(u16_at(msg, at)? & 0x3fff);
-                // Strictly backwards: every jump lowers `at`, so a chain ends.
-                if target >= at {
+                // Strictly backwards: every jump lowers `at`, so a chain
+                // ends; and a name has at most 127 labels to point at.
+                hops += 1;
+                if target >= at || hops > MAX_HOPS {
                     return None;
                 }
                 after.get_or_insert(at + 2);
@@ -206,6 +212,25 @@ fn push_char(name: &mut String, b: u8) {
         0x21..=0x7e => name.push(char::from(b)),
         _ => name.push_str(&format!("\\{b:03}")),
     }
+}
+
+/// A key of the first question — its name, case folded, and type — read
+/// off the wire without building the name: what pairs an answer with its
+/// query besides the id.
+pub fn question_key(msg: &[u8]) -> Option<u64> {
+    if msg.len() < HEADER || u16_at(msg, 4)? == 0 {
+        return None;
+    }
+    // FNV-1a: a few bytes at a time, no allocation.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mix = |b: u8| h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    let end = walk_name(msg, HEADER, |label| {
+        label.iter().for_each(|b| mix(b.to_ascii_lowercase()));
+        mix(b'.');
+    })?;
+    let qtype = u16_at(msg, end)?;
+    qtype.to_be_bytes().into_iter().for_each(&mut mix);
+    Some(h)
 }
 
 /// A record type's mnemonic (IANA registry), or `TYPE<n>` (RFC 3597 §5).

@@ -19,8 +19,8 @@ pub mod message;
 mod tests;
 
 use crate::{Sniff, Span, Start, StreamAnalyzer};
-use message::{header, parse, plausible, rcode_name, type_name, Message, HEADER};
-use std::collections::HashMap;
+use message::{header, parse, plausible, question_key, rcode_name, type_name, Message, HEADER};
+use std::collections::{HashMap, VecDeque};
 use whyslow_model::{Direction, Exchange, Protocol, SmolStr, Status};
 
 /// Queries awaiting an answer per flow; past it the oldest goes unanswered.
@@ -37,8 +37,9 @@ pub const MAX_BETWEEN: u64 = 2;
 /// A query left unanswered while this many were sent after it on its
 /// flow is ended unanswered: a load generator's socket (dnsperf keeps 100
 /// in flight) is answered far sooner, and a stub resolver's never gets
-/// near (a lookup is a few queries).
-pub const GIVE_UP_QUERIES: u64 = 4096;
+/// near (a lookup is a few queries). Below `MAX_PENDING`, so that a flow
+/// whose answers are missing ends its queries here, in order.
+pub const GIVE_UP_QUERIES: u64 = 2048;
 /// Label of a query whose question could not be read.
 pub const NO_QUESTION: &str = "? (question not read)";
 /// Length prefix of a message (RFC 1035 §4.2.2).
@@ -59,9 +60,11 @@ struct Side {
 struct Pending {
     label: SmolStr,
     id: u16,
+    /// The question, as `question_key` keys it: an answer must carry it.
+    key: Option<u64>,
     /// Its place among the flow's queries.
     seq: u64,
-    /// It asks again a query this flow lost (see `retries`).
+    /// It asks again a query this flow lost (see `query`).
     retry: bool,
     span: Span,
 }
@@ -70,15 +73,19 @@ pub struct DnsAnalyzer {
     connection: u32,
     sides: [Side; 2],
     pending: HashMap<u16, Pending>,
+    /// Pending queries in the order sent, (seq, id); entries of queries
+    /// answered since are skipped when they reach the front.
+    order: VecDeque<(u64, u16)>,
     done: Vec<Exchange>,
     error: Option<String>,
     /// Responses to no query seen (its query before the capture, a
-    /// duplicate answer): counted, not paired.
+    /// duplicate answer, an answer to another question): counted, not paired.
     pub unmatched_responses: u64,
-    last_sweep_us: u64,
-    /// Queries seen on the flow, and when the last sweep was.
+    /// Queries seen on the flow.
     queries: u64,
-    swept_at_query: u64,
+    /// Bytes each message's framing adds: the length prefix the flow table
+    /// gives a UDP datagram is not on the wire.
+    framing: u64,
 }
 
 impl DnsAnalyzer {
@@ -97,12 +104,21 @@ impl DnsAnalyzer {
                 },
             ],
             pending: HashMap::new(),
+            order: VecDeque::new(),
             done: Vec::new(),
             error: None,
             unmatched_responses: 0,
-            last_sweep_us: 0,
             queries: 0,
-            swept_at_query: 0,
+            framing: 0,
+        }
+    }
+
+    /// For a flow of UDP datagrams, each given a length prefix by the flow
+    /// table: the prefix is not counted in the messages' sizes.
+    pub fn datagrams(connection: u32) -> Self {
+        DnsAnalyzer {
+            framing: PREFIX as u64,
+            ..DnsAnalyzer::new(connection, Start::Beginning)
         }
     }
 
@@ -129,13 +145,16 @@ impl DnsAnalyzer {
 
     fn message(&mut self, direction: Direction, cut: bool) {
         let side = &mut self.sides[idx(direction)];
-        let span = std::mem::take(&mut side.span);
+        let mut span = std::mem::take(&mut side.span);
+        span.bytes = span.bytes.saturating_sub(self.framing);
         let body = side.buf.get(PREFIX..).unwrap_or(&[]);
-        // A response is paired by id: its header is all it needs.
+        // A response is paired by id and question: its header and the
+        // question's key are all it needs.
         let parsed = match header(body) {
             Ok(h) if h.response => Ok(h),
             _ => parse(body),
         };
+        let key = question_key(body);
         side.buf.clear();
         let m = match parsed {
             Ok(m) => m,
@@ -147,13 +166,13 @@ impl DnsAnalyzer {
         };
         self.sweep(span.last_at);
         if m.response {
-            self.response(&m, &span);
+            self.response(&m, key, &span);
         } else {
-            self.query(&m, span);
+            self.query(&m, key, span);
         }
     }
 
-    fn query(&mut self, m: &Message, span: Span) {
+    fn query(&mut self, m: &Message, key: Option<u64>, span: Span) {
         let label = match &m.question {
             Some(q) => {
                 let ty = type_name(q.qtype);
@@ -176,27 +195,31 @@ impl DnsAnalyzer {
             self.unanswered(old, retry);
         }
         if self.pending.len() >= MAX_PENDING {
-            let oldest = self.pending.iter().min_by_key(|(_, p)| p.span.first_at);
-            if let Some(id) = oldest.map(|(id, _)| *id) {
-                let old = self.pending.remove(&id).expect("just found");
+            if let Some(old) = self.pop_oldest() {
                 self.unanswered(old, false);
             }
         }
         let pending = Pending {
             label,
             id: m.id,
+            key,
             seq,
             retry,
             span,
         };
         self.pending.insert(m.id, pending);
+        self.order.push_back((seq, m.id));
     }
 
-    fn response(&mut self, m: &Message, span: &Span) {
-        let Some(q) = self.pending.remove(&m.id) else {
+    fn response(&mut self, m: &Message, key: Option<u64>, span: &Span) {
+        // An answer carries its query's question (RFC 5452 §9.1); one that
+        // does not answers another query with the same id.
+        let matches = |p: &Pending| m.questions == 0 || key.is_none() || p.key == key;
+        if !self.pending.get(&m.id).is_some_and(matches) {
             self.unmatched_responses += 1;
             return;
-        };
+        }
+        let q = self.pending.remove(&m.id).expect("just found");
         let e = crate::push_exchange(&mut self.done, self.connection, Protocol::Dns, q.label);
         crate::span::fill(e, &q.span, span);
         e.params_digest = q.retry.then(|| transaction(q.id));
@@ -215,33 +238,37 @@ impl DnsAnalyzer {
         e.params_digest = (retried || q.retry).then(|| transaction(q.id));
     }
 
-    /// Ends queries older than `GIVE_UP_US`, or with `GIVE_UP_QUERIES`
-    /// sent after them on the flow, at most once per half of either.
-    fn sweep(&mut self, now: u64) {
-        let (queries, seq) = (self.queries, self.swept_at_query);
-        let due = now.saturating_sub(self.last_sweep_us) >= GIVE_UP_US / 2
-            || queries - seq >= GIVE_UP_QUERIES / 2;
-        if !due {
-            return;
+    /// The oldest query still pending, taken out.
+    fn pop_oldest(&mut self) -> Option<Pending> {
+        while let Some((seq, id)) = self.order.pop_front() {
+            if self.pending.get(&id).is_some_and(|p| p.seq == seq) {
+                return self.pending.remove(&id);
+            }
         }
-        self.last_sweep_us = now;
-        self.swept_at_query = queries;
-        let stale: Vec<u16> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| {
-                now.saturating_sub(p.span.first_at) > GIVE_UP_US
-                    || queries - p.seq > GIVE_UP_QUERIES
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        let mut gone: Vec<Pending> = stale
-            .into_iter()
-            .filter_map(|id| self.pending.remove(&id))
-            .collect();
-        gone.sort_by_key(|p| p.span.first_at);
-        for p in gone {
-            self.unanswered(p, false);
+        None
+    }
+
+    /// Ends the oldest queries while they are older than `GIVE_UP_US` or
+    /// have `GIVE_UP_QUERIES` sent after them; answered ones at the front
+    /// of the order are dropped from it.
+    fn sweep(&mut self, now: u64) {
+        while let Some(&(seq, id)) = self.order.front() {
+            let stale = match self.pending.get(&id) {
+                Some(p) if p.seq == seq => {
+                    now.saturating_sub(p.span.first_at) > GIVE_UP_US
+                        || self.queries - seq > GIVE_UP_QUERIES
+                }
+                _ => {
+                    self.order.pop_front();
+                    continue;
+                }
+            };
+            if !stale {
+                return;
+            }
+            if let Some(old) = self.pop_oldest() {
+                self.unanswered(old, false);
+            }
         }
     }
 }
@@ -349,9 +376,7 @@ impl StreamAnalyzer for DnsAnalyzer {
     }
 
     fn finish(&mut self) -> Vec<Exchange> {
-        let mut left: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
-        left.sort_by_key(|p| p.span.first_at);
-        for p in left {
+        while let Some(p) = self.pop_oldest() {
             self.unanswered(p, false);
         }
         std::mem::take(&mut self.done)

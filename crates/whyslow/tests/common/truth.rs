@@ -21,6 +21,7 @@ pub fn read_app_truth(path: &Path) -> Vec<RequestTruth> {
                 .iter()
                 .map(|c| CallTruth {
                     local_port: field(c, "local_port") as u16,
+                    udp: false,
                     stream: None,
                     seq: field(c, "seq"),
                     sent_us: field(c, "sent_us"),
@@ -134,7 +135,7 @@ pub fn server_time_confirmed(report: &Value, own: &[AppOwnTime]) -> bool {
                 return false;
             };
             let e = exchange[&id];
-            let port = client_port[&e["connection"].as_u64().unwrap()];
+            let (_, port) = client_port[&e["connection"].as_u64().unwrap()];
             let (from, to) = (
                 e["request_last_at_us"].as_u64().unwrap(),
                 e["response_first_at_us"].as_u64().unwrap(),
@@ -182,12 +183,19 @@ fn port_of(addr: &Value) -> u16 {
 }
 
 /// Each connection's client port (`port_of`), by connection id.
-fn client_ports(timeline: &Value) -> HashMap<u64, u16> {
+/// A client's end: (UDP, port). A UDP socket and a TCP connection may
+/// hold one port number at once.
+type End = (bool, u16);
+
+fn client_ports(timeline: &Value) -> HashMap<u64, End> {
     timeline["connections"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["id"].as_u64().unwrap(), port_of(&c["client"])))
+        .map(|c| {
+            let udp = c["udp"].as_bool().unwrap_or(false);
+            (c["id"].as_u64().unwrap(), (udp, port_of(&c["client"])))
+        })
         .collect()
 }
 
@@ -242,8 +250,8 @@ pub fn in_exact_trace_groups(report: &Value, truth: &[RequestTruth]) -> (usize, 
 pub fn made_for<'a>(report: &'a Value, truth: &[RequestTruth]) -> Vec<(&'a Value, u64)> {
     let timeline = &report["timeline"];
     let client_port = client_ports(timeline);
-    // Per client port: its exchanges by start.
-    let mut on_port: HashMap<u16, Vec<&Value>> = HashMap::new();
+    // Per client end: its exchanges by start.
+    let mut on_port: HashMap<End, Vec<&Value>> = HashMap::new();
     for e in timeline["exchanges"].as_array().unwrap() {
         let port = client_port[&e["connection"].as_u64().unwrap()];
         on_port.entry(port).or_default().push(e);
@@ -257,7 +265,7 @@ pub fn made_for<'a>(report: &'a Value, truth: &[RequestTruth]) -> Vec<(&'a Value
         .iter()
         .map(|r| {
             on_port
-                .get(&r.client_port)?
+                .get(&(false, r.client_port))?
                 .iter()
                 .filter(|e| e["role"] == "inbound")
                 .rfind(|e| e["request_last_at_us"].as_u64().unwrap() <= r.received_us)
@@ -265,10 +273,10 @@ pub fn made_for<'a>(report: &'a Value, truth: &[RequestTruth]) -> Vec<(&'a Value
         })
         .collect();
     // Per local port: the calls made on it, with the request that made each.
-    let mut calls_on: HashMap<u16, Vec<(CallTruth, usize)>> = HashMap::new();
+    let mut calls_on: HashMap<End, Vec<(CallTruth, usize)>> = HashMap::new();
     for (i, r) in truth.iter().enumerate() {
         for c in &r.calls {
-            calls_on.entry(c.local_port).or_default().push((*c, i));
+            calls_on.entry((c.udp, c.local_port)).or_default().push((*c, i));
         }
     }
     let mut made = Vec::new();

@@ -41,21 +41,35 @@ pub(crate) struct UdpFlows {
 struct UdpFlow {
     slot: u32,
     conn: Connection,
+    /// The last datagram went to the client.
+    answered_last: bool,
 }
 
 impl UdpFlow {
+    /// As many answers as queries, an answer last: nothing is waiting.
     fn settled(&self) -> bool {
-        self.conn.to_client.packets >= self.conn.to_server.packets
+        self.answered_last && self.conn.to_client.packets >= self.conn.to_server.packets
     }
 }
 
-/// Whether a datagram is DNS: either port is 53, or it opens as a DNS
-/// message with a question that reads.
+/// Multicast DNS and LLMNR (RFC 6762, RFC 4795): DNS messages on links,
+/// asked of everyone and answered by anyone, not a service's lookups.
+const LINK_LOCAL_PORTS: [u16; 2] = [5353, 5355];
+
+/// Whether a datagram is DNS a service asked: either port is 53, or it
+/// opens as a DNS message with a question that reads, sent to one host
+/// (not multicast or broadcast) and not on mDNS's or LLMNR's ports.
 fn is_dns(u: &UdpPacket) -> bool {
     if u.src.port() == DNS_PORT || u.dst.port() == DNS_PORT {
         return true;
     }
-    plausible(u.payload).is_some() && parse(u.payload).is_ok_and(|m| m.question.is_some())
+    let link_local = LINK_LOCAL_PORTS.contains(&u.src.port())
+        || LINK_LOCAL_PORTS.contains(&u.dst.port())
+        || u.dst.ip().is_multicast()
+        || u.dst.ip() == std::net::Ipv4Addr::BROADCAST;
+    !link_local
+        && plausible(u.payload).is_some()
+        && parse(u.payload).is_ok_and(|m| m.question.is_some())
 }
 
 impl TcpFlows {
@@ -81,6 +95,7 @@ impl TcpFlows {
         stats.packets += 1;
         stats.payload_bytes += u64::from(u.len);
         f.conn.last_at_us = at_us;
+        f.answered_last = direction == Direction::ToClient;
         let settled = f.settled();
         datagram(ev, f.slot, direction, u, at_us, number);
         if settled && !was_settled {
@@ -102,7 +117,7 @@ impl TcpFlows {
 
     fn open_udp(&mut self, k: Key, u: &UdpPacket, at_us: u64, ev: &mut Events) {
         if self.udp.flows.len() >= self.options.bounds.max_flows {
-            if let Some((k, _, _)) = self.udp.ages.pop_front() {
+            if let Some(k) = self.idlest_udp() {
                 self.retire_udp(k, ev);
                 self.counters.evicted_flows += 1;
             }
@@ -132,8 +147,37 @@ impl TcpFlows {
             mid_stream: false,
             udp: true,
         });
-        self.udp.flows.insert(k, UdpFlow { slot, conn });
+        let flow = UdpFlow {
+            slot,
+            conn,
+            answered_last: false,
+        };
+        self.udp.flows.insert(k, flow);
+        if self.udp.ages.len() >= 2 * self.options.bounds.max_flows.max(1) {
+            // Entries of flows gone pile up: drop them.
+            let flows = &self.udp.flows;
+            self.udp
+                .ages
+                .retain(|(k, id, _)| flows.get(k).is_some_and(|f| f.conn.id == *id));
+        }
         self.udp.ages.push_back((k, id, at_us));
+    }
+
+    /// The flow idle longest, nearly: the oldest queued that was not seen
+    /// since it was queued (a second chance, as for TCP's `idlest`).
+    fn idlest_udp(&mut self) -> Option<Key> {
+        while let Some((k, id, queued)) = self.udp.ages.pop_front() {
+            let Some(f) = self.udp.flows.get(&k).filter(|f| f.conn.id == id) else {
+                continue; // gone
+            };
+            if f.conn.last_at_us > queued {
+                let seen = f.conn.last_at_us;
+                self.udp.ages.push_back((k, id, seen));
+                continue;
+            }
+            return Some(k);
+        }
+        None
     }
 
     /// Ends settled flows past the `MAX_CLOSED_FLOWS` most recent.
