@@ -307,7 +307,11 @@ fn a_flood_of_answers_and_queries_stays_bounded() {
         a.on_data(ToServer, &q, i, i);
     }
     let sent = MAX_PENDING + 100;
-    assert!(a.pending.len() as u64 <= GIVE_UP_QUERIES + 1, "{}", a.pending.len());
+    assert!(
+        a.pending.len() as u64 <= GIVE_UP_QUERIES + 1,
+        "{}",
+        a.pending.len()
+    );
     let ended = a.take_exchanges().len();
     assert!(ended >= sent - GIVE_UP_QUERIES as usize - 1, "{ended}");
     assert_eq!(ended + a.finish().len(), sent);

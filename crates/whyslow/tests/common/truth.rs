@@ -276,7 +276,10 @@ pub fn made_for<'a>(report: &'a Value, truth: &[RequestTruth]) -> Vec<(&'a Value
     let mut calls_on: HashMap<End, Vec<(CallTruth, usize)>> = HashMap::new();
     for (i, r) in truth.iter().enumerate() {
         for c in &r.calls {
-            calls_on.entry((c.udp, c.local_port)).or_default().push((*c, i));
+            calls_on
+                .entry((c.udp, c.local_port))
+                .or_default()
+                .push((*c, i));
         }
     }
     let mut made = Vec::new();
