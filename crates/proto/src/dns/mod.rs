@@ -387,7 +387,12 @@ impl StreamAnalyzer for DnsAnalyzer {
     }
 
     fn open_since(&self) -> Option<u64> {
-        let queued = self.pending.values().map(|p| p.span.first_at).min();
+        // The oldest query still pending: the first live entry of the order.
+        let queued = self
+            .order
+            .iter()
+            .find_map(|&(seq, id)| self.pending.get(&id).filter(|p| p.seq == seq))
+            .map(|p| p.span.first_at);
         let reading = self.sides[0].span.started_at();
         crate::earliest(queued, reading)
     }
