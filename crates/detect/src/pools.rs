@@ -181,7 +181,9 @@ fn sweep(calls: &[PoolCall]) -> Pool {
     // (time, +1 start / -1 end, request, connection); ends before starts
     // at one instant.
     let mut edges: Vec<(u64, i32, Option<u32>, u32)> = Vec::with_capacity(calls.len() * 2);
-    for &(conn, start, end, parent) in calls {
+    // A call that took no time (a span read back with no answer ends where
+    // it began) held no connection: its end would sort before its start.
+    for &(conn, start, end, parent) in calls.iter().filter(|c| c.2 > c.1) {
         edges.push((start, 1, parent, conn));
         edges.push((end, -1, parent, conn));
     }
@@ -412,5 +414,21 @@ mod tests {
             &crate::attribution::HeldRuns::default(),
         );
         assert!(pools.is_empty());
+    }
+
+    #[test]
+    fn a_call_that_took_no_time_holds_no_connection() {
+        let mut t = shared_pool();
+        // A call read back from a span with no answer, the pool idle: it
+        // ends as it began.
+        t.exchanges.push(call(5, 3, 3, (300 * MS, 300 * MS)));
+        let pools = super::of(
+            &t,
+            &t.connections.iter().map(|c| (c.id, c.server)).collect(),
+            &crate::attribution::HeldRuns::default(),
+        );
+        let pool = pools.values().next().expect("the pool of two");
+        assert_eq!(pool.size, 2);
+        assert_eq!(pool.calls, 4, "every call counted, the instant one too");
     }
 }
