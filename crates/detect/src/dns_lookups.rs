@@ -5,12 +5,14 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use whyslow_model::{Exchange, Protocol, Status, Timeline};
+use whyslow_model::{Connection, Exchange, Protocol, Status, Timeline};
 
 /// One query and its answer, if any.
 #[derive(Debug, Clone, Copy)]
 pub struct Query<'a> {
     pub exchange: &'a Exchange,
+    /// Its place among the timeline's exchanges.
+    pub index: usize,
     pub client: IpAddr,
     pub resolver: SocketAddr,
     /// "A", "AAAA"…
@@ -37,17 +39,21 @@ impl Query<'_> {
 
 /// Every DNS query of `t` whose question was read, by send time.
 pub fn queries(t: &Timeline) -> Vec<Query<'_>> {
-    let ends: HashMap<u32, (IpAddr, SocketAddr)> = t
-        .connections
+    queries_of(&t.connections, &t.exchanges)
+}
+
+/// `queries` of a timeline's connections and exchanges.
+pub fn queries_of<'a>(connections: &[Connection], exchanges: &'a [Exchange]) -> Vec<Query<'a>> {
+    let ends: HashMap<u32, (IpAddr, SocketAddr)> = connections
         .iter()
         .filter(|c| c.protocol == Protocol::Dns)
         .map(|c| (c.id, (c.client.ip(), c.server)))
         .collect();
-    let mut out: Vec<Query> = t
-        .exchanges
+    let mut out: Vec<Query> = exchanges
         .iter()
-        .filter(|e| e.protocol == Protocol::Dns)
-        .filter_map(|e| {
+        .enumerate()
+        .filter(|(_, e)| e.protocol == Protocol::Dns)
+        .filter_map(|(index, e)| {
             let (client, resolver) = *ends.get(&e.connection)?;
             let (qtype, name) = e.request.split_once(' ')?;
             if qtype.starts_with('?') {
@@ -59,6 +65,7 @@ pub fn queries(t: &Timeline) -> Vec<Query<'_>> {
             };
             Some(Query {
                 exchange: e,
+                index,
                 client,
                 resolver,
                 qtype,

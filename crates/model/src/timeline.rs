@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// Everything seen during one run: connections and the exchanges on them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -564,6 +564,10 @@ pub struct Exchange {
     /// runs from here to `request_first_at_us`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_wait_from_us: Option<u64>,
+    /// For a DNS answer: the addresses its A/AAAA records gave, which the
+    /// call that follows a lookup goes to. Boxed: few exchanges have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_to: Option<Box<[IpAddr]>>,
 }
 
 /// Digests travel as 16 hex digits: JSON numbers lose precision past 2^53.
@@ -615,6 +619,7 @@ impl Exchange {
             thread: None,
             started_by: None,
             pool_wait_from_us: None,
+            resolved_to: None,
             params_unknown: false,
             due_at_us: None,
         }

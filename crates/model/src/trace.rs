@@ -109,11 +109,15 @@ pub enum Rule {
     /// One request's arrival and answer bracket the call far more tightly
     /// than any other's.
     Bracket,
+    /// A DNS lookup, given with the call to the address it returned that
+    /// came right after it, with no other lookup or call to that address
+    /// between or around them.
+    Lookup,
 }
 
 impl Rule {
     /// Every rule, in the order attribution runs them.
-    pub const ALL: [Rule; 9] = [
+    pub const ALL: [Rule; 10] = [
         Rule::SpanParent,
         Rule::TraceContext,
         Rule::Thread,
@@ -123,6 +127,7 @@ impl Rule {
         Rule::Fingerprint,
         Rule::SoleCandidate,
         Rule::Bracket,
+        Rule::Lookup,
     ];
 
     /// The rule's name as the JSON writes it.
@@ -137,6 +142,7 @@ impl Rule {
             Rule::Fingerprint => "fingerprint",
             Rule::SoleCandidate => "sole_candidate",
             Rule::Bracket => "bracket",
+            Rule::Lookup => "lookup",
         }
     }
 }

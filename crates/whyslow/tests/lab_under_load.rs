@@ -16,7 +16,7 @@
 //! made it for; read back as traces, they name the capture's causes.
 
 mod common;
-use common::truth::{score, Score};
+use common::truth::{made_for, score, Score};
 use common::*;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -328,8 +328,8 @@ fn spans_go_out_as_otlp_json_and_otlp_http_as_in_the_file() {
 }
 
 /// A capture of the running `s` under `requests` requests of its load
-/// without trace context.
-fn captured_again(running: &Running, file: &Path, requests: u64) {
+/// from `clients` clients, with `--trace-context` `trace`.
+fn captured_again(running: &Running, file: &Path, requests: u64, clients: u32, trace: &str) {
     let mut args: Vec<String> = ["capture", "-i", "lo", "-w", file.to_str().unwrap()]
         .map(String::from)
         .to_vec();
@@ -341,11 +341,11 @@ fn captured_again(running: &Running, file: &Path, requests: u64) {
         env!("CARGO_BIN_EXE_whyslow").into(),
         "load".into(),
         "-c".into(),
-        CONCURRENT_CLIENTS.to_string(),
+        clients.to_string(),
         "-n".into(),
         requests.to_string(),
         "--trace-context".into(),
-        "off".into(),
+        trace.into(),
         running.url.clone(),
     ]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -391,8 +391,8 @@ fn a_capture_begun_after_warm_up_names_what_one_from_the_start_names() {
     let running = rt().block_on((s.start)(false)).unwrap();
     let dir = tmpdir("warm_capture");
     let (start, warm) = (dir.join("start.pcapng"), dir.join("warm.pcapng"));
-    captured_again(&running, &start, 160);
-    captured_again(&running, &warm, 320);
+    captured_again(&running, &start, 160, CONCURRENT_CLIENTS, "off");
+    captured_again(&running, &warm, 320, CONCURRENT_CLIENTS, "off");
     let service = running.ports[0].to_string();
     let early = analyzed_timeline_with(&start, &service, &[]);
     let late = analyzed_timeline_with(&warm, &service, &[]);
@@ -411,4 +411,48 @@ fn a_capture_begun_after_warm_up_names_what_one_from_the_start_names() {
     eprintln!("warmed up: {score:?}");
     assert!(score.coverage() >= HELD_MIN_COVERAGE, "{score:?}");
     assert!(score.wrong_share() <= MAX_WRONG_SHARE, "{score:?}");
+}
+
+/// dns-lookups at 2 clients, trace context on its HTTP calls: requests
+/// overlap, so a lookup has two candidates, but a lookup and the call
+/// after it often have nothing else within the time a client takes to act
+/// on an answer. The `lookup` rule gives those lookups (and the failed
+/// search names before them) to the request of the call they preceded,
+/// none to a request the app's record says did not make them.
+#[test]
+fn a_lookup_goes_with_the_call_after_it_when_nothing_else_is_near() {
+    let _one_at_a_time = serial();
+    let test = "a_lookup_goes_with_the_call_after_it_when_nothing_else_is_near";
+    if !capture_allowed(test) {
+        return;
+    }
+    let s = whyslow_lab::find("dns-lookups").unwrap();
+    let running = rt().block_on((s.start)(false)).unwrap();
+    let dir = tmpdir("lookup_rule");
+    let file = dir.join("two.pcapng");
+    captured_again(&running, &file, 80, 2, "sampled");
+    let report = analyzed_timeline_with(&file, &running.ports[0].to_string(), &[]);
+    let truth = running.truth.requests();
+    let _ = std::fs::write(dir.join("truth.txt"), format!("{truth:#?}"));
+    let made = made_for(&report, &truth);
+    let by_rule: Vec<_> = made.iter().filter(|(e, _)| e["rule"] == "lookup").collect();
+    let wrong = by_rule
+        .iter()
+        .filter(|(e, request)| e["parent"].as_u64() != Some(*request))
+        .count();
+    let failed_names = by_rule
+        .iter()
+        .filter(|(e, _)| e["status"]["dns"] == "NXDOMAIN")
+        .count();
+    eprintln!(
+        "{test}: {} given by the rule, {failed_names} failed names, {wrong} wrong",
+        by_rule.len()
+    );
+    assert_eq!(wrong, 0, "{test}: {} given", by_rule.len());
+    assert!(
+        by_rule.len() >= 10 && failed_names >= 5,
+        "{test}: {} given, {failed_names} failed names",
+        by_rule.len()
+    );
+    assert_eq!(score(&report, &truth).wrong, 0, "{test}");
 }

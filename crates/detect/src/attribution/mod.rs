@@ -44,14 +44,16 @@ const CALL_RULES: [CallRule; 3] = [
 /// Then, on the calls left, grouped into units (a trace the service
 /// started, a transaction, a run on a checked-out connection, a call of a
 /// fingerprint, a single call): deduction for what a request holds one of,
-/// then a sole candidate, then timing.
-const UNIT_RULES: [UnitRule; 6] = [
+/// then a sole candidate, then timing; last, a DNS lookup goes with the
+/// call it preceded, once that call is placed.
+const UNIT_RULES: [UnitRule; 7] = [
     rules::trace_group::place,
     rules::transaction::place,
     rules::checkout::place,
     rules::fingerprint::place,
     rules::sole_candidate::place,
     rules::bracket::place,
+    rules::lookup::place,
 ];
 
 /// What attribution found besides the parents and levels it set.
@@ -112,7 +114,7 @@ pub fn attribute_within(
     for rule in CALL_RULES {
         rule(exchanges, &mut table);
     }
-    let mut scene = Scene::new(exchanges, &port);
+    let mut scene = Scene::new(timeline, &port);
     let units = units::build(exchanges, &table, &port);
     let mut units = runs::join(units, exchanges, &answers(exchanges), &port);
     if units.iter().any(|u| u.holder == Holder::Call) {

@@ -18,7 +18,7 @@
 
 use super::units::{Holder, Unit};
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
-use whyslow_model::Exchange;
+use whyslow_model::{Exchange, Protocol};
 
 /// Share of a statement's occurrences that must follow an inbound answer
 /// for it to open runs: the measured openers followed one every time, other
@@ -122,7 +122,11 @@ fn joinable(units: &[Unit], exchanges: &[Exchange]) -> HashMap<u32, Vec<usize>> 
             continue;
         };
         let conn = exchanges[first].connection;
-        if u.holder == Holder::Call && !u.interleaved && u.calls.len() == 1 {
+        // A DNS flow is a socket's queries, not a connection a request
+        // holds: a stub resolver opens one per lookup or per name, and
+        // the kernel hands a later one the same port.
+        let held = exchanges[first].protocol != Protocol::Dns;
+        if held && u.holder == Holder::Call && !u.interleaved && u.calls.len() == 1 {
             per_conn.entry(conn).or_default().push(n);
         } else {
             excluded.insert(conn);

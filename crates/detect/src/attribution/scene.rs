@@ -1,17 +1,19 @@
-//! What the unit rules read: the timeline's exchanges, the units of calls
-//! left after the call rules, and each inbound request's kind.
+//! What the unit rules read: the timeline's exchanges and connections, the
+//! units of calls left after the call rules, and each inbound request's
+//! kind.
 
 use super::table::Decision;
 use super::units::Unit;
 use foldhash::HashMap;
 use std::cell::OnceCell;
-use whyslow_model::{Exchange, ExchangeRole};
+use whyslow_model::{Connection, Exchange, ExchangeRole, Timeline};
 
 /// Inbound request → (its server port, its request line).
 pub type Kinds<'t> = HashMap<u32, (u16, &'t str)>;
 
 pub struct Scene<'t> {
     pub exchanges: &'t [Exchange],
+    pub connections: &'t [Connection],
     pub units: Vec<Unit>,
     port: &'t HashMap<u32, u16>,
     /// Built only when a rule asks: most captures never compare kinds.
@@ -19,9 +21,10 @@ pub struct Scene<'t> {
 }
 
 impl<'t> Scene<'t> {
-    pub fn new(exchanges: &'t [Exchange], port: &'t HashMap<u32, u16>) -> Self {
+    pub fn new(t: &'t Timeline, port: &'t HashMap<u32, u16>) -> Self {
         Scene {
-            exchanges,
+            exchanges: &t.exchanges,
+            connections: &t.connections,
             units: Vec::new(),
             port,
             kinds: OnceCell::new(),

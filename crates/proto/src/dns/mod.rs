@@ -21,6 +21,7 @@ mod tests;
 use crate::{Sniff, Span, Start, StreamAnalyzer};
 use message::{header, parse, plausible, question_key, rcode_name, type_name, Message, HEADER};
 use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use whyslow_model::{Direction, Exchange, Protocol, SmolStr, Status};
 
 /// Queries awaiting an answer per flow; past it the oldest goes unanswered.
@@ -155,6 +156,11 @@ impl DnsAnalyzer {
             _ => parse(body),
         };
         let key = question_key(body);
+        // The addresses, read only from an answer that has records.
+        let resolved = match &parsed {
+            Ok(h) if h.response && h.answers > 0 => parse(body).map(|m| m.addresses).ok(),
+            _ => None,
+        };
         side.buf.clear();
         let m = match parsed {
             Ok(m) => m,
@@ -166,7 +172,7 @@ impl DnsAnalyzer {
         };
         self.sweep(span.last_at);
         if m.response {
-            self.response(&m, key, &span);
+            self.response(&m, key, &span, resolved);
         } else {
             self.query(&m, key, span);
         }
@@ -211,7 +217,13 @@ impl DnsAnalyzer {
         self.order.push_back((seq, m.id));
     }
 
-    fn response(&mut self, m: &Message, key: Option<u64>, span: &Span) {
+    fn response(
+        &mut self,
+        m: &Message,
+        key: Option<u64>,
+        span: &Span,
+        resolved: Option<Vec<IpAddr>>,
+    ) {
         // An answer carries its query's question (RFC 5452 §9.1); one that
         // does not answers another query with the same id.
         let matches = |p: &Pending| m.questions == 0 || key.is_none() || p.key == key;
@@ -229,6 +241,9 @@ impl DnsAnalyzer {
         }
         e.status = Some(Status::Dns(status));
         e.rows = Some(u64::from(m.answers));
+        e.resolved_to = resolved
+            .filter(|a| !a.is_empty())
+            .map(Vec::into_boxed_slice);
     }
 
     /// `q` was never answered; `retried`: the client asked it again.

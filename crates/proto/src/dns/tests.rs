@@ -137,6 +137,9 @@ fn answers_pair_by_id_in_any_order() {
     let a4 = ex.iter().find(|e| e.request == "A api.internal").unwrap();
     assert_eq!(a4.status, Some(Status::Dns("NOERROR".into())));
     assert_eq!((a4.rows, a4.response_first_at_us), (Some(1), Some(4000)));
+    // The answer's address, for the call that follows the lookup.
+    assert_eq!(a4.resolved_to.as_deref(), Some(&[IpAddr::from(ip)][..]));
+    assert_eq!(aaaa.resolved_to, None, "an answer with no records");
 }
 
 #[test]

@@ -19,40 +19,20 @@ fn exchange(
     span: (u64, u64),
     parent: Option<u32>,
 ) -> Exchange {
-    Exchange {
-        id,
-        connection,
-        protocol: Protocol::Http1,
-        request: request.into(),
-        status: None,
-        request_first_at_us: span.0,
-        request_last_at_us: span.0 + 10,
-        response_first_at_us: Some(span.1 - 10),
-        response_last_at_us: Some(span.1),
-        request_bytes: 100,
-        response_bytes: 100,
-        request_packets: (1, 1),
-        response_packets: Some((2, 2)),
-        response_encoded: false,
-        role: if parent.is_some() {
-            ExchangeRole::Outbound
-        } else {
-            ExchangeRole::Inbound
-        },
-        parent,
-        stream: None,
-        rows: None,
-        params_digest: None,
-        transaction: None,
-        trace: None,
-        thread: None,
-        started_by: None,
-        attribution: None,
-        rule: None,
-        pool_wait_from_us: None,
-        params_unknown: false,
-        due_at_us: None,
+    let mut e = Exchange::new(connection, Protocol::Http1, request.into());
+    e.id = id;
+    e.request_first_at_us = span.0;
+    e.request_last_at_us = span.0 + 10;
+    e.response_first_at_us = Some(span.1 - 10);
+    e.response_last_at_us = Some(span.1);
+    (e.request_bytes, e.response_bytes) = (100, 100);
+    e.request_packets = (1, 1);
+    e.response_packets = Some((2, 2));
+    if parent.is_some() {
+        e.role = ExchangeRole::Outbound;
     }
+    e.parent = parent;
+    e
 }
 
 /// An inbound request whose 6 calls ran on 2 pooled connections.

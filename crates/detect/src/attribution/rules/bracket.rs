@@ -38,7 +38,7 @@ pub fn place(s: &Scene, table: &mut Table) {
 }
 
 /// Whether a fit of `best` is clearly tighter than one of `next`.
-fn clearly_below(best: u64, next: u64) -> bool {
+pub(crate) fn clearly_below(best: u64, next: u64) -> bool {
     next >= BRACKET_MARGIN * best.max(1) && next - best >= BRACKET_MIN_US
 }
 

@@ -5,6 +5,7 @@
 pub mod bracket;
 pub mod checkout;
 pub mod fingerprint;
+pub mod lookup;
 pub mod sole_candidate;
 pub mod span_parent;
 pub mod thread;
