@@ -4,6 +4,7 @@
 //! coalesced writes) so client write patterns can be reproduced exactly.
 
 mod connect;
+pub mod dns_walk;
 mod error;
 pub mod h1;
 mod h2conn;

@@ -11,7 +11,7 @@ use crate::tls::{TlsOptions, TlsSetup};
 use bytes::BytesMut;
 use std::net::SocketAddr;
 use std::time::Instant;
-use whyslow_model::{RequestPhases, TlsInfo};
+use whyslow_model::{DnsWalk, RequestPhases, TlsInfo};
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
@@ -21,6 +21,10 @@ pub struct ProbeOptions {
     pub fresh: bool,
     pub spec: RequestSpec,
     pub tls: TlsOptions,
+    /// Walk the target's name as the system resolver asks it, after the
+    /// requests (`dns_walk`). Off where a capture runs: the walk's queries
+    /// are the prober's, not the service's.
+    pub walk_dns: bool,
 }
 
 /// What a probe measured. When a request fails, the run stops and the
@@ -28,6 +32,9 @@ pub struct ProbeOptions {
 #[derive(Debug, Clone, Default)]
 pub struct ProbeRun {
     pub requests: Vec<RequestPhases>,
+    /// The target's name walked as the system's resolver asks it, when a
+    /// request looked it up (`dns_walk`).
+    pub dns: Option<DnsWalk>,
     pub connections_opened: u32,
     pub error: Option<ProbeError>,
 }
@@ -111,6 +118,10 @@ async fn probe_into(opts: &ProbeOptions, run: &mut ProbeRun) -> Result<(), Probe
         if !timing.keep_alive {
             open = None;
         }
+    }
+    // After the requests, so that their own timing is the client's alone.
+    if opts.walk_dns && run.requests.iter().any(|r| r.dns_us > 0) {
+        run.dns = crate::dns_walk::walk_system(&target.host).await;
     }
     Ok(())
 }

@@ -173,6 +173,7 @@ fn diagnosis(sections: &[(&str, &[u64])]) -> String {
                     ..Default::default()
                 })
                 .collect(),
+            dns: None,
         });
     }
     report.capture = Some(whyslow_model::CaptureSummary::default());

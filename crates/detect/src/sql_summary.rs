@@ -1,13 +1,17 @@
 //! The SQL summary per inbound request kind (case 003's dbitrace, from the
 //! wire and for any client): statements by kind, distinct shapes, repeats,
 //! database time summed and on the critical path, for the median and the
-//! slowest request; and the shapes that cost the most across the kind.
+//! slowest request; and the shapes that cost the most across the kind. The
+//! DNS queries of the same requests beside them: queries, NXDOMAIN, never
+//! answered, and their time.
 
 use crate::request_calls::{by_shape, covered_us, Call, RequestCalls};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use whyslow_model::prepared::prepared_verb;
-use whyslow_model::{SqlRequest, SqlShape, SqlSummary, StatementCounts};
+use whyslow_model::{
+    DnsCounts, Protocol, SqlRequest, SqlShape, SqlSummary, StatementCounts, Status,
+};
 
 /// Shapes listed per ranking: enough to hold the few that matter
 /// (case 003 fixed three shapes), short enough to read.
@@ -34,8 +38,23 @@ fn count(counts: &mut StatementCounts, statement: &str) {
     counts.total += 1;
 }
 
+/// One request's DNS queries summed up.
+fn dns(r: &RequestCalls, queries: &[Call]) -> DnsCounts {
+    let rcode = |c: &&Call, code: &str| matches!(&c.exchange.status, Some(Status::Dns(s)) if s.split(' ').next() == Some(code));
+    DnsCounts {
+        queries: queries.len() as u32,
+        nxdomain: queries.iter().filter(|c| rcode(c, "NXDOMAIN")).count() as u32,
+        unanswered: queries
+            .iter()
+            .filter(|c| c.exchange.response_last_at_us.is_none())
+            .count() as u32,
+        dns_us: queries.iter().map(Call::duration_us).sum(),
+        dns_critical_us: covered_us(queries.iter().map(|c| (c.start, c.end)), r.waiting()),
+    }
+}
+
 /// One request's SQL statements summed up.
-fn request(r: &RequestCalls, sql: &[Call]) -> SqlRequest {
+fn request(r: &RequestCalls, sql: &[Call], queries: &[Call]) -> SqlRequest {
     let mut statements = StatementCounts::default();
     let mut seen = HashSet::new();
     let mut duplicates = 0;
@@ -58,6 +77,7 @@ fn request(r: &RequestCalls, sql: &[Call]) -> SqlRequest {
         duplicates,
         db_us: sql.iter().map(Call::duration_us).sum(),
         db_critical_us: covered_us(sql.iter().map(|c| (c.start, c.end)), r.waiting()),
+        dns: dns(r, queries),
     }
 }
 
@@ -66,21 +86,24 @@ type WithCalls<'a> = (SqlRequest, Vec<Call<'a>>);
 
 /// Per request kind of the service, busiest first, over the requests told
 /// apart (the per-kind rates of the others are in the capture's groups).
-/// Kinds that sent no SQL are left out.
+/// Kinds that sent no SQL and looked no name up are left out.
 pub fn summarize(requests: &[RequestCalls]) -> Vec<SqlSummary> {
     let mut kinds: BTreeMap<(SocketAddr, &str), Vec<WithCalls>> = BTreeMap::new();
     for r in requests.iter().filter(|r| r.told_apart()) {
-        let sql: Vec<Call> = r
-            .calls
-            .iter()
-            .filter(|c| c.protocol().is_sql())
-            .copied()
-            .collect();
-        if !sql.is_empty() {
+        let of = |p: fn(Protocol) -> bool| -> Vec<Call> {
+            r.calls
+                .iter()
+                .filter(|c| p(c.protocol()))
+                .copied()
+                .collect()
+        };
+        let sql = of(Protocol::is_sql);
+        let queries = of(|p| p == Protocol::Dns);
+        if !sql.is_empty() || !queries.is_empty() {
             let kind = kinds
                 .entry((r.server, r.inbound.request.as_str()))
                 .or_default();
-            kind.push((request(r, &sql), sql));
+            kind.push((request(r, &sql, &queries), sql));
         }
     }
     let mut out: Vec<SqlSummary> = kinds
@@ -226,6 +249,37 @@ mod tests {
             exchanges: vec![exchange(0, 0, (0, 10), (1000, 1010)), e],
         };
         assert!(summarize(&by_request(&t)).is_empty());
+    }
+
+    #[test]
+    fn a_request_that_looked_names_up_has_a_dns_line() {
+        // Two search names that failed, then the answer, then one lost.
+        let query = |id, at, rcode: Option<&str>| {
+            let mut e = call(id, 1, 0, (at, at + 5_000));
+            e.protocol = Protocol::Dns;
+            e.request = "A api.internal".into();
+            match rcode {
+                Some(r) => e.status = Some(whyslow_model::Status::Dns(r.into())),
+                None => (e.response_first_at_us, e.response_last_at_us) = (None, None),
+            }
+            e
+        };
+        let t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 53)],
+            exchanges: vec![
+                exchange(0, 0, (0, 10), (30_000, 30_010)),
+                query(1, 100, Some("NXDOMAIN")),
+                query(2, 5_200, Some("NXDOMAIN")),
+                query(3, 10_300, Some("NOERROR")),
+                query(4, 15_400, None),
+            ],
+        };
+        let s = summarize(&by_request(&t));
+        assert_eq!(s.len(), 1, "a kind with lookups and no SQL");
+        let d = s[0].median.dns;
+        assert_eq!((d.queries, d.nxdomain, d.unanswered), (4, 2, 1));
+        assert_eq!(s[0].median.statements.total, 0);
+        assert!(d.dns_critical_us >= 15_000, "{d:?}");
     }
 
     #[test]

@@ -133,6 +133,7 @@ fn patterns(opts: &DiagnoseOptions) -> Vec<(&'static str, ProbeOptions)> {
         fresh: false,
         spec: opts.spec.clone(),
         tls: opts.tls.clone(),
+        walk_dns: false,
     };
     let mut out = vec![
         (AS_GIVEN, base.clone()),
@@ -379,6 +380,7 @@ async fn run_patterns(
         report.sections.push(ReportSection {
             label: label.into(),
             requests: run.requests.clone(),
+            dns: run.dns.clone(),
         });
         let failed = run.requests.is_empty();
         results.push(run);

@@ -18,6 +18,7 @@ pub fn report(opts: &ProbeOptions, run: &ProbeRun, rules: &[Rule]) -> Report {
     r.sections.push(ReportSection {
         label: label.into(),
         requests: run.requests.clone(),
+        dns: run.dns.clone(),
     });
     r.checks = check_budget(rules, &run.requests);
     r.findings

@@ -39,12 +39,12 @@ pub use load_record::{Interval, Metric, Recorded};
 pub use load_result::{
     IntervalPoint, Knee, LoadResult, Percentiles, RunSetup, Step, LOAD_FORMAT, LOAD_VERSION,
 };
-pub use phases::{PhaseName, RequestPhases, TlsInfo};
+pub use phases::{DnsStep, DnsWalk, PhaseName, RequestPhases, TlsInfo};
 pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
 /// Exchange labels: short ones inline, long ones shared, so that an
 /// analyzer hands the same label to many exchanges without copying it.
 pub use smol_str::SmolStr;
-pub use sql_summary::{SqlRequest, SqlShape, SqlSummary, StatementCounts};
+pub use sql_summary::{DnsCounts, SqlRequest, SqlShape, SqlSummary, StatementCounts};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Gap,
     Protocol, Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, GAPS_KEPT, WAITED_MIN_US,

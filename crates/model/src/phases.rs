@@ -109,3 +109,50 @@ impl RequestPhases {
         self.dns_us + self.connect_us + self.tls_us + self.send_us + self.wait_us
     }
 }
+
+/// A name looked up as glibc's stub resolver does (resolv.conf's search
+/// list and `ndots`, `timeout:` and `attempts:`), each name it asked timed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DnsWalk {
+    /// The name as given.
+    pub name: String,
+    /// The nameserver asked (resolv.conf's first).
+    pub resolver: String,
+    pub ndots: u32,
+    pub steps: Vec<DnsStep>,
+    pub total_us: u64,
+    /// Names asked before the one that answered with addresses (the search
+    /// list's expansion), and their time.
+    pub search_names: u32,
+    pub search_us: u64,
+    /// Time spent waiting for answers that never came, over every name.
+    pub retry_us: u64,
+}
+
+/// One name of a walk: A and AAAA asked together on one socket, until
+/// answered or out of attempts.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DnsStep {
+    pub name: String,
+    /// "NOERROR", "NXDOMAIN", … or "no answer".
+    pub answer: String,
+    /// Addresses the answers gave.
+    pub addresses: u32,
+    /// Times the questions were sent (1: answered at the first try).
+    pub tries: u32,
+    pub us: u64,
+    /// Of `us`, the time spent waiting on tries that went unanswered.
+    pub retry_us: u64,
+}
+
+impl DnsWalk {
+    /// Adds `step`, and what the steps so far add up to.
+    pub fn push(&mut self, step: DnsStep) {
+        self.steps.push(step);
+        let answered = self.steps.iter().any(|s| s.addresses > 0);
+        let before = self.steps.iter().take_while(|s| s.addresses == 0);
+        let (n, us) = before.fold((0, 0), |(n, us), s| (n + 1, us + s.us));
+        (self.search_names, self.search_us) = if answered { (n, us) } else { (0, 0) };
+        self.retry_us = self.steps.iter().map(|s| s.retry_us).sum();
+    }
+}

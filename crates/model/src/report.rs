@@ -19,6 +19,11 @@ pub struct Skipped {
 pub struct ReportSection {
     pub label: String,
     pub requests: Vec<RequestPhases>,
+    /// The target's name asked again as the system's resolver asks it,
+    /// name by name: what the `dns` phase was spent on (absent: an address,
+    /// a name from /etc/hosts, or no resolv.conf).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<crate::DnsWalk>,
 }
 
 /// One limit from `--budget` or `--slo`, checked against what was measured.

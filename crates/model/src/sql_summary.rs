@@ -9,7 +9,7 @@ pub struct SqlSummary {
     pub server: String,
     /// The request kind, as exchanges name it ("GET /checkout").
     pub request: String,
-    /// Requests of this kind that sent SQL.
+    /// Requests of this kind that sent SQL or looked a name up.
     pub requests: u32,
     /// The request of median duration.
     pub median: SqlRequest,
@@ -37,6 +37,29 @@ pub struct SqlRequest {
     /// Time the request had at least one statement in flight: the database's
     /// part of its critical path.
     pub db_critical_us: u64,
+    /// The DNS queries its lookups sent (absent: none).
+    #[serde(default, skip_serializing_if = "DnsCounts::is_empty")]
+    pub dns: DnsCounts,
+}
+
+/// The DNS queries one request's lookups sent, and their time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DnsCounts {
+    pub queries: u32,
+    /// Answered NXDOMAIN: a search-list name that does not exist, mostly.
+    pub nxdomain: u32,
+    /// Never answered (a lost query the client asked again after its timeout).
+    pub unanswered: u32,
+    /// Every query's time, summed (A and AAAA go out together).
+    pub dns_us: u64,
+    /// Time the request had at least one query in flight.
+    pub dns_critical_us: u64,
+}
+
+impl DnsCounts {
+    pub fn is_empty(&self) -> bool {
+        self.queries == 0
+    }
 }
 
 /// Statements by kind, from their first keyword.

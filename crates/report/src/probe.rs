@@ -3,7 +3,7 @@
 
 use crate::{fmt_ms, Summary};
 use std::fmt::Write;
-use whyslow_model::{PhaseName, Report, RequestPhases};
+use whyslow_model::{DnsWalk, PhaseName, Report, RequestPhases};
 
 /// The first line of the text: what was asked, as a person would say it.
 pub fn header(
@@ -19,6 +19,51 @@ pub fn header(
         if nodelay { "on" } else { "off" },
         if split { "split" } else { "coalesced" },
     )
+}
+
+/// What the dns phase was spent on: each name the resolver was asked.
+pub fn dns_walk(w: &DnsWalk) -> String {
+    let mut out = format!(
+        "\ndns: {} asked again as the system resolver asks it ({}, ndots:{}): {}\n",
+        w.name,
+        w.resolver,
+        w.ndots,
+        fmt_ms(w.total_us)
+    );
+    let width = w.steps.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    for s in &w.steps {
+        let retried = match s.tries {
+            0 | 1 => String::new(),
+            n => format!(
+                "  {n} tries, {} waiting for lost answers",
+                fmt_ms(s.retry_us)
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:<9} {:>10}{retried}",
+            s.name,
+            s.answer,
+            fmt_ms(s.us)
+        );
+    }
+    if w.search_names > 0 {
+        let _ = writeln!(
+            out,
+            "  search list: {} name(s) tried first, {} (a fully qualified name, \"{}.\", skips them)",
+            w.search_names,
+            fmt_ms(w.search_us),
+            w.name.trim_end_matches('.')
+        );
+    }
+    if w.retry_us > 0 {
+        let _ = writeln!(
+            out,
+            "  retries: {} waiting for answers that never came",
+            fmt_ms(w.retry_us)
+        );
+    }
+    out
 }
 
 /// The whole text of `probe` for its report, under `header`.
@@ -41,6 +86,9 @@ pub fn text(header: &str, report: &Report) -> String {
         .flatten()
     {
         let _ = writeln!(out, "{line}");
+    }
+    if let Some(w) = report.sections.first().and_then(|s| s.dns.as_ref()) {
+        out.push_str(&dns_walk(w));
     }
     if !report.findings.is_empty() {
         out.push_str("\nfindings\n");

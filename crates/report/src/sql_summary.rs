@@ -1,5 +1,6 @@
 //! The SQL summary per inbound request kind as text: one row for the
-//! median request and one for the slowest, then the costliest shapes.
+//! median request and one for the slowest, then the costliest shapes; and
+//! where the requests looked names up, their DNS queries the same way.
 
 use crate::{fmt_ms, kinds_left, KINDS_SHOWN};
 use std::fmt::Write;
@@ -40,18 +41,68 @@ fn shapes(out: &mut String, title: &str, list: &[SqlShape], value: impl Fn(&SqlS
     }
 }
 
+fn dns_row(out: &mut String, label: &str, r: &SqlRequest) {
+    let d = &r.dns;
+    let _ = writeln!(
+        out,
+        "    {label:<7} {:>7} {:>8} {:>10} {:>10} {:>10} {:>10}",
+        d.queries,
+        d.nxdomain,
+        d.unanswered,
+        fmt_ms(d.dns_us),
+        fmt_ms(d.dns_critical_us),
+        fmt_ms(r.total_us),
+    );
+}
+
+fn dns(out: &mut String, k: &SqlSummary) {
+    let _ = writeln!(
+        out,
+        "    {:<7} {:>7} {:>8} {:>10} {:>10} {:>10} {:>10}",
+        "dns", "queries", "nxdomain", "unanswered", "in dns", "dns path", "request"
+    );
+    dns_row(out, "median", &k.median);
+    if k.requests > 1 {
+        dns_row(out, "worst", &k.worst);
+    }
+}
+
+fn has_sql(k: &SqlSummary) -> bool {
+    k.median.statements.total > 0 || k.worst.statements.total > 0 || !k.top_by_count.is_empty()
+}
+
+fn has_dns(k: &SqlSummary) -> bool {
+    !k.median.dns.is_empty() || !k.worst.dns.is_empty()
+}
+
 pub fn text(kinds: &[SqlSummary]) -> String {
     let mut out = String::new();
     if kinds.is_empty() {
         return out;
     }
-    let _ = writeln!(out, "\nSQL per request:");
+    let title = match (kinds.iter().any(has_sql), kinds.iter().any(has_dns)) {
+        (true, true) => "SQL and DNS",
+        (false, true) => "DNS",
+        _ => "SQL",
+    };
+    let _ = writeln!(out, "\n{title} per request:");
     for k in kinds.iter().take(KINDS_SHOWN) {
+        let with = match (has_sql(k), has_dns(k)) {
+            (true, true) => "SQL and DNS",
+            (false, true) => "DNS",
+            _ => "SQL",
+        };
         let _ = writeln!(
             out,
-            "  {} to {} ({} requests with SQL)",
+            "  {} to {} ({} requests with {with})",
             k.request, k.server, k.requests
         );
+        if has_dns(k) {
+            dns(&mut out, k);
+        }
+        if !has_sql(k) {
+            continue;
+        }
         let _ = writeln!(
             out,
             "    {:<7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>10}",
@@ -108,6 +159,7 @@ mod tests {
             duplicates: 40,
             db_us: 3_700_000,
             db_critical_us: 3_600_000,
+            dns: Default::default(),
         };
         let long = format!("SELECT {} FROM t", "a, ".repeat(60));
         let k = SqlSummary {
@@ -143,5 +195,41 @@ mod tests {
             t.contains("137.0 ×") && t.contains('…') && !t.contains(&long),
             "{t}"
         );
+        assert!(!t.contains("dns"), "no lookups: no DNS rows");
+    }
+
+    #[test]
+    fn a_kind_that_looked_names_up_shows_its_queries() {
+        let r = SqlRequest {
+            exchange: 1,
+            total_us: 48_000,
+            dns: whyslow_model::DnsCounts {
+                queries: 9,
+                nxdomain: 6,
+                unanswered: 1,
+                dns_us: 45_000,
+                dns_critical_us: 45_000,
+            },
+            ..Default::default()
+        };
+        let k = SqlSummary {
+            server: "127.0.0.1:8080".into(),
+            request: "GET /quote".into(),
+            requests: 2,
+            median: r.clone(),
+            worst: r,
+            top_by_count: Vec::new(),
+            top_by_time: Vec::new(),
+        };
+        let t = text(&[k]);
+        assert!(t.starts_with("\nDNS per request:"), "{t}");
+        assert!(t.contains("(2 requests with DNS)"), "{t}");
+        assert!(!t.contains("select"), "no SQL: no SQL table: {t}");
+        let median = t
+            .lines()
+            .find(|l| l.trim_start().starts_with("median"))
+            .unwrap();
+        let cols: Vec<&str> = median.split_whitespace().collect();
+        assert_eq!(&cols[1..4], ["9", "6", "1"], "{t}");
     }
 }

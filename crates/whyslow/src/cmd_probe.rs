@@ -26,6 +26,7 @@ fn options(args: &ProbeArgs) -> Result<(ProbeOptions, Vec<Rule>), String> {
             keylog: args.keylog.writer()?,
             ..args.request.tls()
         },
+        walk_dns: true,
     };
     Ok((opts, rules))
 }

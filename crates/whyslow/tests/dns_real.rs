@@ -556,3 +556,111 @@ fn a_resolver_that_goes_upstream_for_every_answer_is_slow() {
     // Names asked as they are (ndots:1): no search walk.
     assert!(finding(&report, "dns_search_expansion", "api.internal").is_none());
 }
+
+/// `probe` of a URL by name in a pod-like namespace (search list, ndots:5,
+/// `timeout:1`): its dns phase split into the search names that failed
+/// and the one that answered, each as tshark reads the walk's own queries
+/// in a capture of the run; the walk's first query dropped by nftables
+/// (the 7th query to the resolver: glibc's lookup sends six) shows as a
+/// retry costing the configured timeout.
+#[test]
+fn probe_says_what_its_dns_phase_was_spent_on() {
+    let _one = serial();
+    let test = "dns_probe";
+    if !needs(test) {
+        return;
+    }
+    const TIMEOUT_S: u64 = 1;
+    let ns = Netns::new("dnsprobe");
+    ns.resolv_conf(&format!(
+        "nameserver 127.0.0.1\n{SEARCH}options ndots:5 timeout:{TIMEOUT_S} attempts:2\n"
+    ));
+    let _resolver = Dnsmasq::start(&ns, &RECORDS);
+    let _api = NsServer::start(
+        &ns,
+        ns.command(python())
+            .arg(apps_dir().join("dns_api.py"))
+            .arg(API_PORT.to_string()),
+        API_PORT,
+    );
+    ns.nft(
+        "table inet whyslow_drop {\n chain input {\n  type filter hook input priority 0;\n  \
+         udp dport 53 numgen inc mod 1000000 == 6 drop\n }\n}\n",
+    );
+    let dir = tmpdir(test);
+    let file = dir.join("probe.pcapng");
+    let json_file = dir.join("probe.json");
+    let url = format!("http://api.internal:{API_PORT}/price/1");
+    let script = format!(
+        "{} probe --json -n 1 {url} > {}",
+        env!("CARGO_BIN_EXE_whyslow"),
+        json_file.display()
+    );
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_whyslow"))
+        .args(["capture", "-i", "lo", "-w"])
+        .arg(&file)
+        .args(["--", "sh", "-ec", &script])
+        .output()
+        .expect("whyslow capture");
+    assert!(out.status.success(), "capture: {}", stderr(&out));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json_file).unwrap()).unwrap();
+    let walk = &report["sections"][0]["dns"];
+    let steps = walk["steps"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report:#}"));
+    let named: Vec<(&str, &str)> = steps
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["answer"].as_str().unwrap()))
+        .collect();
+    // As tshark reads the capture: each name's A answered twice with the
+    // walk's rcode (glibc's lookup, then the walk), and asked once more
+    // than the walk tried it (glibc's query).
+    let (queries, answers) = (tshark_dns(&file, false), tshark_dns(&file, true));
+    let count = |list: &[String], item: String| list.iter().filter(|x| **x == item).count();
+    for s in steps {
+        let (name, answer) = (s["name"].as_str().unwrap(), s["answer"].as_str().unwrap());
+        let tries = s["tries"].as_u64().unwrap() as usize;
+        assert_eq!(
+            count(&answers, format!("A {name} {answer}")),
+            2,
+            "{answers:?}"
+        );
+        assert_eq!(
+            count(&queries, format!("A {name}")),
+            1 + tries,
+            "{queries:?}"
+        );
+    }
+    assert_eq!(
+        named,
+        [
+            ("api.internal.svc.cluster.local", "NXDOMAIN"),
+            ("api.internal.cluster.local", "NXDOMAIN"),
+            ("api.internal", "NOERROR"),
+        ]
+    );
+    assert_eq!(walk["search_names"], 2, "{walk}");
+    let first = &steps[0];
+    assert_eq!(first["tries"], 2, "{walk}");
+    let retry = first["retry_us"].as_f64().unwrap();
+    let configured = TIMEOUT_S as f64 * 1e6;
+    assert!(
+        (retry - configured).abs() <= 0.05 * configured,
+        "a lost query costs the timeout: {walk}"
+    );
+    assert_eq!(walk["retry_us"], first["retry_us"], "{walk}");
+    let search = walk["search_us"].as_u64().unwrap();
+    assert!(search >= retry as u64, "{walk}");
+    // The text says so.
+    let text = stdout(
+        &ns.command(env!("CARGO_BIN_EXE_whyslow"))
+            .args(["probe", "-n", "1", &url])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        text.contains("search list: 2 name(s) tried first") && text.contains("\"api.internal.\""),
+        "{text}"
+    );
+}

@@ -29,7 +29,7 @@ table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 8px;text-align:lef
 svg text{font:11px system-ui,sans-serif;fill:#333}
 svg .axis{stroke:#999;stroke-width:1}svg .grid{stroke:#eee;stroke-width:1}
 svg .send{fill:#5b8fd6}svg .wait{fill:#f0a030}svg .receive{fill:#5cb85c}svg .queued{fill:#8e44ad}
-svg .inbound{fill:#888}svg .hist{fill:#5b8fd6}
+svg .inbound{fill:#888}svg .hist{fill:#5b8fd6}svg .lookup{fill:#17a2b8}svg .lost{fill:#b52b27}
 svg .seg{stroke:#1f5fa8;stroke-width:1.5}svg .ack{stroke:#666;stroke-width:1;stroke-dasharray:4 3}
 svg .stall{fill:#b52b27;font-weight:600}svg .life{stroke:#444;stroke-width:2}
 svg .l1{stroke:#1f5fa8;stroke-width:2}svg .l2{stroke:#d9534f;stroke-width:2}svg .l3{stroke:#5cb85c;stroke-width:2}
@@ -63,7 +63,7 @@ fn page(title: &str, body: &str) -> String {
 }
 
 fn legend() -> &'static str {
-    r##"<p class="legend">phases:<span style="background:#8e44ad"></span>waiting for a connection<span style="background:#5b8fd6"></span>request sent<span style="background:#f0a030"></span>waiting for the answer<span style="background:#5cb85c"></span>answer received<span style="background:#888"></span>inbound request</p>"##
+    r##"<p class="legend">phases:<span style="background:#8e44ad"></span>waiting for a connection<span style="background:#5b8fd6"></span>request sent<span style="background:#f0a030"></span>waiting for the answer<span style="background:#5cb85c"></span>answer received<span style="background:#888"></span>inbound request<span style="background:#17a2b8"></span>DNS lookup<span style="background:#b52b27"></span>DNS query never answered</p>"##
 }
 
 /// Findings with their time lost as bars, evidence and fix.

@@ -52,24 +52,43 @@ pub fn sql(out: &mut String, kinds: &[SqlSummary]) {
     if kinds.is_empty() {
         return;
     }
-    out.push_str("<h2>SQL per request kind</h2>\n");
+    out.push_str("<h2>SQL and DNS per request kind</h2>\n");
     for k in kinds {
         let m = &k.median;
         let _ = writeln!(
             out,
-            "<h3>{} → {} ({} requests)</h3><p>median request: {} statements ({} select, {} insert, {} update, {} delete), {} shapes, {} duplicates, {} in the database</p>",
+            "<h3>{} → {} ({} requests)</h3>",
             escape(&k.request),
             escape(&k.server),
             k.requests,
-            m.statements.total,
-            m.statements.select,
-            m.statements.insert,
-            m.statements.update,
-            m.statements.delete,
-            m.shapes,
-            m.duplicates,
-            fmt_ms(m.db_us)
         );
+        if m.statements.total > 0 || !k.top_by_count.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p>median request: {} statements ({} select, {} insert, {} update, {} delete), {} shapes, {} duplicates, {} in the database</p>",
+                m.statements.total,
+                m.statements.select,
+                m.statements.insert,
+                m.statements.update,
+                m.statements.delete,
+                m.shapes,
+                m.duplicates,
+                fmt_ms(m.db_us)
+            );
+        }
+        if !m.dns.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p>median request: {} DNS queries ({} NXDOMAIN, {} never answered), {} on its critical path</p>",
+                m.dns.queries,
+                m.dns.nxdomain,
+                m.dns.unanswered,
+                fmt_ms(m.dns.dns_critical_us)
+            );
+        }
+        if k.top_by_count.is_empty() {
+            continue;
+        }
         out.push_str("<table><tr><th>statement (literals removed)</th><th class=\"num\">per request</th><th class=\"num\">time per request</th></tr>\n");
         for s in &k.top_by_count {
             let _ = writeln!(

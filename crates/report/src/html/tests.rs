@@ -128,6 +128,43 @@ fn the_waterfall_has_a_row_per_call_and_bars_for_calls_that_queued() {
 }
 
 #[test]
+fn lookups_are_drawn_before_the_call_they_preceded_with_their_question() {
+    let mut r = fanout();
+    let t = r.timeline.as_mut().unwrap();
+    let mut c = whyslow_model::Connection::new(
+        9,
+        "127.0.0.1:50000".parse().unwrap(),
+        "127.0.0.1:53".parse().unwrap(),
+        0,
+    );
+    c.protocol = Protocol::Dns;
+    t.connections.push(c);
+    let mut found = exchange(50, 9, "A api.internal", (100, 900), Some(0));
+    found.protocol = Protocol::Dns;
+    found.status = Some(whyslow_model::Status::Dns("NXDOMAIN".into()));
+    let mut lost = exchange(51, 9, "AAAA api.internal", (200, 300), Some(0));
+    lost.protocol = Protocol::Dns;
+    (lost.response_first_at_us, lost.response_last_at_us) = (None, None);
+    t.exchanges.extend([found, lost]);
+    let html = report(&r, None);
+    let svg = first_waterfall(&html);
+    let row = svg
+        .find("dns A api.internal NXDOMAIN")
+        .expect("the lookup's row");
+    assert!(
+        row < svg.find("conn #1<").unwrap(),
+        "before the calls: {svg}"
+    );
+    assert!(
+        svg.contains("dns AAAA api.internal never answered"),
+        "{svg}"
+    );
+    assert_eq!(svg.matches("class=\"lookup\"").count(), 1, "{svg}");
+    assert_eq!(svg.matches("class=\"lost\"").count(), 1, "{svg}");
+    assert_eq!(svg.matches("class=\"wait\"").count(), 6, "calls only");
+}
+
+#[test]
 fn a_storm_of_calls_goes_on_one_lane_per_connection() {
     let mut r = fanout();
     let t = r.timeline.as_mut().unwrap();

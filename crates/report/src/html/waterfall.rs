@@ -11,7 +11,7 @@ use super::{escape, legend};
 use crate::fmt_ms;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use whyslow_model::{Exchange, ExchangeRole, Timeline};
+use whyslow_model::{Exchange, ExchangeRole, Protocol, Status, Timeline};
 
 const WIDTH: f64 = 1000.0;
 const LABEL: f64 = 260.0;
@@ -137,7 +137,12 @@ fn draw(t: &Timeline, inbound: &Exchange) -> String {
                     1 => String::new(),
                     n => format!(" ({n})"),
                 };
-                format!("{} {} conn #{conn}{what}", c.protocol.name(), c.server)
+                match (c.protocol, calls.as_slice()) {
+                    // A lookup's row names its question, before the call
+                    // it preceded.
+                    (Protocol::Dns, [e]) => format!("dns {} {}", e.request, dns_status(e)),
+                    _ => format!("{} {} conn #{conn}{what}", c.protocol.name(), c.server),
+                }
             })
             .unwrap_or_else(|| format!("conn #{conn}"));
         svg.text(LABEL - 6.0, y + 13.0, "end", "", &label);
@@ -163,8 +168,37 @@ fn queued(svg: &mut Svg, x: &Scale, y: f64, e: &Exchange, ms: &dyn Fn(u64) -> f6
     svg.rect(a, y + 6.0, b - a, 8.0, "queued", &title);
 }
 
+/// A DNS query's answer ("NXDOMAIN"), or that it never came.
+fn dns_status(e: &Exchange) -> &str {
+    match &e.status {
+        Some(Status::Dns(s)) => s,
+        _ if e.response_last_at_us.is_none() => "never answered",
+        _ => "",
+    }
+}
+
+/// A DNS query as one bar, sent to answered; one never answered as a mark
+/// where it was sent.
+fn lookup_bar(svg: &mut Svg, x: &Scale, y: f64, e: &Exchange, ms: &dyn Fn(u64) -> f64) {
+    let title = format!(
+        "#{} {} {} {}",
+        e.id,
+        e.request,
+        dns_status(e),
+        fmt_ms(duration(e))
+    );
+    let from = x.at(ms(e.request_first_at_us));
+    match e.response_last_at_us {
+        Some(end) => svg.rect(from, y + 3.0, x.at(ms(end)) - from, 14.0, "lookup", &title),
+        None => svg.rect(from, y + 3.0, 3.0, 14.0, "lost", &title),
+    }
+}
+
 /// One exchange as send / wait / receive.
 fn bar(svg: &mut Svg, x: &Scale, y: f64, e: &Exchange, ms: &dyn Fn(u64) -> f64, inbound: bool) {
+    if e.protocol == Protocol::Dns && !inbound {
+        return lookup_bar(svg, x, y, e, ms);
+    }
     let title = format!("#{} {} {}", e.id, e.request, fmt_ms(duration(e)));
     if inbound {
         svg.rect(
