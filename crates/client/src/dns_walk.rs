@@ -10,7 +10,9 @@
 //!
 //! The first nameserver alone is asked (glibc moves to the next one only
 //! after every try of a round failed); names answered from /etc/hosts
-//! never reach DNS and are not walked.
+//! never reach DNS and are not walked. After a try that got one answer of
+//! two, glibc asks both again one after the other (single-request mode);
+//! the walk asks again only the one missing.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -27,8 +29,9 @@ const DEFAULT_TIMEOUT_S: u64 = 5;
 const MAX_NDOTS: u32 = 15;
 const MAX_ATTEMPTS: u32 = 5;
 const MAX_TIMEOUT_S: u64 = 30;
-/// Search domains glibc reads (`MAXDNSRCH`).
-const MAX_SEARCH: usize = 6;
+/// Search domains read: glibc before 2.26 read 6 (`MAXDNSRCH`), later
+/// ones any number; Kubernetes allows 32.
+const MAX_SEARCH: usize = 32;
 /// A UDP DNS message without EDNS (RFC 1035 §2.3.4).
 const MAX_UDP: usize = 512;
 
@@ -88,18 +91,20 @@ impl ResolvConf {
         }
     }
 
-    /// The names glibc asks for `name`, in order (res_nsearch).
-    pub fn candidates(&self, name: &str) -> Vec<String> {
+    /// The names glibc asks for `name`, in order (res_nsearch), each with
+    /// whether it is the name as given (else a search name).
+    pub fn candidates(&self, name: &str) -> Vec<(String, bool)> {
         if let Some(absolute) = name.strip_suffix('.') {
-            return vec![absolute.to_ascii_lowercase()];
+            return vec![(absolute.to_ascii_lowercase(), true)];
         }
         let name = name.to_ascii_lowercase();
-        let searched = self.search.iter().map(|d| format!("{name}.{d}"));
+        let searched = self.search.iter().map(|d| (format!("{name}.{d}"), false));
+        let as_is = std::iter::once((name.clone(), true));
         let dots = name.matches('.').count() as u32;
         if dots >= self.ndots {
-            std::iter::once(name.clone()).chain(searched).collect()
+            as_is.chain(searched).collect()
         } else {
-            searched.chain(std::iter::once(name.clone())).collect()
+            searched.chain(as_is).collect()
         }
     }
 }
@@ -138,9 +143,18 @@ pub async fn walk(host: &str, conf: &ResolvConf) -> Option<DnsWalk> {
         ndots: conf.ndots,
         ..DnsWalk::default()
     };
-    for name in conf.candidates(host) {
+    let mut search_ended = false;
+    for (name, as_is) in conf.candidates(host) {
+        if search_ended && !as_is {
+            continue;
+        }
         let step = ask(server, &name, conf).await;
         let found = step.addresses > 0;
+        // res_nsearch goes down the search list past NXDOMAIN, NODATA and
+        // SERVFAIL; no answer at all, or another error, ends it (the name
+        // as given is still asked).
+        search_ended |=
+            !as_is && !matches!(step.answer.as_str(), "NXDOMAIN" | "NOERROR" | "SERVFAIL");
         w.push(step);
         if found {
             break;
@@ -197,9 +211,7 @@ async fn ask(server: SocketAddr, name: &str, conf: &ResolvConf) -> DnsStep {
         if answers.iter().all(Option::is_some) {
             break;
         }
-        if step.tries < conf.attempts {
-            step.retry_us += micros(sent.elapsed());
-        }
+        step.retry_us += micros(sent.elapsed());
     }
     step.us = micros(t0.elapsed());
     let got: Vec<(u8, u16)> = answers.iter().flatten().copied().collect();
@@ -261,17 +273,24 @@ mod tests {
     #[test]
     fn names_are_asked_in_glibcs_order() {
         let c = ResolvConf::parse(POD);
+        let names = |c: &ResolvConf, n: &str| -> Vec<String> {
+            c.candidates(n).into_iter().map(|(name, _)| name).collect()
+        };
         assert_eq!(
-            c.candidates("api.internal"),
+            names(&c, "api.internal"),
             [
                 "api.internal.svc.cluster.local",
                 "api.internal.cluster.local",
                 "api.internal"
             ]
         );
-        assert_eq!(c.candidates("Api.Internal."), ["api.internal"]);
+        assert_eq!(
+            c.candidates("Api.Internal."),
+            [("api.internal".to_string(), true)]
+        );
         let few = ResolvConf::parse("search corp\noptions ndots:1\n");
-        assert_eq!(few.candidates("db.prod"), ["db.prod", "db.prod.corp"]);
+        assert_eq!(few.candidates("db.prod")[0], ("db.prod".to_string(), true));
+        assert_eq!(names(&few, "db.prod"), ["db.prod", "db.prod.corp"]);
     }
 
     #[test]

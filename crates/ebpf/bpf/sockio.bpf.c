@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 //
 // Socket reads and writes of the traced processes, with the thread that made
-// them: the events `whyslow --ebpf` joins to the packets it captured; and
+// them: the events `whyslow --ebpf` joins to the packets it captured (TCP,
+// and the DNS queries of connected UDP sockets, as stub resolvers send
+// them: glibc, c-ares); and
 // the plaintext of OpenSSL's SSL_read/SSL_write (uprobes, attached by the
 // loader to every libssl the traced processes map), placed on its socket.
 //
@@ -29,12 +31,16 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define NR_RECVFROM 45
 #define NR_SENDMSG 46
 #define NR_RECVMSG 47
+#define NR_SENDMMSG 307
 
 #define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
 #define SOCK_STREAM 1
+#define SOCK_DGRAM 2
 #define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define DNS_PORT 53
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
 
@@ -57,7 +63,7 @@ const volatile __u8 trace_all = 0;
 const volatile __u64 cgroup_id = 0;
 const volatile __u32 cgroup_level = 0;
 // 1: only TCP sockets with an end on a port in `ports` (Unix-domain
-// sockets have none and are always kept).
+// sockets have none and are always kept; so are DNS queries).
 const volatile __u8 by_port = 0;
 
 struct sock_event {
@@ -228,10 +234,24 @@ static __always_inline __u64 socket_inode(struct sock *sk)
 	return sk ? BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino) : 0;
 }
 
-// The stream socket behind `fd` of the current task, or NULL: TCP over
-// IPv4/IPv6, or a Unix-domain socket with a name at one end (a server's
-// path: PostgreSQL's, Redis'); an unnamed socketpair is a process talking
-// to itself, not a backing call.
+// A UDP socket connected to a DNS server's port: a stub resolver's (glibc
+// and c-ares connect theirs before they send), or NULL.
+static __always_inline struct sock *dns_socket(struct socket *socket)
+{
+	struct sock *sk = BPF_CORE_READ(socket, sk);
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
+		return NULL;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return NULL;
+	__u16 remote = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	return remote == DNS_PORT ? sk : NULL;
+}
+
+// The socket behind `fd` of the current task, or NULL: TCP over
+// IPv4/IPv6, a Unix-domain socket with a name at one end (a server's
+// path: PostgreSQL's, Redis'), or a stub resolver's UDP socket; an unnamed
+// socketpair is a process talking to itself, not a backing call.
 static __always_inline struct sock *traced_socket(int fd)
 {
 	struct task_struct *task = (void *)bpf_get_current_task();
@@ -247,7 +267,12 @@ static __always_inline struct sock *traced_socket(int fd)
 	if ((mode & S_IFMT) != S_IFSOCK)
 		return NULL;
 	struct socket *socket = BPF_CORE_READ(file, private_data);
-	if (!socket || BPF_CORE_READ(socket, type) != SOCK_STREAM)
+	if (!socket)
+		return NULL;
+	short type = BPF_CORE_READ(socket, type);
+	if (type == SOCK_DGRAM)
+		return dns_socket(socket);
+	if (type != SOCK_STREAM)
 		return NULL;
 	struct sock *sk = BPF_CORE_READ(socket, sk);
 	if (!sk)
@@ -281,6 +306,7 @@ int sys_enter(__u64 *ctx)
 	case NR_WRITEV:
 	case NR_SENDTO:
 	case NR_SENDMSG:
+	case NR_SENDMMSG:
 		kind = KIND_SEND;
 		break;
 	case NR_READ:
@@ -314,7 +340,10 @@ int sys_enter(__u64 *ctx)
 		first_iov(arg, &p.buf, &p.len);
 		break;
 	case NR_SENDMSG:
-	case NR_RECVMSG: {
+	case NR_RECVMSG:
+	// sendmmsg's first mmsghdr opens with its msghdr (glibc sends a
+	// lookup's A and AAAA in one call).
+	case NR_SENDMMSG: {
 		struct user_msghdr msg = {};
 		bpf_probe_read_user(&msg, sizeof(msg), (void *)arg);
 		first_iov((__u64)msg.msg_iov, &p.buf, &p.len);
@@ -324,7 +353,8 @@ int sys_enter(__u64 *ctx)
 		p.buf = arg;
 		p.len = len;
 	}
-	if (BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX) {
+	if (BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX &&
+	    BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP) {
 		struct tcp_sock *tp = (struct tcp_sock *)sk;
 		p.seq = kind == KIND_SEND ? BPF_CORE_READ(tp, write_seq) :
 					    BPF_CORE_READ(tp, copied_seq);

@@ -184,6 +184,12 @@ impl NsServer {
     }
 }
 
+impl NsServer {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for NsServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -2,9 +2,9 @@
 //! connects or sends to an address the answer gave. On the wire the two
 //! are tied by that address and by time alone, so a lookup goes with a
 //! call only where the pairing is clear: the call came right after the
-//! lookup's answer, within a scheduler's delay, and any other answer
-//! before it, or other call after the answer, came clearly later than that
-//! gap (by the margins `bracket` times with). It
+//! lookup's answer, within a scheduler's delay, and no other answer came
+//! within that delay before the call, nor another call within it after the
+//! answer. It
 //! is then given to the request its call was given to, if that request
 //! was waiting through it. The queries of one lookup go with it: the A
 //! and AAAA asked together on one socket, a try asked again on it, and the
@@ -26,16 +26,27 @@ pub const PARTNER_GAP_US: u64 = 1_000;
 /// the call): at once, save for scheduling — 10 ms, a loaded host's
 /// scheduler delay, as `pools` allows for a connection handed over.
 pub const NEXT_STEP_MAX_US: u64 = 10_000;
+/// A try asked again within this of the last one is the same ask: glibc
+/// waits at most 30 s for one try (`RES_MAXRETRANS`).
+const RETRY_MAX_US: u64 = 30_000_000;
+/// Names one lookup asks at the most: the name and Kubernetes' limit of
+/// 32 search domains (glibc since 2.26 sets none).
+const MAX_CHAIN: usize = 33;
 
 /// The queries of one name asked together on one socket (and asked again
 /// there): one step of a lookup.
 struct Ask<'a> {
     queries: Vec<Query<'a>>,
     start: u64,
-    /// The last answer; None: one of its queries was never answered.
+    /// When its last query was sent.
+    last_sent: u64,
+    /// The last answer received; None: none came.
     end: Option<u64>,
-    /// Every answer was NXDOMAIN.
-    failed: bool,
+    answered: bool,
+    /// Every answer received was NXDOMAIN.
+    nx_only: bool,
+    /// A query of its last try went unanswered: the client may ask again.
+    lost: bool,
 }
 
 impl<'a> Ask<'a> {
@@ -43,17 +54,41 @@ impl<'a> Ask<'a> {
         let mut a = Ask {
             queries: Vec::new(),
             start: q.sent_us,
-            end: Some(0),
-            failed: true,
+            last_sent: q.sent_us,
+            end: None,
+            answered: false,
+            nx_only: true,
+            lost: false,
         };
         a.add(q);
         a
     }
 
     fn add(&mut self, q: Query<'a>) {
-        self.end = self.end.zip(q.answered_us).map(|(a, b)| a.max(b));
-        self.failed &= q.is("NXDOMAIN");
+        // A try after the first: what the earlier ones lost, it asked again.
+        if !self.partner(&q) {
+            self.lost = false;
+        }
+        self.last_sent = self.last_sent.max(q.sent_us);
+        match q.answered_us {
+            Some(at) => {
+                self.end = Some(self.end.map_or(at, |e| e.max(at)));
+                self.answered = true;
+                self.nx_only &= q.is("NXDOMAIN");
+            }
+            None => self.lost = true,
+        }
         self.queries.push(q);
+    }
+
+    /// Sent with the first try (A beside AAAA).
+    fn partner(&self, q: &Query) -> bool {
+        q.sent_us <= self.start.saturating_add(PARTNER_GAP_US)
+    }
+
+    /// Answered, every answer NXDOMAIN: a search name that does not exist.
+    fn failed(&self) -> bool {
+        self.answered && self.nx_only
     }
 
     fn name(&self) -> &'a str {
@@ -66,10 +101,10 @@ impl<'a> Ask<'a> {
 
     fn joins(&self, q: &Query) -> bool {
         let first = &self.queries[0];
-        let retry = self.queries.iter().any(|p| p.answered_us.is_none());
+        let retry = self.lost && q.sent_us <= self.last_sent.saturating_add(RETRY_MAX_US);
         first.exchange.connection == q.exchange.connection
             && first.name == q.name
-            && (q.sent_us <= self.start + PARTNER_GAP_US || retry)
+            && (self.partner(q) || retry)
     }
 }
 
@@ -101,7 +136,9 @@ pub fn place(s: &Scene, table: &mut Table) {
         // The lookup: this ask and the failed names walked back from it.
         let mut chain = vec![ask];
         while let Some(&p) = prev.get(chain.last().expect("one at least")) {
-            if chain.contains(&p) {
+            // Steps go back in time, so a chain cannot loop; bounded all
+            // the same.
+            if chain.len() == MAX_CHAIN || asks[p].start >= asks[ask].start {
                 break;
             }
             chain.push(p);
@@ -158,7 +195,7 @@ fn search_steps(asks: &[Ask]) -> HashMap<usize, usize> {
             }
             let events = by_lookup.entry((a.client(), base)).or_default();
             events.after.push((a.start, i));
-            if let (true, Some(end), true) = (a.failed, a.end, base != a.name()) {
+            if let (true, Some(end), true) = (a.failed(), a.end, base != a.name()) {
                 events.before.push((end, i));
             }
         }
@@ -168,7 +205,7 @@ fn search_steps(asks: &[Ask]) -> HashMap<usize, usize> {
     // (client, failed name) → its asks' ends, and the next name's starts.
     let mut by_name: HashMap<(IpAddr, &str), Events> = HashMap::new();
     for (i, a) in asks.iter().enumerate() {
-        if let (true, Some(end)) = (a.failed, a.end) {
+        if let (true, Some(end)) = (a.failed(), a.end) {
             if next.contains_key(&(a.client(), a.name())) {
                 let events = by_name.entry((a.client(), a.name())).or_default();
                 events.before.push((end, i));
@@ -187,10 +224,13 @@ fn search_steps(asks: &[Ask]) -> HashMap<usize, usize> {
             }
         }
     }
-    by_name
-        .into_values()
-        .flat_map(Events::isolated)
-        .map(|(b, a)| (a, b))
+    // An ask two failed names claim as their next is neither's.
+    let mut prev: HashMap<usize, Option<usize>> = HashMap::new();
+    for (b, a) in by_name.into_values().flat_map(Events::isolated) {
+        prev.entry(a).and_modify(|p| *p = None).or_insert(Some(b));
+    }
+    prev.into_iter()
+        .filter_map(|(a, b)| Some((a, b?)))
         .collect()
 }
 
@@ -346,10 +386,10 @@ impl Events {
             let Some(&(t1, a)) = self.after.get(k) else {
                 continue;
             };
-            let window_end = t0 + NEXT_STEP_MAX_US;
+            let window_end = t0.saturating_add(NEXT_STEP_MAX_US);
             let next_step_free = self.after.get(k + 1).is_none_or(|e| e.0 > window_end);
-            let answers =
-                at(&self.before, t1 + 1) - at(&self.before, t1.saturating_sub(NEXT_STEP_MAX_US));
+            let answers = at(&self.before, t1.saturating_add(1))
+                - at(&self.before, t1.saturating_sub(NEXT_STEP_MAX_US));
             if t1 <= window_end && next_step_free && answers == 1 {
                 out.push((b, a));
             }
@@ -444,6 +484,51 @@ mod tests {
         let mut by = vec![(Some(0), Some(Rule::Lookup)); 3];
         by.extend([(Some(1), Some(Rule::Lookup)); 3]);
         assert_eq!(lookups(&t), by);
+    }
+
+    #[test]
+    fn a_lookup_asked_again_after_a_lost_try_goes_with_its_call() {
+        let mut t = two_lookups(20_000);
+        // Request 0's answer came only for a second try on its socket,
+        // 50 ms after the first went unanswered.
+        let answered = 2;
+        let lost = t.exchanges[3 + answered].clone();
+        let e = &mut t.exchanges[3 + answered];
+        (e.request_first_at_us, e.request_last_at_us) = (50_000, 50_000);
+        (e.response_first_at_us, e.response_last_at_us) = (Some(55_000), Some(55_000));
+        // The analyzer marks a retry and its first try with the query id.
+        e.params_digest = Some(0x51);
+        let mut lost = lost;
+        lost.id = 99;
+        lost.params_digest = Some(0x51);
+        (
+            lost.response_first_at_us,
+            lost.response_last_at_us,
+            lost.status,
+        ) = (None, None, None);
+        lost.resolved_to = None;
+        t.exchanges.push(lost);
+        let call = &mut t.exchanges[3 + 3];
+        (call.request_first_at_us, call.request_last_at_us) = (55_050, 55_060);
+        (call.response_first_at_us, call.response_last_at_us) = (Some(56_000), Some(56_010));
+        t.exchanges[0].response_first_at_us = Some(60_000);
+        t.exchanges[0].response_last_at_us = Some(60_010);
+        attribute(&mut t, &[8080]);
+        let mine: Vec<_> = t
+            .exchanges
+            .iter()
+            .filter(|e| e.protocol == Protocol::Dns && e.parent == Some(0))
+            .map(|e| (e.id, e.rule))
+            .collect();
+        assert!(
+            mine.contains(&(99, Some(Rule::Lookup))),
+            "the lost try: {mine:?}"
+        );
+        assert_eq!(
+            mine.len(),
+            4,
+            "both tries and the two failed names: {mine:?}"
+        );
     }
 
     #[test]
