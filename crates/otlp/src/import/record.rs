@@ -122,6 +122,15 @@ pub fn record(raw: &RawSpan, service: u32) -> SpanRecord {
         let h2 = text(&["network.protocol.version", "http.flavor"]) == Some("2");
         let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
         (protocol, request_label_digest(method, &target, &mut digest))
+    } else if let Some(name) = text(&["dns.question.name"]) {
+        // OpenTelemetry's DNS conventions: a lookup's query, labelled as
+        // the wire labels it ("A api.internal").
+        let qtype = text(&["dns.question.type"]).unwrap_or("A");
+        let name = cut_to(name, MAX_ATTRIBUTE_BYTES);
+        (
+            Protocol::Dns,
+            format!("{qtype} {}", name.to_ascii_lowercase()),
+        )
     } else if text(&["rpc.system"]).is_some() {
         let path = format!(
             "/{}/{}",
@@ -271,6 +280,7 @@ pub(crate) fn default_port(protocol: Protocol) -> u16 {
         Protocol::Mysql => 3306,
         Protocol::Redis => 6379,
         Protocol::Memcached => 11211,
+        Protocol::Dns => 53,
         _ => 80,
     }
 }
@@ -493,5 +503,23 @@ mod tests {
         assert_eq!(r.request, "SET user:?");
         assert_eq!(r.peer, None);
         assert!(!format!("{r:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn a_dns_query_reads_back_as_a_lookup() {
+        let r = record(
+            &raw(
+                kind::CLIENT,
+                &[
+                    ("dns.question.name", s("Api.Internal")),
+                    ("dns.question.type", s("AAAA")),
+                ],
+            ),
+            0,
+        );
+        assert_eq!(
+            (r.protocol, r.request.as_str()),
+            (Protocol::Dns, "AAAA api.internal")
+        );
     }
 }
