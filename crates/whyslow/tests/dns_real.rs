@@ -300,6 +300,23 @@ fn apps_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps")
 }
 
+/// A pod's resolver in `ns` (its search list, ndots:5): dnsmasq forwarding
+/// every name (caching nothing) to an upstream a region away, each answer
+/// taking UPSTREAM_MS, as a service's lookups would from a resolver that
+/// goes upstream each time. Both stop when dropped.
+fn pod_resolver(ns: &Netns) -> (NsServer, Dnsmasq) {
+    ns.resolv_conf(&format!("nameserver 127.0.0.1\n{SEARCH}options ndots:5\n"));
+    let upstream = NsServer::start_udp(
+        ns,
+        ns.command(python())
+            .arg(apps_dir().join("dns_upstream.py"))
+            .args([UPSTREAM_PORT.to_string(), UPSTREAM_MS.to_string()])
+            .args(["api.internal=127.0.0.1", "ready.check=127.0.0.1"]),
+    );
+    let forward = format!("--server=127.0.0.1#{UPSTREAM_PORT}");
+    (upstream, Dnsmasq::start(ns, &[forward.as_str()]))
+}
+
 /// The DNS service (`variant`) and its API in `ns`, the service writing
 /// each request's lookup time (µs) to `truth`.
 fn dns_service(ns: &Netns, variant: &str, truth: &Path) -> (NsServer, NsServer) {
@@ -354,19 +371,7 @@ fn a_service_resolving_before_every_call_is_named_alone_and_at_8_clients() {
         return;
     }
     let ns = Netns::new("dnssvc");
-    ns.resolv_conf(&format!("nameserver 127.0.0.1\n{SEARCH}options ndots:5\n"));
-    // dnsmasq forwards every name (caching nothing) to an upstream a
-    // region away: each answer takes UPSTREAM_MS, as the service's lookups
-    // would from a resolver that goes upstream each time.
-    let _upstream = NsServer::start_udp(
-        &ns,
-        ns.command(python())
-            .arg(apps_dir().join("dns_upstream.py"))
-            .args([UPSTREAM_PORT.to_string(), UPSTREAM_MS.to_string()])
-            .args(["api.internal=127.0.0.1", "ready.check=127.0.0.1"]),
-    );
-    let forward = format!("--server=127.0.0.1#{UPSTREAM_PORT}");
-    let _resolver = Dnsmasq::start(&ns, &[forward.as_str()]);
+    let _resolver = pod_resolver(&ns);
     let dir = tmpdir(test);
     let url = format!("http://127.0.0.1:{APP_PORT}/quote");
     for variant in ["broken", "fixed"] {
@@ -681,16 +686,7 @@ fn under_ebpf_a_services_lookups_go_to_their_requests_by_thread() {
         return;
     }
     let ns = Netns::new("dnsebpf");
-    ns.resolv_conf(&format!("nameserver 127.0.0.1\n{SEARCH}options ndots:5\n"));
-    let _upstream = NsServer::start_udp(
-        &ns,
-        ns.command(python())
-            .arg(apps_dir().join("dns_upstream.py"))
-            .args([UPSTREAM_PORT.to_string(), UPSTREAM_MS.to_string()])
-            .args(["api.internal=127.0.0.1", "ready.check=127.0.0.1"]),
-    );
-    let forward = format!("--server=127.0.0.1#{UPSTREAM_PORT}");
-    let _resolver = Dnsmasq::start(&ns, &[forward.as_str()]);
+    let _resolver = pod_resolver(&ns);
     let dir = tmpdir(test);
     let truth = dir.join("truth.txt");
     let (_api, app) = dns_service(&ns, "broken", &truth);

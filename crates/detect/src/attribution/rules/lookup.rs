@@ -109,6 +109,11 @@ impl<'a> Ask<'a> {
 }
 
 pub fn place(s: &Scene, table: &mut Table) {
+    // No request waited through any call (a resolver's own capture, a
+    // load generator's): nothing to give, and the pairing is not built.
+    if s.units.iter().all(|u| u.cands.is_empty()) {
+        return;
+    }
     let queries = queries_of(s.connections, s.exchanges);
     if queries.is_empty() {
         return;
