@@ -110,6 +110,24 @@ fn read_body(msg: &[u8], m: &mut Message) {
     }
 }
 
+/// The A/AAAA addresses of a response, its questions skipped unread (no
+/// name is built): what pairing an answer with its call needs, at the cost
+/// of a walk over its records.
+pub fn addresses(msg: &[u8]) -> Vec<IpAddr> {
+    let Ok(mut m) = header(msg) else {
+        return Vec::new();
+    };
+    let mut at = HEADER;
+    for _ in 0..m.questions.min(MAX_RECORDS_READ as u16) {
+        let Some(next) = skip_name(msg, at) else {
+            return Vec::new();
+        };
+        at = next + 4;
+    }
+    read_addresses(msg, at, &mut m);
+    m.addresses
+}
+
 fn read_addresses(msg: &[u8], mut at: usize, m: &mut Message) {
     for _ in 0..usize::from(m.answers).min(MAX_RECORDS_READ) {
         let Some(next) = skip_name(msg, at) else {

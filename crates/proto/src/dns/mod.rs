@@ -19,7 +19,9 @@ pub mod message;
 mod tests;
 
 use crate::{Sniff, Span, Start, StreamAnalyzer};
-use message::{header, parse, plausible, question_key, rcode_name, type_name, Message, HEADER};
+use message::{
+    addresses, header, parse, plausible, question_key, rcode_name, type_name, Message, HEADER,
+};
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use whyslow_model::{Direction, Exchange, Protocol, SmolStr, Status};
@@ -158,7 +160,7 @@ impl DnsAnalyzer {
         let key = question_key(body);
         // The addresses, read only from an answer that has records.
         let resolved = match &parsed {
-            Ok(h) if h.response && h.answers > 0 => parse(body).map(|m| m.addresses).ok(),
+            Ok(h) if h.response && h.answers > 0 => Some(addresses(body)),
             _ => None,
         };
         side.buf.clear();
