@@ -28,7 +28,9 @@ cleanup() {
   [ -f "$dir/dnsmasq.pid" ] && kill "$(cat "$dir/dnsmasq.pid")" 2>/dev/null
   # The pid above is the backgrounded function's shell: what runs in the
   # namespace (dnsmasq) is ended by the namespace's own list.
-  sudo_if_needed ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+  for p in $(sudo_if_needed ip netns pids "$ns" 2>/dev/null); do
+    sudo_if_needed kill "$p" 2>/dev/null || true
+  done
   sudo_if_needed ip netns del "$ns" 2>/dev/null || true
   if [ -n "${KEEP:-}" ]; then echo "kept: $dir"; else rm -rf "$dir"; fi
 }

@@ -40,22 +40,22 @@ fn count(counts: &mut StatementCounts, statement: &str) {
 
 /// One request's DNS queries summed up. A query never answered cost the
 /// client its wait until it asked again (the next query of the same
-/// question), else until its last DNS answer.
+/// question), else until its next query of any name (it gave up and went
+/// on), else nothing measurable.
 fn dns(r: &RequestCalls, queries: &[Call]) -> DnsCounts {
     let rcode = |c: &&Call, code: &str| matches!(&c.exchange.status, Some(Status::Dns(s)) if s.split(' ').next() == Some(code));
-    let last = queries.iter().map(|c| c.end).max().unwrap_or(0);
+    let next = |c: &Call, same: bool| {
+        queries
+            .iter()
+            .filter(|n| n.start > c.start && (!same || n.exchange.request == c.exchange.request))
+            .map(|n| n.start)
+            .min()
+    };
     let spans: Vec<(u64, u64)> = queries
         .iter()
         .map(|c| match c.exchange.response_last_at_us {
-            Some(_) => (c.start, c.end),
-            None => {
-                let again = queries
-                    .iter()
-                    .filter(|n| n.start > c.start && n.exchange.request == c.exchange.request)
-                    .map(|n| n.start)
-                    .min();
-                (c.start, again.unwrap_or(last).max(c.start))
-            }
+            Some(_) => (c.start, c.end.max(c.start)),
+            None => (c.start, next(c, true).or(next(c, false)).unwrap_or(c.start)),
         })
         .collect();
     DnsCounts {
@@ -65,7 +65,7 @@ fn dns(r: &RequestCalls, queries: &[Call]) -> DnsCounts {
             .iter()
             .filter(|c| c.exchange.response_last_at_us.is_none())
             .count() as u32,
-        dns_us: spans.iter().map(|(a, b)| b - a).sum(),
+        dns_us: spans.iter().map(|(a, b)| b.saturating_sub(*a)).sum(),
         dns_critical_us: covered_us(spans.iter().copied(), r.waiting()),
     }
 }

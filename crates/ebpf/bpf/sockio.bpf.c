@@ -326,6 +326,10 @@ int sys_enter(__u64 *ctx)
 	struct sock *sk = traced_socket(fd);
 	if (!sk)
 		return 0;
+	// sendmmsg returns messages, not bytes: a stream's byte count would be
+	// wrong, so only a stub resolver's datagrams are taken from it.
+	if (nr == NR_SENDMMSG && BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
+		return 0;
 	struct pending p = {
 		.enter_ns = bpf_ktime_get_ns(),
 		.sk = sk,

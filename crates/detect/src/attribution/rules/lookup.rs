@@ -38,6 +38,8 @@ const MAX_CHAIN: usize = 33;
 struct Ask<'a> {
     queries: Vec<Query<'a>>,
     start: u64,
+    /// When its latest try began (its first query).
+    try_start: u64,
     /// When its last query was sent.
     last_sent: u64,
     /// The last answer received; None: none came.
@@ -45,7 +47,7 @@ struct Ask<'a> {
     answered: bool,
     /// Every answer received was NXDOMAIN.
     nx_only: bool,
-    /// A query of its last try went unanswered: the client may ask again.
+    /// A query of its latest try went unanswered: the client may ask again.
     lost: bool,
 }
 
@@ -54,6 +56,7 @@ impl<'a> Ask<'a> {
         let mut a = Ask {
             queries: Vec::new(),
             start: q.sent_us,
+            try_start: q.sent_us,
             last_sent: q.sent_us,
             end: None,
             answered: false,
@@ -65,8 +68,10 @@ impl<'a> Ask<'a> {
     }
 
     fn add(&mut self, q: Query<'a>) {
-        // A try after the first: what the earlier ones lost, it asked again.
+        // A new try (A and AAAA asked again, together or one after the
+        // other): what the earlier ones lost, it asks again.
         if !self.partner(&q) {
+            self.try_start = q.sent_us;
             self.lost = false;
         }
         self.last_sent = self.last_sent.max(q.sent_us);
@@ -81,9 +86,9 @@ impl<'a> Ask<'a> {
         self.queries.push(q);
     }
 
-    /// Sent with the first try (A beside AAAA).
+    /// Sent with the latest try (A beside AAAA).
     fn partner(&self, q: &Query) -> bool {
-        q.sent_us <= self.start.saturating_add(PARTNER_GAP_US)
+        q.sent_us <= self.try_start.saturating_add(PARTNER_GAP_US)
     }
 
     /// Answered, every answer NXDOMAIN: a search name that does not exist.
@@ -512,7 +517,15 @@ mod tests {
             lost.status,
         ) = (None, None, None);
         lost.resolved_to = None;
-        t.exchanges.push(lost);
+        // The retry asked AAAA too, right after A, on the same socket.
+        let mut aaaa = t.exchanges[3 + answered].clone();
+        (aaaa.id, aaaa.request) = (98, "AAAA api.internal".into());
+        (aaaa.request_first_at_us, aaaa.request_last_at_us) = (50_020, 50_020);
+        aaaa.resolved_to = None;
+        t.exchanges.extend([lost, aaaa]);
+        // Request 2 waits through the retry too: no sole candidate.
+        t.exchanges[2].response_first_at_us = Some(70_000);
+        t.exchanges[2].response_last_at_us = Some(70_010);
         let call = &mut t.exchanges[3 + 3];
         (call.request_first_at_us, call.request_last_at_us) = (55_050, 55_060);
         (call.response_first_at_us, call.response_last_at_us) = (Some(56_000), Some(56_010));
@@ -525,13 +538,12 @@ mod tests {
             .filter(|e| e.protocol == Protocol::Dns && e.parent == Some(0))
             .map(|e| (e.id, e.rule))
             .collect();
-        assert!(
-            mine.contains(&(99, Some(Rule::Lookup))),
-            "the lost try: {mine:?}"
-        );
+        for id in [99, 5, 98] {
+            assert!(mine.contains(&(id, Some(Rule::Lookup))), "#{id}: {mine:?}");
+        }
         assert_eq!(
             mine.len(),
-            4,
+            5,
             "both tries and the two failed names: {mine:?}"
         );
     }
