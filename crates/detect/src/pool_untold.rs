@@ -7,6 +7,12 @@
 //! estimated from the pool's full time within its wait, less the time an
 //! average request holds a connection itself (it cannot wait for the pool
 //! while in a call of its own); the finding says it is an estimate.
+//!
+//! While exactly as many requests wait on the service as the pool has
+//! connections, each may hold one of its own — calls made one after another
+//! hand their connection back to their own request's next call, and look
+//! like handoffs from a full pool — or some hold two while others queue.
+//! The wire cannot tell these apart, so that time is not counted as full.
 
 use crate::pools::Pools;
 use crate::request_calls::{covered_us, RequestCalls};
@@ -50,7 +56,9 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
             .iter()
             .any(|f| f.kind == FindingKind::PoolQueueing && f.subject == subject);
         let queued = pool.saturated_handoffs as f64 >= QUEUED_SHARE * pool.calls as f64;
-        let full = pool.full_us() as f64 >= MIN_FULL_SHARE * pool.span_us as f64;
+        let contested = contested_full(pool, requests);
+        let contested_us: u64 = contested.iter().map(|f| f.1 - f.0).sum();
+        let full = contested_us as f64 >= MIN_FULL_SHARE * pool.span_us as f64;
         if already || pool.calls < MIN_CALLS || !queued || !full || requests.is_empty() {
             continue;
         }
@@ -60,7 +68,7 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
         for r in requests.iter().filter(|r| !r.told_apart()) {
             let (from, to) = r.waiting();
             full_spans.clear();
-            pool.full_within(from, to, &mut full_spans);
+            within(&contested, from, to, &mut full_spans);
             let full_us = covered_us(full_spans.iter().copied(), (from, to));
             let lost = full_us.saturating_sub(held_per_request);
             let total = r.total_us();
@@ -92,6 +100,73 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
         }
     }
     out
+}
+
+/// When `pool` was full and as many requests were waiting on the service
+/// as it has connections was not: each could hold one of its own.
+fn contested_full(pool: &crate::pools::Pool, requests: &[RequestCalls]) -> Vec<(u64, u64)> {
+    let mut full = Vec::new();
+    pool.full_within(0, u64::MAX, &mut full);
+    minus(&full, &in_flight_exactly(requests, pool.size))
+}
+
+/// When exactly `n` requests were waiting on the service, disjoint, by start.
+fn in_flight_exactly(requests: &[RequestCalls], n: usize) -> Vec<(u64, u64)> {
+    let mut edges: Vec<(u64, i32)> = Vec::with_capacity(requests.len() * 2);
+    for (from, to) in requests.iter().map(RequestCalls::waiting) {
+        if to > from {
+            edges.push((from, 1));
+            edges.push((to, -1));
+        }
+    }
+    edges.sort_unstable(); // at equal times, ends (-1) come first
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let (mut now, mut since) = (0i64, None);
+    for (at, step) in edges {
+        now += i64::from(step);
+        match (now == n as i64, since) {
+            (true, None) => since = Some(at),
+            (false, Some(s)) => {
+                since = None;
+                if at > s {
+                    out.push((s, at));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `spans` less `holes`; both disjoint and by start.
+fn minus(spans: &[(u64, u64)], holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut h = 0;
+    for &(mut a, b) in spans {
+        while h < holes.len() && holes[h].1 <= a {
+            h += 1;
+        }
+        let mut k = h;
+        while k < holes.len() && holes[k].0 < b {
+            if holes[k].0 > a {
+                out.push((a, holes[k].0));
+            }
+            a = a.max(holes[k].1);
+            k += 1;
+        }
+        if a < b {
+            out.push((a, b));
+        }
+    }
+    out
+}
+
+/// The parts of `spans` (disjoint, by start) within [from, to], into `out`.
+fn within(spans: &[(u64, u64)], from: u64, to: u64, out: &mut Vec<(u64, u64)>) {
+    let i = spans.partition_point(|f| f.1 <= from);
+    for &(a, b) in spans[i..].iter().take_while(|f| f.0 < to) {
+        out.push((a.max(from), b.min(to)));
+    }
 }
 
 fn finding(
@@ -192,6 +267,34 @@ mod tests {
         let per = f[0].time_lost_per_occurrence_us;
         assert!((90 * MS..=100 * MS).contains(&per), "{per}");
         assert!(f[0].summary.contains("an estimate"), "{}", f[0].summary);
+    }
+
+    /// As many requests in flight as connections, each making its calls one
+    /// after another on one of them: every call takes a connection back
+    /// from a full pool, its own request's.
+    #[test]
+    fn as_many_requests_as_connections_each_on_its_own_is_not_queueing() {
+        let mut t = shared(100);
+        // Two of the four requests come later, quick and with no call: the
+        // average request holds a connection less than the two in flight.
+        for e in t.exchanges.iter_mut().filter(|e| (2..4).contains(&e.id)) {
+            *e = exchange(
+                e.id,
+                e.connection,
+                (500 * MS, 500 * MS),
+                (510 * MS, 510 * MS),
+            );
+        }
+        let f = detect(&t, &[]);
+        assert!(f.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn spans_less_holes() {
+        let spans = [(0, 10), (20, 30), (40, 50)];
+        let holes = [(5, 8), (9, 22), (25, 26), (45, 60)];
+        let got = super::minus(&spans, &holes);
+        assert_eq!(got, vec![(0, 5), (8, 9), (22, 25), (26, 30), (40, 45)]);
     }
 
     #[test]

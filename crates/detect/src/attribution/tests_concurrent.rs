@@ -189,6 +189,34 @@ fn timing_tells_a_call_apart_only_where_calls_do_not_interleave() {
 }
 
 #[test]
+fn overlapping_calls_timing_would_all_give_one_request_go_one_each_as_well() {
+    // Three requests arrive together; A is answered first. Three calls run
+    // 60..5000 on three connections: each brackets A most tightly, and
+    // one call per request fits the wire as well.
+    let mut t = Timeline {
+        connections: (0..3)
+            .map(|c| conn(c, 8080))
+            .chain((3..6).map(|c| conn(c, 5432)))
+            .collect(),
+        exchanges: vec![
+            exchange(0, 0, (0, 10), (6000, 6010)),
+            exchange(1, 1, (20, 30), (12000, 12010)),
+            exchange(2, 2, (40, 50), (12100, 12110)),
+        ],
+    };
+    for c in 3..6 {
+        t.exchanges.push(exchange(c, c, (60, 70), (4990, 5000)));
+    }
+    attribute(&mut t, &[8080]);
+    let amb = (None, Some(Attribution::Ambiguous));
+    assert_eq!(levels(&t), vec![amb; 3]);
+    // Alone, the first call is A's by timing.
+    t.exchanges.truncate(4);
+    attribute(&mut t, &[8080]);
+    assert_eq!(levels(&t), vec![(Some(0), Some(Attribution::Inferred))]);
+}
+
+#[test]
 fn a_request_that_checks_a_connection_out_per_call_keeps_its_calls() {
     // Requests one at a time, each making two calls on two pooled
     // connections (a client that checks out per call): each call follows an
