@@ -42,6 +42,22 @@ pub fn queries(t: &Timeline) -> Vec<Query<'_>> {
     queries_of(&t.connections, &t.exchanges)
 }
 
+/// A timeline's DNS queries as every DNS detector reads them, built once.
+pub struct Queries<'a> {
+    /// By send time.
+    pub all: Vec<Query<'a>>,
+    /// Grouped by the client that sent them (`by_client`).
+    pub by_client: Vec<(IpAddr, Vec<Query<'a>>)>,
+}
+
+impl<'a> Queries<'a> {
+    pub fn of(t: &'a Timeline) -> Self {
+        let all = queries(t);
+        let by_client = by_client(&all);
+        Queries { all, by_client }
+    }
+}
+
 /// `queries` of a timeline's connections and exchanges.
 pub fn queries_of<'a>(connections: &[Connection], exchanges: &'a [Exchange]) -> Vec<Query<'a>> {
     let ends: HashMap<u32, (IpAddr, SocketAddr)> = connections

@@ -6,10 +6,10 @@
 //! Every lookup pays those round trips. Time lost per lookup: from its
 //! first wasted query to the query that answered.
 
-use crate::dns_lookups::{by_client, queries, Query};
+use crate::dns_lookups::{Queries, Query};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Timeline};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
 
 /// Lookups with wasted queries before it is a pattern: one or two are a
 /// typo or a name that really lives under a suffix.
@@ -53,16 +53,15 @@ impl Expanded<'_> {
     }
 }
 
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let qs = queries(t);
+pub fn detect(view: &Queries) -> Vec<Finding> {
     let mut out = Vec::new();
-    for (client, qs) in by_client(&qs) {
+    for (client, qs) in &view.by_client {
         let mut by_name: BTreeMap<&str, Vec<Expanded>> = BTreeMap::new();
         for e in expanded(&qs) {
             by_name.entry(e.answered.name).or_default().push(e);
         }
         for (name, lookups) in by_name {
-            out.extend(finding(client, name, &lookups));
+            out.extend(finding(*client, name, &lookups));
         }
     }
     out
@@ -247,6 +246,11 @@ fn names_once<'a>(qs: &[Query<'a>]) -> Vec<&'a str> {
 mod tests {
     use super::*;
     use crate::testkit::{dns_timeline, DnsQuery};
+    use whyslow_model::Timeline;
+
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&Queries::of(t))
+    }
 
     /// `lookups` lookups of api.internal `apart` µs apart, each after two
     /// NXDOMAIN suffixes; every answer 300 µs after its query.

@@ -6,10 +6,10 @@
 //! client sends from one socket. Time lost per occurrence: first try →
 //! the try that followed.
 
-use crate::dns_lookups::{by_client, queries, Query};
+use crate::dns_lookups::{Queries, Query};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Timeline};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
 
 /// The shortest wait that is a timeout when the question comes again from
 /// another socket: glibc's `timeout:` is whole seconds (1 at the least),
@@ -50,10 +50,9 @@ impl Stall<'_> {
     }
 }
 
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let qs = queries(t);
+pub fn detect(view: &Queries) -> Vec<Finding> {
     let mut out = Vec::new();
-    for (client, qs) in by_client(&qs) {
+    for (client, qs) in &view.by_client {
         // A resolver that answered this client nothing at all: the capture
         // holds one direction (or lost the other), not a timeout.
         let answering: std::collections::HashSet<SocketAddr> = qs
@@ -69,7 +68,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
             by_resolver.entry(s.lost.resolver).or_default().push(s);
         }
         for (resolver, stalls) in by_resolver {
-            out.push(finding(client, resolver, &stalls));
+            out.push(finding(*client, resolver, &stalls));
         }
     }
     out
@@ -219,6 +218,11 @@ fn finding(client: IpAddr, resolver: SocketAddr, stalls: &[Stall]) -> Finding {
 mod tests {
     use super::*;
     use crate::testkit::dns_timeline;
+    use whyslow_model::Timeline;
+
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&Queries::of(t))
+    }
 
     #[test]
     fn a_dropped_query_asked_again_after_the_timeout_is_the_stall() {

@@ -58,6 +58,12 @@ pub fn run_all(
     for detect in DETECTORS {
         findings.extend(detect(timeline));
     }
+    let dns = dns_lookups::Queries::of(timeline);
+    if !dns.all.is_empty() {
+        for detect in DNS_DETECTORS {
+            findings.extend(detect(&dns));
+        }
+    }
     for detect in REQUEST_DETECTORS {
         findings.extend(detect(requests));
     }
@@ -94,6 +100,10 @@ pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
     no_keepalive::detect,
     tls_full_handshake::detect,
     dns_per_call::detect,
+];
+
+/// Every detector over a timeline's DNS queries, in no particular order.
+pub const DNS_DETECTORS: &[fn(&dns_lookups::Queries) -> Vec<Finding>] = &[
     dns_search_expansion::detect,
     dns_timeout::detect,
     slow_resolver::detect,

@@ -5,10 +5,10 @@
 //! resolver's queue. Time lost: each answer's wait beyond what a near
 //! resolver takes.
 
-use crate::dns_lookups::queries;
+use crate::dns_lookups::Queries;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Timeline};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
 
 /// Median answer time from which a resolver is slow. A cached answer
 /// from a resolver on the host or its network takes 0.05–1 ms (dnsmasq
@@ -26,11 +26,11 @@ const FIX: &str = "put a caching resolver near the service (nscd or systemd-reso
                    host, a node-local DNS cache in Kubernetes), check the answers' TTLs, or \
                    find why the resolver is slow (its upstream, its load)";
 
-pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let qs = queries(t);
+pub fn detect(view: &Queries) -> Vec<Finding> {
+    let qs = &view.all;
     let mut by_resolver: BTreeMap<SocketAddr, Vec<(u64, &whyslow_model::Exchange)>> =
         BTreeMap::new();
-    for q in &qs {
+    for q in qs {
         if let Some(w) = q.wait_us() {
             by_resolver
                 .entry(q.resolver)
@@ -90,6 +90,11 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::testkit::dns_timeline;
+    use whyslow_model::Timeline;
+
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        super::detect(&Queries::of(t))
+    }
 
     fn answers(wait_us: u64, n: u64) -> Timeline {
         let qs: Vec<_> = (0..n)
