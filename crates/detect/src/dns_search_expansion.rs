@@ -57,7 +57,7 @@ pub fn detect(view: &Queries) -> Vec<Finding> {
     let mut out = Vec::new();
     for (client, qs) in &view.by_client {
         let mut by_name: BTreeMap<&str, Vec<Expanded>> = BTreeMap::new();
-        for e in expanded(&qs) {
+        for e in expanded(qs) {
             by_name.entry(e.answered.name).or_default().push(e);
         }
         for (name, lookups) in by_name {

@@ -61,7 +61,7 @@ pub fn detect(view: &Queries) -> Vec<Finding> {
             .map(|q| q.resolver)
             .collect();
         let mut by_resolver: BTreeMap<SocketAddr, Vec<Stall>> = BTreeMap::new();
-        for s in stalls(&qs)
+        for s in stalls(qs)
             .into_iter()
             .filter(|s| answering.contains(&s.lost.resolver))
         {
