@@ -18,6 +18,8 @@ cd "$(dirname "$0")/.."
 MIN_QUERIES=${MIN_QUERIES:-1000000}
 
 . bench/lib.sh
+# DNS is dissected row by row by tshark too: the goal is 10x, not 20x.
+SPEED_GOAL=10
 need_packages dnsmasq-base dnsperf tshark time wireshark-common iproute2
 cargo build --release -q -p whyslow
 bin=$PWD/target/release/whyslow
