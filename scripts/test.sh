@@ -10,8 +10,9 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # Real peers the tests run against or compare with: capture and HTTP peers,
 # the backing servers of the wire tests and the client libraries their apps
 # use; clang, llvm and libbpf's headers rebuild the checked-in eBPF object;
-# dnsmasq and nftables make a resolver (and its lost queries) in a namespace.
-packages=(tcpdump tshark nginx-light curl openssl python3 libcap2-bin dnsmasq-base nftables iproute2
+# dnsmasq and nftables make a resolver (and its lost queries) in a namespace;
+# editcap (wireshark-common) removes packets from a capture as a lossy one lost them.
+packages=(tcpdump tshark wireshark-common nginx-light curl openssl python3 libcap2-bin dnsmasq-base nftables iproute2
   redis-server memcached postgresql postgresql-client mariadb-server nghttp2-server nghttp2-client
   chromium man-db python3-venv clang llvm libbpf-dev python3-redis python3-psycopg2 python3-pg8000 python3-pymemcache python3-requests python3-sqlalchemy python3-pymysql)
 missing=()

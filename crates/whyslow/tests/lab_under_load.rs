@@ -456,3 +456,76 @@ fn a_lookup_goes_with_the_call_after_it_when_nothing_else_is_near() {
     );
     assert_eq!(score(&report, &truth).wrong, 0, "{test}");
 }
+
+/// `capture` less `share` of its packets, picked at random from `seed`
+/// (editcap removes the packets it is given by number, at most 512 a pass:
+/// the highest go first, so that the lower keep their numbers).
+fn thinned(capture: &Path, packets: u64, share: f64, seed: u64) -> PathBuf {
+    let mut state = seed | 1;
+    let mut next = || {
+        // xorshift64: the same packets every run.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut drop: Vec<u64> = (1..=packets).filter(|_| next() < share).collect();
+    drop.reverse();
+    let out = capture.with_extension(format!("less{}.pcapng", (share * 100.0) as u32));
+    std::fs::copy(capture, &out).unwrap();
+    let step = out.with_extension("step.pcapng");
+    for chunk in drop.chunks(400) {
+        let status = std::process::Command::new("editcap")
+            .arg(&out)
+            .arg(&step)
+            .args(chunk.iter().map(u64::to_string))
+            .status()
+            .expect("editcap (Debian's wireshark-common)");
+        assert!(status.success());
+        std::fs::rename(&step, &out).unwrap();
+    }
+    out
+}
+
+/// orm-storm at 16 clients without trace context, captured whole, then
+/// with 1 % and 10 % of its packets removed at random, as a busy tcpdump
+/// loses them: the service is still found, what was lost is counted as
+/// gaps on the connections that lost bytes and never read as
+/// retransmissions, and nothing is named that the whole capture does not
+/// name; at 1 % the top cause is the whole capture's.
+#[test]
+fn a_capture_that_lost_packets_finds_the_service_and_makes_up_no_cause() {
+    let _one_at_a_time = serial();
+    let test = "a_capture_that_lost_packets_finds_the_service_and_makes_up_no_cause";
+    if !capture_allowed(test) {
+        return;
+    }
+    let s = whyslow_lab::scenario::find("orm-storm").unwrap();
+    let (running, _dir, cap) = captured(s, false, "off");
+    let service = running.ports[0] as u64;
+    let analyzed = |cap: &Path| json(&whyslow(&["analyze", "--json", cap.to_str().unwrap()]));
+    let whole = analyzed(&cap);
+    let whole_causes = causes(&whole);
+    let declared = s.truth.kind.map(|k| k.to_string());
+    assert_eq!(whole_causes.first(), declared.as_ref(), "whole: {whole_causes:?}");
+    let packets = whole["capture"]["packets"].as_u64().unwrap();
+    for (share, same_top) in [(0.01, true), (0.10, false)] {
+        let lossy = thinned(&cap, packets, share, 0x5eed);
+        let report = analyzed(&lossy);
+        let name = format!("{}% lost", share * 100.0);
+        let c = &report["capture"];
+        assert_eq!(c["service"]["ports"], serde_json::json!([service]), "{name}");
+        assert!(c["gaps"]["gaps"].as_u64().unwrap() > 0, "{name}: {}", c["gaps"]);
+        assert!(c["gaps"]["connections"].as_u64().unwrap() > 0, "{name}");
+        assert_eq!(c["retransmissions"], 0, "{name}: gaps are not retransmissions");
+        let named = causes(&report);
+        eprintln!("{name}: {named:?} (whole: {whole_causes:?})");
+        assert!(
+            named.iter().all(|k| whole_causes.contains(k)),
+            "{name}: {named:?} beyond {whole_causes:?}"
+        );
+        if same_top {
+            assert_eq!(named.first(), declared.as_ref(), "{name}: {named:?}");
+        }
+    }
+}
