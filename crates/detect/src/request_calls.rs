@@ -4,10 +4,12 @@
 
 use crate::attribution::HeldRuns;
 use crate::pools::{self, PoolQueue, Pools};
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Attribution, Evidence, Exchange, ExchangeRole, Facts, Protocol, Timeline};
+use whyslow_model::{
+    Attribution, Connection, Evidence, Exchange, ExchangeRole, Facts, Protocol, Timeline,
+};
 
 /// Ambiguous calls looked at per request: past it, the rest of the
 /// request's wait counts as untold (a bound on work, not a guess).
@@ -71,6 +73,10 @@ pub struct RequestCalls<'a> {
     /// its own time may be connecting, authenticating, a driver's first
     /// queries or first-use work, whichever request the connection was for.
     pub warming: bool,
+    /// The capture lost bytes (a gap) on its own connection or on one the
+    /// service's calls went out on while it was in flight: calls may be
+    /// missing from it, and its own time is not known.
+    pub damaged: bool,
 }
 
 impl<'a> RequestCalls<'a> {
@@ -167,6 +173,7 @@ pub fn by_request_and_pools<'t>(
                     untold: Vec::new(),
                     queued: Vec::new(),
                     warming: false,
+                    damaged: false,
                 });
             }
         }
@@ -186,6 +193,7 @@ pub fn by_request_and_pools<'t>(
     if any_call {
         mark_warming(t, &mut out);
     }
+    mark_damaged(t, &mut out);
     let mut pools = Pools::default();
     if any_call {
         pools = pools::of(t, &server, runs);
@@ -270,6 +278,58 @@ fn mark_warming(t: &Timeline, requests: &mut [RequestCalls]) {
         let (from, to) = r.waiting();
         let i = opened.partition_point(|&syn| syn < from);
         r.warming = opened.get(i).is_some_and(|&syn| syn <= to);
+    }
+}
+
+/// Sets `damaged` where a gap was noticed on a request's own connection or
+/// on any connection that carried calls, between its first request byte
+/// and its last response byte. A connection with more gaps than it keeps
+/// (`GAPS_KEPT`) is damaged from its last kept gap to its end.
+fn mark_damaged(t: &Timeline, requests: &mut [RequestCalls]) {
+    let lost = |c: &Connection| {
+        let mut spans: Vec<(u64, u64)> = c.gaps.iter().map(|g| (g.after_us, g.after_us)).collect();
+        let counted = c.to_server.gaps + c.to_client.gaps;
+        if counted > c.gaps.len() as u64 {
+            let since = c.gaps.last().map_or(c.first_at_us, |g| g.after_us);
+            spans.push((since, c.last_at_us));
+        }
+        spans
+    };
+    if t.connections.iter().all(|c| c.gaps.is_empty()) {
+        return;
+    }
+    let calling: HashSet<u32> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+        .map(|e| e.connection)
+        .collect();
+    let mut backing: Vec<(u64, u64)> = t
+        .connections
+        .iter()
+        .filter(|c| calling.contains(&c.id))
+        .flat_map(lost)
+        .collect();
+    // Gaps are points, by time; a connection's unkept gaps a range each.
+    let (ranges, mut points): (Vec<_>, Vec<_>) = backing.drain(..).partition(|s| s.0 < s.1);
+    points.sort_unstable();
+    let own: HashMap<u32, Vec<(u64, u64)>> = t
+        .connections
+        .iter()
+        .filter(|c| !c.gaps.is_empty())
+        .map(|c| (c.id, lost(c)))
+        .collect();
+    let meets = |spans: &[(u64, u64)], (from, to): (u64, u64)| {
+        spans.iter().any(|&(a, b)| a <= to && b >= from)
+    };
+    for r in requests {
+        let span = (r.inbound.request_first_at_us, call_end(r.inbound));
+        let i = points.partition_point(|&(a, _)| a < span.0);
+        r.damaged = points.get(i).is_some_and(|&(a, _)| a <= span.1)
+            || meets(&ranges, span)
+            || own
+                .get(&r.inbound.connection)
+                .is_some_and(|spans| meets(spans, span));
     }
 }
 

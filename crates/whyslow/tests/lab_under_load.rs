@@ -507,17 +507,32 @@ fn a_capture_that_lost_packets_finds_the_service_and_makes_up_no_cause() {
     let whole = analyzed(&cap);
     let whole_causes = causes(&whole);
     let declared = s.truth.kind.map(|k| k.to_string());
-    assert_eq!(whole_causes.first(), declared.as_ref(), "whole: {whole_causes:?}");
+    assert_eq!(
+        whole_causes.first(),
+        declared.as_ref(),
+        "whole: {whole_causes:?}"
+    );
     let packets = whole["capture"]["packets"].as_u64().unwrap();
     for (share, same_top) in [(0.01, true), (0.10, false)] {
         let lossy = thinned(&cap, packets, share, 0x5eed);
         let report = analyzed(&lossy);
         let name = format!("{}% lost", share * 100.0);
         let c = &report["capture"];
-        assert_eq!(c["service"]["ports"], serde_json::json!([service]), "{name}");
-        assert!(c["gaps"]["gaps"].as_u64().unwrap() > 0, "{name}: {}", c["gaps"]);
+        assert_eq!(
+            c["service"]["ports"],
+            serde_json::json!([service]),
+            "{name}"
+        );
+        assert!(
+            c["gaps"]["gaps"].as_u64().unwrap() > 0,
+            "{name}: {}",
+            c["gaps"]
+        );
         assert!(c["gaps"]["connections"].as_u64().unwrap() > 0, "{name}");
-        assert_eq!(c["retransmissions"], 0, "{name}: gaps are not retransmissions");
+        assert_eq!(
+            c["retransmissions"], 0,
+            "{name}: gaps are not retransmissions"
+        );
         let named = causes(&report);
         eprintln!("{name}: {named:?} (whole: {whole_causes:?})");
         assert!(

@@ -212,15 +212,21 @@ fn apply(
     out
 }
 
-/// When the inbound requests were answered (first response byte), sorted.
-fn answers(exchanges: &[Exchange]) -> Vec<u64> {
-    let mut out: Vec<u64> = exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound)
-        .filter_map(|e| e.response_first_at_us)
-        .collect();
-    out.sort_unstable();
-    out
+/// When the inbound requests were answered (first response byte).
+fn answers(exchanges: &[Exchange]) -> runs::Answers {
+    let mut requests = 0usize;
+    let mut at: Vec<u64> = Vec::new();
+    for e in exchanges.iter().filter(|e| e.role == ExchangeRole::Inbound) {
+        requests += 1;
+        at.extend(e.response_first_at_us);
+    }
+    at.sort_unstable();
+    let captured = if requests == 0 {
+        1.0
+    } else {
+        at.len() as f64 / requests as f64
+    };
+    runs::Answers { at, captured }
 }
 
 #[cfg(test)]
