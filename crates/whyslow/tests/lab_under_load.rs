@@ -491,8 +491,10 @@ fn thinned(capture: &Path, packets: u64, share: f64, seed: u64) -> PathBuf {
 /// with 1 % and 10 % of its packets removed at random, as a busy tcpdump
 /// loses them: the service is still found, what was lost is counted as
 /// gaps on the connections that lost bytes and never read as
-/// retransmissions, and nothing is named that the whole capture does not
-/// name; at 1 % the top cause is the whole capture's.
+/// retransmissions, nothing is named that the whole capture does not
+/// name, and the top cause is the whole capture's (at 10 %, with the
+/// damage stated beside it: the gaps per connection); what is given to a
+/// request is given right, as the app recorded it.
 #[test]
 fn a_capture_that_lost_packets_finds_the_service_and_makes_up_no_cause() {
     let _one_at_a_time = serial();
@@ -501,9 +503,18 @@ fn a_capture_that_lost_packets_finds_the_service_and_makes_up_no_cause() {
         return;
     }
     let s = whyslow_lab::scenario::find("orm-storm").unwrap();
-    let (running, _dir, cap) = captured(s, false, "off");
+    let (running, dir, cap) = captured(s, false, "off");
     let service = running.ports[0] as u64;
-    let analyzed = |cap: &Path| json(&whyslow(&["analyze", "--json", cap.to_str().unwrap()]));
+    let analyzed = |cap: &Path| {
+        json(&whyslow(&[
+            "analyze",
+            "--json",
+            "--timeline",
+            cap.to_str().unwrap(),
+        ]))
+    };
+    let truth = running.truth.requests();
+    let _ = std::fs::write(dir.join("truth.txt"), format!("{truth:#?}"));
     let whole = analyzed(&cap);
     let whole_causes = causes(&whole);
     let declared = s.truth.kind.map(|k| k.to_string());
@@ -513,7 +524,7 @@ fn a_capture_that_lost_packets_finds_the_service_and_makes_up_no_cause() {
         "whole: {whole_causes:?}"
     );
     let packets = whole["capture"]["packets"].as_u64().unwrap();
-    for (share, same_top) in [(0.01, true), (0.10, false)] {
+    for share in [0.01, 0.10] {
         let lossy = thinned(&cap, packets, share, 0x5eed);
         let report = analyzed(&lossy);
         let name = format!("{}% lost", share * 100.0);
@@ -534,13 +545,13 @@ fn a_capture_that_lost_packets_finds_the_service_and_makes_up_no_cause() {
             "{name}: gaps are not retransmissions"
         );
         let named = causes(&report);
-        eprintln!("{name}: {named:?} (whole: {whole_causes:?})");
+        let given = score(&report, &truth);
+        eprintln!("{name}: {named:?} (whole: {whole_causes:?}); {given:?}");
+        assert!(given.wrong_share() <= MAX_WRONG_SHARE, "{name}: {given:?}");
         assert!(
             named.iter().all(|k| whole_causes.contains(k)),
             "{name}: {named:?} beyond {whole_causes:?}"
         );
-        if same_top {
-            assert_eq!(named.first(), declared.as_ref(), "{name}: {named:?}");
-        }
+        assert_eq!(named.first(), declared.as_ref(), "{name}: {named:?}");
     }
 }

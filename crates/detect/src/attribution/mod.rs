@@ -26,7 +26,7 @@ pub use servers::{find_service, nested_servers};
 use table::{Decision, Table};
 pub use units::interleaved;
 use units::{Holder, Unit};
-use whyslow_model::{Attribution, CutEdges, Exchange, ExchangeRole, Timeline};
+use whyslow_model::{Attribution, CutEdges, Direction, Exchange, ExchangeRole, Timeline};
 
 /// A rule on single calls: it reads the exchanges and the table.
 type CallRule = fn(&[Exchange], &mut Table);
@@ -116,7 +116,13 @@ pub fn attribute_within(
     }
     let mut scene = Scene::new(timeline, &port);
     let units = units::build(exchanges, &table, &port);
-    let mut units = runs::join(units, exchanges, &answers(exchanges), &port);
+    let mut units = runs::join(
+        units,
+        exchanges,
+        &answers(timeline, service_ports),
+        &holes(timeline),
+        &port,
+    );
     if units.iter().any(|u| u.holder == Holder::Call) {
         shapes::mark(&mut units, exchanges, &port, scene.kinds());
     }
@@ -212,19 +218,53 @@ fn apply(
     out
 }
 
-/// When the inbound requests were answered (first response byte).
-fn answers(exchanges: &[Exchange]) -> runs::Answers {
-    let mut requests = 0usize;
+/// The holes in each connection's stream toward its server.
+fn holes(t: &Timeline) -> runs::Holes {
+    let mut out = runs::Holes::default();
+    for c in t.connections.iter().filter(|c| c.to_server.gaps > 0) {
+        let mut at: Vec<u64> = c
+            .gaps
+            .iter()
+            .filter(|g| g.direction == Direction::ToServer)
+            .map(|g| g.after_us)
+            .collect();
+        at.sort_unstable();
+        if c.to_server.gaps > at.len() as u64 {
+            let since = c.gaps.last().map_or(c.first_at_us, |g| g.after_us);
+            out.unkept_from.insert(c.id, since);
+        }
+        out.at.insert(c.id, at);
+    }
+    out
+}
+
+/// When the inbound requests were answered (first response byte), and the
+/// share of requests whose answer the capture holds. A gap toward the
+/// service on an inbound connection hid a request's bytes: where it hid a
+/// whole request, its answer was skipped as a response without one, so
+/// each such gap counts as a request with no answer held.
+fn answers(t: &Timeline, service_ports: &[u16]) -> runs::Answers {
+    let mut requests = 0u64;
     let mut at: Vec<u64> = Vec::new();
-    for e in exchanges.iter().filter(|e| e.role == ExchangeRole::Inbound) {
+    for e in t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound)
+    {
         requests += 1;
         at.extend(e.response_first_at_us);
     }
+    let hidden: u64 = t
+        .connections
+        .iter()
+        .filter(|c| service_ports.contains(&c.server.port()))
+        .map(|c| c.to_server.gaps)
+        .sum();
     at.sort_unstable();
     let captured = if requests == 0 {
         1.0
     } else {
-        at.len() as f64 / requests as f64
+        at.len() as f64 / (requests + hidden) as f64
     };
     runs::Answers { at, captured }
 }

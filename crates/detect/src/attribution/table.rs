@@ -41,8 +41,15 @@ impl Table {
         self.decided[i].is_none()
     }
 
-    /// Decides call `i`, unless an earlier rule did.
+    /// Decides call `i`, unless an earlier rule did. A call given to a
+    /// request the capture lost is ambiguous: whose it was, it cannot say.
     pub fn decide(&mut self, i: usize, d: Decision) {
+        let d = match d {
+            Decision::Given(id, ..) if super::windows::is_lost(id) => {
+                Decision::Ambiguous { kind_of: None }
+            }
+            d => d,
+        };
         self.decided[i].get_or_insert(d);
     }
 

@@ -97,8 +97,21 @@ impl Windows {
 /// longer than until the next request on it began: its answer came before
 /// that, and a capture that lost it (a gap, a drop) must not leave it
 /// waiting through every later call.
+///
+/// A request the capture lost whole (a hole toward the service on its
+/// connection) waited too: it gets a window of its own (`lost`), which no
+/// rule may give a call to but which any call it encloses may be.
 pub fn requests(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows {
-    windows(t, port, ports, |e| e.request_first_at_us)
+    windows(t, port, ports, |e| e.request_first_at_us, true)
+}
+
+/// Ids of the windows of requests the capture lost: from here up. A call
+/// given to one is ambiguous (`Table::decide`).
+pub const LOST_REQUEST: u32 = u32::MAX - (1 << 24);
+
+/// Whether `id` is a lost request's window.
+pub fn is_lost(id: u32) -> bool {
+    id >= LOST_REQUEST
 }
 
 /// `requests`, each window opening once its request arrived whole (last
@@ -107,7 +120,7 @@ pub fn requests(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Window
 /// that streams a large write to a cache while unrelated requests come
 /// and go encloses them too, while it is still sending.
 pub fn arrived(t: &Timeline, port: &HashMap<u32, u16>, ports: &[u16]) -> Windows {
-    windows(t, port, ports, |e| e.request_last_at_us)
+    windows(t, port, ports, |e| e.request_last_at_us, false)
 }
 
 fn windows(
@@ -115,6 +128,7 @@ fn windows(
     port: &HashMap<u32, u16>,
     ports: &[u16],
     opens: impl Fn(&Exchange) -> u64,
+    with_lost: bool,
 ) -> Windows {
     let closed: HashMap<u32, u64> = t
         .connections
@@ -144,21 +158,78 @@ fn windows(
         let i = v.partition_point(|&s| s <= e.request_first_at_us);
         v.get(i).copied()
     };
-    Windows::new(
-        t.exchanges
+    let mut spans: Vec<Window> = t
+        .exchanges
+        .iter()
+        .filter(inbound)
+        .map(|e| Window {
+            start: opens(e),
+            answer: e
+                .response_first_at_us
+                .or_else(|| next_request(e))
+                .or_else(|| closed.get(&e.connection).copied())
+                .unwrap_or(u64::MAX),
+            id: e.id,
+        })
+        .collect();
+    if with_lost {
+        spans.extend(lost(t, port, ports, &starts, &closed));
+    }
+    Windows::new(spans)
+}
+
+/// A window for each hole toward the service on a one-at-a-time inbound
+/// connection (a request may be in it): from the answer before it on that
+/// connection (or the connection's start) to the next request on it (or
+/// its close, or never). HTTP/2 connections multiplex: a hole there says
+/// nothing of when its request waited, and gets none.
+fn lost(
+    t: &Timeline,
+    port: &HashMap<u32, u16>,
+    ports: &[u16],
+    starts: &HashMap<u32, Vec<u64>>,
+    closed: &HashMap<u32, u64>,
+) -> Vec<Window> {
+    let mut answered: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    let mut multiplexed: foldhash::HashSet<u32> = Default::default();
+    for e in &t.exchanges {
+        if e.stream.is_some() {
+            multiplexed.insert(e.connection);
+        } else if starts.contains_key(&e.connection) {
+            let answer = e.response_first_at_us.unwrap_or(e.request_last_at_us);
+            answered
+                .entry(e.connection)
+                .or_default()
+                .push((e.request_first_at_us, answer));
+        }
+    }
+    let mut out = Vec::new();
+    let inbound = |c: &&whyslow_model::Connection| {
+        port.get(&c.id).is_some_and(|p| ports.contains(p)) && c.to_server.gaps > 0
+    };
+    for c in t.connections.iter().filter(inbound) {
+        if multiplexed.contains(&c.id) {
+            continue;
+        }
+        let mut before = answered.get(&c.id).cloned().unwrap_or_default();
+        before.sort_unstable();
+        let holes = c
+            .gaps
             .iter()
-            .filter(inbound)
-            .map(|e| Window {
-                start: opens(e),
-                answer: e
-                    .response_first_at_us
-                    .or_else(|| next_request(e))
-                    .or_else(|| closed.get(&e.connection).copied())
-                    .unwrap_or(u64::MAX),
-                id: e.id,
-            })
-            .collect(),
-    )
+            .filter(|g| g.direction == whyslow_model::Direction::ToServer);
+        for g in holes {
+            let i = before.partition_point(|&(s, _)| s < g.after_us);
+            let start = i.checked_sub(1).map_or(c.first_at_us, |k| before[k].1);
+            let answer = before
+                .get(i)
+                .map(|&(s, _)| s)
+                .or_else(|| closed.get(&c.id).copied())
+                .unwrap_or(u64::MAX);
+            let id = LOST_REQUEST.saturating_add(out.len() as u32);
+            out.push(Window { start, answer, id });
+        }
+    }
+    out
 }
 
 #[cfg(test)]
