@@ -56,10 +56,12 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
             .iter()
             .any(|f| f.kind == FindingKind::PoolQueueing && f.subject == subject);
         let queued = pool.saturated_handoffs as f64 >= QUEUED_SHARE * pool.calls as f64;
+        if already || pool.calls < MIN_CALLS || !queued || requests.is_empty() {
+            continue;
+        }
         let contested = contested_full(pool, requests);
         let contested_us: u64 = contested.iter().map(|f| f.1 - f.0).sum();
-        let full = contested_us as f64 >= MIN_FULL_SHARE * pool.span_us as f64;
-        if already || pool.calls < MIN_CALLS || !queued || !full || requests.is_empty() {
+        if (contested_us as f64) < MIN_FULL_SHARE * pool.span_us as f64 {
             continue;
         }
         let held_per_request = pool.held_us / requests.len() as u64;
@@ -96,14 +98,15 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
             });
         }
         if !hits.is_empty() {
-            out.push(finding(*server, pools[server].size, pool, hits));
+            out.push(finding(*server, pool, contested_us, hits));
         }
     }
     out
 }
 
-/// When `pool` was full and as many requests were waiting on the service
-/// as it has connections was not: each could hold one of its own.
+/// When `pool` was full, less the time exactly as many requests were
+/// waiting on the service as it has connections (each could hold one of
+/// its own).
 fn contested_full(pool: &crate::pools::Pool, requests: &[RequestCalls]) -> Vec<(u64, u64)> {
     let mut full = Vec::new();
     pool.full_within(0, u64::MAX, &mut full);
@@ -169,25 +172,27 @@ fn within(spans: &[(u64, u64)], from: u64, to: u64, out: &mut Vec<(u64, u64)>) {
     }
 }
 
+/// `full_us`: the time the pool was full that counts (`contested_full`).
 fn finding(
     server: SocketAddr,
-    size: usize,
     pool: &crate::pools::Pool,
+    full_us: u64,
     hits: Vec<Hit<Wait>>,
 ) -> Finding {
+    let size = pool.size;
     let summary = |hits: &[Hit<Wait>], per, facts: &mut Facts| {
         let request = median_of(hits, |w| w.request_us);
         facts.set("connections", size as f64);
         facts.set("calls", pool.calls as f64);
         facts.set("saturated_handoffs", pool.saturated_handoffs as f64);
-        facts.set("full_us", pool.full_us() as f64);
+        facts.set("full_us", full_us as f64);
         facts.set("request_us", request as f64);
         format!(
             "calls to {server} queued for one of {size} connections: all {size} busy for {} in \
              all, and {} of {} calls took one the moment another came back; about {} of the \
              request's {} (median of {} requests not told apart: an estimate from the pool's \
              full time in each wait)",
-            fmt_ms(pool.full_us()),
+            fmt_ms(full_us),
             pool.saturated_handoffs,
             pool.calls,
             fmt_ms(per),

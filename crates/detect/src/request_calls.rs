@@ -291,7 +291,13 @@ fn mark_damaged(t: &Timeline, requests: &mut [RequestCalls]) {
         let counted = c.to_server.gaps + c.to_client.gaps;
         if counted > c.gaps.len() as u64 {
             let since = c.gaps.last().map_or(c.first_at_us, |g| g.after_us);
-            spans.push((since, c.last_at_us));
+            // A connection still open (in a window, its header) lasts.
+            let until = if c.closed_by.is_some() {
+                c.last_at_us.max(since)
+            } else {
+                u64::MAX
+            };
+            spans.push((since, until));
         }
         spans
     };
@@ -310,9 +316,12 @@ fn mark_damaged(t: &Timeline, requests: &mut [RequestCalls]) {
         .filter(|c| calling.contains(&c.id))
         .flat_map(lost)
         .collect();
-    // Gaps are points, by time; a connection's unkept gaps a range each.
-    let (ranges, mut points): (Vec<_>, Vec<_>) = backing.drain(..).partition(|s| s.0 < s.1);
+    // Gaps are points, by time; a connection's unkept gaps a range each,
+    // merged.
+    let (mut ranges, mut points): (Vec<_>, Vec<_>) = backing.drain(..).partition(|s| s.0 < s.1);
     points.sort_unstable();
+    ranges.sort_unstable();
+    let ranges = merged_spans(ranges);
     let own: HashMap<u32, Vec<(u64, u64)>> = t
         .connections
         .iter()
@@ -325,8 +334,11 @@ fn mark_damaged(t: &Timeline, requests: &mut [RequestCalls]) {
     for r in requests {
         let span = (r.inbound.request_first_at_us, call_end(r.inbound));
         let i = points.partition_point(|&(a, _)| a < span.0);
+        // Merged ranges are disjoint and by start: the last one starting
+        // by the span's end is the only one that may reach into it.
+        let k = ranges.partition_point(|&(a, _)| a <= span.1);
         r.damaged = points.get(i).is_some_and(|&(a, _)| a <= span.1)
-            || meets(&ranges, span)
+            || k.checked_sub(1).is_some_and(|k| ranges[k].1 >= span.0)
             || own
                 .get(&r.inbound.connection)
                 .is_some_and(|spans| meets(spans, span));

@@ -221,7 +221,7 @@ fn apply(
 /// The holes in each connection's stream toward its server.
 fn holes(t: &Timeline) -> runs::Holes {
     let mut out = runs::Holes::default();
-    for c in t.connections.iter().filter(|c| c.to_server.gaps > 0) {
+    for c in t.connections.iter().filter(|c| !c.gaps.is_empty()) {
         let mut at: Vec<u64> = c
             .gaps
             .iter()
@@ -239,13 +239,15 @@ fn holes(t: &Timeline) -> runs::Holes {
 }
 
 /// When the inbound requests were answered (first response byte), and the
-/// share of requests whose answer the capture holds. A gap toward the
+/// share of requests whose answer the capture holds. A hole toward the
 /// service on an inbound connection hid a request's bytes: where it hid a
 /// whole request, its answer was skipped as a response without one, so
-/// each such gap counts as a request with no answer held.
+/// each such hole noticed while these requests came counts as a request
+/// with no answer held (the holes a connection kept: `GAPS_KEPT`).
 fn answers(t: &Timeline, service_ports: &[u16]) -> runs::Answers {
     let mut requests = 0u64;
     let mut at: Vec<u64> = Vec::new();
+    let (mut first, mut last) = (u64::MAX, 0);
     for e in t
         .exchanges
         .iter()
@@ -253,13 +255,16 @@ fn answers(t: &Timeline, service_ports: &[u16]) -> runs::Answers {
     {
         requests += 1;
         at.extend(e.response_first_at_us);
+        first = first.min(e.request_first_at_us);
+        last = last.max(e.response_first_at_us.unwrap_or(e.request_last_at_us));
     }
-    let hidden: u64 = t
+    let hidden = t
         .connections
         .iter()
         .filter(|c| service_ports.contains(&c.server.port()))
-        .map(|c| c.to_server.gaps)
-        .sum();
+        .flat_map(|c| &c.gaps)
+        .filter(|g| g.direction == Direction::ToServer && (first..=last).contains(&g.after_us))
+        .count() as u64;
     at.sort_unstable();
     let captured = if requests == 0 {
         1.0

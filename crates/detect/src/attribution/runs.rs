@@ -31,6 +31,11 @@ use whyslow_model::{Exchange, Protocol};
 /// with 10 %: 85 of 103, 132 answers held of 145 requests seen and 15 hidden
 /// by gaps).
 pub const RUN_OPENER_SHARE: f64 = 0.9;
+/// Below this share of answers held, no statement is taken to open runs: a
+/// capture that lost most answers (or saw one direction only) says too
+/// little of where one request's work ends, and a false opener splits a
+/// request's run in two that deduction could give to two requests.
+pub const MIN_ANSWERS_HELD: f64 = 0.5;
 /// Fewest occurrences (after another call on the same connection) a
 /// statement needs before its share is trusted.
 pub const MIN_RUN_OPENERS: usize = 8;
@@ -51,7 +56,7 @@ impl Holes {
     /// and `to`: the next call's bytes revealed it.
     fn between(&self, conn: u32, from: u64, to: u64) -> bool {
         let noticed = self.at.get(&conn).is_some_and(|at| {
-            let i = at.partition_point(|&t| t < from);
+            let i = at.partition_point(|&t| t <= from);
             at.get(i).is_some_and(|&t| t <= to)
         });
         noticed || self.unkept_from.get(&conn).is_some_and(|&t| t <= to)
@@ -214,7 +219,9 @@ pub struct Answers {
 impl Answers {
     /// Whether what followed an answer `hits` times of `n` opens runs.
     fn opens_runs(&self, hits: usize, n: usize) -> bool {
-        n >= MIN_RUN_OPENERS && hits as f64 >= RUN_OPENER_SHARE * self.captured * n as f64
+        self.captured >= MIN_ANSWERS_HELD
+            && n >= MIN_RUN_OPENERS
+            && hits as f64 >= RUN_OPENER_SHARE * self.captured * n as f64
     }
 
     /// Whether some answer falls in [from, to].
@@ -303,12 +310,19 @@ mod tests {
     #[test]
     fn an_opener_after_a_request_the_capture_lost_whole_still_opens_runs() {
         // The last two requests lost with their answers (a gap toward the
-        // service on each one's connection): 8 of 9 runs after another
-        // follow an answer held, and 8 of 10 requests' answers are held.
+        // service on each one's connection, opened at 60 ms): 8 of 9 runs
+        // after another follow an answer held, and 8 of 10 requests'
+        // answers are held.
         let mut t = queued(10, "SELECT head", 100);
         t.exchanges.retain(|e| ![8, 9].contains(&e.id));
         for c in [8, 9] {
+            t.connections[c].first_at_us = 60_000;
             t.connections[c].to_server.gaps = 1;
+            t.connections[c].gaps.push(whyslow_model::Gap {
+                after_us: 60_000,
+                direction: Direction::ToServer,
+                bytes: 89,
+            });
         }
         attribute(&mut t, &[8080]);
         let run_of_3 = t.exchanges.iter().filter(|e| (112..116).contains(&e.id));

@@ -217,6 +217,32 @@ fn overlapping_calls_timing_would_all_give_one_request_go_one_each_as_well() {
 }
 
 #[test]
+fn a_call_a_request_the_capture_lost_may_have_made_is_not_timed_to_another() {
+    // A waits 0..1000, B 50..3000; a call 60..990 brackets A. Then a hole
+    // toward the service on a third connection, noticed at 50: a request
+    // lost there could have made the call as well.
+    let mut t = Timeline {
+        connections: vec![conn(0, 8080), conn(1, 8080), conn(2, 5432), conn(3, 8080)],
+        exchanges: vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (50, 60), (3000, 3010)),
+            exchange(2, 2, (60, 70), (980, 990)),
+        ],
+    };
+    attribute(&mut t, &[8080]);
+    assert_eq!(levels(&t), vec![(Some(0), Some(Attribution::Inferred))]);
+    t.connections[3].first_at_us = 40;
+    t.connections[3].to_server.gaps = 1;
+    t.connections[3].gaps.push(whyslow_model::Gap {
+        after_us: 50,
+        direction: whyslow_model::Direction::ToServer,
+        bytes: 80,
+    });
+    attribute(&mut t, &[8080]);
+    assert_eq!(levels(&t), vec![(None, Some(Attribution::Ambiguous))]);
+}
+
+#[test]
 fn a_request_that_checks_a_connection_out_per_call_keeps_its_calls() {
     // Requests one at a time, each making two calls on two pooled
     // connections (a client that checks out per call): each call follows an

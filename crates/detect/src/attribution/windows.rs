@@ -179,10 +179,12 @@ fn windows(
 }
 
 /// A window for each hole toward the service on a one-at-a-time inbound
-/// connection (a request may be in it): from the answer before it on that
-/// connection (or the connection's start) to the next request on it (or
-/// its close, or never). HTTP/2 connections multiplex: a hole there says
-/// nothing of when its request waited, and gets none.
+/// connection (a request may be in it) noticed while this timeline's
+/// requests came: from the answer before it on that connection (or the
+/// connection's start) to the next request on it, or its close, or else no
+/// longer after the hole than the longest wait of a request the capture
+/// holds. HTTP/2 connections multiplex: a hole there says nothing of when
+/// its request waited, and gets none.
 fn lost(
     t: &Timeline,
     port: &HashMap<u32, u16>,
@@ -192,6 +194,7 @@ fn lost(
 ) -> Vec<Window> {
     let mut answered: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
     let mut multiplexed: foldhash::HashSet<u32> = Default::default();
+    let (mut first, mut last, mut longest) = (u64::MAX, 0, 0);
     for e in &t.exchanges {
         if e.stream.is_some() {
             multiplexed.insert(e.connection);
@@ -201,11 +204,14 @@ fn lost(
                 .entry(e.connection)
                 .or_default()
                 .push((e.request_first_at_us, answer));
+            first = first.min(e.request_first_at_us);
+            last = last.max(answer);
+            longest = longest.max(answer.saturating_sub(e.request_first_at_us));
         }
     }
     let mut out = Vec::new();
     let inbound = |c: &&whyslow_model::Connection| {
-        port.get(&c.id).is_some_and(|p| ports.contains(p)) && c.to_server.gaps > 0
+        port.get(&c.id).is_some_and(|p| ports.contains(p)) && !c.gaps.is_empty()
     };
     for c in t.connections.iter().filter(inbound) {
         if multiplexed.contains(&c.id) {
@@ -213,10 +219,10 @@ fn lost(
         }
         let mut before = answered.get(&c.id).cloned().unwrap_or_default();
         before.sort_unstable();
-        let holes = c
-            .gaps
-            .iter()
-            .filter(|g| g.direction == whyslow_model::Direction::ToServer);
+        let holes = c.gaps.iter().filter(|g| {
+            g.direction == whyslow_model::Direction::ToServer
+                && (first..=last).contains(&g.after_us)
+        });
         for g in holes {
             let i = before.partition_point(|&(s, _)| s < g.after_us);
             let start = i.checked_sub(1).map_or(c.first_at_us, |k| before[k].1);
@@ -224,7 +230,7 @@ fn lost(
                 .get(i)
                 .map(|&(s, _)| s)
                 .or_else(|| closed.get(&c.id).copied())
-                .unwrap_or(u64::MAX);
+                .unwrap_or_else(|| g.after_us.saturating_add(longest));
             let id = LOST_REQUEST.saturating_add(out.len() as u32);
             out.push(Window { start, answer, id });
         }

@@ -13,7 +13,8 @@
 use crate::attribution::scene::Scene;
 use crate::attribution::table::{Decision, Table};
 use crate::attribution::units::{Holder, Unit};
-use crate::attribution::windows::Window;
+use crate::attribution::windows::{is_lost, Window};
+use crate::request_calls::most_at_once;
 use foldhash::{HashMap, HashMapExt};
 use whyslow_model::Rule;
 
@@ -44,25 +45,39 @@ pub fn place(s: &Scene, table: &mut Table) {
     }
     for (request, mut units) in picks {
         units.sort_unstable_by_key(|u| u.start);
+        let mut reach = Vec::with_capacity(units.len());
+        let mut latest = 0;
         for u in &units {
-            if !one_each_fits(u, &units) {
+            latest = latest.max(u.end);
+            reach.push(latest);
+        }
+        for u in &units {
+            if !one_each_fits(u, &units, &reach) {
                 table.decide_unit(u, Decision::Given(request, u.level(), Rule::Bracket));
             }
         }
     }
 }
 
-/// Whether `u` and the units of `picked` (by start) overlapping it, all
-/// picked for one request, could as well be one per request waiting
-/// through `u`.
-fn one_each_fits(u: &Unit, picked: &[&Unit]) -> bool {
-    let overlapping = picked
-        .iter()
-        .take_while(|o| o.start < u.end)
-        .filter(|o| o.end > u.start)
-        .take(u.cands.len() + 1)
-        .count(); // u itself among them
-    overlapping >= 2 && overlapping <= u.cands.len()
+/// Whether `u` and the units of `picked` (by start; `reach`: the latest
+/// end among each prefix) in flight with it, all picked for one request,
+/// could as well be one per request waiting through `u`: at most as many
+/// ran at once as requests waited.
+fn one_each_fits(u: &Unit, picked: &[&Unit], reach: &[u64]) -> bool {
+    let mut i = picked.partition_point(|o| o.start < u.end);
+    let mut spans = Vec::new();
+    while i > 0 && reach[i - 1] > u.start {
+        i -= 1;
+        let o = picked[i];
+        if o.end > u.start {
+            spans.push((o.start.max(u.start), o.end.min(u.end)));
+        }
+        if spans.len() > u.cands.len() {
+            break; // more than one each, whatever their overlap
+        }
+    }
+    let at_once = most_at_once(spans.into_iter());
+    at_once >= 2 && at_once <= u.cands.len()
 }
 
 /// Whether a fit of `best` is clearly tighter than one of `next`.
@@ -72,7 +87,13 @@ pub(crate) fn clearly_below(best: u64, next: u64) -> bool {
 
 /// The first candidate (they are sorted by slack) when `u` fills
 /// FILL_SHARE of its window and its slack is clearly below the next one's.
+/// None when a candidate is a request the capture lost: its window spans
+/// from the answer before it to the next request, wider than it waited, so
+/// any real neighbour would look tighter.
 fn clearest(u: &Unit) -> Option<&Window> {
+    if u.cands.iter().any(|w| is_lost(w.id)) {
+        return None;
+    }
     let slack = |w: &Window| w.slack(u.start, u.end);
     let best = u.cands.first()?;
     let tight = slack(best);
