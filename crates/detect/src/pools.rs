@@ -9,7 +9,7 @@
 //! busy. A request that held a connection across several calls (an ORM's
 //! session) kept it busy between them.
 
-use crate::attribution::HeldRuns;
+use crate::attribution::{interleaved, HeldRuns};
 use crate::request_calls::{covered_us, running_max, RequestCalls};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
@@ -20,14 +20,6 @@ use whyslow_model::{ExchangeRole, Timeline};
 /// on the client, one RTT later when captured at the server. 10 ms keeps
 /// LAN round trips in (the same bound as Nagle's release after an ACK).
 pub const HANDOFF_MAX_US: u64 = 10_000;
-/// Share of a server's calls that may start while another call on their
-/// connection is in flight, for its connections to still be a pool of
-/// one-at-a-time connections: a driver pipelines now and then (MariaDB
-/// Connector/J sends a statement's first prepare with its first execution:
-/// 2 of 324 calls at 8 clients), and the connection is busy with both as
-/// with one. Connections whose calls overlap more often multiplex (HTTP/2)
-/// or pipeline as a rule (a Redis client's), and are no such pool.
-pub const PIPELINED_MAX_SHARE: f64 = 0.05;
 
 /// Every server's pool, by server.
 pub type Pools = HashMap<SocketAddr, Pool>;
@@ -157,11 +149,7 @@ pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>, runs: &HeldRuns) -
     let mut out = HashMap::new();
     for (server, mut calls) in calls {
         calls.sort_unstable_by_key(|(c, _)| (c.0, c.1, c.2));
-        let overlapping = calls
-            .windows(2)
-            .filter(|w| w[0].0 .0 == w[1].0 .0 && w[1].0 .1 < w[0].0 .2)
-            .count();
-        let one_at_a_time = overlapping as f64 <= PIPELINED_MAX_SHARE * calls.len() as f64;
+        let one_at_a_time = interleaved(calls.iter().map(|(c, _)| (c.0, c.1, c.2))).is_empty();
         if one_at_a_time {
             let pool = sweep(&held(calls));
             if pool.size >= 2 {
@@ -174,16 +162,12 @@ pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>, runs: &HeldRuns) -
 
 /// Calls (by connection, then start) with consecutive calls of one holder
 /// on one connection as one: it held the connection between them (an ORM's
-/// session), so no other request's call could take it then. So are calls
-/// sent while another was in flight on their connection (pipelined): the
-/// connection was busy with both at once.
+/// session), so no other request's call could take it then.
 fn held(calls: Vec<(PoolCall, Option<HeldBy>)>) -> Vec<PoolCall> {
     let mut out: Vec<(PoolCall, Option<HeldBy>)> = Vec::with_capacity(calls.len());
     for (c, holder) in calls {
         match out.last_mut() {
-            Some((last, h))
-                if last.0 == c.0 && (c.1 < last.2 || (holder.is_some() && *h == holder)) =>
-            {
+            Some((last, h)) if last.0 == c.0 && holder.is_some() && *h == holder => {
                 last.2 = last.2.max(c.2)
             }
             _ => out.push((c, holder)),
@@ -389,22 +373,6 @@ mod tests {
         let kinds: Vec<FindingKind> = f.iter().map(|f| f.kind).collect();
         assert!(kinds.contains(&FindingKind::PoolQueueing), "{kinds:?}");
         assert!(!kinds.contains(&FindingKind::ServerTime), "{kinds:?}");
-    }
-
-    #[test]
-    fn a_call_pipelined_behind_another_keeps_its_connections_a_pool() {
-        // Request 0's call on connection 2 is sent while its first (a
-        // prepare) is still in flight there: one connection busy, not two.
-        let mut t = shared_pool();
-        t.exchanges.push(call(5, 2, 0, (MS + 10, 101 * MS - 10)));
-        for k in 0..40 {
-            // Later calls, one at a time, so that one overlap is rare.
-            let at = 300 * MS + k * MS;
-            t.exchanges.push(call(6 + k as u32, 3, 3, (at, at + 500)));
-        }
-        let r = by_request(&t);
-        let q = &r[1].queued[0];
-        assert_eq!(q.pool, 2, "{q:?}");
     }
 
     #[test]
