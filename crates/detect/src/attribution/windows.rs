@@ -179,8 +179,8 @@ fn windows(
 }
 
 /// A window for each hole toward the service on a one-at-a-time inbound
-/// connection (a request may be in it) noticed while this timeline's
-/// requests came: from the answer before it on that connection (or the
+/// connection (a request may be in it) that could have waited while this
+/// timeline's requests did: from the answer before it on that connection (or the
 /// connection's start) to the next request on it, or its close, or else no
 /// longer after the hole than the longest wait of a request the capture
 /// holds. HTTP/2 connections multiplex: a hole there says nothing of when
@@ -219,10 +219,10 @@ fn lost(
         }
         let mut before = answered.get(&c.id).cloned().unwrap_or_default();
         before.sort_unstable();
-        let holes = c.gaps.iter().filter(|g| {
-            g.direction == whyslow_model::Direction::ToServer
-                && (first..=last).contains(&g.after_us)
-        });
+        let holes = c
+            .gaps
+            .iter()
+            .filter(|g| g.direction == whyslow_model::Direction::ToServer);
         for g in holes {
             let i = before.partition_point(|&(s, _)| s < g.after_us);
             let start = i.checked_sub(1).map_or(c.first_at_us, |k| before[k].1);
@@ -231,6 +231,9 @@ fn lost(
                 .map(|&(s, _)| s)
                 .or_else(|| closed.get(&c.id).copied())
                 .unwrap_or_else(|| g.after_us.saturating_add(longest));
+            if answer < first || start > last {
+                continue; // waited while none of this timeline's requests did
+            }
             let id = LOST_REQUEST.saturating_add(out.len() as u32);
             out.push(Window { start, answer, id });
         }

@@ -73,7 +73,7 @@ fn one_each_fits(u: &Unit, picked: &[&Unit], reach: &[u64]) -> bool {
             spans.push((o.start.max(u.start), o.end.min(u.end)));
         }
         if spans.len() > u.cands.len() {
-            break; // more than one each, whatever their overlap
+            break; // bounded: the spans so far say enough to withhold it
         }
     }
     let at_once = most_at_once(spans.into_iter());
