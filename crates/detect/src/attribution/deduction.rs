@@ -7,13 +7,16 @@ use super::matching;
 use super::scene::Scene;
 use super::table::{Decision, Table};
 use super::units::{Holder, Unit};
+use super::windows::is_lost;
 use foldhash::{HashMap, HashMapExt, HashSet};
 use std::hash::Hash;
 use whyslow_model::Rule;
 
 /// Groups the open units `pick` keeps (by its key, with the candidates it
 /// leaves them) and places each group by deduction under `rule`. Returns
-/// the units left open.
+/// the units left open. A unit a request the capture lost may hold is left
+/// open: one hole may hide several requests, and deduction, which lets each
+/// candidate hold one unit, cannot count them.
 pub fn place_each<'u, K: Eq + Hash>(
     units: &'u [Unit],
     table: &mut Table,
@@ -21,14 +24,18 @@ pub fn place_each<'u, K: Eq + Hash>(
     pick: impl Fn(&Unit) -> Option<(K, Vec<u32>)>,
 ) -> Vec<&'u Unit> {
     let mut groups: HashMap<K, (Vec<&Unit>, Vec<Vec<u32>>)> = HashMap::new();
+    let mut left = Vec::new();
     for u in units.iter().filter(|u| table.unit_open(u)) {
         if let Some((key, cands)) = pick(u) {
+            if cands.iter().any(|&id| is_lost(id)) {
+                left.push(u);
+                continue;
+            }
             let g = groups.entry(key).or_default();
             g.0.push(u);
             g.1.push(cands);
         }
     }
-    let mut left = Vec::new();
     for (members, cands) in groups.values() {
         left.extend(place(members, cands, rule, table));
     }

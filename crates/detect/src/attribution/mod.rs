@@ -123,7 +123,10 @@ pub fn attribute_within(
         &holes(timeline),
         &port,
     );
-    if units.iter().any(|u| u.holder == Holder::Call) {
+    // A shape is a fingerprint each request of a kind made once, counted
+    // against the requests of that kind: a lost request leaves the count
+    // short, whatever its kind.
+    if units.iter().any(|u| u.holder == Holder::Call) && !windows.any_lost() {
         shapes::mark(&mut units, exchanges, &port, scene.kinds());
     }
     units::enclose(&mut units, &windows);

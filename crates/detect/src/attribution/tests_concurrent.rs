@@ -142,6 +142,35 @@ fn transactions_are_placed_whole_and_jointly() {
 }
 
 #[test]
+fn one_hole_may_hide_several_requests_so_deduction_counts_none() {
+    // Request 1 waits 1000 → 3000. A hole toward the service on connection 3,
+    // noticed at 50, may hide one request or more, waiting from 40 to at
+    // most 2050. Transactions 100 → 900 and 1100 → 2000: the first is the
+    // lost one's; the second may be request 1's or another lost one's.
+    let (i, idle) = (TxState::InTransaction, TxState::Idle);
+    let mut t = Timeline {
+        connections: vec![conn(1, 8080), conn(2, 5432), conn(3, 8080)],
+        exchanges: vec![
+            exchange(1, 1, (1000, 1010), (3000, 3010)),
+            statement(2, 2, (100, 120), i),
+            statement(3, 2, (880, 900), idle),
+            statement(4, 2, (1100, 1120), i),
+            statement(5, 2, (1980, 2000), idle),
+        ],
+    };
+    t.connections[2].first_at_us = 40;
+    t.connections[2].to_server.gaps = 1;
+    t.connections[2].gaps.push(whyslow_model::Gap {
+        after_us: 50,
+        direction: whyslow_model::Direction::ToServer,
+        bytes: 80,
+    });
+    attribute(&mut t, &[8080]);
+    let amb = (None, Some(Attribution::Ambiguous));
+    assert_eq!(levels(&t), vec![amb; 4]);
+}
+
+#[test]
 fn an_unanswered_request_waits_only_until_its_connection_closed() {
     let mut t = overlapping();
     t.exchanges[0].response_first_at_us = None;

@@ -75,6 +75,11 @@ impl Windows {
         true
     }
 
+    /// Whether a request the capture lost has a window here.
+    pub fn any_lost(&self) -> bool {
+        self.spans.iter().any(|w| is_lost(w.id))
+    }
+
     /// Whether some window encloses [start, end].
     pub fn any_encloses(&self, start: u64, end: u64) -> bool {
         let mut i = self.spans.partition_point(|w| w.start <= start);
@@ -231,7 +236,7 @@ fn lost(
                 .map(|&(s, _)| s)
                 .or_else(|| closed.get(&c.id).copied())
                 .unwrap_or_else(|| g.after_us.saturating_add(longest));
-            if answer < first || start > last {
+            if first <= last && (answer < first || start > last) {
                 continue; // waited while none of this timeline's requests did
             }
             let id = LOST_REQUEST.saturating_add(out.len() as u32);
