@@ -57,6 +57,14 @@ echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+# Every test's files (captures, servers' data directories, sockets) go into
+# one directory removed when the run ends, whatever its result: left behind,
+# they filled the disk in a few dozen runs. Readable by all: PostgreSQL runs
+# as its own user inside it.
+TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/whyslow-test.XXXXXX")"
+export TMPDIR
+chmod 0755 "$TMPDIR"
+trap 'rm -rf "$TMPDIR"' EXIT
 echo "== cargo test"
 # Every test binary runs, whatever failed before it: the closing line counts them all.
 cargo test --workspace --no-fail-fast 2>&1 | tee target/test.log
