@@ -177,6 +177,21 @@ def ipv4_udp(src, dst, sport, dport, payload):
     return ip + udp
 
 
+def ipv4(src, dst, proto, payload):
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 1, 0x4000, 64, proto, 0, bytes(src), bytes(dst))
+    return ip[:10] + struct.pack("!H", csum(ip)) + ip[12:] + payload
+
+
+def tunnel_frames():
+    """The HTTP exchange's frames inside VXLAN (an Ethernet frame after an
+    8-byte header, UDP 4789) and inside GRE with a key (the IP packet)."""
+    a, b = [192, 168, 0, 1], [192, 168, 0, 2]
+    eth = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
+    vxlan = [eth + ipv4_udp(a, b, 50000, 4789, b"\x08\0\0\0\0\0\x2a\0" + f) for f in exchange_frames()]
+    gre = [eth + ipv4(a, b, 47, b"\x20\0\x08\x00" + b"\0\0\0\x07" + f[14:]) for f in exchange_frames()]
+    return vxlan, gre
+
+
 def dns_frames():
     """A query and its answer over UDP, and one datagram that is not DNS."""
     c, s = [10, 0, 0, 1], [10, 0, 0, 53]
@@ -373,6 +388,9 @@ if __name__ == "__main__":
     write("read_capture", "http.pcap", pcap(frames))
     write("read_capture", "http.pcapng", pcapng(frames))
     write("flow_table", "http", flow_records())
+    vxlan, gre = tunnel_frames()
+    write("read_capture", "vxlan.pcap", pcap(vxlan))
+    write("read_capture", "gre.pcap", pcap(gre))
     for name, data in http1_chunks().items():
         write("http1", name, data)
     write("lab_postgres_server", "checkout", lab_postgres_messages())

@@ -183,6 +183,7 @@ pub fn analyze_capture(
         .iter()
         .map(|&(port, packets)| whyslow_model::PortPackets { port, packets })
         .collect();
+    summary.tunnels = outcome.tunnels.clone();
     summary.dropped_while_capturing = outcome.dropped_while_capturing;
     summary.truncated_packets = outcome.truncated_packets;
     summary.threads = thread_source;

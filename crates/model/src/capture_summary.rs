@@ -17,6 +17,10 @@ pub struct CaptureSummary {
     /// UDP datagrams that were not DNS, by the lower of their ports: counted, not read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_udp: Vec<PortPackets>,
+    /// Packets that came in a tunnel (VXLAN, Geneve, GRE, ERSPAN, IP in IP):
+    /// read as the packets they carry, or counted where not opened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tunnels: Vec<TunnelPackets>,
     /// Every exchange rebuilt from the capture, each analyzed.
     pub exchanges: u64,
     pub retransmissions: u64,
@@ -80,6 +84,15 @@ pub struct CaptureSummary {
 pub struct PortPackets {
     pub port: u16,
     pub packets: u64,
+}
+
+/// Packets in one kind of tunnel, by its outermost one when `opened` (the
+/// packets inside were read), else by the one whose contents were not read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelPackets {
+    pub tunnel: String,
+    pub packets: u64,
+    pub opened: bool,
 }
 
 /// What OTLP traces gave the analysis (`analyze traces.json`, `receive`).

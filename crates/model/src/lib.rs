@@ -26,7 +26,7 @@ pub mod unix_socket;
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{
     CaptureGaps, CaptureSummary, ConnectionGaps, ExchangeGroup, PortPackets, ServerCount,
-    ServiceChoice, ServiceHow, SpanSource, ThreadSource,
+    ServiceChoice, ServiceHow, SpanSource, ThreadSource, TunnelPackets,
 };
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{

@@ -94,6 +94,28 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
             ports.join(", ")
         );
     }
+    for opened in [true, false] {
+        let kinds: Vec<String> = s
+            .tunnels
+            .iter()
+            .filter(|t| t.opened == opened)
+            .map(|t| format!("{} ×{}", t.tunnel, t.packets))
+            .collect();
+        let total: u64 = s
+            .tunnels
+            .iter()
+            .filter(|t| t.opened == opened)
+            .map(|t| t.packets)
+            .sum();
+        let what = if opened {
+            "read inside tunnels"
+        } else {
+            "in a tunnel whyslow does not open"
+        };
+        if total > 0 {
+            let _ = writeln!(out, "  {total} packet(s) {what}: {}", kinds.join(", "));
+        }
+    }
     if let Some(n) = s.dropped_while_capturing.filter(|&n| n > 0) {
         let _ = writeln!(
             out,

@@ -2,14 +2,16 @@
 //! connections and the limits, not on the file size.
 
 use crate::decode::decode;
+use crate::flow::FlowCounts;
 use crate::flow::{FlowOptions, FlowTable, StreamEvents, Streams, Window, SERVICE_SAMPLE};
 use crate::read::{read_packets_buffered, ReadOutcome, INITIAL_BUFFER};
+use crate::tunnel::Tunnel;
 use crate::WireError;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc::sync_channel;
-use whyslow_model::{Exchange, Timeline};
+use whyslow_model::{Exchange, Timeline, TunnelPackets};
 
 /// What analyzing a capture produced.
 #[derive(Debug)]
@@ -20,6 +22,8 @@ pub struct AnalyzeOutcome {
     /// UDP datagrams that were not DNS: (the lower of their ports, packets),
     /// the most first; port 0 for every port past those counted.
     pub other_udp: Vec<(u16, u64)>,
+    /// Packets in tunnels, opened or not.
+    pub tunnels: Vec<TunnelPackets>,
     pub truncated_packets: u64,
     /// Packets the capturing tool says it dropped (pcapng interface
     /// statistics), when the file says.
@@ -283,6 +287,7 @@ fn outcome_of(
         packets: c.packets,
         non_tcp: c.non_tcp,
         other_udp: table.other_udp(),
+        tunnels: tunnels(&c),
         truncated_packets: c.truncated_packets,
         dropped_while_capturing: read.dropped_while_capturing,
         error,
@@ -308,3 +313,20 @@ const BATCH_EVENTS: usize = 2048;
 const BATCH_BYTES: usize = 1 << 20;
 /// Batches queued between the threads: bounds the memory in flight.
 const BATCHES_IN_FLIGHT: usize = 4;
+
+/// The tunnels packets came in, opened first, each kind once.
+fn tunnels(c: &FlowCounts) -> Vec<TunnelPackets> {
+    let mut out = Vec::new();
+    for (opened, packets) in [(true, &c.tunneled), (false, &c.tunnels_unopened)] {
+        for t in Tunnel::ALL {
+            if packets[t.index()] > 0 {
+                out.push(TunnelPackets {
+                    tunnel: t.name().to_string(),
+                    packets: packets[t.index()],
+                    opened,
+                });
+            }
+        }
+    }
+    out
+}

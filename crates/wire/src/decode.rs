@@ -1,12 +1,20 @@
 //! IP + TCP/UDP header decoding with etherparse, tolerant of packets cut by
-//! the capture's snapshot length: the headers must be there, the payload may not.
+//! the capture's snapshot length: the headers must be there, the payload may
+//! not. Packets inside tunnels (`tunnel`) are opened and read as the packet
+//! they carry.
 
 use crate::packet::{ip_payload, LinkType};
+use crate::tunnel::{self, Inner, Opening, Tunnel};
 use etherparse::{LaxNetSlice, LaxSlicedPacket, TcpOptionElement, TcpSlice, UdpSlice};
 use std::net::{IpAddr, SocketAddr};
 
 /// Fixed IPv6 header length (RFC 8200 §3).
 const IPV6_HEADER: usize = 40;
+
+/// Tunnels opened one inside another, at most: an overlay over a mirrored
+/// port is two; deeper nesting is counted as a tunnel not opened, so that a
+/// crafted packet costs a bounded number of header reads.
+const MAX_TUNNELS: u8 = 3;
 
 /// The TCP facts of one packet.
 #[derive(Debug, Clone)]
@@ -28,6 +36,8 @@ pub struct TcpPacket<'a> {
     pub payload: &'a [u8],
     /// Payload length on the wire (from the IP length); ≥ `payload.len()`.
     pub seg_len: u32,
+    /// The outermost tunnel the segment came in, if any.
+    pub tunnel: Option<Tunnel>,
 }
 
 impl TcpPacket<'_> {
@@ -45,6 +55,8 @@ pub struct UdpPacket<'a> {
     pub payload: &'a [u8],
     /// Payload length on the wire (from the UDP length); ≥ `payload.len()`.
     pub len: u32,
+    /// The outermost tunnel the datagram came in, if any.
+    pub tunnel: Option<Tunnel>,
 }
 
 /// A packet's transport layer.
@@ -54,6 +66,16 @@ pub enum Decoded<'a> {
     Udp(UdpPacket<'a>),
 }
 
+impl Decoded<'_> {
+    /// The outermost tunnel the packet came in, if any.
+    pub fn tunnel(&self) -> Option<Tunnel> {
+        match self {
+            Decoded::Tcp(t) => t.tunnel,
+            Decoded::Udp(u) => u.tunnel,
+        }
+    }
+}
+
 /// Why a packet gave no TCP segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Skip {
@@ -61,6 +83,8 @@ pub enum Skip {
     NotTcp,
     /// IP or TCP header incomplete in the capture.
     Cut,
+    /// Inside a tunnel whose contents are not read, or nested too deep.
+    Tunnel(Tunnel),
 }
 
 /// The TCP segment of a frame; anything else is `Skip::NotTcp`.
@@ -74,6 +98,28 @@ pub fn decode_tcp(link: LinkType, frame: &[u8]) -> Result<TcpPacket<'_>, Skip> {
 /// The TCP segment or UDP datagram of a frame.
 pub fn decode(link: LinkType, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
     let ip = ip_payload(link, frame).ok_or(Skip::NotTcp)?;
+    decode_ip(ip, None, 0)
+}
+
+/// The packet a tunnel carries, decoded; `outer`: the outermost tunnel.
+fn open<'a>(
+    tunnel: Tunnel,
+    inner: Inner<'a>,
+    outer: Option<Tunnel>,
+    depth: u8,
+) -> Result<Decoded<'a>, Skip> {
+    if depth >= MAX_TUNNELS {
+        return Err(Skip::Tunnel(tunnel));
+    }
+    let ip = match inner {
+        Inner::Ip(ip) => ip,
+        Inner::Ethernet(frame) => ip_payload(LinkType::ETHERNET, frame).ok_or(Skip::NotTcp)?,
+    };
+    decode_ip(ip, outer.or(Some(tunnel)), depth + 1)
+}
+
+/// An IP packet's TCP segment or UDP datagram, `depth` tunnels in.
+fn decode_ip(ip: &[u8], outer: Option<Tunnel>, depth: u8) -> Result<Decoded<'_>, Skip> {
     let version = ip.first().ok_or(Skip::Cut)? >> 4;
     if version != 4 && version != 6 {
         return Err(Skip::NotTcp);
@@ -113,6 +159,9 @@ pub fn decode(link: LinkType, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
     }
     if pl.ip_number == etherparse::IpNumber::UDP {
         let udp = UdpSlice::from_slice_lax(pl.payload).map_err(|_| Skip::Cut)?;
+        if let Some((tunnel, inner)) = tunnel::udp(udp.destination_port(), udp.payload()) {
+            return open(tunnel, inner, outer, depth);
+        }
         // The UDP length counts its 8-byte header (RFC 768); 0 is a jumbogram's.
         let declared = usize::from(udp.length()).saturating_sub(8);
         let payload = udp.payload();
@@ -121,7 +170,13 @@ pub fn decode(link: LinkType, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
             dst: SocketAddr::new(dst, udp.destination_port()),
             payload,
             len: u32::try_from(declared.max(payload.len())).unwrap_or(u32::MAX),
+            tunnel: outer,
         }));
+    }
+    match tunnel::ip(pl.ip_number.0, pl.payload) {
+        Opening::Opened(tunnel, inner) => return open(tunnel, inner, outer, depth),
+        Opening::Unopened(tunnel) => return Err(Skip::Tunnel(tunnel)),
+        Opening::No => {}
     }
     if pl.ip_number != etherparse::IpNumber::TCP {
         return Err(Skip::NotTcp);
@@ -153,6 +208,7 @@ pub fn decode(link: LinkType, frame: &[u8]) -> Result<Decoded<'_>, Skip> {
         payload: tcp.payload(),
         seg_len: u32::try_from(declared_tcp.saturating_sub(hdr).max(tcp.payload().len()))
             .unwrap_or(u32::MAX),
+        tunnel: outer,
     }))
 }
 

@@ -11,6 +11,7 @@ pub mod live;
 pub mod packet;
 pub mod read;
 pub mod reassembly;
+pub mod tunnel;
 pub mod write;
 
 pub use analyze::{

@@ -72,7 +72,8 @@ fn python_command(script: &str, args: &[String]) -> Command {
     python_command_of(Path::new(python()), script, args)
 }
 
-fn python_command_of(python: &Path, script: &str, args: &[String]) -> Command {
+/// `script` of tests/apps run by `python` with `args`.
+pub fn python_command_of(python: &Path, script: &str, args: &[String]) -> Command {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/apps")
         .join(script);
@@ -182,7 +183,18 @@ pub fn tcpdump_while(file: &Path, ports: &[u16], run: impl FnOnce()) -> u64 {
 
 /// As `tcpdump_while`, `tcpdump` being `command` (in a network namespace)
 /// and `filter` its filter expression.
-pub fn tcpdump_in(mut tcpdump: Command, file: &Path, filter: &str, run: impl FnOnce()) -> u64 {
+pub fn tcpdump_in(tcpdump: Command, file: &Path, filter: &str, run: impl FnOnce()) -> u64 {
+    tcpdump_on(tcpdump, "lo", file, filter, run)
+}
+
+/// As `tcpdump_in`, on interface `iface`.
+pub fn tcpdump_on(
+    mut tcpdump: Command,
+    iface: &str,
+    file: &Path,
+    filter: &str,
+    run: impl FnOnce(),
+) -> u64 {
     use std::io::BufRead;
     let mut child = tcpdump
         // -B: a 256 MiB kernel buffer, or bursts of large values (16 MiB
@@ -190,7 +202,7 @@ pub fn tcpdump_in(mut tcpdump: Command, file: &Path, filter: &str, run: impl FnO
         // its slots are sized by lo's 64 KiB MTU, so 64 MiB held ~1000.
         .args([
             "-i",
-            "lo",
+            iface,
             "-U",
             "--immediate-mode",
             "-B",
@@ -204,7 +216,7 @@ pub fn tcpdump_in(mut tcpdump: Command, file: &Path, filter: &str, run: impl FnO
         .stderr(Stdio::piped())
         .spawn()
         .expect("tcpdump");
-    // tcpdump says "listening on lo" once its socket is bound; immediate
+    // tcpdump says "listening on IFACE" once its socket is bound; immediate
     // mode hands each packet over at once instead of in timed blocks.
     let mut line = String::new();
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());

@@ -13,6 +13,7 @@ mod window;
 use crate::decode::{decode, Decoded, Skip, TcpPacket};
 use crate::packet::{LinkType, Packet};
 use crate::reassembly::Budget;
+use crate::tunnel::Tunnel;
 use events::Events;
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::net::SocketAddr;
@@ -144,6 +145,10 @@ pub struct FlowCounts {
     pub udp_packets: u64,
     /// Packets the capture cut short (snapshot length), TCP or not.
     pub truncated_packets: u64,
+    /// Packets read inside a tunnel, by the outermost (`Tunnel::index`).
+    pub tunneled: [u64; Tunnel::ALL.len()],
+    /// Packets in a tunnel whose contents are not read (in `non_tcp` too).
+    pub tunnels_unopened: [u64; Tunnel::ALL.len()],
     /// Flows closed early because `max_flows` was reached.
     pub evicted_flows: u64,
     /// Connections seen, and those left out of the timeline (`max_connections`).

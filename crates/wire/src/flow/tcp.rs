@@ -77,10 +77,17 @@ impl TcpFlows {
         if cut {
             self.counters.truncated_packets += 1;
         }
+        if let Some(t) = decoded.as_ref().ok().and_then(Decoded::tunnel) {
+            self.counters.tunneled[t.index()] += 1;
+        }
         match decoded {
             Ok(Decoded::Tcp(tcp)) => self.push_tcp(&tcp, at_us, number, ev),
             Ok(Decoded::Udp(udp)) => self.push_udp(&udp, at_us, number, ev),
             Err(Skip::NotTcp) | Err(Skip::Cut) => self.counters.non_tcp += 1,
+            Err(Skip::Tunnel(t)) => {
+                self.counters.non_tcp += 1;
+                self.counters.tunnels_unopened[t.index()] += 1;
+            }
         }
     }
 

@@ -7,6 +7,9 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use whyslow_wire::{LinkType, PcapngWriter};
 
+/// A frame in, the frame to write out.
+pub type Wrap = fn(&[u8]) -> Vec<u8>;
+
 pub const CLIENT: [u8; 4] = [10, 0, 0, 1];
 pub const SERVER: [u8; 4] = [10, 0, 0, 2];
 
@@ -32,6 +35,8 @@ pub struct Sim {
     pub packets: u64,
     /// Cut each written frame to this many bytes (snapshot length).
     pub snaplen: Option<usize>,
+    /// Wraps each frame before it is written (a tunnel's encapsulation).
+    pub wrap: Option<Wrap>,
 }
 
 impl Sim {
@@ -47,6 +52,7 @@ impl Sim {
             swin: 65535,
             packets: 0,
             snaplen: None,
+            wrap: None,
         }
     }
 
@@ -94,6 +100,9 @@ impl Sim {
         }
         let mut frame = Vec::with_capacity(b.size(payload.len()));
         b.write(&mut frame, payload).unwrap();
+        if let Some(wrap) = self.wrap {
+            frame = wrap(&frame);
+        }
         let orig = frame.len() as u32;
         if let Some(n) = self.snaplen {
             frame.truncate(n);
