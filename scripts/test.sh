@@ -37,13 +37,13 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # libpq brings its own libssl, which the eBPF source must find) come from
 # PyPI: into a virtual environment over Debian's Python, which brings the rest;
 # so does MySQL Connector/Python (prepared statements on the binary protocol),
-# which Debian does not package.
+# which Debian does not package, and grpcio (a real gRPC server and client).
 otel=(opentelemetry-sdk==1.45.1 opentelemetry-instrumentation-requests==0.66b1
   opentelemetry-instrumentation-psycopg2==0.66b1 opentelemetry-instrumentation-threading==0.66b1
   opentelemetry-proto==1.45.1 opentelemetry-exporter-otlp-proto-http==1.45.1
   opentelemetry-instrumentation-sqlalchemy==0.66b1 psycopg2-binary==2.9.10
-  mysql-connector-python==9.1.0)
-if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.instrumentation.sqlalchemy, mysql.connector" 2>/dev/null \
+  mysql-connector-python==9.1.0 grpcio==1.85.1)
+if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.instrumentation.sqlalchemy, mysql.connector, grpc" 2>/dev/null \
   || ! target/pyenv/bin/pip show -q psycopg2-binary >/dev/null 2>&1; then
   echo "== installing ${otel[*]} into target/pyenv"
   mkdir -p target

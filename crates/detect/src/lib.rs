@@ -32,6 +32,7 @@ pub mod slow_dependency;
 pub mod slow_resolver;
 pub mod sql_summary;
 pub mod statements;
+pub mod stream_queueing;
 pub mod symptoms;
 pub mod tcp_retransmission;
 #[cfg(test)]
@@ -115,6 +116,7 @@ pub type RequestDetector = fn(&[RequestCalls]) -> Vec<Finding>;
 /// Every request detector, in no particular order.
 pub const REQUEST_DETECTORS: &[RequestDetector] = &[
     pool_queueing::detect,
+    stream_queueing::detect,
     sequential_calls::detect,
     slow_dependency::detect,
     server_time::detect,

@@ -122,7 +122,7 @@ fn connections_busy_max(calls: &[Call]) -> usize {
 }
 
 /// Exchange ids per connection, in start order.
-fn lanes(calls: &[Call]) -> Vec<Vec<u32>> {
+pub(crate) fn lanes(calls: &[Call]) -> Vec<Vec<u32>> {
     let mut by_conn: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     for c in calls {
         by_conn

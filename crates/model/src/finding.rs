@@ -35,6 +35,7 @@ pub enum FindingKind {
     NoKeepalive,
     TlsFullHandshake,
     PoolQueueing,
+    StreamQueueing,
     PipelineHol,
     NPlusOne,
     DuplicateCalls,
@@ -63,13 +64,14 @@ impl FindingKind {
     }
 
     /// Every kind, in the order of DESIGN's vocabulary.
-    pub const ALL: [FindingKind; 21] = [
+    pub const ALL: [FindingKind; 22] = [
         FindingKind::NagleDelayedAck,
         FindingKind::TcpRetransmission,
         FindingKind::ZeroWindow,
         FindingKind::NoKeepalive,
         FindingKind::TlsFullHandshake,
         FindingKind::PoolQueueing,
+        FindingKind::StreamQueueing,
         FindingKind::PipelineHol,
         FindingKind::NPlusOne,
         FindingKind::DuplicateCalls,
@@ -114,6 +116,7 @@ impl FindingKind {
             FindingKind::NoKeepalive => "no_keepalive",
             FindingKind::TlsFullHandshake => "tls_full_handshake",
             FindingKind::PoolQueueing => "pool_queueing",
+            FindingKind::StreamQueueing => "stream_queueing",
             FindingKind::PipelineHol => "pipeline_hol",
             FindingKind::NPlusOne => "n_plus_one",
             FindingKind::DuplicateCalls => "duplicate_calls",

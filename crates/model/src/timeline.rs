@@ -452,6 +452,8 @@ pub enum Status {
     /// DNS response code ("NOERROR", "NXDOMAIN", "SERVFAIL"), with " TC"
     /// when the answer was truncated.
     Dns(String),
+    /// gRPC status code of a call's trailers (`grpc-status`; 0 is OK).
+    Grpc(u8),
 }
 
 impl Status {
@@ -471,9 +473,15 @@ impl Status {
             Status::Memcached(word) => word.contains("ERROR"),
             // NXDOMAIN is an answer (the name does not exist), as a 404 is.
             Status::Dns(rcode) => !rcode.starts_with("NOERROR") && !rcode.starts_with("NXDOMAIN"),
+            Status::Grpc(code) => GRPC_SERVER_ERRORS.contains(code),
         }
     }
 }
+
+/// gRPC codes a server's fault or overload gives (gRPC's statuscodes.md:
+/// UNKNOWN, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, INTERNAL,
+/// UNAVAILABLE, DATA_LOSS); the others answer the request, as a 4xx does.
+const GRPC_SERVER_ERRORS: [u8; 7] = [2, 4, 8, 10, 13, 14, 15];
 
 /// PostgreSQL transaction state after an exchange (ReadyForQuery).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

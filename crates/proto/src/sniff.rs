@@ -74,6 +74,7 @@ pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
         .or_else(|| crate::memcached::sender_is_client(payload))
         .or_else(|| crate::postgres::sender_is_client(payload))
         .or_else(|| crate::mysql::sender_is_client(payload))
+        .or_else(|| crate::http2::sender_is_client(payload))
 }
 
 /// One chunk held while undecided.

@@ -219,6 +219,14 @@ impl Framer {
         matches!(self.state, State::Preface(_))
     }
 
+    /// The frame whose payload the next bytes belong to.
+    pub fn current(&self) -> Option<FrameHeader> {
+        match self.state {
+            State::Payload(_) => self.frame,
+            _ => None,
+        }
+    }
+
     /// The payload of the frame just done, when it was kept.
     pub fn payload(&self) -> Option<&[u8]> {
         self.keep.then_some(self.payload.as_slice())

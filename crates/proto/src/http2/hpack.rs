@@ -8,7 +8,8 @@
 //! (newest first), so later blocks decode normally.
 //!
 //! Only the fields an exchange needs leave the decoder (`:method`, `:path`,
-//! `:status`, `content-encoding`, `traceparent`); other values exist only in the dynamic
+//! `:status`, `content-encoding`, `traceparent`, and gRPC's `content-type` and
+//! `grpc-status`); other values exist only in the dynamic
 //! table, which later blocks refer to, bounded by `MAX_TABLE_BYTES`.
 
 use super::huffman;
@@ -108,6 +109,10 @@ pub struct Fields {
     pub placeholder: bool,
     /// `traceparent`: the trace it names, or what is wrong with it.
     pub trace: Option<Result<whyslow_model::TraceId, &'static str>>,
+    /// A `content-type` of gRPC (`application/grpc`, `+proto`, `+json`).
+    pub grpc: bool,
+    /// `grpc-status` of a response's trailers.
+    pub grpc_status: Option<u8>,
 }
 
 impl Fields {
@@ -124,6 +129,10 @@ impl Fields {
             b"traceparent" if self.trace.is_none() => {
                 let trace = crate::trace_context::traceparent(value).map(|c| c.trace_id);
                 self.trace = Some(trace);
+            }
+            b"content-type" => self.grpc = value.starts_with(b"application/grpc"),
+            b"grpc-status" => {
+                self.grpc_status = std::str::from_utf8(value).ok().and_then(|s| s.parse().ok());
             }
             b"content-encoding" => {
                 let v = String::from_utf8_lossy(value);

@@ -8,6 +8,7 @@
 //! without buffering them. Only header blocks are buffered, bounded.
 
 mod frame;
+mod grpc;
 mod hpack;
 #[cfg(test)]
 mod hpack_tests;
@@ -15,6 +16,8 @@ mod huffman;
 mod stream;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_grpc;
 #[cfg(test)]
 mod tests_hostile;
 
@@ -186,6 +189,7 @@ impl Http2Analyzer {
         loop {
             let side = self.side(dir);
             let (preface, header) = (side.framer.in_preface(), side.framer.in_header());
+            let frame = side.framer.current();
             let (n, step) = side.framer.step(data)?;
             if n > 0 && !preface {
                 if header {
@@ -193,6 +197,14 @@ impl Http2Analyzer {
                 } else if let Some(id) = side.target {
                     if let Some(s) = self.streams.get_mut(&id) {
                         s.span(dir).add(n, at, pkt);
+                        if let (Some(m), Some(f)) = (s.messages(dir), frame) {
+                            match (f.kind, f.has(frame::PADDED)) {
+                                // Padding would read as message bytes.
+                                (frame::DATA, true) => m.lose(),
+                                (frame::DATA, false) => m.feed(&data[..n]),
+                                _ => {}
+                            }
+                        }
                     }
                 }
             }
@@ -421,11 +433,15 @@ impl StreamAnalyzer for Http2Analyzer {
             return;
         }
         if side.framer.skip_missing(missing) == Gap::Absorbed {
-            // Inside a DATA payload of known length: the bytes only go uncounted.
+            // Inside a DATA payload of known length: the bytes only go
+            // uncounted, and a gRPC call's messages cannot be followed.
             let target = side.target;
             if let Some(s) = target.and_then(|id| self.streams.get_mut(&id)) {
                 let span = s.span(direction);
                 span.bytes = span.bytes.saturating_add(missing);
+                if let Some(m) = s.messages(direction) {
+                    m.lose();
+                }
             }
             // The payload may have ended with the gap.
             self.on_data(direction, &[], 0, 0);
@@ -460,6 +476,117 @@ impl StreamAnalyzer for Http2Analyzer {
     fn error(&self) -> Option<&str> {
         self.error.as_deref()
     }
+}
+
+/// Frames `sender_is_client` looks through for a header block.
+const ORIENT_FRAMES: usize = 4;
+/// HPACK static-table indices (RFC 7541 Appendix A) of the pseudo-header
+/// fields only a request carries (`:authority`, `:method`, `:path`,
+/// `:scheme`) and only a response carries (`:status`).
+const REQUEST_FIELDS: std::ops::RangeInclusive<u8> = 1..=7;
+const RESPONSE_FIELDS: std::ops::RangeInclusive<u8> = 8..=14;
+
+/// For a connection first seen mid-stream: whether `payload`, read from a
+/// frame boundary, was sent by the client. A header block opens with its
+/// pseudo-header fields (RFC 9113 §8.3), and most of these are in HPACK's
+/// static table whatever the dynamic table holds: `:method` or `:scheme`
+/// says a request, `:status` a response (a gRPC client's `:path` and
+/// `:authority` come from the dynamic table, its `POST` from the static
+/// one); a PUSH_PROMISE is the server's. None when the first frames do not
+/// tell (no header block; only fields from the dynamic table).
+pub fn sender_is_client(payload: &[u8]) -> Option<bool> {
+    let mut at = 0usize;
+    for _ in 0..ORIENT_FRAMES {
+        let bytes: &[u8; frame::HEADER_LEN] =
+            payload.get(at..at + frame::HEADER_LEN)?.try_into().ok()?;
+        let h = FrameHeader::parse(bytes);
+        if h.check().is_err() || h.len > frame::DEFAULT_MAX_FRAME || h.reserved {
+            return None;
+        }
+        let body = payload.get(at + frame::HEADER_LEN..)?;
+        match h.kind {
+            frame::PUSH_PROMISE => return Some(false),
+            frame::HEADERS => {
+                let body = &body[..body.len().min(h.len as usize)];
+                return static_fields(frame::fragment(&h, body).ok()?).find_map(|i| {
+                    if REQUEST_FIELDS.contains(&i) {
+                        Some(true)
+                    } else if RESPONSE_FIELDS.contains(&i) {
+                        Some(false)
+                    } else {
+                        None
+                    }
+                });
+            }
+            frame::DATA
+            | frame::SETTINGS
+            | frame::PING
+            | frame::WINDOW_UPDATE
+            | frame::PRIORITY
+            | frame::RST_STREAM => {
+                at = at.checked_add(frame::HEADER_LEN + h.len as usize)?;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The static-table indices (1..=61) of a header block's fields, indexed
+/// or literal with an indexed name, in order, as far as the block (or a
+/// field's end) was captured; size updates and other fields skipped by
+/// their lengths (RFC 7541 §6).
+fn static_fields(block: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || loop {
+        let b = *block.get(at)?;
+        let (prefix, literal) = match b {
+            b if b & 0x80 != 0 => (7, false),
+            b if b & 0xc0 == 0x40 => (6, true),
+            b if b & 0xe0 == 0x20 => {
+                hpack_int(block, &mut at, 5)?;
+                continue;
+            }
+            _ => (4, true),
+        };
+        let index = hpack_int(block, &mut at, prefix)?;
+        if literal {
+            if index == 0 {
+                skip_string(block, &mut at)?;
+            }
+            skip_string(block, &mut at)?;
+        }
+        if (1..=61).contains(&index) {
+            return u8::try_from(index).ok();
+        }
+    })
+}
+
+/// An HPACK integer with an N-bit prefix at `at` (RFC 7541 §5.1), moving
+/// past it; None when cut or past 2^28.
+fn hpack_int(block: &[u8], at: &mut usize, prefix: u8) -> Option<u64> {
+    let max = (1u64 << prefix) - 1;
+    let mut value = u64::from(*block.get(*at)?) & max;
+    *at += 1;
+    if value < max {
+        return Some(value);
+    }
+    for shift in (0..28).step_by(7) {
+        let b = *block.get(*at)?;
+        *at += 1;
+        value += u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// Moves past a string literal (its Huffman bit and length, then its bytes).
+fn skip_string(block: &[u8], at: &mut usize) -> Option<()> {
+    let len = usize::try_from(hpack_int(block, at, 7)?).ok()?;
+    *at = at.checked_add(len)?;
+    (*at <= block.len()).then_some(())
 }
 
 /// Fuzz entry: see `crate::fuzz::analyzer` (an odd first byte starts mid-stream).

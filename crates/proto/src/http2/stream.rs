@@ -1,6 +1,7 @@
 //! One HTTP/2 stream as an exchange in progress: what its request and
 //! response frames carried, counted, with only the label kept of its headers.
 
+use super::grpc::Messages;
 use super::hpack::Fields;
 use crate::Span;
 use whyslow_model::{Direction, Exchange, Protocol, Status, TraceId};
@@ -25,6 +26,15 @@ pub struct Stream {
     pub encoded: bool,
     /// The request's `traceparent` trace id.
     pub trace: Option<TraceId>,
+    /// A field of the request's headers came from a table entry from
+    /// before the capture (`:path` among them, perhaps): which call it was,
+    /// and with what parameters, is not known.
+    pub headers_unknown: bool,
+    /// A gRPC call (its request's `content-type`): its messages are read.
+    pub grpc: bool,
+    pub grpc_status: Option<u8>,
+    pub request_messages: Messages,
+    pub response_messages: Messages,
 }
 
 impl Stream {
@@ -40,6 +50,15 @@ impl Stream {
         match dir {
             Direction::ToServer => &mut self.request,
             Direction::ToClient => &mut self.response,
+        }
+    }
+
+    /// The gRPC messages the sender of `dir` sends, for a gRPC call.
+    pub fn messages(&mut self, dir: Direction) -> Option<&mut Messages> {
+        match dir {
+            _ if !self.grpc => None,
+            Direction::ToServer => Some(&mut self.request_messages),
+            Direction::ToClient => Some(&mut self.response_messages),
         }
     }
 
@@ -61,14 +80,23 @@ impl Stream {
     pub fn request_headers(&mut self, fields: Fields) {
         if self.label.is_none() {
             self.trace = fields.trace.and_then(Result::ok);
+            self.headers_unknown = fields.placeholder;
+            self.grpc = fields.grpc;
+            if self.grpc {
+                self.request_messages = Messages::hashed();
+            }
             let (label, digest) = super::label(fields);
             self.label = Some(label);
             self.digest = digest;
         }
     }
 
-    /// A response header block: interim (1xx), final, or trailers.
+    /// A response header block: interim (1xx), final, or trailers (a gRPC
+    /// call's status; alone, in a trailers-only answer, with the headers).
     pub fn response_headers(&mut self, fields: &Fields) {
+        if fields.grpc_status.is_some() {
+            self.grpc_status = fields.grpc_status;
+        }
         match fields.status {
             Some(code) if code >= 200 && self.status.is_none() => {
                 self.status = Some(code);
@@ -95,6 +123,19 @@ impl Stream {
         e.response_encoded = self.encoded;
         e.params_digest = self.digest;
         e.trace = self.trace;
+        if self.grpc {
+            // The message is the call's parameters; the responses its rows.
+            if let Some(code) = self.grpc_status {
+                e.status = Some(Status::Grpc(code));
+            }
+            e.params_digest = self.request_messages.digest();
+            e.params_unknown = e.params_digest.is_none();
+            e.rows =
+                (!self.response_messages.lost).then_some(u64::from(self.response_messages.count));
+        }
+        if self.headers_unknown {
+            (e.params_digest, e.params_unknown) = (None, true);
+        }
         e
     }
 }
