@@ -13,18 +13,18 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{seen_enough, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
 
 /// Fewer calls than this are sequential_calls' case or nothing at all.
-const MIN_CALLS: usize = 3;
+pub(crate) const MIN_CALLS: usize = 3;
 /// One call at a time is sequential_calls' case: on the wire a pool of one
 /// looks like code that makes its calls one after another.
-const MIN_IN_FLIGHT: usize = 2;
+pub(crate) const MIN_IN_FLIGHT: usize = 2;
 /// Of the calls that started once the pool was full, at least this share
 /// must start on a handoff: a few by chance do not make a queue.
-const QUEUED_SHARE: f64 = 0.5;
+pub(crate) const QUEUED_SHARE: f64 = 0.5;
 /// Below a millisecond a queue is not worth a finding.
-const MIN_TIME_LOST_US: u64 = 1_000;
+pub(crate) const MIN_TIME_LOST_US: u64 = 1_000;
 /// A call of the same request waiting for the pool leaves as soon as a
 /// connection comes back, unless its client is off the CPU then: a
 /// runnable thread on a busy host waits a scheduler period (CFS: 6 ms ×
@@ -49,6 +49,10 @@ pub struct PoolWait {
 /// The queue of `calls` (one request's calls to one server, by start), if
 /// any. `request_us`: the inbound request's total time.
 pub fn pool_wait(calls: &[Call], request_us: u64) -> Option<PoolWait> {
+    // HTTP/2 connections carry many calls at once: stream_queueing's case.
+    if calls.iter().any(|c| c.exchange.protocol == Protocol::Http2) {
+        return None;
+    }
     let k = calls.len();
     let c = connections_busy_max(calls);
     if k < MIN_CALLS || c < MIN_IN_FLIGHT || c >= k {

@@ -9,37 +9,35 @@
 //! Time lost per request, as for `pool_queueing`: its calls' span on the
 //! server minus its longest call, what they would take with enough streams.
 
-use crate::pool_queueing::lanes;
 use crate::pools::HANDOFF_MAX_US;
-use crate::request_calls::{with_calls, Call, RequestCalls};
+use crate::request_calls::{most_at_once, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{seen_enough, WORTH_SHARE};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
 
-/// Fewer calls than this are sequential_calls' case or nothing at all
-/// (`pool_queueing`'s bound).
-const MIN_CALLS: usize = 3;
-/// A limit of one stream is, on the wire, code that makes its calls one
-/// after another (`pool_queueing`'s bound for a pool of one).
-const MIN_STREAMS: usize = 2;
-/// Of the streams that opened with the connection at its limit, at least
-/// this share opened as another closed; and of a request's calls past the
-/// limit, at least this share did (`pool_queueing`'s `QUEUED_SHARE`).
-const QUEUED_SHARE: f64 = 0.5;
+// The bounds `pool_queueing` holds a pool of connections to, for the same
+// reasons: fewer calls are sequential_calls' case, a limit of one stream is
+// code that calls one after another, a few handoffs by chance make no queue
+// (of the streams that opened at the limit, and of a request's calls past
+// its first round), and below a millisecond no queue is worth a finding.
+use crate::pool_queueing::{
+    lanes, MIN_CALLS, MIN_IN_FLIGHT as MIN_STREAMS, MIN_TIME_LOST_US, QUEUED_SHARE,
+};
+
 /// A limit shows by being reached again and again: at least this many
 /// streams opened as another closed at the limit.
 const MIN_HANDOFFS: usize = 3;
-/// Below a millisecond a queue is not worth a finding.
-const MIN_TIME_LOST_US: u64 = 1_000;
 
 /// One connection's streams at their limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Limit {
     streams: usize,
     /// Streams that opened as another closed while `streams` were open.
     handoffs: usize,
+    /// When a stream closed with `streams` open, in order.
+    full_closes: Vec<u64>,
 }
 
 /// The HTTP/2 connections whose streams queued at a limit, by connection.
@@ -91,7 +89,11 @@ fn limit(spans: &[(u64, u64)]) -> Option<Limit> {
         .count();
     let queued =
         handoffs >= MIN_HANDOFFS && handoffs as f64 >= QUEUED_SHARE * opens_at_limit.len() as f64;
-    queued.then_some(Limit { streams, handoffs })
+    queued.then_some(Limit {
+        streams,
+        handoffs,
+        full_closes,
+    })
 }
 
 /// A stream opening at `at` followed a close at the limit (`full_closes`,
@@ -110,22 +112,37 @@ struct Lost {
     request_us: u64,
 }
 
-/// The request's loss to the stream limits of `server`'s connections.
+/// The request's loss to the stream limits of `server`'s connections: more
+/// calls than the connections' limits hold, run at once (a request that
+/// makes its calls one after another waits for none), those past the first
+/// round opening as streams closed at the limit.
 fn lost_to_limit(
     r: &RequestCalls,
     calls: &[Call],
     limits: &HashMap<u32, Limit>,
 ) -> Option<(u64, Lost)> {
-    let limited: Vec<&Call> = calls
+    let mut limited: Vec<&Call> = calls
         .iter()
         .filter(|c| limits.contains_key(&c.exchange.connection))
         .collect();
-    let streams = limited
-        .iter()
-        .map(|c| limits[&c.exchange.connection].streams)
-        .max()?;
+    limited.sort_by_key(|c| c.start);
+    let mut connections: Vec<u32> = limited.iter().map(|c| c.exchange.connection).collect();
+    connections.sort_unstable();
+    connections.dedup();
+    let streams: usize = connections.iter().map(|c| limits[c].streams).sum();
     let k = limited.len();
     if k < MIN_CALLS || k <= streams {
+        return None;
+    }
+    let at_once = most_at_once(limited.iter().map(|c| (c.start, c.end)));
+    if at_once < MIN_STREAMS {
+        return None;
+    }
+    let queued = limited[at_once.min(k)..]
+        .iter()
+        .filter(|c| on_handoff(&limits[&c.exchange.connection].full_closes, c.start))
+        .count();
+    if queued == 0 || (queued as f64) < QUEUED_SHARE * (k - at_once) as f64 {
         return None;
     }
     let first = limited.iter().map(|c| c.start).min()?;
@@ -134,9 +151,6 @@ fn lost_to_limit(
     let total = r.total_us();
     let lost = (last - first).saturating_sub(longest).min(total);
     let worth = lost >= MIN_TIME_LOST_US && lost as f64 >= WORTH_SHARE * total as f64;
-    let mut connections: Vec<u32> = limited.iter().map(|c| c.exchange.connection).collect();
-    connections.sort_unstable();
-    connections.dedup();
     worth.then_some((
         lost,
         Lost {
@@ -257,6 +271,32 @@ mod tests {
         assert_eq!(limit(&spans), None);
         // One at a time: sequential code, not a limit.
         assert_eq!(limit(&rounds(8, 1, 5_000)), None);
+    }
+
+    #[test]
+    fn requests_that_call_one_after_another_lose_nothing_to_a_shared_channel() {
+        use crate::request_calls::tests::{call, conn};
+        use crate::testkit::exchange;
+        use whyslow_model::{ExchangeRole, Timeline};
+        // Three requests at once, each making 6 calls one after another
+        // over one HTTP/2 connection: three streams open again and again.
+        let mut t = Timeline {
+            connections: vec![conn(0, 8080), conn(1, 9090)],
+            ..Timeline::default()
+        };
+        for r in 0..3u32 {
+            let mut inbound = exchange(100 + r, 0, (0, 0), (70_000, 70_000));
+            inbound.role = ExchangeRole::Inbound;
+            t.exchanges.push(inbound);
+            for i in 0..6u32 {
+                let start = 1_000 + u64::from(i) * 11_000 + u64::from(r) * 10;
+                let mut c = call(r * 10 + i, 1, 100 + r, (start, start + 10_900));
+                c.protocol = Protocol::Http2;
+                t.exchanges.push(c);
+            }
+        }
+        let requests = crate::request_calls::by_request(&t);
+        assert!(detect(&requests).is_empty());
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub enum Skip {
     Cut,
     /// Inside a tunnel whose contents are not read, or nested too deep.
     Tunnel(Tunnel),
+    /// Opened from a tunnel (the outermost), but not TCP or UDP inside.
+    NotTcpIn(Tunnel),
 }
 
 /// The TCP segment of a frame; anything else is `Skip::NotTcp`.
@@ -111,11 +113,19 @@ fn open<'a>(
     if depth >= MAX_TUNNELS {
         return Err(Skip::Tunnel(tunnel));
     }
+    let outermost = outer.unwrap_or(tunnel);
     let ip = match inner {
-        Inner::Ip(ip) => ip,
-        Inner::Ethernet(frame) => ip_payload(LinkType::ETHERNET, frame).ok_or(Skip::NotTcp)?,
+        Inner::Ip(ip) => Some(ip),
+        Inner::Ethernet(frame) => ip_payload(LinkType::ETHERNET, frame),
     };
-    decode_ip(ip, outer.or(Some(tunnel)), depth + 1)
+    let decoded = match ip {
+        Some(ip) => decode_ip(ip, Some(outermost), depth + 1),
+        None => Err(Skip::NotTcp),
+    };
+    decoded.map_err(|skip| match skip {
+        Skip::NotTcp | Skip::Cut => Skip::NotTcpIn(outermost),
+        other => other,
+    })
 }
 
 /// An IP packet's TCP segment or UDP datagram, `depth` tunnels in.
@@ -160,6 +170,10 @@ fn decode_ip(ip: &[u8], outer: Option<Tunnel>, depth: u8) -> Result<Decoded<'_>,
     if pl.ip_number == etherparse::IpNumber::UDP {
         let udp = UdpSlice::from_slice_lax(pl.payload).map_err(|_| Skip::Cut)?;
         if let Some((tunnel, inner)) = tunnel::udp(udp.destination_port(), udp.payload()) {
+            // A tunnel's packet split into fragments is not put back together.
+            if pl.fragmented {
+                return Err(Skip::Tunnel(tunnel));
+            }
             return open(tunnel, inner, outer, depth);
         }
         // The UDP length counts its 8-byte header (RFC 768); 0 is a jumbogram's.

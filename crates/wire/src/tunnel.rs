@@ -98,9 +98,16 @@ const GRE_S: u8 = 0x10;
 const GRE_VERSION: u8 = 0x07;
 /// ERSPAN type II's header; type III's, and its optional platform
 /// subheader when the O flag (the last bit) is set (draft-foschiano-erspan).
+/// The version, in the first 4 bits, is 1 for type II and 2 for type III;
+/// type III's frame type (5 bits after the P flag in bytes 10-11) is 0 for
+/// Ethernet, 2 for IP.
 const ERSPAN_2_HEADER: usize = 8;
 const ERSPAN_3_HEADER: usize = 12;
 const ERSPAN_3_SUBHEADER: usize = 8;
+const ERSPAN_2_VERSION: u8 = 1;
+const ERSPAN_3_VERSION: u8 = 2;
+const ERSPAN_FRAME_ETHERNET: u16 = 0;
+const ERSPAN_FRAME_IP: u16 = 2;
 
 /// A UDP datagram's payload opened as VXLAN or Geneve, by its destination
 /// port and a header that holds; `None` for any other datagram (read as UDP).
@@ -149,22 +156,34 @@ fn gre(p: &[u8]) -> Opening<'_> {
     let Some(rest) = p.get(GRE_HEADER + 4 * words..) else {
         return Opening::Unopened(Tunnel::Gre);
     };
-    let erspan = |header: Option<usize>| match header.and_then(|h| rest.get(h..)) {
-        Some(frame) => Opening::Opened(Tunnel::Erspan, Inner::Ethernet(frame)),
-        None => Opening::Unopened(Tunnel::Erspan),
-    };
+    let version = rest.first().map(|b| b >> 4);
     match ty {
         // Type I has no header of its own and no GRE sequence number.
-        ETHERTYPE_ERSPAN_2 if flags & GRE_S == 0 => erspan(Some(0)),
-        ETHERTYPE_ERSPAN_2 => erspan(Some(ERSPAN_2_HEADER)),
-        ETHERTYPE_ERSPAN_3 => erspan(
-            rest.get(ERSPAN_3_HEADER - 1)
-                .map(|&last| ERSPAN_3_HEADER + if last & 1 != 0 { ERSPAN_3_SUBHEADER } else { 0 }),
-        ),
+        ETHERTYPE_ERSPAN_2 if flags & GRE_S == 0 => erspan(rest, 0, ERSPAN_FRAME_ETHERNET),
+        ETHERTYPE_ERSPAN_2 if version == Some(ERSPAN_2_VERSION) => {
+            erspan(rest, ERSPAN_2_HEADER, ERSPAN_FRAME_ETHERNET)
+        }
+        ETHERTYPE_ERSPAN_3 if version == Some(ERSPAN_3_VERSION) => {
+            let (Some(bits), Some(&last)) = (be16(rest, 10), rest.get(ERSPAN_3_HEADER - 1)) else {
+                return Opening::Unopened(Tunnel::Erspan);
+            };
+            let sub = if last & 1 != 0 { ERSPAN_3_SUBHEADER } else { 0 };
+            erspan(rest, ERSPAN_3_HEADER + sub, (bits >> 10) & 0x1f)
+        }
+        ETHERTYPE_ERSPAN_2 | ETHERTYPE_ERSPAN_3 => Opening::Unopened(Tunnel::Erspan),
         _ => match by_ethertype(ty, rest) {
             Some(inner) => Opening::Opened(Tunnel::Gre, inner),
             None => Opening::Unopened(Tunnel::Gre),
         },
+    }
+}
+
+/// ERSPAN's mirrored frame, `header` bytes in, of frame type `frame`.
+fn erspan(rest: &[u8], header: usize, frame: u16) -> Opening<'_> {
+    match (rest.get(header..), frame) {
+        (Some(f), ERSPAN_FRAME_ETHERNET) => Opening::Opened(Tunnel::Erspan, Inner::Ethernet(f)),
+        (Some(f), ERSPAN_FRAME_IP) => Opening::Opened(Tunnel::Erspan, Inner::Ip(f)),
+        _ => Opening::Unopened(Tunnel::Erspan),
     }
 }
 
@@ -253,23 +272,31 @@ mod tests {
             ip(47, &with(&[0, 0, 0x88, 0xbe])),
             Opening::Opened(Tunnel::Erspan, Inner::Ethernet(FRAME))
         );
-        let two = with(&[0x10, 0, 0x88, 0xbe, 0, 0, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8]);
+        let two = with(&[0x10, 0, 0x88, 0xbe, 0, 0, 0, 7, 0x10, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(
             ip(47, &two),
             Opening::Opened(Tunnel::Erspan, Inner::Ethernet(FRAME))
         );
-        let mut three = vec![0x10, 0, 0x22, 0xeb, 0, 0, 0, 7];
-        three.extend([0; 11]);
+        let mut three = vec![0x10, 0, 0x22, 0xeb, 0, 0, 0, 7, 0x20];
+        three.extend([0; 10]);
         three.push(1); // O: a platform subheader follows
         three.extend([9; 8]);
         assert_eq!(
             ip(47, &with(&three)),
             Opening::Opened(Tunnel::Erspan, Inner::Ethernet(FRAME))
         );
+        // Frame type 2: an IP packet.
+        three[8 + 10] = 0x08;
         assert_eq!(
-            ip(47, &[0x10, 0, 0x22, 0xeb, 0, 0, 0, 7, 0]),
-            Opening::Unopened(Tunnel::Erspan)
+            ip(47, &with(&three)),
+            Opening::Opened(Tunnel::Erspan, Inner::Ip(FRAME))
         );
+        for unread in [
+            &[0x10, 0, 0x22, 0xeb, 0, 0, 0, 7, 0x20][..],
+            &[0x10, 0, 0x88, 0xbe, 0, 0, 0, 7, 0x30, 0, 0, 0, 0, 0, 0, 0],
+        ] {
+            assert_eq!(ip(47, unread), Opening::Unopened(Tunnel::Erspan));
+        }
     }
 
     #[test]

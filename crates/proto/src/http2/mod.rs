@@ -448,6 +448,12 @@ impl StreamAnalyzer for Http2Analyzer {
             return;
         }
         self.side(direction).stopped = true;
+        // Open streams' messages that way are no longer followed.
+        for s in self.streams.values_mut() {
+            if let Some(m) = s.messages(direction) {
+                m.lose();
+            }
+        }
         self.fail(format!(
             "{missing} bytes missing from the capture ({}→{}); HTTP/2 frame boundaries lost, that direction not parsed further",
             direction.sender(),

@@ -32,6 +32,9 @@ pub struct Stream {
     pub headers_unknown: bool,
     /// A gRPC call (its request's `content-type`): its messages are read.
     pub grpc: bool,
+    /// Its response says gRPC (`content-type`): the answer's messages are
+    /// read, where the request's headers predate the capture.
+    pub grpc_response: bool,
     pub grpc_status: Option<u8>,
     pub request_messages: Messages,
     pub response_messages: Messages,
@@ -56,9 +59,11 @@ impl Stream {
     /// The gRPC messages the sender of `dir` sends, for a gRPC call.
     pub fn messages(&mut self, dir: Direction) -> Option<&mut Messages> {
         match dir {
-            _ if !self.grpc => None,
-            Direction::ToServer => Some(&mut self.request_messages),
-            Direction::ToClient => Some(&mut self.response_messages),
+            Direction::ToServer if self.grpc => Some(&mut self.request_messages),
+            Direction::ToClient if self.grpc || self.grpc_response => {
+                Some(&mut self.response_messages)
+            }
+            _ => None,
         }
     }
 
@@ -97,6 +102,7 @@ impl Stream {
         if fields.grpc_status.is_some() {
             self.grpc_status = fields.grpc_status;
         }
+        self.grpc_response |= fields.grpc;
         match fields.status {
             Some(code) if code >= 200 && self.status.is_none() => {
                 self.status = Some(code);
@@ -123,15 +129,21 @@ impl Stream {
         e.response_encoded = self.encoded;
         e.params_digest = self.digest;
         e.trace = self.trace;
+        // Only gRPC sends grpc-status: taken where a content-type said
+        // gRPC, or where the request's could not be read.
+        let maybe_grpc = self.grpc || self.grpc_response || self.headers_unknown;
+        if let Some(code) = self.grpc_status.filter(|_| maybe_grpc) {
+            e.status = Some(Status::Grpc(code));
+        }
         if self.grpc {
-            // The message is the call's parameters; the responses its rows.
-            if let Some(code) = self.grpc_status {
-                e.status = Some(Status::Grpc(code));
-            }
+            // The message is the call's parameters.
             e.params_digest = self.request_messages.digest();
             e.params_unknown = e.params_digest.is_none();
-            e.rows =
-                (!self.response_messages.lost).then_some(u64::from(self.response_messages.count));
+        }
+        if self.grpc || self.grpc_response {
+            // The answer's messages are its rows.
+            let m = &self.response_messages;
+            e.rows = (!m.lost).then_some(u64::from(m.count));
         }
         if self.headers_unknown {
             (e.params_digest, e.params_unknown) = (None, true);

@@ -171,3 +171,45 @@ fn a_request_whose_headers_predate_the_capture_has_unknown_parameters() {
     assert_eq!(ex[0].params_digest, None);
     assert!(ex[0].params_unknown);
 }
+
+#[test]
+fn a_call_whose_request_predates_the_capture_keeps_its_answer() {
+    // The request's :path and content-type from the dynamic table; the
+    // answer says gRPC, one message, then UNAVAILABLE.
+    let mut a = Http2Analyzer::new(7, Start::MidStream);
+    let request = frame(HEADERS, EH, 5, &[0x83, 0xbe, 0xbf]);
+    a.on_data(
+        ToServer,
+        &[request, frame(DATA, ES, 5, &message(b"x"))].concat(),
+        1000,
+        1,
+    );
+    let mut block = vec![0x88];
+    block.extend(lit_new("content-type", "application/grpc"));
+    let mut answer = frame(HEADERS, EH, 5, &block);
+    answer.extend(frame(DATA, 0, 5, &message(b"partial")));
+    answer.extend(frame(HEADERS, ES | EH, 5, &lit_new("grpc-status", "14")));
+    a.on_data(ToClient, &answer, 2000, 2);
+    let ex = a.finish();
+    assert_eq!(ex[0].status, Some(Status::Grpc(14)));
+    assert!(ex[0].status.as_ref().unwrap().is_error());
+    assert_eq!(ex[0].rows, Some(1));
+}
+
+#[test]
+fn a_direction_that_stops_leaves_its_messages_uncounted() {
+    let mut a = Http2Analyzer::new(7, Start::Beginning);
+    let mut client = client_start();
+    client.extend(grpc_request(1));
+    client.extend(frame(DATA, ES, 1, &message(b"item-1")));
+    a.on_data(ToServer, &client, 1000, 1);
+    let mut answer = server_start();
+    answer.extend(frame(HEADERS, EH, 1, &[0x88]));
+    answer.extend(frame(DATA, 0, 1, &message(b"one")));
+    a.on_data(ToClient, &answer, 2000, 2);
+    // Between frames: the boundaries are lost, the direction stops.
+    a.on_gap(ToClient, 40);
+    let ex = a.finish();
+    assert_eq!(ex.len(), 1);
+    assert_eq!(ex[0].rows, None);
+}

@@ -46,19 +46,11 @@ pub struct Flow {
     /// Stream offset of each direction's FIN, once seen.
     fin_offset: [Option<u64>; 2],
     rst: bool,
-    /// Oriented by port order alone (a pooled connection's trailing ACK,
-    /// or first bytes that did not say who sent them, such as an HTTP/2
-    /// PING): the next bytes that say may still turn it round
-    /// (`contradicted_by`), within `GUESS_PACKETS` packets with bytes.
+    /// Oriented by port order alone on a packet with no payload (a pooled
+    /// connection's trailing ACK, the capture's first packet of it): its
+    /// first bytes may still say otherwise (`contradicted_by`).
     guessed: bool,
-    guess_packets: u8,
 }
-
-/// Packets with bytes a port-order guess waits for ones that tell who sent
-/// them: an HTTP/2 connection's first frames may be PINGs, SETTINGS and
-/// WINDOW_UPDATEs before a request's headers; past a few, the bytes already
-/// read in that direction are worth more than a late turn.
-const GUESS_PACKETS: u8 = 8;
 
 /// What the flow table knows of ports when a connection first shows.
 pub struct PortsKnown<'a> {
@@ -112,7 +104,7 @@ impl Flow {
         } else if let Some(client) = sender_is_client(p.payload) {
             client
         } else {
-            guessed = true;
+            guessed = p.payload.is_empty();
             p.src.port() >= p.dst.port()
         };
         let (client, server) = if src_is_client {
@@ -145,23 +137,18 @@ impl Flow {
             fin_offset: [None; 2],
             rst: false,
             guessed,
-            guess_packets: 0,
         }
     }
 
-    /// Whether `p` shows the port guess wrong: its bytes say who sent
-    /// them, and it is not who the flow took them for. The guess is settled
-    /// by the first bytes that say, or after `GUESS_PACKETS` that do not.
+    /// Whether `p`, this flow's first packet with bytes, shows the port
+    /// guess wrong: its bytes say who sent them, and it is not who the flow
+    /// took them for. The guess is settled by the first bytes either way.
     pub fn contradicted_by(&mut self, p: &TcpPacket) -> bool {
         if !self.guessed || p.payload.is_empty() {
             return false;
         }
-        self.guess_packets += 1;
-        let told = sender_is_client(p.payload);
-        if told.is_some() || self.guess_packets >= GUESS_PACKETS {
-            self.guessed = false;
-        }
-        told.is_some_and(|client| client != (p.src == self.conn.client))
+        self.guessed = false;
+        sender_is_client(p.payload).is_some_and(|client| client != (p.src == self.conn.client))
     }
 
     pub fn is_closed(&self) -> bool {

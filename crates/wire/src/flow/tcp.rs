@@ -88,6 +88,10 @@ impl TcpFlows {
                 self.counters.non_tcp += 1;
                 self.counters.tunnels_unopened[t.index()] += 1;
             }
+            Err(Skip::NotTcpIn(t)) => {
+                self.counters.non_tcp += 1;
+                self.counters.tunneled[t.index()] += 1;
+            }
         }
     }
 
