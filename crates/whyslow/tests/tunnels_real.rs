@@ -29,6 +29,17 @@ fn vxlan(a: &Netns, b: &Netns, port: u16) {
             String::from_utf8_lossy(&out.stderr)
         );
     };
+    // IPv4 only: IPv6's own chatter on new links (router solicitations,
+    // multicast reports) would only add packets nobody asked for.
+    for ns in [a, b] {
+        let off = "for c in all default; do echo 1 > /proc/sys/net/ipv6/conf/$c/disable_ipv6; done";
+        let out = ns.command("sh").args(["-c", off]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{off}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     ok(
         a,
         &[
