@@ -439,11 +439,17 @@ fn compare_of_diagnoses_names_the_section_the_fix_moved() {
         .unwrap_or_else(|| panic!("no split section compared: {c}"));
     assert_eq!(split["change"], "faster", "{split}");
     assert!(split["p_value"].as_f64().unwrap() < 0.05, "{split}");
-    for rule in ["split.total.p50>+10%", "p50>+10%"] {
+    // The section's own gate names it; a gate over every section names the
+    // first that crossed its limit, which may be another that moved too (a
+    // fresh connection's p50 on a busy host).
+    for (rule, named) in [
+        ("split.total.p50>+10%", "FAILED (split.total p50: slower"),
+        ("p50>+10%", " p50: slower"),
+    ] {
         let out = whyslow(&["compare", "--fail-if", rule, fixed, broken]);
         assert_eq!(out.status.code(), Some(1), "{rule}: {}", stdout(&out));
         assert!(
-            stdout(&out).contains("FAILED (split.total p50: slower"),
+            stdout(&out).contains(named) && stdout(&out).contains("FAILED ("),
             "{rule}: {}",
             stdout(&out)
         );
