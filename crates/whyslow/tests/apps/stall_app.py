@@ -2,7 +2,9 @@
 one keep-alive session per worker thread) calls a tax service once per
 request; the tax service blocks for STALL_MS on every EVERY-th call while
 holding one lock, so every call in flight waits (a GC pause, a global lock).
-With `fixed` the checkout reads the rate once at start-up and never calls.
+With `fixed` the checkout reads the rate once at start-up and never calls;
+it still renders its page for RENDER_S, so paced requests overlap (without
+it an idle host answers each before the next one is due).
 Each tax call is recorded with its connection out of band (truth.py).
 Usage: stall_app.py tax PORT EVERY STALL_MS
        stall_app.py checkout PORT TAX_PORT broken|fixed"""
@@ -14,6 +16,10 @@ import requests
 
 import truth
 from jsonhttp import JsonHandler, serve
+
+# The fixed checkout's own work per request: twice the 2.5 ms between
+# requests at the 400/s the tests pace it at, far below any finding's bound.
+RENDER_S = 0.005
 
 
 def tax(port, every, stall_ms):
@@ -50,6 +56,8 @@ def checkout(port, tax_port, fixed):
     class Checkout(JsonHandler):
         def do_GET(self):
             with truth.serving(self):
+                if fixed:
+                    time.sleep(RENDER_S)
                 r = start_rate if fixed else rate()
                 self.answer(f'{{"total":{100 * (1 + r)}}}\n'.encode())
 
