@@ -209,10 +209,11 @@ pub fn queued_calls(requests: &[RequestCalls]) -> Vec<(u32, u64)> {
 /// One finding per backing server whose calls queued.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut per_server: BTreeMap<SocketAddr, Vec<Hit<Lost>>> = BTreeMap::new();
-    let mut callers: BTreeMap<SocketAddr, usize> = BTreeMap::new();
+    let mut callers: BTreeMap<SocketAddr, (usize, Protocol)> = BTreeMap::new();
     for r in with_calls(requests) {
         for (server, calls) in r.per_server() {
-            *callers.entry(server).or_default() += 1;
+            let protocol = calls[0].exchange.protocol;
+            callers.entry(server).or_insert((0, protocol)).0 += 1;
             let Some((lost, facts)) = lost_to_pool(r, server, &calls) else {
                 continue;
             };
@@ -249,12 +250,32 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     }
     per_server
         .into_iter()
-        .filter(|(server, waits)| seen_enough(waits.len(), callers[server]))
-        .map(|(server, waits)| finding(server, waits))
+        .filter(|(server, waits)| seen_enough(waits.len(), callers[server].0))
+        .map(|(server, waits)| finding(server, callers[&server].1, waits))
         .collect()
 }
 
-fn finding(server: SocketAddr, waits: Vec<Hit<Lost>>) -> Finding {
+/// What to change where calls to `server` queue for a connection, at least
+/// `enough` of them wanted at once: an HTTP client's limit per host, which
+/// HTTP/2 lifts; a database or cache pool's size, or how long each request
+/// holds its connection.
+fn fix(server: SocketAddr, protocol: Protocol, enough: u64) -> String {
+    match protocol {
+        Protocol::Http1 | Protocol::Tls | Protocol::Unknown => format!(
+            "let the calls run at once: raise the client's connection limit for {server} to at \
+             least {enough} (pool size, connections per host), multiplex them over HTTP/2 on one \
+             connection, or batch them into fewer calls"
+        ),
+        _ => format!(
+            "raise the pool's size for {server} toward {enough} connections (HikariCP's \
+             maximumPoolSize, SQLAlchemy's pool_size and max_overflow, within what the server \
+             allows), hold each connection for less of the request, or batch the calls into \
+             fewer"
+        ),
+    }
+}
+
+fn finding(server: SocketAddr, protocol: Protocol, waits: Vec<Hit<Lost>>) -> Finding {
     let calls = median_of(&waits, |f| f.calls as u64);
     let peak = waits.iter().map(|h| h.facts.peak_demand).max().unwrap_or(0);
     let summary = |waits: &[Hit<Lost>], per, facts: &mut Facts| {
@@ -278,12 +299,7 @@ fn finding(server: SocketAddr, waits: Vec<Hit<Lost>>) -> Finding {
             waits.len()
         )
     };
-    let enough = calls.max(peak as u64);
-    let fix = format!(
-        "let the calls run at once: raise the client's connection limit for {server} to at least \
-         {enough} (pool size, connections per host), multiplex them over HTTP/2 on one connection, \
-         or batch them into fewer calls"
-    );
+    let fix = fix(server, protocol, calls.max(peak as u64));
     let mut f = request_findings::finding(
         FindingKind::PoolQueueing,
         Severity::Critical,
@@ -421,5 +437,20 @@ mod tests {
         t.exchanges[0].response_first_at_us = Some(5_000_000);
         t.exchanges[0].response_last_at_us = Some(5_000_100);
         assert!(detect(&t).is_empty());
+    }
+
+    #[test]
+    fn a_database_pool_is_told_to_grow_not_to_speak_http2() {
+        let server: SocketAddr = "127.0.0.1:3306".parse().unwrap();
+        let sql = fix(server, Protocol::Mysql, 10);
+        assert!(
+            sql.contains("pool's size") && !sql.contains("HTTP/2"),
+            "{sql}"
+        );
+        let http = fix(server, Protocol::Http1, 11);
+        assert!(
+            http.contains("at least 11") && http.contains("HTTP/2"),
+            "{http}"
+        );
     }
 }

@@ -92,11 +92,11 @@ impl ThreadIndex {
         (at_us <= c.exit_us + CLOCK_SLACK_US).then_some(c.thread)
     }
 
-    /// The thread whose read on (local, remote) first returned after `at_us`.
-    fn reader(&self, local: SocketAddr, remote: SocketAddr, at_us: u64) -> Option<Thread> {
+    /// The read on (local, remote) that first returned after `at_us`.
+    fn reader(&self, local: SocketAddr, remote: SocketAddr, at_us: u64) -> Option<Call> {
         let calls = self.receives.get(&(local, remote))?;
         let k = calls.partition_point(|c| c.exit_us + CLOCK_SLACK_US < at_us);
-        calls.get(k).map(|c| c.thread)
+        calls.get(k).copied()
     }
 
     /// Sets the thread of each exchange of `t` it can: on connections to
@@ -118,7 +118,9 @@ impl ThreadIndex {
             };
             let at = e.request_first_at_us;
             if service_ports.contains(&server.port()) {
-                e.thread = self.reader(server, client, at);
+                let read = self.reader(server, client, at);
+                e.thread = read.map(|c| c.thread);
+                e.read_at_us = read.map(|c| c.exit_us.saturating_sub(CLOCK_SLACK_US).max(at));
             } else {
                 e.thread = self.sender(client, server, at);
                 let starters = e.thread.map(|t| self.lives.starters(t, at));
@@ -196,6 +198,10 @@ mod tests {
         assert_eq!(index.annotate(&mut t, &[8080]), 3);
         let tids: Vec<_> = t.exchanges.iter().map(|e| e.thread.unwrap().tid).collect();
         assert_eq!(tids, vec![9, 7, 8]);
+        // The request arrived at 1 500 µs and its reader returned at 2 001
+        // (1 001 on the events' clock), less the clocks' slack.
+        assert_eq!(t.exchanges[0].read_at_us, Some(2_001 - CLOCK_SLACK_US));
+        assert_eq!(t.exchanges[1].read_at_us, None);
     }
 
     #[test]

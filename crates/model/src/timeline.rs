@@ -562,6 +562,12 @@ pub struct Exchange {
     /// inbound request), when an eBPF source saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<crate::Thread>,
+    /// For an inbound request with a `thread`: when that thread's read of
+    /// its first bytes returned (less the two clocks' slack). A thread-per-request server takes a
+    /// request up only once its thread is free: until then the bytes wait
+    /// in the socket, and the thread may still be serving another request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_at_us: Option<u64>,
     /// For a call on a thread the eBPF source saw started: its starter,
     /// that one's starter, … nearest first (`ThreadStart`). Boxed: few
     /// exchanges have one.
@@ -625,6 +631,7 @@ impl Exchange {
             attribution: None,
             rule: None,
             thread: None,
+            read_at_us: None,
             started_by: None,
             pool_wait_from_us: None,
             resolved_to: None,

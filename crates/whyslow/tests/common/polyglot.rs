@@ -73,6 +73,22 @@ fn maven_jar(artifact: &str) -> PathBuf {
 /// A single-file Java app of tests/apps/jvm, run from its source with
 /// `classpath`, serving on `port`.
 pub fn java_app(source: &str, classpath: &[PathBuf], port: u16, args: &[String]) -> Server {
+    spawn(&mut java_command(source, classpath, args), port)
+}
+
+/// As `java_app`, recording what it served in `truth` (as apps/truth.py).
+pub fn java_app_recording(
+    source: &str,
+    classpath: &[PathBuf],
+    port: u16,
+    args: &[String],
+    truth: &Path,
+) -> Server {
+    let mut java = java_command(source, classpath, args);
+    spawn(java.env("WHYSLOW_TRUTH", truth), port)
+}
+
+fn java_command(source: &str, classpath: &[PathBuf], args: &[String]) -> Command {
     let cp: Vec<String> = classpath.iter().map(|p| p.display().to_string()).collect();
     let mut java = Command::new("java");
     // The JDK's HTTP server writes headers and body apart without
@@ -81,7 +97,7 @@ pub fn java_app(source: &str, classpath: &[PathBuf], port: u16, args: &[String])
         .args(["-cp", &cp.join(":")])
         .arg(apps().join("jvm").join(source))
         .args(args);
-    spawn(&mut java, port)
+    java
 }
 
 /// The Go app in tests/apps/go/`name`, built once per test binary (Go's

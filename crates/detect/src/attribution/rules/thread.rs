@@ -22,26 +22,62 @@ use whyslow_model::{Attribution, Exchange, ExchangeRole, Rule, Thread, ThreadSta
 /// Python's executors until shut down).
 pub const THREAD_END_SLACK_US: u64 = 100_000;
 
-/// An inbound request's time on its thread: first request byte → last
+/// An inbound request's time on its thread: from when the thread read it
+/// (the request's first byte where the source did not say) to its last
 /// response byte (or to the end, while unanswered), and its id.
 type Held = (u64, u64, u32);
 
-/// Each thread's inbound requests, sorted by start.
-fn requests_by_thread(exchanges: &[Exchange]) -> HashMap<Thread, Vec<Held>> {
-    let mut out: HashMap<Thread, Vec<Held>> = HashMap::new();
+/// One thread's inbound requests, by start, and for each the latest end
+/// of those before it: a thread serves one request at a time, and where
+/// its requests overlap (an event loop's) its calls could be any of them.
+#[derive(Debug, Default)]
+struct ThreadRequests {
+    held: Vec<Held>,
+    ended_by: Vec<u64>,
+}
+
+impl ThreadRequests {
+    /// The request the thread held at `at`, if it held one alone: the last
+    /// it began before and had not yet answered, if none before it was
+    /// still open. (answered at, id)
+    fn open_at(&self, at: u64) -> Option<(u64, u32)> {
+        let k = self.held.partition_point(|&(start, _, _)| start <= at);
+        let i = (k.saturating_sub(MAX_LOOK_BACK)..k)
+            .rev()
+            .find(|&i| self.held[i].1 >= at || self.ended_by[i] < at)?;
+        let (_, end, id) = self.held[i];
+        (end >= at && self.ended_by[i] < at).then_some((end, id))
+    }
+}
+
+/// Requests looked back over for the one a thread held: more begun on one
+/// thread while an earlier one stayed open (an event loop's) leave the call.
+const MAX_LOOK_BACK: usize = 64;
+
+fn requests_by_thread(exchanges: &[Exchange]) -> HashMap<Thread, ThreadRequests> {
+    let mut out: HashMap<Thread, ThreadRequests> = HashMap::new();
     for e in exchanges {
         if let (ExchangeRole::Inbound, Some(t)) = (e.role, e.thread) {
             let end = e
                 .response_last_at_us
                 .or(e.response_first_at_us)
                 .unwrap_or(u64::MAX);
-            out.entry(t)
-                .or_default()
-                .push((e.request_first_at_us, end, e.id));
+            let start = e.read_at_us.unwrap_or(e.request_first_at_us);
+            out.entry(t).or_default().held.push((start, end, e.id));
         }
     }
-    for held in out.values_mut() {
-        held.sort_unstable();
+    for t in out.values_mut() {
+        t.held.sort_unstable();
+        let mut latest = 0;
+        t.ended_by = t
+            .held
+            .iter()
+            .map(|h| {
+                let before = latest;
+                latest = latest.max(h.1);
+                before
+            })
+            .collect();
     }
     out
 }
@@ -69,7 +105,7 @@ pub fn given(exchanges: &[Exchange], todo: &mut Vec<usize>) -> Vec<(usize, u32)>
         let id = e
             .thread
             .and_then(|t| by_thread.get(&t))
-            .and_then(|held| open_at(held, at))
+            .and_then(|held| held.open_at(at))
             .map(|(_, id)| id)
             .or_else(|| started_for(&by_thread, e.started_by.as_deref()?, at));
         match id {
@@ -83,25 +119,17 @@ pub fn given(exchanges: &[Exchange], todo: &mut Vec<usize>) -> Vec<(usize, u32)>
     out
 }
 
-/// The request a thread held at `at`: the last it began before, while not
-/// yet answered. (answered at, id)
-fn open_at(held: &[Held], at: u64) -> Option<(u64, u32)> {
-    let k = held.partition_point(|&(start, _, _)| start <= at);
-    let (_, end, id) = held[..k].last().copied()?;
-    (at <= end).then_some((end, id))
-}
-
 /// The request a call at `at` on a started thread was made for: the one
 /// the nearest starter that held a request held when it started the chain,
 /// if the chain ended with that request.
 fn started_for(
-    by_thread: &HashMap<Thread, Vec<Held>>,
+    by_thread: &HashMap<Thread, ThreadRequests>,
     starters: &[ThreadStart],
     at: u64,
 ) -> Option<u32> {
     let (start, (end, id)) = starters.iter().find_map(|s| {
         let held = by_thread.get(&s.by)?;
-        Some((s, open_at(held, s.at_us)?))
+        Some((s, held.open_at(s.at_us)?))
     })?;
     let until = end.saturating_add(THREAD_END_SLACK_US);
     (start.ended_us? <= until && at <= until).then_some(id)
@@ -221,5 +249,36 @@ mod tests {
             on(1, 2, Outbound, (120, 130)),
         ];
         assert_eq!(run(&t, &[2]), (vec![(2, 1)], vec![]));
+    }
+
+    #[test]
+    fn a_request_waiting_for_its_busy_thread_starts_when_the_thread_reads_it() {
+        // Request 1 arrived at 50 while thread 1 still served request 0 (a
+        // Java executor's thread): its thread read it at 100, once free. The
+        // call at 60 is request 0's, the one at 120 request 1's.
+        let mut t = vec![
+            on(1, 0, Inbound, (0, 100)),
+            on(1, 1, Inbound, (50, 200)),
+            on(1, 2, Outbound, (60, 70)),
+            on(1, 3, Outbound, (120, 130)),
+        ];
+        t[1].read_at_us = Some(100);
+        assert_eq!(run(&t, &[2, 3]), (vec![(2, 0), (3, 1)], vec![]));
+        // Unread, the two overlap: the call at 60 could be either's.
+        t[1].read_at_us = None;
+        assert_eq!(run(&t, &[2, 3]), (vec![(3, 1)], vec![2]));
+    }
+
+    #[test]
+    fn an_event_loops_calls_while_requests_overlap_on_it_are_left() {
+        // One thread reads both requests and serves them together.
+        let t = vec![
+            on(1, 0, Inbound, (0, 300)),
+            on(1, 1, Inbound, (10, 100)),
+            on(1, 2, Outbound, (20, 30)),
+            // Request 1 answered: request 0 alone is open again.
+            on(1, 3, Outbound, (150, 160)),
+        ];
+        assert_eq!(run(&t, &[2, 3]), (vec![(3, 0)], vec![2]));
     }
 }

@@ -5,11 +5,17 @@
 // ones execute the cached statement by id). A page reads a customer's orders,
 // then each order's items one query at a time (an N+1 of ORDERS); `fixed`
 // reads the items in one IN query. Each answer says how many statements the
-// page sent.
+// page sent. With WHYSLOW_TRUTH set, each page is recorded out of band as
+// apps/truth.py records one: its client port, when it was read and answered,
+// its wait for a pooled connection, and each statement with the local port
+// of the connection it ran on (asked of the server once per connection,
+// before any capture: the pool is opened at start-up).
 // Usage: java -cp mariadb.jar:hikari.jar:slf4j.jar MyPage.java PORT DB_PORT ORDERS POOL broken|fixed
 import com.sun.net.httpserver.HttpServer;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import java.io.FileWriter;
+import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -18,11 +24,77 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicLong;
 
 public class MyPage {
+    static final String TRUTH = System.getenv("WHYSLOW_TRUTH");
+    static final AtomicLong SEQ = new AtomicLong();
+    /** Each pooled connection's local port, by the driver's connection. */
+    static final Map<Object, Integer> PORTS = new ConcurrentHashMap<>();
+
+    static long nowUs() {
+        Instant i = Instant.now();
+        return i.getEpochSecond() * 1_000_000L + i.getNano() / 1_000;
+    }
+
+    /** The local port of `c`, asked of the server the first time. */
+    static int localPort(Connection c) throws Exception {
+        Object driver = c.unwrap(org.mariadb.jdbc.Connection.class);
+        Integer port = PORTS.get(driver);
+        if (port == null) {
+            try (Statement s = c.createStatement();
+                 ResultSet r = s.executeQuery(
+                         "SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()")) {
+                r.next();
+                String host = r.getString(1);
+                port = Integer.parseInt(host.substring(host.lastIndexOf(':') + 1));
+            }
+            PORTS.put(driver, port);
+        }
+        return port;
+    }
+
+    /** One page's record: a JSON line of the truth file. */
+    static final class Page {
+        final int clientPort;
+        final long receivedUs = nowUs();
+        long poolWaitUs;
+        final StringBuilder calls = new StringBuilder();
+
+        Page(int clientPort) {
+            this.clientPort = clientPort;
+        }
+
+        long[] start() {
+            return new long[] {SEQ.getAndIncrement(), nowUs()};
+        }
+
+        void done(int port, long[] call) {
+            if (calls.length() > 0) calls.append(',');
+            calls.append("{\"local_port\":").append(port).append(",\"seq\":").append(call[0])
+                    .append(",\"sent_us\":").append(call[1]).append(",\"done_us\":").append(nowUs())
+                    .append('}');
+        }
+
+        void served() throws IOException {
+            if (TRUTH == null) return;
+            String line = "{\"client_port\":" + clientPort + ",\"received_us\":" + receivedUs
+                    + ",\"answered_us\":" + nowUs() + ",\"pool_wait_us\":" + poolWaitUs
+                    + ",\"calls\":[" + calls + "]}\n";
+            synchronized (MyPage.class) {
+                try (FileWriter w = new FileWriter(TRUTH, true)) {
+                    w.write(line);
+                }
+            }
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         int port = Integer.parseInt(args[0]);
         String url = "jdbc:mariadb://127.0.0.1:" + args[1]
@@ -50,22 +122,31 @@ public class MyPage {
         // Every connection open before the first page.
         List<Connection> warm = new ArrayList<>();
         for (int i = 0; i < poolSize; i++) warm.add(pool.getConnection());
-        for (Connection c : warm) c.close();
+        for (Connection c : warm) {
+            localPort(c);
+            c.close();
+        }
         HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 64);
         server.setExecutor(Executors.newFixedThreadPool(16));
         server.createContext("/orders", exchange -> {
             int items = 0;
             int statements = 0;
             int code = 200;
+            Page page = new Page(exchange.getRemoteAddress().getPort());
+            long asked = nowUs();
             try (Connection c = pool.getConnection()) {
+                page.poolWaitUs = nowUs() - asked;
+                int dbPort = localPort(c);
                 List<Integer> ids = new ArrayList<>();
                 try (PreparedStatement q = c.prepareStatement(
                         "SELECT id FROM orders WHERE customer = ? ORDER BY id")) {
                     q.setInt(1, 1);
                     statements++;
+                    long[] call = page.start();
                     try (ResultSet r = q.executeQuery()) {
                         while (r.next()) ids.add(r.getInt(1));
                     }
+                    page.done(dbPort, call);
                 }
                 if (fixed) {
                     StringBuilder marks = new StringBuilder();
@@ -74,9 +155,11 @@ public class MyPage {
                             "SELECT sku, qty FROM items WHERE order_id IN (" + marks + ")")) {
                         for (int i = 0; i < ids.size(); i++) q.setInt(i + 1, ids.get(i));
                         statements++;
+                        long[] call = page.start();
                         try (ResultSet r = q.executeQuery()) {
                             while (r.next()) items++;
                         }
+                        page.done(dbPort, call);
                     }
                 } else {
                     for (int id : ids) {
@@ -84,9 +167,11 @@ public class MyPage {
                                 "SELECT sku, qty FROM items WHERE order_id = ?")) {
                             q.setInt(1, id);
                             statements++;
+                            long[] call = page.start();
                             try (ResultSet r = q.executeQuery()) {
                                 while (r.next()) items++;
                             }
+                            page.done(dbPort, call);
                         }
                     }
                 }
@@ -100,6 +185,7 @@ public class MyPage {
             try (OutputStream o = exchange.getResponseBody()) {
                 o.write(body);
             }
+            page.served();
         });
         server.start();
     }
