@@ -149,9 +149,12 @@ pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>, runs: &HeldRuns) -
     let mut out = HashMap::new();
     for (server, mut calls) in calls {
         calls.sort_unstable_by_key(|(c, _)| (c.0, c.1, c.2));
-        let one_at_a_time = interleaved(calls.iter().map(|(c, _)| (c.0, c.1, c.2))).is_empty();
+        // One holder's calls pipelined on its connection (pgJDBC sends BEGIN
+        // in the same write as the first query) are one checkout of it.
+        let calls = held(calls);
+        let one_at_a_time = interleaved(calls.iter().map(|c| (c.0, c.1, c.2))).is_empty();
         if one_at_a_time {
-            let pool = sweep(&held(calls));
+            let pool = sweep(&calls);
             if pool.size >= 2 {
                 out.insert(server, pool);
             }
@@ -414,6 +417,24 @@ mod tests {
             &crate::attribution::HeldRuns::default(),
         );
         assert!(pools.is_empty());
+    }
+
+    #[test]
+    fn one_requests_calls_pipelined_on_its_connection_are_one_checkout() {
+        let mut t = shared_pool();
+        // Request 3 sends a BEGIN in the same write as its call on
+        // connection 2 (pgJDBC): two calls at once, one holder.
+        let mut begin = call(5, 2, 3, (101 * MS + 50, 101 * MS + 90));
+        begin.request = "BEGIN".into();
+        t.exchanges.push(begin);
+        t.exchanges[4].request_first_at_us = 101 * MS + 60;
+        let pools = super::of(
+            &t,
+            &t.connections.iter().map(|c| (c.id, c.server)).collect(),
+            &crate::attribution::HeldRuns::default(),
+        );
+        assert_eq!(pools.values().map(|p| p.size).collect::<Vec<_>>(), [2]);
+        assert_eq!(by_request(&t)[1].queued.len(), 1);
     }
 
     #[test]

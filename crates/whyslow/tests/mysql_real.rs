@@ -11,7 +11,6 @@
 mod common;
 use common::polyglot::*;
 use common::real::*;
-use common::truth::{app_pool_waits, held_to_truth_by_thread, read_app_truth};
 use common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -281,131 +280,6 @@ fn jdbc_on_mariadb_held_to_the_apps_own_counts() {
             causes(&report)
         );
     }
-}
-
-/// Pages per capture of the JDBC service under `capture --ebpf`, 8 clients
-/// in a closed loop.
-const JDBC_EBPF_PAGES: &str = "400";
-/// The pool the `pool` variant (one IN query a page) checks out from.
-const SMALL_POOL: u64 = 2;
-/// What a page's statements and bookkeeping may add to the wait the app
-/// measured around HikariCP's getConnection (ebpf_real.rs: the same margin).
-const POOL_WAIT_MARGIN_US: u64 = 1_000;
-
-/// The JDBC service as a JVM serves it, under `capture --ebpf`: the JDK's
-/// HTTP server reads each request on an executor thread, which runs the
-/// page's statements and answers. A request may wait in its socket while
-/// every thread is busy, so its thread is taken to hold it from when it read
-/// it, not from its arrival. Held to the app's own record (0 calls given to
-/// a wrong request, 99 % given by thread): broken names n_plus_one with the
-/// record's items statements per page; fixed (a pool as large as the
-/// clients) names nothing; the same fixed code on a pool of 2 names
-/// pool_queueing on 2 connections, for no more time than the app waited in
-/// getConnection.
-#[test]
-fn jdbc_on_mariadb_at_8_clients_given_by_thread() {
-    let _one = serial();
-    let test = "mysql_jdbc_ebpf";
-    let needs = [
-        Need::Tool("java"),
-        Need::Tool("mvn"),
-        Need::Tool("curl"),
-        Need::Mariadb,
-        Need::Capture,
-        Need::Ebpf,
-    ];
-    if !requirements_met(test, &needs) {
-        return;
-    }
-    let jars = mariadb_jdbc_jars();
-    let db = mariadb();
-    let dir = tmpdir(test);
-    for (variant, code, pool) in [
-        ("broken", "broken", JDBC_POOL),
-        ("fixed", "fixed", JDBC_CLIENTS),
-        ("pool", "fixed", SMALL_POOL),
-    ] {
-        let port = free_port();
-        let truth = dir.join(format!("{variant}.jsonl"));
-        let args = [port, db.port, ORDERS as u16, pool as u16].map(|n| n.to_string());
-        let mut args = args.to_vec();
-        args.push(code.into());
-        let app = java_app_recording("MyPage.java", &jars, port, &args, &truth);
-        let url = format!("http://127.0.0.1:{port}/orders");
-        load_paced(&url, JDBC_WARM, JDBC_CLIENTS, JDBC_RATE);
-        // Only the captured pages count.
-        let _ = std::fs::remove_file(&truth);
-        let cap = dir.join(format!("{variant}.pcapng"));
-        let (pid, port_s, db_s) = (app.pid().to_string(), port.to_string(), db.port.to_string());
-        let clients = JDBC_CLIENTS.to_string();
-        let out = whyslow(&[
-            "capture",
-            "--ebpf",
-            "--pid",
-            &pid,
-            "-p",
-            &port_s,
-            "-p",
-            &db_s,
-            "-w",
-            cap.to_str().unwrap(),
-            "--",
-            env!("CARGO_BIN_EXE_whyslow"),
-            "load",
-            "-c",
-            &clients,
-            "-n",
-            JDBC_EBPF_PAGES,
-            "--trace-context",
-            "off",
-            &url,
-        ]);
-        assert!(out.status.success(), "{variant}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains(" 0 lost"),
-            "{variant}: {}",
-            stderr(&out)
-        );
-        drop(app);
-        let report = analyzed_timeline(&cap, &port_s);
-        held_to_truth_by_thread(variant, &report, &truth);
-        let kinds = causes_less_real_tcp(&report, &cap);
-        match variant {
-            "broken" => {
-                let per_page = app_items_statements(&truth);
-                let (cause, per_request) = top_cause(&report, &cap);
-                assert_eq!(
-                    (cause.as_str(), per_request),
-                    ("n_plus_one", Some(per_page)),
-                    "{kinds:?}"
-                );
-            }
-            "fixed" => assert!(kinds.is_empty(), "fixed: {kinds:?}"),
-            _ => {
-                assert_eq!(kinds.first().map(String::as_str), Some("pool_queueing"));
-                let f = finding(&report, "pool_queueing").unwrap();
-                assert_eq!(f["facts"]["connections"], SMALL_POOL as f64, "{f}");
-                let waited: u64 = app_pool_waits(&truth).iter().sum();
-                let named = f["time_lost_us"].as_u64().unwrap();
-                eprintln!("pool: {named} µs named, the app waited {waited} µs");
-                assert!(
-                    named <= waited * 3 / 2 + POOL_WAIT_MARGIN_US,
-                    "{named} µs named, {waited} µs waited: {f}"
-                );
-            }
-        }
-    }
-}
-
-/// The items statements of a page by the app's own record: its calls less
-/// the orders query (the same on every page, or the record is not one page).
-fn app_items_statements(truth: &Path) -> u64 {
-    let counts: std::collections::BTreeSet<usize> = read_app_truth(truth)
-        .iter()
-        .map(|r| r.calls.len() - 1)
-        .collect();
-    assert_eq!(counts.len(), 1, "{counts:?}");
-    *counts.first().unwrap() as u64
 }
 
 /// The lab's orm-storm-mysql checkout (the lab's MySQL client, prepared

@@ -3,9 +3,15 @@
 // named statements from a statement's fifth execution on a connection,
 // autocommit off: BEGIN sent in the same write as the first query). A page
 // reads a customer's orders, then each order's items one query at a time (an
-// N+1 of ORDERS), in one transaction.
-// Usage: java -cp postgresql.jar PgPage.java PORT PG_PORT ORDERS POOL
+// N+1 of ORDERS), in one transaction; `fixed` reads the items in one IN query.
+// Each answer says how many statements the page sent. With WHYSLOW_TRUTH set,
+// each page is recorded out of band as apps/truth.py records one: its client
+// port, when it was read and answered, its wait for a pooled connection, and
+// each statement (COMMIT too) with the local port of its connection.
+// Usage: java -cp postgresql.jar PgPage.java PORT PG_PORT ORDERS POOL [broken|fixed]
 import com.sun.net.httpserver.HttpServer;
+import java.io.FileWriter;
+import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -14,18 +20,69 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Statement;
+import java.time.Instant;
 import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.Executors;
 
 public class PgPage {
+    static final String TRUTH = System.getenv("WHYSLOW_TRUTH");
+    static long seq;
+
+    static long nowUs() {
+        Instant i = Instant.now();
+        return i.getEpochSecond() * 1_000_000L + i.getNano() / 1_000;
+    }
+
+    static synchronized long nextSeq() {
+        return seq++;
+    }
+
+    /** One page's record: a JSON line of the truth file. */
+    static final class Page {
+        final int clientPort;
+        final long receivedUs = nowUs();
+        long poolWaitUs;
+        final StringBuilder calls = new StringBuilder();
+
+        Page(int clientPort) {
+            this.clientPort = clientPort;
+        }
+
+        long[] start() {
+            return new long[] {nextSeq(), nowUs()};
+        }
+
+        void done(int port, long[] call) {
+            if (calls.length() > 0) calls.append(',');
+            calls.append("{\"local_port\":").append(port).append(",\"seq\":").append(call[0])
+                    .append(",\"sent_us\":").append(call[1]).append(",\"done_us\":").append(nowUs())
+                    .append('}');
+        }
+
+        void served() throws IOException {
+            if (TRUTH == null) return;
+            String line = "{\"client_port\":" + clientPort + ",\"received_us\":" + receivedUs
+                    + ",\"answered_us\":" + nowUs() + ",\"pool_wait_us\":" + poolWaitUs
+                    + ",\"calls\":[" + calls + "]}\n";
+            synchronized (PgPage.class) {
+                try (FileWriter w = new FileWriter(TRUTH, true)) {
+                    w.write(line);
+                }
+            }
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         int port = Integer.parseInt(args[0]);
         String url = "jdbc:postgresql://127.0.0.1:" + args[1] + "/postgres?user=postgres";
         int orders = Integer.parseInt(args[2]);
         int poolSize = Integer.parseInt(args[3]);
+        boolean fixed = args.length > 4 && args[4].equals("fixed");
         try (Connection c = DriverManager.getConnection(url); Statement s = c.createStatement()) {
             s.execute("DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS orders");
             s.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int)");
@@ -35,8 +92,14 @@ public class PgPage {
                     + " FROM generate_series(1, " + orders + ") o, generate_series(1, 3) k");
         }
         BlockingQueue<Connection> pool = new ArrayBlockingQueue<>(poolSize);
+        // Each connection's local port, asked of the server before any page.
+        Map<Connection, Integer> ports = new IdentityHashMap<>();
         for (int i = 0; i < poolSize; i++) {
             Connection c = DriverManager.getConnection(url);
+            try (Statement s = c.createStatement(); ResultSet r = s.executeQuery("SELECT inet_client_port()")) {
+                r.next();
+                ports.put(c, r.getInt(1));
+            }
             c.setAutoCommit(false);
             pool.add(c);
         }
@@ -44,39 +107,69 @@ public class PgPage {
         server.setExecutor(Executors.newFixedThreadPool(16));
         server.createContext("/orders", exchange -> {
             int items = 0;
+            int statements = 0;
             int code = 200;
+            Page page = new Page(exchange.getRemoteAddress().getPort());
             Connection c = null;
             try {
+                long asked = nowUs();
                 c = pool.take();
+                page.poolWaitUs = nowUs() - asked;
+                int dbPort = ports.get(c);
                 List<Integer> ids = new ArrayList<>();
                 try (PreparedStatement q = c.prepareStatement(
                         "SELECT id FROM orders WHERE customer = ? ORDER BY id")) {
                     q.setInt(1, 1);
+                    statements++;
+                    long[] call = page.start();
                     try (ResultSet r = q.executeQuery()) {
                         while (r.next()) ids.add(r.getInt(1));
                     }
+                    page.done(dbPort, call);
                 }
-                for (int id : ids) {
+                if (fixed) {
+                    StringBuilder marks = new StringBuilder();
+                    for (int i = 0; i < ids.size(); i++) marks.append(i == 0 ? "?" : ", ?");
                     try (PreparedStatement q = c.prepareStatement(
-                            "SELECT sku, qty FROM items WHERE order_id = ?")) {
-                        q.setInt(1, id);
+                            "SELECT sku, qty FROM items WHERE order_id IN (" + marks + ")")) {
+                        for (int i = 0; i < ids.size(); i++) q.setInt(i + 1, ids.get(i));
+                        statements++;
+                        long[] call = page.start();
                         try (ResultSet r = q.executeQuery()) {
                             while (r.next()) items++;
                         }
+                        page.done(dbPort, call);
+                    }
+                } else {
+                    for (int id : ids) {
+                        try (PreparedStatement q = c.prepareStatement(
+                                "SELECT sku, qty FROM items WHERE order_id = ?")) {
+                            q.setInt(1, id);
+                            statements++;
+                            long[] call = page.start();
+                            try (ResultSet r = q.executeQuery()) {
+                                while (r.next()) items++;
+                            }
+                            page.done(dbPort, call);
+                        }
                     }
                 }
+                long[] call = page.start();
                 c.commit();
+                page.done(dbPort, call);
             } catch (Exception e) {
                 code = 500;
             } finally {
                 if (c != null) pool.add(c);
             }
-            byte[] body = ("{\"items\":" + items + "}\n").getBytes(StandardCharsets.UTF_8);
+            byte[] body = ("{\"items\":" + items + ",\"statements\":" + statements + "}\n")
+                    .getBytes(StandardCharsets.UTF_8);
             exchange.getResponseHeaders().set("Content-Type", "application/json");
             exchange.sendResponseHeaders(code, body.length);
             try (OutputStream o = exchange.getResponseBody()) {
                 o.write(body);
             }
+            page.served();
         });
         server.start();
     }
