@@ -7,7 +7,8 @@
 //! page). A request may wait in its socket while its thread is busy, so a
 //! thread holds a request from when it read it, not from its arrival.
 //!
-//! Each app records what it served (apps/jvm: client port, statements with
+//! On MariaDB the driver's commands are counted as tshark's MySQL
+//! dissector counts them. Each app records what it served (apps/jvm: client port, statements with
 //! their connection's local port); at 8 clients in a closed loop every call
 //! is held to that record: 0 given to a wrong request, 99 % given by
 //! thread. broken (an N+1) names n_plus_one with the record's count per
@@ -20,6 +21,7 @@ use common::polyglot::*;
 use common::real::*;
 use common::truth::{app_pool_waits, held_to_truth_by_thread, read_app_truth};
 use common::*;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// Orders per page: the items query runs this many times per broken page.
@@ -45,6 +47,8 @@ struct JdbcApp {
     db_port: u16,
     /// Calls of every page besides the items statements of its N+1.
     other_calls: usize,
+    /// Whether tshark's MySQL dissector counts the driver's commands too.
+    mysql: bool,
 }
 
 fn held_to_its_record(test: &str, app: JdbcApp) {
@@ -95,6 +99,9 @@ fn held_to_its_record(test: &str, app: JdbcApp) {
         drop(server);
         let report = analyzed_timeline(&cap, &port_s);
         held_to_truth_by_thread(&run, &report, &truth);
+        if app.mysql {
+            commands_as_tshark_counts_them(&run, &report, &cap, app.db_port);
+        }
         let kinds = causes_less_real_tcp(&report, &cap);
         match variant {
             "broken" => {
@@ -125,6 +132,24 @@ fn held_to_its_record(test: &str, app: JdbcApp) {
     }
 }
 
+/// The driver's commands in a capture begun long after its connections
+/// opened (statements executed by id): one exchange per command tshark
+/// reads, less those that have no answer (COM_STMT_CLOSE and the like).
+fn commands_as_tshark_counts_them(run: &str, report: &Value, cap: &Path, db: u16) {
+    let commands = tshark_fields(
+        cap,
+        &format!("tcp.port=={db},mysql"),
+        &format!("tcp.dstport=={db} && mysql.command"),
+        "mysql.command",
+    );
+    let answered = commands
+        .iter()
+        .filter(|c| !["1", "24", "25"].contains(&c.as_str()))
+        .count();
+    assert!(answered > 0, "{run}: tshark read no command");
+    assert_eq!(exchanges_to(report, db).len(), answered, "{run}");
+}
+
 /// The items statements of a page by the app's own record: its calls less
 /// the `other` every page makes (the same count on every page, or the
 /// record is not one page's).
@@ -137,8 +162,9 @@ fn items_statements(truth: &Path, other: usize) -> u64 {
     *counts.first().unwrap() as u64
 }
 
-fn needs(db: Need<'static>) -> [Need<'static>; 5] {
+fn needs(db: Need<'static>) -> [Need<'static>; 6] {
     [
+        Need::Tool("tshark"),
         Need::Tool("java"),
         Need::Tool("mvn"),
         db,
@@ -161,6 +187,7 @@ fn jdbc_on_mariadb_at_8_clients_given_by_thread() {
         db_port: db.port,
         // The orders query.
         other_calls: 1,
+        mysql: true,
     };
     held_to_its_record(test, app);
 }
@@ -179,6 +206,7 @@ fn pgjdbc_on_postgres_at_8_clients_given_by_thread() {
         db_port: pg.port,
         // The orders query and COMMIT.
         other_calls: 2,
+        mysql: false,
     };
     held_to_its_record(test, app);
 }
