@@ -14,7 +14,8 @@
 //! thread. broken (an N+1) names n_plus_one with the record's count per
 //! page; fixed (one IN query, a pool as large as the clients) names
 //! nothing; the same fixed code on a pool of 2 names pool_queueing on 2
-//! connections, for no more time than the app itself waited for one.
+//! connections, for no more time than the app itself waited for one. The
+//! broken app under `diagnose --ebpf` is held to its record too.
 
 mod common;
 use common::polyglot::*;
@@ -52,6 +53,7 @@ struct JdbcApp {
 }
 
 fn held_to_its_record(test: &str, app: JdbcApp) {
+    diagnosed(test, &app);
     let dir = tmpdir(test);
     for (variant, code, pool) in [
         ("broken", "broken", POOL),
@@ -130,6 +132,30 @@ fn held_to_its_record(test: &str, app: JdbcApp) {
             }
         }
     }
+}
+
+/// The broken app under `diagnose --ebpf` (its probes, then a paced load
+/// phase at 16 clients): held to its record, n_plus_one named first.
+fn diagnosed(test: &str, app: &JdbcApp) {
+    let run = format!("{test} diagnose");
+    let truth = tmpdir(test).join("diagnose.jsonl");
+    let port = free_port();
+    let args = [port, app.db_port, ORDERS as u16, POOL as u16].map(|n| n.to_string());
+    let mut args = args.to_vec();
+    args.push("broken".into());
+    let server = java_app_recording(app.source, &app.classpath, port, &args, &truth);
+    let url = format!("http://127.0.0.1:{port}/orders");
+    load_paced(&url, WARM_PAGES, CLIENTS, WARM_RATE);
+    let _ = std::fs::remove_file(&truth);
+    let report = diagnose_checkouts(&url);
+    drop(server);
+    held_to_truth_by_thread(&run, &report, &truth);
+    let kinds = causes(&report);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("n_plus_one"),
+        "{run}: {kinds:?}"
+    );
 }
 
 /// The driver's commands in a capture begun long after its connections
