@@ -33,6 +33,7 @@ pub mod slow_resolver;
 pub mod sql_summary;
 pub mod statements;
 pub mod stream_queueing;
+pub mod streams;
 pub mod symptoms;
 pub mod tcp_retransmission;
 #[cfg(test)]
@@ -72,6 +73,9 @@ pub fn run_all(
     findings.extend(in_runs);
     let untold_pools = pool_untold::detect(pools, requests, &findings);
     findings.extend(untold_pools);
+    let limits = streams::of(timeline);
+    let untold_streams = pool_untold::detect_streams(&limits, timeline, requests, &findings);
+    findings.extend(untold_streams);
     symptoms::mark(&mut findings, requests);
     Finding::sort(&mut findings);
     findings

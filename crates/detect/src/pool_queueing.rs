@@ -150,6 +150,10 @@ struct Lost {
 
 /// The request's loss to `server`'s pool, if worth a finding.
 fn lost_to_pool(r: &RequestCalls, server: SocketAddr, calls: &[Call]) -> Option<(u64, Lost)> {
+    // HTTP/2's streams queue in stream_queueing.
+    if calls.iter().any(|c| c.exchange.protocol == Protocol::Http2) {
+        return None;
+    }
     let total = r.total_us();
     let own = pool_wait(calls, total);
     let shared = r.queued.iter().find(|q| q.server == server);

@@ -1,4 +1,4 @@
-//! `pool_queueing` where the requests were not told apart: calls of many
+//! `pool_queueing` (and `stream_queueing`) where the requests were not told apart: calls of many
 //! requests through one client pool (a fan-out's HTTP pool at 16 clients,
 //! no trace context), each call ambiguous. Per request the wait cannot be
 //! measured, but the pool can be judged across all its calls: most of
@@ -17,9 +17,11 @@
 use crate::pools::Pools;
 use crate::request_calls::{covered_us, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
+use crate::streams::Limit;
 use crate::thresholds::WORTH_SHARE;
+use foldhash::HashMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity, Timeline};
 
 /// Calls a pool must have carried before its handoffs are counted: a few
 /// calls on a busy pool take a returned connection by chance.
@@ -43,23 +45,92 @@ struct Wait {
     request_us: u64,
 }
 
+/// A limit every request's calls to one server shared, as the wire saw it
+/// across all of them: a client pool's connections (`pool_queueing`), or
+/// an HTTP/2 connection's streams (`stream_queueing`).
+#[derive(Debug)]
+struct Shared<'a> {
+    server: SocketAddr,
+    kind: FindingKind,
+    size: usize,
+    calls: usize,
+    /// Calls that took a connection, or opened a stream, the moment another
+    /// came back with the limit reached.
+    handoffs: usize,
+    span_us: u64,
+    /// Time connections (streams) were held, summed over the calls.
+    held_us: u64,
+    /// When the limit was reached, disjoint, by start.
+    full: &'a [(u64, u64)],
+}
+
 /// One finding per pool that queued where no request-level `pool_queueing`
 /// finding (`named`) already names its server.
 pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Vec<Finding> {
     let mut servers: Vec<&SocketAddr> = pools.keys().collect();
     servers.sort();
+    let shared = servers.into_iter().map(|&server| {
+        let pool = &pools[&server];
+        Shared {
+            server,
+            kind: FindingKind::PoolQueueing,
+            size: pool.size,
+            calls: pool.calls,
+            handoffs: pool.saturated_handoffs,
+            span_us: pool.span_us,
+            held_us: pool.held_us,
+            full: pool.full(),
+        }
+    });
+    judged(shared, requests, named)
+}
+
+/// The same for HTTP/2 connections at a stream limit (`streams::of`), one
+/// finding per server where no `stream_queueing` finding names it.
+pub fn detect_streams(
+    limits: &HashMap<u32, Limit>,
+    t: &Timeline,
+    requests: &[RequestCalls],
+    named: &[Finding],
+) -> Vec<Finding> {
+    let mut conns: Vec<(&u32, &Limit)> = limits.iter().collect();
+    conns.sort_by_key(|c| c.0);
+    let mut seen = Vec::new();
+    let shared = conns.into_iter().filter_map(|(id, l)| {
+        let server = t.connections.iter().find(|c| c.id == *id)?.server;
+        // One judgment per server: its first limited connection.
+        (!seen.contains(&server)).then(|| seen.push(server))?;
+        Some(Shared {
+            server,
+            kind: FindingKind::StreamQueueing,
+            size: l.streams,
+            calls: l.calls,
+            handoffs: l.opened_on_handoff,
+            span_us: l.span_us,
+            held_us: l.held_us,
+            full: &l.full,
+        })
+    });
+    judged(shared, requests, named)
+}
+
+fn judged<'a>(
+    shared: impl Iterator<Item = Shared<'a>>,
+    requests: &[RequestCalls],
+    named: &[Finding],
+) -> Vec<Finding> {
     let mut out = Vec::new();
-    for server in servers {
-        let pool = &pools[server];
+    for pool in shared {
+        let server = &pool.server;
         let subject = server.to_string();
         let already = named
             .iter()
-            .any(|f| f.kind == FindingKind::PoolQueueing && f.subject == subject);
-        let queued = pool.saturated_handoffs as f64 >= QUEUED_SHARE * pool.calls as f64;
+            .any(|f| f.kind == pool.kind && f.subject == subject);
+        let queued = pool.handoffs as f64 >= QUEUED_SHARE * pool.calls as f64;
         if already || pool.calls < MIN_CALLS || !queued || requests.is_empty() {
             continue;
         }
-        let contested = contested_full(pool, requests);
+        let contested = contested_full(&pool, requests);
         let contested_us: u64 = contested.iter().map(|f| f.1 - f.0).sum();
         if (contested_us as f64) < MIN_FULL_SHARE * pool.span_us as f64 {
             continue;
@@ -84,8 +155,12 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
             request_findings::push(&mut hits, lost, wait, |w| {
                 r.inbound_evidence(
                     format!(
-                        "every connection to {server} busy for {} of its {} wait; a request \
-                         holds one {} on average",
+                        "every {} to {server} busy for {} of its {} wait; a request holds one \
+                         {} on average",
+                        match pool.kind {
+                            FindingKind::StreamQueueing => "stream",
+                            _ => "connection",
+                        },
                         fmt_ms(w.full_us),
                         fmt_ms(to - from),
                         fmt_ms(held_per_request)
@@ -98,7 +173,7 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
             });
         }
         if !hits.is_empty() {
-            out.push(finding(*server, pool, contested_us, hits));
+            out.push(finding(&pool, contested_us, hits));
         }
     }
     out
@@ -107,10 +182,8 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
 /// When `pool` was full, less the time exactly as many requests were
 /// waiting on the service as it has connections (each could hold one of
 /// its own).
-fn contested_full(pool: &crate::pools::Pool, requests: &[RequestCalls]) -> Vec<(u64, u64)> {
-    let mut full = Vec::new();
-    pool.full_within(0, u64::MAX, &mut full);
-    minus(&full, &in_flight_exactly(requests, pool.size))
+fn contested_full(pool: &Shared, requests: &[RequestCalls]) -> Vec<(u64, u64)> {
+    minus(pool.full, &in_flight_exactly(requests, pool.size))
 }
 
 /// When exactly `n` requests were waiting on the service, disjoint, by start.
@@ -173,45 +246,46 @@ fn within(spans: &[(u64, u64)], from: u64, to: u64, out: &mut Vec<(u64, u64)>) {
 }
 
 /// `full_us`: the time the pool was full that counts (`contested_full`).
-fn finding(
-    server: SocketAddr,
-    pool: &crate::pools::Pool,
-    full_us: u64,
-    hits: Vec<Hit<Wait>>,
-) -> Finding {
-    let size = pool.size;
+fn finding(pool: &Shared, full_us: u64, hits: Vec<Hit<Wait>>) -> Finding {
+    let (server, size) = (pool.server, pool.size);
+    let streams = pool.kind == FindingKind::StreamQueueing;
+    let (unit, fact, busy, took) = match streams {
+        true => ("HTTP/2 streams", "streams", "open", "opened one"),
+        false => ("connections", "connections", "busy", "took one"),
+    };
     let summary = |hits: &[Hit<Wait>], per, facts: &mut Facts| {
         let request = median_of(hits, |w| w.request_us);
-        facts.set("connections", size as f64);
+        facts.set(fact, size as f64);
         facts.set("calls", pool.calls as f64);
-        facts.set("saturated_handoffs", pool.saturated_handoffs as f64);
+        facts.set("saturated_handoffs", pool.handoffs as f64);
         facts.set("full_us", full_us as f64);
         facts.set("request_us", request as f64);
         format!(
-            "calls to {server} queued for one of {size} connections: all {size} busy for {} in \
-             all, and {} of {} calls took one the moment another came back; about {} of the \
-             request's {} (median of {} requests not told apart: an estimate from the pool's \
-             full time in each wait)",
+            "calls to {server} queued for one of {size} {unit}: all {size} {busy} for {} in \
+             all, and {} of {} calls {took} the moment another came back; about {} of the \
+             request's {} (median of {} requests not told apart: an estimate from the time all \
+             were {busy} in each wait)",
             fmt_ms(full_us),
-            pool.saturated_handoffs,
+            pool.handoffs,
             pool.calls,
             fmt_ms(per),
             fmt_ms(request),
             hits.len()
         )
     };
-    let fix = format!(
-        "let the calls run at once: raise the client's connection limit for {server} (pool size, \
-         connections per host), multiplex them over HTTP/2 on one connection, or batch them into \
-         fewer calls; send trace context (traceparent) to measure each request's wait"
-    );
-    let mut f = request_findings::finding(
-        FindingKind::PoolQueueing,
-        Severity::Critical,
-        hits,
-        summary,
-        &fix,
-    );
+    let measure = "send trace context (traceparent) to measure each request's wait";
+    let fix = match streams {
+        true => format!(
+            "{}; {measure}",
+            crate::stream_queueing::fix(server, size, None)
+        ),
+        false => format!(
+            "let the calls run at once: raise the client's connection limit for {server} (pool \
+             size, connections per host), multiplex them over HTTP/2 on one connection, or batch \
+             them into fewer calls; {measure}"
+        ),
+    };
+    let mut f = request_findings::finding(pool.kind, Severity::Critical, hits, summary, &fix);
     f.subject = server.to_string();
     f
 }
@@ -312,5 +386,37 @@ mod tests {
         let t = shared(100);
         let named = detect(&t, &[]);
         assert!(detect(&t, &named).is_empty());
+    }
+
+    /// The same calls over one HTTP/2 connection (10) that carries two
+    /// streams at once: `shared`'s two lanes on one connection.
+    fn one_channel(gap: u64) -> Timeline {
+        let mut t = shared(gap);
+        t.connections.retain(|c| c.id != 11);
+        for e in t.exchanges.iter_mut().filter(|e| e.id >= 100) {
+            e.connection = 10;
+            e.protocol = whyslow_model::Protocol::Http2;
+        }
+        t
+    }
+
+    fn detect_streams(t: &Timeline, named: &[Finding]) -> Vec<Finding> {
+        let (requests, _) = by_request_and_pools(t, &Default::default());
+        let limits = crate::streams::of(t);
+        super::detect_streams(&limits, t, &requests, named)
+    }
+
+    #[test]
+    fn streams_opened_on_handoffs_queued_whoever_they_were_for() {
+        let t = one_channel(100);
+        assert!(detect(&t, &[]).is_empty(), "one connection is no pool");
+        let f = detect_streams(&t, &[]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, whyslow_model::FindingKind::StreamQueueing);
+        assert_eq!(f[0].facts.0.get("streams"), Some(&2.0), "{f:?}");
+        let per = f[0].time_lost_per_occurrence_us;
+        assert!((90 * MS..=100 * MS).contains(&per), "{per}");
+        assert!(detect_streams(&one_channel(15 * MS), &[]).is_empty());
+        assert!(detect_streams(&t, &f).is_empty(), "named once");
     }
 }

@@ -90,6 +90,11 @@ impl Pool {
             .any(|r| r.2 == conn && full_ended(r.0))
     }
 
+    /// When every connection was busy, by start, disjoint.
+    pub fn full(&self) -> &[(u64, u64)] {
+        &self.full
+    }
+
     /// Time every connection was busy, over the capture.
     pub fn full_us(&self) -> u64 {
         self.full.iter().map(|f| f.1 - f.0).sum()
@@ -122,6 +127,24 @@ pub struct PoolQueue {
 }
 
 impl PoolQueue {
+    /// A queue for `server`'s `pool` connections (or streams) of `waited_us`
+    /// in all, a span (waiting from, start, exchange) per call that waited.
+    pub fn new(
+        server: SocketAddr,
+        pool: usize,
+        waited_us: u64,
+        spans: Vec<(u64, u64, u32)>,
+    ) -> Self {
+        PoolQueue {
+            server,
+            pool,
+            peak_demand: pool,
+            calls: spans.len(),
+            waited_us,
+            spans,
+        }
+    }
+
     /// Each call that waited, by exchange, with when it started waiting.
     pub fn waits(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
         self.spans.iter().map(|&(from, _, id)| (id, from))

@@ -198,6 +198,7 @@ pub fn by_request_and_pools<'t>(
     if any_call {
         pools = pools::of(t, &server, runs);
         pools::attach(&pools, &mut out);
+        crate::streams::attach(&crate::streams::of(t), &mut out);
     }
     (out, pools)
 }

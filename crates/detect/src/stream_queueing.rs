@@ -9,7 +9,6 @@
 //! Time lost per request, as for `pool_queueing`: its calls' span on the
 //! server minus its longest call, what they would take with enough streams.
 
-use crate::pools::HANDOFF_MAX_US;
 use crate::request_calls::{most_at_once, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{seen_enough, WORTH_SHARE};
@@ -18,89 +17,20 @@ use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
 
 // The bounds `pool_queueing` holds a pool of connections to, for the same
-// reasons: fewer calls are sequential_calls' case, a limit of one stream is
-// code that calls one after another, a few handoffs by chance make no queue
-// (of the streams that opened at the limit, and of a request's calls past
-// its first round), and below a millisecond no queue is worth a finding.
-use crate::pool_queueing::{
-    lanes, MIN_CALLS, MIN_IN_FLIGHT as MIN_STREAMS, MIN_TIME_LOST_US, QUEUED_SHARE,
-};
+// reasons: fewer calls are sequential_calls' case, a few handoffs by chance
+// make no queue (of a request's calls past its first round), and below a
+// millisecond no queue is worth a finding.
+use crate::pool_queueing::{lanes, MIN_CALLS, MIN_TIME_LOST_US, QUEUED_SHARE};
+use crate::streams::{on_handoff, Limit, MIN_STREAMS};
 
-/// A limit shows by being reached again and again: at least this many
-/// streams opened as another closed at the limit.
-const MIN_HANDOFFS: usize = 3;
-
-/// One connection's streams at their limit.
-#[derive(Debug, Clone, PartialEq)]
-struct Limit {
-    streams: usize,
-    /// Streams that opened as another closed while `streams` were open.
-    handoffs: usize,
-    /// When a stream closed with `streams` open, in order.
-    full_closes: Vec<u64>,
-}
-
-/// The HTTP/2 connections whose streams queued at a limit, by connection.
+/// The HTTP/2 connections whose streams queued at a limit, by connection,
+/// as the requests' calls used them.
 fn limits(requests: &[RequestCalls]) -> HashMap<u32, Limit> {
-    let mut by_conn: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
-    for c in with_calls(requests).flat_map(|r| r.calls.iter()) {
-        if c.exchange.protocol == Protocol::Http2 && c.end > c.start {
-            by_conn
-                .entry(c.exchange.connection)
-                .or_default()
-                .push((c.start, c.end));
-        }
-    }
-    by_conn
-        .into_iter()
-        .filter_map(|(conn, spans)| limit(&spans).map(|l| (conn, l)))
-        .collect()
-}
-
-/// Streams opened on handoffs at the most open at once, if that is a limit.
-fn limit(spans: &[(u64, u64)]) -> Option<Limit> {
-    // (time, +1 open / -1 close); closes first at one instant.
-    let mut edges: Vec<(u64, i32)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
-    edges.sort_unstable();
-    let (mut open, mut most) = (0i32, 0i32);
-    for &(_, step) in &edges {
-        open += step;
-        most = most.max(open);
-    }
-    let streams = usize::try_from(most).ok()?;
-    if streams < MIN_STREAMS {
-        return None;
-    }
-    // Closes at the limit, and opens that reached it.
-    let (mut full_closes, mut opens_at_limit) = (Vec::new(), Vec::new());
-    open = 0;
-    for &(at, step) in &edges {
-        if step < 0 && open == most {
-            full_closes.push(at);
-        }
-        open += step;
-        if step > 0 && open == most {
-            opens_at_limit.push(at);
-        }
-    }
-    let handoffs = opens_at_limit
-        .iter()
-        .filter(|&&at| on_handoff(&full_closes, at))
-        .count();
-    let queued =
-        handoffs >= MIN_HANDOFFS && handoffs as f64 >= QUEUED_SHARE * opens_at_limit.len() as f64;
-    queued.then_some(Limit {
-        streams,
-        handoffs,
-        full_closes,
-    })
-}
-
-/// A stream opening at `at` followed a close at the limit (`full_closes`,
-/// sorted) closely enough to have waited for it.
-fn on_handoff(full_closes: &[u64], at: u64) -> bool {
-    let i = full_closes.partition_point(|&c| c < at.saturating_sub(HANDOFF_MAX_US));
-    full_closes.get(i).is_some_and(|&c| c <= at)
+    let spans = with_calls(requests)
+        .flat_map(|r| r.calls.iter())
+        .filter(|c| c.exchange.protocol == Protocol::Http2)
+        .map(|c| (c.exchange.connection, c.start, c.end));
+    crate::streams::limits(spans).into_iter().collect()
 }
 
 /// What one request lost to one connection's stream limit.
@@ -112,10 +42,9 @@ struct Lost {
     request_us: u64,
 }
 
-/// The request's loss to the stream limits of `server`'s connections: more
-/// calls than the connections' limits hold, run at once (a request that
-/// makes its calls one after another waits for none), those past the first
-/// round opening as streams closed at the limit.
+/// The request's loss to the stream limits of `server`'s connections: its
+/// own calls queued behind each other (`own_rounds`), and its idle time
+/// while other requests' calls held every stream (`streams::attach`).
 fn lost_to_limit(
     r: &RequestCalls,
     calls: &[Call],
@@ -129,6 +58,34 @@ fn lost_to_limit(
     let mut connections: Vec<u32> = limited.iter().map(|c| c.exchange.connection).collect();
     connections.sort_unstable();
     connections.dedup();
+    let own = own_rounds(&limited, &connections, limits);
+    let total = r.total_us();
+    let shared = calls
+        .first()
+        .and_then(|c| r.queued.iter().find(|q| q.server == c.server))
+        .filter(|q| q.waited_us >= MIN_TIME_LOST_US);
+    let lost = (own.unwrap_or(0) + shared.map_or(0, |q| q.waited_us)).min(total);
+    let worth = lost >= MIN_TIME_LOST_US && lost as f64 >= WORTH_SHARE * total as f64;
+    let streams = connections.iter().map(|c| limits[c].streams).sum::<usize>();
+    let streams = streams.max(shared.map_or(0, |q| q.pool));
+    (worth && (own.is_some() || shared.is_some())).then_some((
+        lost,
+        Lost {
+            calls: calls.len(),
+            streams,
+            connections: connections.len().max(1),
+            request_us: total,
+        },
+    ))
+}
+
+/// What `limited` (one request's calls on limited connections, by start)
+/// lost queued behind each other: more calls than the connections' limits
+/// hold, run at once (a request that makes its calls one after another
+/// waits for none of its own), those past the first round opening as
+/// streams closed at the limit. Their span minus their longest call, what
+/// they would take with enough streams.
+fn own_rounds(limited: &[&Call], connections: &[u32], limits: &HashMap<u32, Limit>) -> Option<u64> {
     let streams: usize = connections.iter().map(|c| limits[c].streams).sum();
     let k = limited.len();
     if k < MIN_CALLS || k <= streams {
@@ -140,7 +97,7 @@ fn lost_to_limit(
     }
     let queued = limited[at_once.min(k)..]
         .iter()
-        .filter(|c| on_handoff(&limits[&c.exchange.connection].full_closes, c.start))
+        .filter(|c| on_handoff(&limits[&c.exchange.connection].full_closes, 0, c.start))
         .count();
     if queued == 0 || (queued as f64) < QUEUED_SHARE * (k - at_once) as f64 {
         return None;
@@ -148,18 +105,8 @@ fn lost_to_limit(
     let first = limited.iter().map(|c| c.start).min()?;
     let last = limited.iter().map(|c| c.end).max()?;
     let longest = limited.iter().map(|c| c.duration_us()).max()?;
-    let total = r.total_us();
-    let lost = (last - first).saturating_sub(longest).min(total);
-    let worth = lost >= MIN_TIME_LOST_US && lost as f64 >= WORTH_SHARE * total as f64;
-    worth.then_some((
-        lost,
-        Lost {
-            calls: k,
-            streams,
-            connections: connections.len(),
-            request_us: total,
-        },
-    ))
+    let lost = (last - first).saturating_sub(longest);
+    (lost >= MIN_TIME_LOST_US).then_some(lost)
 }
 
 /// One finding per backing server whose HTTP/2 calls queued for streams.
@@ -205,6 +152,19 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .collect()
 }
 
+/// What to change where calls to `server` queued for one of `streams`
+/// HTTP/2 streams, `calls` of them per request where known.
+pub(crate) fn fix(server: SocketAddr, streams: usize, calls: Option<u64>) -> String {
+    let enough = calls.map_or(String::new(), |c| format!(" to at least {c}"));
+    format!(
+        "the connection to {server} carried at most {streams} streams at once: the server's \
+         SETTINGS_MAX_CONCURRENT_STREAMS (grpc-go's MaxConcurrentStreams, grpcio's \
+         grpc.max_concurrent_streams, nginx's http2_max_concurrent_streams) or a limit in the \
+         client; raise it{enough}, spread the calls over more connections, or batch them into \
+         fewer calls"
+    )
+}
+
 fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
     let calls = median_of(&hits, |l| l.calls as u64);
     let streams = median_of(&hits, |l| l.streams as u64);
@@ -223,13 +183,7 @@ fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
             hits.len()
         )
     };
-    let fix = format!(
-        "the connection carried at most {streams} streams at once: the server's \
-         SETTINGS_MAX_CONCURRENT_STREAMS (grpc-go's MaxConcurrentStreams, grpcio's \
-         grpc.max_concurrent_streams, nginx's http2_max_concurrent_streams) or a limit in the \
-         client; raise it to at least {calls}, spread the calls over more connections, or batch \
-         them into fewer calls"
-    );
+    let fix = fix(server, streams as usize, Some(calls));
     let mut f = request_findings::finding(
         FindingKind::StreamQueueing,
         Severity::Critical,
@@ -244,34 +198,6 @@ fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Streams of `calls` µs each, `at_once` at a time, opening as others close.
-    fn rounds(calls: u64, at_once: u64, each: u64) -> Vec<(u64, u64)> {
-        (0..calls)
-            .map(|i| {
-                let start = (i / at_once) * each;
-                (start, start + each)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn streams_in_rounds_at_a_limit_are_one() {
-        let l = limit(&rounds(11, 2, 10_000)).unwrap();
-        assert_eq!(l.streams, 2);
-        // Rounds close together: one open per round reaches the limit again.
-        assert_eq!(l.handoffs, 4);
-    }
-
-    #[test]
-    fn a_peak_of_demand_reached_once_is_no_limit() {
-        // Eleven at once, then a few one at a time: most open is 11, reached once.
-        let mut spans: Vec<(u64, u64)> = (0..11).map(|_| (0, 10_000)).collect();
-        spans.extend((0..5).map(|i| (20_000 + i * 20_000, 30_000 + i * 20_000)));
-        assert_eq!(limit(&spans), None);
-        // One at a time: sequential code, not a limit.
-        assert_eq!(limit(&rounds(8, 1, 5_000)), None);
-    }
 
     #[test]
     fn requests_that_call_one_after_another_lose_nothing_to_a_shared_channel() {
@@ -297,17 +223,5 @@ mod tests {
         }
         let requests = crate::request_calls::by_request(&t);
         assert!(detect(&requests).is_empty());
-    }
-
-    #[test]
-    fn opens_long_after_a_close_are_no_handoff() {
-        // Two at a time, each round 50 ms after the last closed.
-        let spans: Vec<(u64, u64)> = (0..10u64)
-            .map(|i| {
-                let start = (i / 2) * 60_000;
-                (start, start + 10_000)
-            })
-            .collect();
-        assert_eq!(limit(&spans), None);
     }
 }

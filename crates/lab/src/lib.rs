@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod dnsmini;
+pub mod grpc;
 pub mod http1;
 pub mod latency;
 pub mod line;

@@ -91,6 +91,7 @@ impl std::fmt::Debug for Scenario {
 pub const SCENARIOS: &[Scenario] = &[
     scenarios::post_stall::SCENARIO,
     scenarios::fanout_pool::SCENARIO,
+    scenarios::grpc_streams::SCENARIO,
     scenarios::orm_storm::SCENARIO,
     scenarios::orm_storm::MYSQL_SCENARIO,
     scenarios::tax_stall::SCENARIO,

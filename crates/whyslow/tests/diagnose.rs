@@ -349,12 +349,14 @@ fn tax_stall_before_and_after(rows: &[serde_json::Value]) {
 }
 
 /// How much slower than declared the app's own calls ran: the median call as
-/// the app timed it (`truth`) over the one statement's cost the scenario
-/// declares (`statement_us`); 1 when it declares none or they ran no slower.
+/// the app timed it (`truth`) over the cost the scenario's loss is a
+/// multiple of (one statement, `statement_us`; one round of calls,
+/// `round_us`); 1 when it declares none or they ran no slower.
 /// A busy host makes every statement slower, and the time an N+1 loses with
 /// it: the app's own record of those very calls says by how much.
 fn slowdown(s: &Scenario, truth: &[whyslow_lab::truth::RequestTruth]) -> f64 {
-    let Some(cost) = s.truth.fact("statement_us") else {
+    let declared = s.truth.fact("statement_us");
+    let Some(cost) = declared.or_else(|| s.truth.fact("round_us")) else {
         return 1.0;
     };
     let mut took: Vec<u64> = truth

@@ -4,6 +4,7 @@
 pub mod cache_hol;
 pub mod dns_lookups;
 pub mod fanout_pool;
+pub mod grpc_streams;
 pub mod healthy;
 pub mod orm_storm;
 pub mod post_stall;
