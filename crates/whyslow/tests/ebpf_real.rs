@@ -44,25 +44,9 @@ fn orm_app_at_16_clients_attributed_by_thread() {
         ];
         let app = python_app_recording("orm_app.py", port, &args, &truth_file);
         let cap = dir.join("load.pcapng");
-        let (app_pid, url) = (
-            app.pid().to_string(),
-            format!("http://127.0.0.1:{port}/checkout"),
-        );
+        let url = format!("http://127.0.0.1:{port}/checkout");
         let (port_s, pg_s) = (port.to_string(), pg.port.to_string());
-        let out = whyslow(&[
-            "capture",
-            "--ebpf",
-            "--pid",
-            &app_pid,
-            "-p",
-            &port_s,
-            "-p",
-            &pg_s,
-            "-w",
-            cap.to_str().unwrap(),
-            "--",
-            env!("CARGO_BIN_EXE_whyslow"),
-            "load",
+        let load = [
             "-c",
             CLIENTS,
             "-n",
@@ -70,7 +54,8 @@ fn orm_app_at_16_clients_attributed_by_thread() {
             "--trace-context",
             "off",
             &url,
-        ]);
+        ];
+        let out = ebpf_captured_under_load(app.pid(), &[port, pg.port], &cap, &load);
         assert!(out.status.success(), "{variant}: {}", stderr(&out));
         assert!(
             stderr(&out).contains(" 0 lost"),

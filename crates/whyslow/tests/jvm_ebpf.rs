@@ -72,30 +72,17 @@ fn held_to_its_record(test: &str, app: JdbcApp) {
         // Only the captured pages count.
         let _ = std::fs::remove_file(&truth);
         let cap = dir.join(format!("{variant}.pcapng"));
-        let (pid, port_s) = (server.pid().to_string(), port.to_string());
-        let (db_s, clients) = (app.db_port.to_string(), CLIENTS.to_string());
-        let out = whyslow(&[
-            "capture",
-            "--ebpf",
-            "--pid",
-            &pid,
-            "-p",
-            &port_s,
-            "-p",
-            &db_s,
-            "-w",
-            cap.to_str().unwrap(),
-            "--",
-            env!("CARGO_BIN_EXE_whyslow"),
-            "load",
+        let port_s = port.to_string();
+        let load = [
             "-c",
-            &clients,
+            &CLIENTS.to_string(),
             "-n",
             PAGES,
             "--trace-context",
             "off",
             &url,
-        ]);
+        ];
+        let out = ebpf_captured_under_load(server.pid(), &[port, app.db_port], &cap, &load);
         assert!(out.status.success(), "{run}: {}", stderr(&out));
         assert!(stderr(&out).contains(" 0 lost"), "{run}: {}", stderr(&out));
         drop(server);

@@ -164,30 +164,9 @@ fn fanout_at_16_clients(name: &str, threads: CallThreads) -> Option<(Value, Path
     let (api, front) = fanout(&dir, Some(&truth_file), threads);
     let cap = dir.join("load.pcapng");
     let url = format!("http://127.0.0.1:{}/dashboard", front.port);
-    let (port, api_port) = (front.port.to_string(), api.port.to_string());
-    let pid = front.pid().to_string();
-    let out = whyslow(&[
-        "capture",
-        "--ebpf",
-        "--pid",
-        &pid,
-        "-p",
-        &port,
-        "-p",
-        &api_port,
-        "-w",
-        cap.to_str().unwrap(),
-        "--",
-        env!("CARGO_BIN_EXE_whyslow"),
-        "load",
-        "-c",
-        CLIENTS,
-        "-n",
-        "64",
-        "--trace-context",
-        "off",
-        &url,
-    ]);
+    let port = front.port.to_string();
+    let load = ["-c", CLIENTS, "-n", "64", "--trace-context", "off", &url];
+    let out = ebpf_captured_under_load(front.pid(), &[front.port, api.port], &cap, &load);
     assert!(out.status.success(), "{}", stderr(&out));
     drop(front);
     let report = analyzed_timeline(&cap, &port);

@@ -4,7 +4,7 @@
 
 use super::{capture_allowed, free_port, have, needed, tmpdir, wait_listening};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 /// Debian's Python, where scripts/test.sh installs the client libraries the
@@ -717,4 +717,19 @@ pub fn pypi_python_run(script: &str, args: &[String]) -> std::process::Output {
     python_command_of(&pypi_python(), script, args)
         .output()
         .unwrap_or_else(|e| panic!("run {script}: {e}"))
+}
+
+/// `whyslow capture --ebpf --pid PID` on `ports` into `file` while
+/// `whyslow load LOAD…` runs: the socket calls of the app beside its packets.
+pub fn ebpf_captured_under_load(pid: u32, ports: &[u16], file: &Path, load: &[&str]) -> Output {
+    let pid = pid.to_string();
+    let mut args = vec!["capture".to_string(), "--ebpf".into(), "--pid".into(), pid];
+    for p in ports {
+        args.extend(["-p".to_string(), p.to_string()]);
+    }
+    args.extend(["-w".to_string(), file.display().to_string(), "--".into()]);
+    args.extend([env!("CARGO_BIN_EXE_whyslow").to_string(), "load".into()]);
+    args.extend(load.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    super::whyslow(&args)
 }
