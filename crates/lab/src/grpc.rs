@@ -1,19 +1,22 @@
-//! gRPC's unary calls over HTTP/2 without TLS (h2c), as small as the lab
-//! needs: a server that answers every method after a fixed latency and
+//! gRPC's unary calls over HTTP/2, without TLS (h2c) or over it (ALPN h2),
+//! as small as the lab needs: a server that answers every method after a
+//! fixed latency and
 //! advertises how many streams a connection may carry at once, and a
 //! channel — one HTTP/2 connection, as gRPC clients keep one per target —
 //! that frames each call's message behind gRPC's 5-byte prefix and reads
 //! `grpc-status` from the trailers. Messages are opaque bytes: whyslow reads
 //! their prefixes and hashes them, it never decodes protobuf.
 
+use crate::pool::{Dialer, Stream};
 use crate::truth::Calls;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue};
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::OnceCell;
+use tokio_rustls::TlsAcceptor;
 
 /// The largest request message the server reads: the lab's are a few bytes.
 const MAX_MESSAGE: usize = 64 * 1024;
@@ -28,19 +31,41 @@ pub fn framed(message: &[u8]) -> Bytes {
 }
 
 /// Serves every call on `listener`: its answer `reply` after `latency`,
-/// status 0. `max_streams`: the SETTINGS_MAX_CONCURRENT_STREAMS it sends.
-pub async fn serve(listener: TcpListener, latency: Duration, max_streams: u32, reply: Bytes) {
+/// status 0. `max_streams`: the SETTINGS_MAX_CONCURRENT_STREAMS it sends;
+/// `tls`: over TLS (its config offers h2 by ALPN), else h2c.
+pub async fn serve(
+    listener: TcpListener,
+    latency: Duration,
+    max_streams: u32,
+    reply: Bytes,
+    tls: Option<TlsAcceptor>,
+) {
     loop {
         let Ok((tcp, _)) = listener.accept().await else {
             continue;
         };
         // gRPC servers write frames without Nagle's delay.
         let _ = tcp.set_nodelay(true);
-        tokio::spawn(serve_connection(tcp, latency, max_streams, reply.clone()));
+        let (reply, tls) = (reply.clone(), tls.clone());
+        tokio::spawn(async move {
+            match tls {
+                None => serve_connection(tcp, latency, max_streams, reply).await,
+                Some(acceptor) => {
+                    if let Ok(stream) = acceptor.accept(tcp).await {
+                        serve_connection(stream, latency, max_streams, reply).await
+                    }
+                }
+            }
+        });
     }
 }
 
-async fn serve_connection(tcp: TcpStream, latency: Duration, max_streams: u32, reply: Bytes) {
+async fn serve_connection<S: Stream + 'static>(
+    tcp: S,
+    latency: Duration,
+    max_streams: u32,
+    reply: Bytes,
+) {
     let mut builder = h2::server::Builder::new();
     builder.max_concurrent_streams(max_streams);
     let Ok(mut conn) = builder.handshake(tcp).await else {
@@ -81,23 +106,27 @@ async fn serve_connection(tcp: TcpStream, latency: Duration, max_streams: u32, r
 /// call. A call past the server's stream limit waits in the channel until
 /// another call's stream closes.
 pub struct Channel {
-    addr: SocketAddr,
+    dialer: Dialer,
     /// The connection and its local port.
     sender: OnceCell<(h2::client::SendRequest<Bytes>, u16)>,
 }
 
 impl Channel {
+    /// A channel over h2c to `addr`.
     pub fn new(addr: SocketAddr) -> Self {
+        Channel::over(Dialer::plain(addr))
+    }
+
+    /// A channel whose connection `dialer` opens (TLS with ALPN h2, or not).
+    pub fn over(dialer: Dialer) -> Self {
         Channel {
-            addr,
+            dialer,
             sender: OnceCell::new(),
         }
     }
 
     async fn connect(&self) -> io::Result<(h2::client::SendRequest<Bytes>, u16)> {
-        let tcp = TcpStream::connect(self.addr).await?;
-        tcp.set_nodelay(true)?;
-        let port = tcp.local_addr()?.port();
+        let (tcp, port) = self.dialer.open().await?;
         // One stream until the server's SETTINGS say how many (its own
         // first frame): past its limit the server refuses a stream, and gRPC
         // clients wait for those settings before their first calls.
@@ -124,7 +153,8 @@ impl Channel {
     ) -> io::Result<()> {
         let (sender, port) = self.sender.get_or_try_init(|| self.connect()).await?;
         let mut sender = sender.clone().ready().await.map_err(io::Error::other)?;
-        let mut request = http::Request::post(format!("http://{}{path}", self.addr))
+        let (scheme, addr) = (self.dialer.scheme(), self.dialer.addr);
+        let mut request = http::Request::post(format!("{scheme}://{addr}{path}"))
             .header("content-type", "application/grpc")
             .header("te", "trailers");
         if let Some(t) = traceparent {
@@ -170,7 +200,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let latency = Duration::from_millis(20);
-        tokio::spawn(serve(listener, latency, 1, Bytes::from_static(b"ok")));
+        tokio::spawn(serve(listener, latency, 1, Bytes::from_static(b"ok"), None));
         let channel = std::sync::Arc::new(Channel::new(addr));
         let started = std::time::Instant::now();
         let mut calls = tokio::task::JoinSet::new();
@@ -195,7 +225,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let latency = Duration::from_millis(20);
-        tokio::spawn(serve(listener, latency, 1, Bytes::from_static(b"ok")));
+        tokio::spawn(serve(listener, latency, 1, Bytes::from_static(b"ok"), None));
         let channel = std::sync::Arc::new(Channel::new(addr));
         let log = crate::truth::CallLog::new();
         let calls = log.request(1);

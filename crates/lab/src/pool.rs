@@ -21,7 +21,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 /// How connections to the backing API are opened.
 #[derive(Clone)]
 pub struct Dialer {
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     tls: Option<TlsConnector>,
 }
 
@@ -38,7 +38,7 @@ impl Dialer {
         }
     }
 
-    fn scheme(&self) -> &'static str {
+    pub(crate) fn scheme(&self) -> &'static str {
         if self.tls.is_some() {
             "https"
         } else {
@@ -47,7 +47,7 @@ impl Dialer {
     }
 
     /// A new connection and its local port.
-    async fn open(&self) -> io::Result<(Box<dyn Stream>, u16)> {
+    pub(crate) async fn open(&self) -> io::Result<(Box<dyn Stream>, u16)> {
         let tcp = TcpStream::connect(self.addr).await?;
         tcp.set_nodelay(true)?;
         let port = tcp.local_addr()?.port();

@@ -8,14 +8,18 @@
 
 use crate::grpc::{self, Channel};
 use crate::http1::read_whole_request;
+use crate::pki::{self, Pki};
+use crate::pool::{Dialer, Stream};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, Holding, Running, Scenario, Truth};
+use crate::tls_h2;
 use crate::truth::CallLog;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 use whyslow_model::FindingKind;
 
 /// Calls the page makes (case 002's 11).
@@ -72,7 +76,7 @@ pub const SCENARIO: Scenario = Scenario {
     fixed_under_load: &[],
     holds: Holding::Shared,
     start: boxed,
-    tls: None,
+    tls: Some(boxed_tls),
 };
 
 /// The front's shared state: its channel to the price service, its call log.
@@ -83,7 +87,7 @@ struct Front {
 
 /// Serves the page to the client at `peer`: every call at once over the
 /// channel, each with its own message (a product id), then rendering.
-async fn front(mut stream: TcpStream, peer: u16, app: Arc<Front>) {
+async fn front<S: Stream>(mut stream: S, peer: u16, app: Arc<Front>) {
     let mut buf = BytesMut::with_capacity(8192);
     while let Ok(Some(head)) = read_whole_request(&mut stream, &mut buf).await {
         let _ = buf.split_to(head.head_len + head.content_length);
@@ -120,14 +124,27 @@ async fn front(mut stream: TcpStream, peer: u16, app: Arc<Front>) {
     }
 }
 
-async fn serve_front(listener: TcpListener, channel: Channel, truth: Arc<CallLog>) {
+/// The front door, over TLS when `tls` is given (HTTP/1.1 either way).
+async fn serve_front(
+    listener: TcpListener,
+    channel: Channel,
+    tls: Option<TlsAcceptor>,
+    truth: Arc<CallLog>,
+) {
     let app = Arc::new(Front { channel, truth });
     accept_each(listener, |tcp| {
-        let app = app.clone();
+        let (app, tls) = (app.clone(), tls.clone());
         async move {
             let _ = tcp.set_nodelay(true);
             let peer = tcp.peer_addr().map_or(0, |a| a.port());
-            front(tcp, peer, app).await
+            match tls {
+                None => front(tcp, peer, app).await,
+                Some(a) => {
+                    if let Ok(s) = a.accept(tcp).await {
+                        front(s, peer, app).await
+                    }
+                }
+            }
         }
     })
     .await;
@@ -145,16 +162,25 @@ fn quote() -> Vec<u8> {
     q
 }
 
+/// The price service's limit of streams per connection.
+fn streams(fixed: bool) -> u32 {
+    if fixed {
+        FIXED_STREAMS
+    } else {
+        STREAMS as u32
+    }
+}
+
 /// client → front → price service (gRPC over h2c, 2 streams or 1000).
 async fn start(fixed: bool) -> std::io::Result<Running> {
     let (prices_l, prices) = listen().await?;
     let (front_l, addr) = listen().await?;
-    let streams = if fixed { FIXED_STREAMS } else { STREAMS as u32 };
     let latency = Duration::from_micros(CALL_LATENCY_US);
     let reply = Bytes::from(quote());
-    let prices_task = tokio::spawn(grpc::serve(prices_l, latency, streams, reply));
+    let prices_task = tokio::spawn(grpc::serve(prices_l, latency, streams(fixed), reply, None));
     let truth = CallLog::new();
-    let front_task = tokio::spawn(serve_front(front_l, Channel::new(prices), truth.clone()));
+    let channel = Channel::new(prices);
+    let front_task = tokio::spawn(serve_front(front_l, channel, None, truth.clone()));
     Ok(Running::new(
         format!("http://{addr}{PATH}"),
         vec![addr.port(), prices.port()],
@@ -163,6 +189,46 @@ async fn start(fixed: bool) -> std::io::Result<Running> {
     .with_truth(truth))
 }
 
+/// The same over TLS, as gRPC between services mostly runs: the front door
+/// (HTTP/1.1) and the price service (ALPN h2) serve a certificate of the
+/// lab's own authority, and every endpoint writes its secrets to one key log.
+async fn start_tls(fixed: bool) -> std::io::Result<Running> {
+    let pki = Pki::generate().map_err(std::io::Error::other)?;
+    let (keylog_path, keylog) = pki::private_keylog()?;
+    let server = tls_h2::server_config(pki.chain.clone(), pki.key_pkcs8.clone())
+        .map_err(std::io::Error::other)?;
+    let mut server = (*server).clone();
+    server.key_log = keylog.clone();
+    server.alpn_protocols = vec![b"h2".to_vec()];
+    let mut front_server = server.clone();
+    front_server.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let client = pki
+        .client_config(&[b"h2"], keylog)
+        .map_err(std::io::Error::other)?;
+
+    let (prices_l, prices) = listen().await?;
+    let (front_l, addr) = listen().await?;
+    let latency = Duration::from_micros(CALL_LATENCY_US);
+    let tls = Some(TlsAcceptor::from(Arc::new(server)));
+    let reply = Bytes::from(quote());
+    let prices_task = tokio::spawn(grpc::serve(prices_l, latency, streams(fixed), reply, tls));
+    let truth = CallLog::new();
+    let channel = Channel::over(Dialer::tls(prices, client));
+    let front_tls = Some(TlsAcceptor::from(Arc::new(front_server)));
+    let front_task = tokio::spawn(serve_front(front_l, channel, front_tls, truth.clone()));
+    Ok(Running::new(
+        format!("https://{addr}{PATH}"),
+        vec![addr.port(), prices.port()],
+        vec![front_task, prices_task],
+    )
+    .with_keylog(keylog_path)
+    .with_truth(truth))
+}
+
 fn boxed(fixed: bool) -> BoxedStart {
     Box::pin(start(fixed))
+}
+
+fn boxed_tls(fixed: bool) -> BoxedStart {
+    Box::pin(start_tls(fixed))
 }
