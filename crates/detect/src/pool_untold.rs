@@ -93,12 +93,14 @@ pub fn detect_streams(
     requests: &[RequestCalls],
     named: &[Finding],
 ) -> Vec<Finding> {
+    // The busiest connection of each server first: one opened before a
+    // reconnect may carry too few calls to judge.
     let mut conns: Vec<(&u32, &Limit)> = limits.iter().collect();
-    conns.sort_by_key(|c| c.0);
+    conns.sort_by_key(|c| (std::cmp::Reverse(c.1.calls), *c.0));
     let mut seen = Vec::new();
     let shared = conns.into_iter().filter_map(|(id, l)| {
         let server = t.connections.iter().find(|c| c.id == *id)?.server;
-        // One judgment per server: its first limited connection.
+        // One judgment per server: its busiest limited connection.
         (!seen.contains(&server)).then(|| seen.push(server))?;
         Some(Shared {
             server,

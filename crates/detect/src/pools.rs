@@ -14,7 +14,7 @@ use crate::request_calls::{covered_us, running_max, RequestCalls};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{ExchangeRole, Timeline};
+use whyslow_model::{ExchangeRole, Protocol, Timeline};
 
 /// A waiting call leaves as soon as a connection comes back: microseconds
 /// on the client, one RTT later when captured at the server. 10 ms keeps
@@ -145,6 +145,11 @@ impl PoolQueue {
         }
     }
 
+    /// Each waiting call's (waiting from, start, exchange).
+    pub fn spans(&self) -> &[(u64, u64, u32)] {
+        &self.spans
+    }
+
     /// Each call that waited, by exchange, with when it started waiting.
     pub fn waits(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
         self.spans.iter().map(|&(from, _, id)| (id, from))
@@ -155,10 +160,12 @@ impl PoolQueue {
 /// multiplexed or pipelined connection is not a pool of connections).
 pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>, runs: &HeldRuns) -> Pools {
     let mut calls: BTreeMap<SocketAddr, Vec<(PoolCall, Option<HeldBy>)>> = BTreeMap::new();
+    // HTTP/2 multiplexes a request's calls on one connection: its streams
+    // are `streams`' case, not a pool's.
     for e in t
         .exchanges
         .iter()
-        .filter(|e| e.role == ExchangeRole::Outbound)
+        .filter(|e| e.role == ExchangeRole::Outbound && e.protocol != Protocol::Http2)
     {
         if let (Some(&s), Some(end)) = (server_of.get(&e.connection), e.response_last_at_us) {
             let c = (e.connection, e.request_first_at_us, end, e.parent);

@@ -44,7 +44,8 @@ struct Lost {
 
 /// The request's loss to the stream limits of `server`'s connections: its
 /// own calls queued behind each other (`own_rounds`), and its idle time
-/// while other requests' calls held every stream (`streams::attach`).
+/// while other requests' calls held every stream (`streams::attach`), not
+/// counting twice what lies inside its own rounds.
 fn lost_to_limit(
     r: &RequestCalls,
     calls: &[Call],
@@ -58,13 +59,29 @@ fn lost_to_limit(
     let mut connections: Vec<u32> = limited.iter().map(|c| c.exchange.connection).collect();
     connections.sort_unstable();
     connections.dedup();
+    // A pool's queue for a server this request reached over HTTP/1 or SQL
+    // is pool_queueing's.
+    if !calls.iter().any(|c| c.exchange.protocol == Protocol::Http2) {
+        return None;
+    }
     let own = own_rounds(&limited, &connections, limits);
     let total = r.total_us();
     let shared = calls
         .first()
         .and_then(|c| r.queued.iter().find(|q| q.server == c.server))
         .filter(|q| q.waited_us >= MIN_TIME_LOST_US);
-    let lost = (own.unwrap_or(0) + shared.map_or(0, |q| q.waited_us)).min(total);
+    // Its own rounds' span holds every wait between them: of the shared
+    // waits, only the one before its first call adds to it.
+    let lost = match (own, shared) {
+        (Some(own), Some(q)) => {
+            let first = limited.first().map_or(0, |c| c.start);
+            let before = q.spans().iter().filter(|s| s.1 <= first);
+            own + before.map(|s| s.1 - s.0).max().unwrap_or(0)
+        }
+        (Some(own), None) => own,
+        (None, q) => q.map_or(0, |q| q.waited_us),
+    }
+    .min(total);
     let worth = lost >= MIN_TIME_LOST_US && lost as f64 >= WORTH_SHARE * total as f64;
     let streams = connections.iter().map(|c| limits[c].streams).sum::<usize>();
     let streams = streams.max(shared.map_or(0, |q| q.pool));

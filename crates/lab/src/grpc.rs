@@ -164,13 +164,18 @@ impl Channel {
         let (response, mut send) = sender
             .send_request(request, false)
             .map_err(io::Error::other)?;
-        // Past the server's limit the stream waits in the channel: this
-        // handle is ready again once its stream has opened (HEADERS sent),
-        // which is when the call is on the wire.
-        let _ = sender.ready().await.map_err(io::Error::other)?;
+        // Past the server's limit the stream waits in the channel, and h2
+        // gives a stream no send capacity before it has opened (HEADERS
+        // sent): the call is on the wire once its message may go.
+        let body = framed(message);
+        send.reserve_capacity(body.len());
+        match std::future::poll_fn(|cx| send.poll_capacity(cx)).await {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(io::Error::other(e)),
+            None => return Err(io::Error::other(format!("{path}: stream closed"))),
+        }
         let call = calls.start(*port).on_stream(response.stream_id().as_u32());
-        send.send_data(framed(message), true)
-            .map_err(io::Error::other)?;
+        send.send_data(body, true).map_err(io::Error::other)?;
         let mut body = response.await.map_err(io::Error::other)?.into_body();
         while let Some(chunk) = body.data().await {
             let chunk = chunk.map_err(io::Error::other)?;
@@ -225,12 +230,13 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let latency = Duration::from_millis(20);
-        tokio::spawn(serve(listener, latency, 1, Bytes::from_static(b"ok"), None));
+        tokio::spawn(serve(listener, latency, 2, Bytes::from_static(b"ok"), None));
         let channel = std::sync::Arc::new(Channel::new(addr));
         let log = crate::truth::CallLog::new();
         let calls = log.request(1);
         let mut set = tokio::task::JoinSet::new();
-        for i in 0..3u8 {
+        // Two streams at a time: three rounds, all sent before any opened.
+        for i in 0..6u8 {
             let (channel, calls) = (channel.clone(), calls.clone());
             set.spawn(async move { channel.unary("/lab.Prices/Quote", &[i], None, &calls).await });
         }
@@ -244,7 +250,7 @@ mod tests {
             .iter()
             .map(|c| c.done_us - c.sent_us)
             .collect();
-        assert_eq!(took.len(), 3);
+        assert_eq!(took.len(), 6);
         assert!(took.iter().all(|&t| t < 2 * 20_000), "{took:?}");
     }
 }

@@ -46,7 +46,7 @@ impl ThreadRequests {
             .rev()
             .find(|&i| self.held[i].1 >= at || self.ended_by[i] < at)?;
         let (_, end, id) = self.held[i];
-        (end >= at && self.ended_by[i] < at).then_some((end, id))
+        (end >= at && (i == 0 || self.ended_by[i] < at)).then_some((end, id))
     }
 }
 
@@ -68,6 +68,13 @@ fn requests_by_thread(exchanges: &[Exchange]) -> HashMap<Thread, ThreadRequests>
     }
     for t in out.values_mut() {
         t.held.sort_unstable();
+        // An answer the capture never saw ended, at the latest, when its
+        // thread read its next request.
+        for i in 1..t.held.len() {
+            if t.held[i - 1].1 == u64::MAX {
+                t.held[i - 1].1 = t.held[i].0;
+            }
+        }
         let mut latest = 0;
         t.ended_by = t
             .held
@@ -280,5 +287,17 @@ mod tests {
             on(1, 3, Outbound, (150, 160)),
         ];
         assert_eq!(run(&t, &[2, 3]), (vec![(3, 0)], vec![2]));
+    }
+
+    #[test]
+    fn an_unanswered_request_ends_when_its_thread_reads_the_next() {
+        let mut t = vec![
+            on(1, 0, Inbound, (0, 100)),
+            on(1, 1, Inbound, (200, 300)),
+            on(1, 2, Outbound, (250, 260)),
+        ];
+        t[0].response_first_at_us = None;
+        t[0].response_last_at_us = None;
+        assert_eq!(run(&t, &[2]), (vec![(2, 1)], vec![]));
     }
 }
