@@ -71,3 +71,37 @@ pub fn private_keylog() -> std::io::Result<(PathBuf, Arc<KeyLogWriter>)> {
     let writer = KeyLogWriter::to_file(&path)?;
     Ok((path, Arc::new(writer)))
 }
+
+/// TLS for a scenario's two hops under one new authority, every endpoint
+/// writing its secrets to one key log.
+pub struct TwoHops {
+    /// The key log's path (`Running::keylog`).
+    pub keylog: PathBuf,
+    /// The front door's config: HTTP/1.1.
+    pub front: Arc<rustls::ServerConfig>,
+    /// The backing server's config, offering `backend_alpn`.
+    pub backend: Arc<rustls::ServerConfig>,
+    /// The front's client config to the backing server, asking `client_alpn`.
+    pub client: Arc<rustls::ClientConfig>,
+}
+
+pub fn two_hops(backend_alpn: &[&[u8]], client_alpn: &[&[u8]]) -> std::io::Result<TwoHops> {
+    let pki = Pki::generate().map_err(std::io::Error::other)?;
+    let (keylog, writer) = private_keylog()?;
+    let server = crate::tls_h2::server_config(pki.chain.clone(), pki.key_pkcs8.clone())
+        .map_err(std::io::Error::other)?;
+    let mut backend = (*server).clone();
+    backend.key_log = writer.clone();
+    backend.alpn_protocols = backend_alpn.iter().map(|p| p.to_vec()).collect();
+    let mut front = backend.clone();
+    front.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let client = pki
+        .client_config(client_alpn, writer)
+        .map_err(std::io::Error::other)?;
+    Ok(TwoHops {
+        keylog,
+        front: Arc::new(front),
+        backend: Arc::new(backend),
+        client,
+    })
+}

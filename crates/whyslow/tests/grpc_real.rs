@@ -31,35 +31,9 @@ fn tally<I: IntoIterator<Item = String>>(values: I) -> BTreeMap<String, usize> {
     t
 }
 
-/// The grpc-status values tshark reads in the server's header blocks: each
-/// frame's header names zipped with their values.
+/// The grpc-status values tshark reads in the server's header blocks.
 fn tshark_statuses(file: &Path, port: u16) -> Vec<String> {
-    let out = std::process::Command::new("tshark")
-        .args([
-            "-r",
-            file.to_str().unwrap(),
-            "-d",
-            &format!("tcp.port=={port},http2"),
-        ])
-        .args([
-            "-Y",
-            &format!("tcp.srcport=={port} && http2.header.name==\"grpc-status\""),
-        ])
-        .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"])
-        .args(["-e", "http2.header.name", "-e", "http2.header.value"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let mut statuses = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let (names, values) = line.split_once('\t').unwrap();
-        for (n, v) in names.split('|').zip(values.split('|')) {
-            if n == "grpc-status" {
-                statuses.push(v.to_string());
-            }
-        }
-    }
-    statuses
+    tshark_grpc_statuses(file, None, &format!("tcp.port=={port},http2"), port)
 }
 
 #[test]

@@ -25,34 +25,6 @@ fn tshark_tls(file: &Path, keys: &Path, port: u16, filter: &str, field: &str) ->
         .collect()
 }
 
-/// The grpc-status values tshark reads, decrypted with `keys`, in the
-/// header blocks `port` sent: each frame's header names zipped with values.
-fn tshark_statuses(file: &Path, keys: &Path, port: u16) -> Vec<String> {
-    let out = std::process::Command::new("tshark")
-        .args(["-r", file.to_str().unwrap()])
-        .args(["-o", &format!("tls.keylog_file:{}", keys.display())])
-        .args(["-d", &format!("tcp.port=={port},tls")])
-        .args([
-            "-Y",
-            &format!("tcp.srcport=={port} && http2.header.name==\"grpc-status\""),
-        ])
-        .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"])
-        .args(["-e", "http2.header.name", "-e", "http2.header.value"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let mut statuses = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let (names, values) = line.split_once('\t').unwrap();
-        for (n, v) in names.split('|').zip(values.split('|')) {
-            if n == "grpc-status" {
-                statuses.push(v.to_string());
-            }
-        }
-    }
-    statuses
-}
-
 #[test]
 fn grpc_inside_tls_is_counted_as_tshark_counts_it() {
     let _one = serial();
@@ -103,7 +75,8 @@ fn grpc_inside_tls_is_counted_as_tshark_counts_it() {
                 &format!("tcp.dstport=={prices} && http2.headers.path"),
                 "http2.headers.path",
             );
-            let statuses = tshark_statuses(&file, &keys, prices);
+            let decode = format!("tcp.port=={prices},tls");
+            let statuses = tshark_grpc_statuses(&file, Some(&keys), &decode, prices);
             let sent = tshark(
                 &format!("tcp.dstport=={prices} && grpc"),
                 "grpc.message_length",

@@ -5,7 +5,7 @@
 //! HTTP/2) fixed it.
 
 use crate::http1::{self, read_whole_request, AppConfig};
-use crate::pki::{self, Pki};
+use crate::pki;
 use crate::pool::{Dialer, H2Connection, Http1Pool, Stream, Upstream};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, Holding, Running, Scenario, Truth};
 use crate::tls_h2;
@@ -187,37 +187,30 @@ async fn start(fixed: bool) -> std::io::Result<Running> {
 /// door and the backing API serve a certificate of the lab's own authority,
 /// and every endpoint of the lab writes its secrets to one key log.
 async fn start_tls(fixed: bool) -> std::io::Result<Running> {
-    let pki = Pki::generate().map_err(std::io::Error::other)?;
-    let (keylog_path, keylog) = pki::private_keylog()?;
-    let server = tls_h2::server_config(pki.chain.clone(), pki.key_pkcs8.clone())
-        .map_err(std::io::Error::other)?;
-    let mut server = (*server).clone();
-    server.key_log = keylog.clone();
-    let mut front_server = server.clone();
-    front_server.alpn_protocols = vec![b"http/1.1".to_vec()];
     let alpn: &[u8] = if fixed { b"h2" } else { b"http/1.1" };
-    let client = pki
-        .client_config(&[alpn], keylog)
-        .map_err(std::io::Error::other)?;
-
+    let tls = pki::two_hops(&[b"h2", b"http/1.1"], &[alpn])?;
     let (api_l, api) = listen().await?;
     let (front_l, addr) = listen().await?;
-    let api_task = tokio::spawn(tls_h2::serve_tls(api_l, Arc::new(server), api_config()));
-    let dialer = Dialer::tls(api, client);
+    let api_task = tokio::spawn(tls_h2::serve_tls(api_l, tls.backend, api_config()));
+    let dialer = Dialer::tls(api, tls.client);
     let upstream = if fixed {
         Upstream::Http2(H2Connection::new(dialer))
     } else {
         Upstream::Http1(Http1Pool::new(dialer, POOL as usize))
     };
     let truth = CallLog::new();
-    let front_server = Some(Arc::new(front_server));
-    let front_task = tokio::spawn(serve_front(front_l, upstream, front_server, truth.clone()));
+    let front_task = tokio::spawn(serve_front(
+        front_l,
+        upstream,
+        Some(tls.front),
+        truth.clone(),
+    ));
     Ok(Running::new(
         format!("https://{addr}{PATH}"),
         vec![addr.port(), api.port()],
         vec![front_task, api_task],
     )
-    .with_keylog(keylog_path)
+    .with_keylog(tls.keylog)
     .with_truth(truth))
 }
 

@@ -8,10 +8,9 @@
 
 use crate::grpc::{self, Channel};
 use crate::http1::read_whole_request;
-use crate::pki::{self, Pki};
+use crate::pki;
 use crate::pool::{Dialer, Stream};
 use crate::scenario::{accept_each, listen, BoxedStart, Fact, Holding, Running, Scenario, Truth};
-use crate::tls_h2;
 use crate::truth::CallLog;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
@@ -193,35 +192,29 @@ async fn start(fixed: bool) -> std::io::Result<Running> {
 /// (HTTP/1.1) and the price service (ALPN h2) serve a certificate of the
 /// lab's own authority, and every endpoint writes its secrets to one key log.
 async fn start_tls(fixed: bool) -> std::io::Result<Running> {
-    let pki = Pki::generate().map_err(std::io::Error::other)?;
-    let (keylog_path, keylog) = pki::private_keylog()?;
-    let server = tls_h2::server_config(pki.chain.clone(), pki.key_pkcs8.clone())
-        .map_err(std::io::Error::other)?;
-    let mut server = (*server).clone();
-    server.key_log = keylog.clone();
-    server.alpn_protocols = vec![b"h2".to_vec()];
-    let mut front_server = server.clone();
-    front_server.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let client = pki
-        .client_config(&[b"h2"], keylog)
-        .map_err(std::io::Error::other)?;
-
+    let tls = pki::two_hops(&[b"h2"], &[b"h2"])?;
     let (prices_l, prices) = listen().await?;
     let (front_l, addr) = listen().await?;
     let latency = Duration::from_micros(CALL_LATENCY_US);
-    let tls = Some(TlsAcceptor::from(Arc::new(server)));
+    let acceptor = Some(TlsAcceptor::from(tls.backend));
     let reply = Bytes::from(quote());
-    let prices_task = tokio::spawn(grpc::serve(prices_l, latency, streams(fixed), reply, tls));
+    let prices_task = tokio::spawn(grpc::serve(
+        prices_l,
+        latency,
+        streams(fixed),
+        reply,
+        acceptor,
+    ));
     let truth = CallLog::new();
-    let channel = Channel::over(Dialer::tls(prices, client));
-    let front_tls = Some(TlsAcceptor::from(Arc::new(front_server)));
+    let channel = Channel::over(Dialer::tls(prices, tls.client));
+    let front_tls = Some(TlsAcceptor::from(tls.front));
     let front_task = tokio::spawn(serve_front(front_l, channel, front_tls, truth.clone()));
     Ok(Running::new(
         format!("https://{addr}{PATH}"),
         vec![addr.port(), prices.port()],
         vec![front_task, prices_task],
     )
-    .with_keylog(keylog_path)
+    .with_keylog(tls.keylog)
     .with_truth(truth))
 }
 

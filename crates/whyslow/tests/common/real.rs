@@ -733,3 +733,39 @@ pub fn ebpf_captured_under_load(pid: u32, ports: &[u16], file: &Path, load: &[&s
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     super::whyslow(&args)
 }
+
+/// The grpc-status values tshark reads in the header blocks `port` sent,
+/// decoded as `decode_as` (decrypted with `keys` if given): each frame's
+/// header names zipped with their values.
+pub fn tshark_grpc_statuses(
+    file: &Path,
+    keys: Option<&Path>,
+    decode_as: &str,
+    port: u16,
+) -> Vec<String> {
+    let mut tshark = Command::new("tshark");
+    tshark.args(["-r", file.to_str().unwrap()]);
+    if let Some(keys) = keys {
+        tshark.args(["-o", &format!("tls.keylog_file:{}", keys.display())]);
+    }
+    let filter = format!("tcp.srcport=={port} && http2.header.name==\"grpc-status\"");
+    let out = tshark
+        .args(["-d", decode_as, "-Y", &filter])
+        .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"])
+        .args(["-e", "http2.header.name", "-e", "http2.header.value"])
+        .output()
+        .expect("run tshark");
+    assert!(out.status.success());
+    let mut statuses = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some((names, values)) = line.split_once('\t') else {
+            continue;
+        };
+        for (n, v) in names.split('|').zip(values.split('|')) {
+            if n == "grpc-status" {
+                statuses.push(v.to_string());
+            }
+        }
+    }
+    statuses
+}
