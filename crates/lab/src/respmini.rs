@@ -8,12 +8,12 @@
 
 use crate::line::{crlf_line, decimal};
 use crate::scenario::accept_each;
-use crate::work::work_for;
+use crate::work::work_until;
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -153,24 +153,34 @@ fn step(store: &Mutex<Store>, buf: &[u8]) -> Result<Option<Step>, &'static str> 
     Ok(Some(Step { reply, wrote, used }))
 }
 
+/// A write is done `write_cost` after its first byte arrived (or after the
+/// command before it was answered, if it was already waiting): the wait a
+/// read queued behind it sees is then the planned cost, however long a large
+/// value takes to cross a busy host, as long as that is shorter.
 async fn connection(mut stream: TcpStream, store: Arc<Mutex<Store>>, write_cost: Duration) {
     let _ = stream.set_nodelay(true);
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut began = Instant::now();
     loop {
         match step(&store, &buf) {
             Ok(Some(done)) => {
                 buf.advance(done.used);
                 if done.wrote {
-                    work_for(write_cost).await;
+                    work_until(began + write_cost).await;
                 }
                 if stream.write_all(&done.reply).await.is_err() {
                     return;
                 }
+                began = Instant::now();
             }
-            Ok(None) => match stream.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            },
+            Ok(None) => {
+                let idle = buf.is_empty();
+                match stream.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) if idle => began = Instant::now(),
+                    Ok(_) => {}
+                }
+            }
             Err(e) => {
                 let _ = stream
                     .write_all(format!("-ERR Protocol error: {e}\r\n").as_bytes())

@@ -21,6 +21,10 @@ pub fn wait_until(deadline: Instant) {
 
 /// Works for `cost` without holding up the async runtime.
 pub async fn work_for(cost: Duration) {
-    let done = Instant::now() + cost;
-    let _ = tokio::task::spawn_blocking(move || wait_until(done)).await;
+    work_until(Instant::now() + cost).await;
+}
+
+/// Works until `deadline` without holding up the async runtime.
+pub async fn work_until(deadline: Instant) {
+    let _ = tokio::task::spawn_blocking(move || wait_until(deadline)).await;
 }
