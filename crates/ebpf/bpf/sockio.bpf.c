@@ -5,7 +5,10 @@
 // and the DNS queries of connected UDP sockets, as stub resolvers send
 // them: glibc, c-ares); and
 // the plaintext of OpenSSL's SSL_read/SSL_write (uprobes, attached by the
-// loader to every libssl the traced processes map), placed on its socket.
+// loader to every libssl the traced processes map), placed on its socket;
+// and in Go processes, the plaintext of crypto/tls and the goroutines
+// (uprobes on the binary): a Go call is told by its goroutine, not its
+// thread, since the runtime moves goroutines between threads.
 //
 // Built by crates/ebpf/bpf/build.sh (Debian's clang, CO-RE against the
 // checked-in vmlinux.h) into sockio.bpf.o, which is checked in and loaded by
@@ -95,6 +98,7 @@ struct pending {
 	struct sock *sk;
 	__u32 seq;
 	__s32 fd;
+	__u32 task; // the thread, or in a Go process the goroutine
 	__u16 kind;
 };
 
@@ -152,6 +156,42 @@ struct {
 	__type(value, struct ssl_socket);
 } ssl_sockets SEC(".maps");
 
+// Processes running Go code: marked by the first Go uprobe that fires in
+// them (the runtime starts goroutines before main runs).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} go_pids SEC(".maps");
+
+// A crypto/tls Read or Write between its entry and a return, by goroutine
+// (its `g`): a Read that waits parks the goroutine and may return on
+// another thread.
+struct go_tls_call {
+	__u64 enter_ns;
+	__u64 conn;
+	__u64 buf;
+	__u64 len;
+	__u16 kind;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct go_tls_call);
+} go_tls_in_flight SEC(".maps");
+
+// runtime.newproc1 between its entry and a return, by thread (it runs on
+// the thread's system stack): the goroutine that asked for the new one.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} go_spawning SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -194,6 +234,24 @@ static __always_inline void count_lost(void)
 	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
 	if (n)
 		*n += 1;
+}
+
+// A goroutine as a task id: its `g` (8-byte aligned, in one heap arena)
+// with the top bit set, which no thread id has (pid_max is at most 2^22).
+static __always_inline __u32 goroutine_task(__u64 g)
+{
+	return 0x80000000u | (__u32)((g >> 3) & 0x7fffffff);
+}
+
+// Who made the current syscall: the thread, or in a Go process the
+// goroutine, which Go's register ABI keeps in R14 (Go >= 1.17 on x86_64).
+static __always_inline __u32 current_task(struct pt_regs *regs, __u64 id)
+{
+	__u32 pid = id >> 32;
+	if (!bpf_map_lookup_elem(&go_pids, &pid))
+		return (__u32)id;
+	__u64 g = BPF_CORE_READ(regs, r14);
+	return g ? goroutine_task(g) : (__u32)id;
 }
 
 // The reader is woken once this much waits in the ring buffer, not for
@@ -334,6 +392,7 @@ int sys_enter(__u64 *ctx)
 		.enter_ns = bpf_ktime_get_ns(),
 		.sk = sk,
 		.fd = fd,
+		.task = current_task(regs, id),
 		.kind = kind,
 	};
 	__u64 arg = BPF_CORE_READ(regs, si);
@@ -397,15 +456,17 @@ static __always_inline void fill_addresses(struct sock_event *e, struct sock *sk
 	}
 }
 
-// Fills the header of `e` with a call of the current thread on `sk`.
-static __always_inline void fill_call(struct sock_event *e, __u64 enter_ns, __u64 bytes,
-				      __u32 seq, __s32 fd, __u16 kind, struct sock *sk)
+// Fills the header of `e` with a call of `task` (a thread of the current
+// process, or a goroutine) on `sk`.
+static __always_inline void fill_call(struct sock_event *e, __u32 task, __u64 enter_ns,
+				      __u64 bytes, __u32 seq, __s32 fd, __u16 kind,
+				      struct sock *sk)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	e->enter_ns = enter_ns;
 	e->exit_ns = bpf_ktime_get_ns();
 	e->pid = id >> 32;
-	e->tid = (__u32)id;
+	e->tid = task;
 	e->bytes = bytes;
 	e->seq = seq;
 	e->fd = fd;
@@ -414,13 +475,13 @@ static __always_inline void fill_call(struct sock_event *e, __u64 enter_ns, __u6
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
-// Fills `e` with a call of the current thread that moved `bytes` from or
-// to user memory at `buf` (of `len` bytes), and hands it over.
-static __always_inline void send_call(struct sock_event *e, __u64 enter_ns, __u64 bytes,
-				      __u32 seq, __s32 fd, __u16 kind, struct sock *sk,
-				      __u64 buf, __u64 len)
+// Fills `e` with a call of `task` that moved `bytes` from or to user
+// memory at `buf` (of `len` bytes), and hands it over.
+static __always_inline void send_call(struct sock_event *e, __u32 task, __u64 enter_ns,
+				      __u64 bytes, __u32 seq, __s32 fd, __u16 kind,
+				      struct sock *sk, __u64 buf, __u64 len)
 {
-	fill_call(e, enter_ns, bytes, seq, fd, kind, sk);
+	fill_call(e, task, enter_ns, bytes, seq, fd, kind, sk);
 	__u64 n = bytes < len ? bytes : len;
 	if (n > MAX_PAYLOAD)
 		n = MAX_PAYLOAD;
@@ -465,7 +526,7 @@ static __always_inline void name_unix_socket(struct sock_event *e, struct pendin
 		return;
 	// Masked where it is used: the verifier loses the bounds across spills.
 	__u32 n = len - SUN_FAMILY_SIZE;
-	fill_call(e, call->enter_ns, 0, own, call->fd, KIND_UNIX_NAME, sk);
+	fill_call(e, call->task, call->enter_ns, 0, own, call->fd, KIND_UNIX_NAME, sk);
 	// name[] is a flexible array: its sun_path is past sun_family.
 	if (bpf_probe_read_kernel(e->payload, n & 127, (char *)addr->name + SUN_FAMILY_SIZE) < 0)
 		return;
@@ -491,7 +552,8 @@ int sys_exit(__u64 *ctx)
 	if (!e)
 		return 0;
 	name_unix_socket(e, &call);
-	send_call(e, call.enter_ns, ret, call.seq, call.fd, call.kind, call.sk, call.buf, call.len);
+	send_call(e, call.task, call.enter_ns, ret, call.seq, call.fd, call.kind, call.sk, call.buf,
+		  call.len);
 	return 0;
 }
 
@@ -613,7 +675,7 @@ static __always_inline int ssl_exit(struct pt_regs *ctx)
 	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
-	send_call(e, call.enter_ns, bytes, 0, call.fd, call.kind, call.sk, call.buf, call.len);
+	send_call(e, tid, call.enter_ns, bytes, 0, call.fd, call.kind, call.sk, call.buf, call.len);
 	return 0;
 }
 
@@ -648,4 +710,147 @@ SEC("uretprobe/SSL_call")
 int ssl_return(struct pt_regs *ctx)
 {
 	return ssl_exit(ctx);
+}
+
+// Go: the loader attaches these to a Go binary's functions, the returns
+// at each RET instruction of the function (a uretprobe rewrites the
+// return address on the stack, and Go moves goroutine stacks). Arguments
+// and results are in registers (ABIInternal): RAX, RBX, RCX, ...; R14 is
+// the running goroutine's g.
+
+static __always_inline void mark_go(__u32 pid)
+{
+	__u8 one = 1;
+	bpf_map_update_elem(&go_pids, &pid, &one, BPF_NOEXIST);
+}
+
+// The descriptor under a *crypto/tls.Conn: its `conn` (a net.Conn, first
+// field) holds a *net.TCPConn (or UnixConn), whose netFD's poll.FD has
+// Sysfd after its 16-byte fdMutex. These layouts have not moved since
+// Go 1.0; a Conn over some other net.Conn reads a value that is no
+// traced socket, and is skipped.
+static __always_inline int go_conn_fd(__u64 conn)
+{
+	__u64 inner = 0, fd_ptr = 0;
+	__s64 fd = -1;
+	bpf_probe_read_user(&inner, sizeof(inner), (void *)(conn + 8));
+	if (!inner)
+		return -1;
+	bpf_probe_read_user(&fd_ptr, sizeof(fd_ptr), (void *)inner);
+	if (!fd_ptr)
+		return -1;
+	bpf_probe_read_user(&fd, sizeof(fd), (void *)(fd_ptr + 16));
+	return fd >= 0 && fd < (1 << 20) ? (int)fd : -1;
+}
+
+static __always_inline int go_tls_enter(struct pt_regs *ctx, __u16 kind)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!traced(id >> 32))
+		return 0;
+	mark_go(id >> 32);
+	__u64 g = ctx->r14;
+	struct go_tls_call call = {
+		.enter_ns = bpf_ktime_get_ns(),
+		.conn = ctx->ax,
+		.buf = ctx->bx,
+		.len = ctx->cx,
+		.kind = kind,
+	};
+	bpf_map_update_elem(&go_tls_in_flight, &g, &call, BPF_ANY);
+	return 0;
+}
+
+// func (c *Conn) Write(b []byte) (int, error)
+SEC("uprobe/go_tls_write")
+int go_tls_write(struct pt_regs *ctx)
+{
+	return go_tls_enter(ctx, KIND_TLS_SEND);
+}
+
+// func (c *Conn) Read(b []byte) (int, error)
+SEC("uprobe/go_tls_read")
+int go_tls_read(struct pt_regs *ctx)
+{
+	return go_tls_enter(ctx, KIND_TLS_RECV);
+}
+
+// At a RET of Read or Write: RAX is the byte count.
+SEC("uprobe/go_tls_return")
+int go_tls_return(struct pt_regs *ctx)
+{
+	__u64 g = ctx->r14;
+	struct go_tls_call *p = bpf_map_lookup_elem(&go_tls_in_flight, &g);
+	if (!p)
+		return 0;
+	struct go_tls_call call = *p;
+	bpf_map_delete_elem(&go_tls_in_flight, &g);
+	__s64 bytes = (__s64)ctx->ax;
+	if (bytes <= 0)
+		return 0;
+	int fd = go_conn_fd(call.conn);
+	struct sock *sk = traced_socket(fd);
+	if (!sk)
+		return 0;
+	__u32 zero = 0;
+	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	send_call(e, goroutine_task(g), call.enter_ns, bytes, 0, fd, call.kind, sk, call.buf,
+		  call.len);
+	return 0;
+}
+
+// func newproc1(fn *funcval, callergp *g, callerpc uintptr, ...) *g
+SEC("uprobe/go_newproc1")
+int go_newproc1(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!traced(id >> 32))
+		return 0;
+	mark_go(id >> 32);
+	__u32 tid = (__u32)id;
+	__u64 parent = ctx->bx;
+	bpf_map_update_elem(&go_spawning, &tid, &parent, BPF_ANY);
+	return 0;
+}
+
+// At a RET of newproc1: RAX is the new goroutine, started by the one saved.
+SEC("uprobe/go_newproc1_return")
+int go_newproc1_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 *parent = bpf_map_lookup_elem(&go_spawning, &tid);
+	if (!parent)
+		return 0;
+	__u64 by = *parent;
+	bpf_map_delete_elem(&go_spawning, &tid);
+	__u64 g = ctx->ax;
+	if (!g || !by)
+		return 0;
+	struct sock_event *e = thread_event(id >> 32, goroutine_task(g), KIND_THREAD);
+	if (!e)
+		return 0;
+	e->seq = goroutine_task(by);
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	emit(e, HEADER_SIZE);
+	return 0;
+}
+
+// func goexit1(): the running goroutine ends.
+SEC("uprobe/go_goexit1")
+int go_goexit1(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!traced(id >> 32))
+		return 0;
+	__u64 g = ctx->r14;
+	bpf_map_delete_elem(&go_tls_in_flight, &g);
+	struct sock_event *e = thread_event(id >> 32, goroutine_task(g), KIND_THREAD_END);
+	if (!e)
+		return 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	emit(e, HEADER_SIZE);
+	return 0;
 }

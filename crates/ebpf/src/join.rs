@@ -6,7 +6,11 @@
 //! the `write` that sent it, so the request's first packet falls between
 //! that call's entry and exit; a request is read by the first read on the
 //! server's socket that returns after its first packet arrived. Calls on
-//! one socket are serialized, so the match is unique.
+//! one socket are serialized, so the match is unique. A read of one byte
+//! is a peek (Go's net/http watches for the client closing with a
+//! one-byte read on a goroutine of its own, which may take the next
+//! request's first byte); the request's reader is then the next read of
+//! more, if one returns before the answer.
 
 use crate::event::{Kind, SockEvent};
 use crate::lives::ThreadLives;
@@ -25,6 +29,7 @@ struct Call {
     enter_us: u64,
     exit_us: u64,
     thread: Thread,
+    bytes: u64,
 }
 
 /// The calls of each socket, as (local, remote): sends by entry, receives
@@ -58,6 +63,7 @@ impl ThreadIndex {
                 enter_us: capture_us(e.enter_ns, clock_offset_ns),
                 exit_us: capture_us(e.exit_ns, clock_offset_ns),
                 thread: e.thread,
+                bytes: e.bytes,
             };
             // An exchange read from TLS plaintext starts when the library
             // call does, so those calls are indexed beside the socket's own.
@@ -92,11 +98,27 @@ impl ThreadIndex {
         (at_us <= c.exit_us + CLOCK_SLACK_US).then_some(c.thread)
     }
 
-    /// The read on (local, remote) that first returned after `at_us`.
-    fn reader(&self, local: SocketAddr, remote: SocketAddr, at_us: u64) -> Option<Call> {
+    /// The read on (local, remote) that first returned after `at_us`; past
+    /// a one-byte peek, the first read of more that returned before
+    /// `answered_us`.
+    fn reader(
+        &self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        at_us: u64,
+        answered_us: Option<u64>,
+    ) -> Option<Call> {
         let calls = self.receives.get(&(local, remote))?;
         let k = calls.partition_point(|c| c.exit_us + CLOCK_SLACK_US < at_us);
-        calls.get(k).copied()
+        let first = calls.get(k).copied()?;
+        let Some(answered) = answered_us.filter(|_| first.bytes == 1) else {
+            return Some(first);
+        };
+        let more = calls[k + 1..]
+            .iter()
+            .take_while(|c| c.exit_us <= answered + CLOCK_SLACK_US)
+            .find(|c| c.bytes > 1);
+        Some(more.copied().unwrap_or(first))
     }
 
     /// Sets the thread of each exchange of `t` it can: on connections to
@@ -118,7 +140,7 @@ impl ThreadIndex {
             };
             let at = e.request_first_at_us;
             if service_ports.contains(&server.port()) {
-                let read = self.reader(server, client, at);
+                let read = self.reader(server, client, at, e.response_first_at_us);
                 e.thread = read.map(|c| c.thread);
                 e.read_at_us = read.map(|c| c.exit_us.saturating_sub(CLOCK_SLACK_US).max(at));
             } else {
@@ -215,5 +237,31 @@ mod tests {
         )];
         let mut t = timeline();
         assert_eq!(ThreadIndex::new(&events, 0).annotate(&mut t, &[8080]), 0);
+    }
+
+    #[test]
+    fn a_one_byte_peek_is_not_the_reader_when_a_read_of_more_comes_before_the_answer() {
+        use Kind::*;
+        let peek = |tid, (a, b)| {
+            let mut e = call(Receive, tid, "127.0.0.1:8080", "127.0.0.1:50000", (a, b));
+            e.bytes = 1;
+            e
+        };
+        let mut t = timeline();
+        t.exchanges[0].response_first_at_us = Some(1_900);
+        // Clocks 1000 µs apart, as above: the request came at 1 500 µs.
+        let events = [
+            peek(20, (0, 510)),
+            call(Receive, 21, "127.0.0.1:8080", "127.0.0.1:50000", (600, 700)),
+        ];
+        let index = ThreadIndex::new(&events, 1_000_000);
+        index.annotate(&mut t, &[8080]);
+        assert_eq!(t.exchanges[0].thread.unwrap().tid, 21);
+        assert_eq!(t.exchanges[0].read_at_us, Some(1_700 - CLOCK_SLACK_US));
+        // No read of more before the answer: the peek it is.
+        let mut t = timeline();
+        t.exchanges[0].response_first_at_us = Some(1_600);
+        index.annotate(&mut t, &[8080]);
+        assert_eq!(t.exchanges[0].thread.unwrap().tid, 20);
     }
 }

@@ -3,11 +3,13 @@
 //! kernel (`bpf/sockio.bpf.c`). Saved beside a capture as an events file
 //! (`file`), joined to the exchanges read from packets (`join`), so each
 //! call gains the thread that made it: exact attribution for servers that
-//! handle a request on one thread.
+//! handle a request on one thread. In Go processes the goroutine stands
+//! for the thread (`gobin`: the uprobes on a Go binary).
 
 pub mod cgroup;
 pub mod event;
 pub mod file;
+pub mod gobin;
 pub mod join;
 pub mod lives;
 #[cfg(all(target_os = "linux", feature = "load"))]
@@ -27,6 +29,7 @@ pub use load::{Filter, Processes, TraceStats, Tracer};
 pub fn fuzz(data: &[u8]) {
     let _ = decode(data);
     let _ = event::new_process(data);
+    let _ = gobin::read(data);
     if let Ok(read) = read_events(data, 1 << 12, Payloads::All) {
         let _ = ThreadIndex::new(&read.events, read.clock_offset_ns);
     }

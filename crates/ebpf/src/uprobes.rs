@@ -6,7 +6,12 @@
 //! short command (`capture --ebpf -- curl …`) is seen before a look at its
 //! maps could find it. A uprobe on a file fires in every process that maps
 //! it; the programs keep only the traced ones.
+//!
+//! Go binaries carry their own TLS and scheduler: a traced process whose
+//! executable is a Go binary gets crypto/tls's Read and Write hooked, and
+//! the runtime's goroutine starts and ends (`gobin` finds them).
 
+use crate::gobin;
 use aya::programs::UProbe;
 use aya::Ebpf;
 use foldhash::HashSet;
@@ -21,6 +26,20 @@ const ENTRIES: [(&str, &str); 4] = [
     ("ssl_read_ex", "SSL_read_ex"),
 ];
 const RETURN: &str = "ssl_return";
+
+/// The programs for Go binaries (sockio.bpf.c).
+const GO_PROGRAMS: [&str; 6] = [
+    "go_tls_write",
+    "go_tls_read",
+    "go_tls_return",
+    "go_newproc1",
+    "go_newproc1_return",
+    "go_goexit1",
+];
+
+/// A Go binary larger than this is not read for its symbols (the largest
+/// real services are a few hundred MB with debug information).
+const MAX_GO_BINARY: u64 = 1 << 30;
 
 /// A file, as the kernel knows it: device and inode.
 type FileId = (u64, u64);
@@ -59,13 +78,11 @@ pub struct SslHooks {
 
 /// Loads the uprobe programs (once, before any attach).
 pub fn load_programs(ebpf: &mut Ebpf) -> Result<(), String> {
-    for name in ENTRIES.iter().map(|(p, _)| *p).chain([RETURN]) {
-        let p: &mut UProbe = ebpf
-            .program_mut(name)
-            .ok_or_else(|| format!("no program {name}"))?
-            .try_into()
+    let names = ENTRIES.iter().map(|(p, _)| *p).chain([RETURN]);
+    for name in names.chain(GO_PROGRAMS) {
+        program(ebpf, name)?
+            .load()
             .map_err(|e| format!("{name}: {e}"))?;
-        p.load().map_err(|e| format!("{name}: {e}"))?;
     }
     Ok(())
 }
@@ -106,18 +123,14 @@ fn system_libssl() -> Vec<PathBuf> {
 fn attach(ebpf: &mut Ebpf, path: &Path) -> Result<(), String> {
     let mut first_error = None;
     let mut hooked = 0;
-    for (program, function) in ENTRIES {
+    for (entry, function) in ENTRIES {
         let mut one = |name: &str| -> Result<(), String> {
-            let p: &mut UProbe = ebpf
-                .program_mut(name)
-                .ok_or_else(|| format!("no program {name}"))?
-                .try_into()
-                .map_err(|e| format!("{name}: {e}"))?;
-            p.attach(Some(function), 0, path, None)
+            program(ebpf, name)?
+                .attach(Some(function), 0, path, None)
                 .map(|_| ())
                 .map_err(|e| format!("{function}: {e}"))
         };
-        match one(program).and_then(|()| one(RETURN)) {
+        match one(entry).and_then(|()| one(RETURN)) {
             Ok(()) => hooked += 1,
             Err(e) => {
                 first_error.get_or_insert(e);
@@ -128,6 +141,59 @@ fn attach(ebpf: &mut Ebpf, path: &Path) -> Result<(), String> {
         (0, Some(e)) => Err(e),
         _ => Ok(()),
     }
+}
+
+fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe, String> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| format!("no program {name}"))?
+        .try_into()
+        .map_err(|e| format!("{name}: {e}"))
+}
+
+/// Attaches `name` at `offset` of the file `path`.
+fn attach_at(ebpf: &mut Ebpf, name: &str, path: &Path, offset: u64) -> Result<(), String> {
+    program(ebpf, name)?
+        .attach(None, offset, path, None)
+        .map(|_| ())
+        .map_err(|e| format!("{name} at {offset:#x}: {e}"))
+}
+
+/// Hooks a Go binary's TLS and goroutines; returns what was hooked. Err:
+/// not a Go binary (None), or one that could not be hooked (with why).
+fn attach_go(ebpf: &mut Ebpf, path: &Path) -> Result<Vec<&'static str>, Option<String>> {
+    let size = std::fs::metadata(path).map_err(|_| None)?.len();
+    if size > MAX_GO_BINARY {
+        return Err(None);
+    }
+    let data = std::fs::read(path).map_err(|_| None)?;
+    let found = match gobin::read(&data) {
+        Ok(f) => f,
+        Err(why) if why == gobin::NOT_GO => return Err(None),
+        Err(why) => return Err(Some(why)),
+    };
+    let mut parts = Vec::new();
+    if let (Some(write), Some(read)) = (&found.tls_write, &found.tls_read) {
+        attach_at(ebpf, "go_tls_write", path, write.entry).map_err(Some)?;
+        attach_at(ebpf, "go_tls_read", path, read.entry).map_err(Some)?;
+        for &at in write.returns.iter().chain(&read.returns) {
+            attach_at(ebpf, "go_tls_return", path, at).map_err(Some)?;
+        }
+        parts.push("crypto/tls");
+    }
+    if let (Some(spawn), Some(exit)) = (&found.newproc1, &found.goexit1) {
+        for &at in &spawn.returns {
+            attach_at(ebpf, "go_newproc1_return", path, at).map_err(Some)?;
+        }
+        attach_at(ebpf, "go_newproc1", path, spawn.entry).map_err(Some)?;
+        attach_at(ebpf, "go_goexit1", path, exit.entry).map_err(Some)?;
+        parts.push("goroutines");
+    }
+    if parts.is_empty() {
+        return Err(Some(
+            "a Go binary with neither crypto/tls nor the runtime's newproc1".into(),
+        ));
+    }
+    Ok(parts)
 }
 
 impl SslHooks {
@@ -145,11 +211,31 @@ impl SslHooks {
         for &pid in pids {
             let Some(libs) = libssl_of(pid) else { continue };
             alive.push(pid);
+            self.hook_go(ebpf, &PathBuf::from(format!("/proc/{pid}/exe")));
             for path in libs {
                 self.hook(ebpf, &path);
             }
         }
         alive
+    }
+
+    /// Hooks the executable at `path` if it is a Go binary not hooked yet.
+    fn hook_go(&mut self, ebpf: &mut Ebpf, path: &Path) {
+        let Some(id) = file_id(path) else { return };
+        if !self.done.insert(id) {
+            return;
+        }
+        let shown = std::fs::read_link(path).unwrap_or_else(|_| path.to_path_buf());
+        let shown = shown.display();
+        match attach_go(ebpf, path) {
+            Ok(parts) => self
+                .hooked
+                .push(format!("{shown} (Go: {})", parts.join(", "))),
+            Err(None) => {}
+            Err(Some(why)) => self.failed.push(format!(
+                "{shown} (Go): {why}; its TLS stays encrypted and its calls go by thread"
+            )),
+        }
     }
 
     fn hook(&mut self, ebpf: &mut Ebpf, path: &Path) {

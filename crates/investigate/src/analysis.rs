@@ -154,6 +154,7 @@ pub fn analyze_capture(
         match opts.events.as_deref().map(crate::events::read) {
             Some(Ok(read)) => {
                 flow.plaintext = read.plaintext;
+                flow.listening.extend(read.server_ports);
                 (Some((read.threads, 0)), Some(read.summary), read.problems)
             }
             Some(Err(why)) => (None, None, vec![why]),

@@ -19,6 +19,8 @@ pub(crate) struct EventSources {
     pub threads: ThreadIndex,
     pub plaintext: Option<Arc<PlaintextFeed>>,
     pub summary: ThreadSource,
+    /// Ports the socket calls show serving (`server_ports`).
+    pub server_ports: Vec<u16>,
     /// What did not stop the read but is worth a note.
     pub problems: Vec<String>,
 }
@@ -144,14 +146,89 @@ pub(crate) fn read(path: &Path) -> Result<EventSources, String> {
         exchanges_joined: 0,
         lost: read.lost.last().map_or(0, |&(_, total)| total),
         plaintext_calls: (chunks.len() - unix_calls) as u64,
+        goroutines: goroutines(&read.events),
         unix_socket_calls: unix_calls as u64,
         unix_sockets: unix.servers(),
     };
     let plaintext = (!chunks.is_empty()).then(|| Arc::new(PlaintextFeed::new(chunks)));
     Ok(EventSources {
+        server_ports: server_ports(&read.events),
         threads,
         plaintext,
         summary,
         problems,
     })
+}
+
+/// Distinct goroutines among the calls (a reused `g` counts once).
+fn goroutines(events: &[whyslow_ebpf::SockEvent]) -> u64 {
+    let tasks: std::collections::HashSet<_> = events
+        .iter()
+        .filter(|e| e.thread.is_goroutine())
+        .map(|e| e.thread)
+        .collect();
+    tasks.len() as u64
+}
+
+/// TCP ports the traced processes' sockets show serving: a port at one end
+/// of sockets to two or more peers is a server's (a listener's accepted
+/// sockets share its port; a pool's connections share their server's),
+/// where a client's ephemeral port has one peer. The flow table orients a
+/// connection first seen mid-stream by them: between two ephemeral ports
+/// (loopback servers often listen on one), port order alone guesses wrong.
+pub(crate) fn server_ports(events: &[SockEvent]) -> Vec<u16> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut peers: BTreeMap<u16, BTreeSet<std::net::SocketAddr>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.unix.is_none()) {
+        let (Some(local), Some(remote)) = (e.local, e.remote) else {
+            continue;
+        };
+        peers.entry(local.port()).or_default().insert(remote);
+        peers.entry(remote.port()).or_default().insert(local);
+    }
+    peers
+        .into_iter()
+        .filter(|(port, ends)| *port != 0 && ends.len() >= 2)
+        .map(|(port, _)| port)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use whyslow_ebpf::Kind;
+    use whyslow_model::Thread;
+
+    fn call(local: &str, remote: &str) -> SockEvent {
+        SockEvent {
+            enter_ns: 0,
+            exit_ns: 1,
+            thread: Thread { pid: 1, tid: 1 },
+            kind: Kind::Send,
+            bytes: 1,
+            seq: 0,
+            fd: 3,
+            local: Some(local.parse().unwrap()),
+            remote: Some(remote.parse().unwrap()),
+            unix: None,
+            comm: String::new(),
+            payload: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn ports_with_two_peers_serve_and_ephemeral_ones_do_not() {
+        let events = [
+            // A pool's two connections to a server on an ephemeral port.
+            call("127.0.0.1:35506", "127.0.0.1:41649"),
+            call("127.0.0.1:35507", "127.0.0.1:41649"),
+            call("127.0.0.1:35506", "127.0.0.1:41649"),
+            // The service's accepted sockets.
+            call("127.0.0.1:8080", "127.0.0.1:50000"),
+            call("127.0.0.1:8080", "127.0.0.1:50001"),
+            // One connection to another server: not told.
+            call("127.0.0.1:35508", "127.0.0.1:6379"),
+        ];
+        assert_eq!(server_ports(&events), vec![8080, 41649]);
+    }
 }

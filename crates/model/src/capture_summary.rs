@@ -142,6 +142,10 @@ pub struct ThreadSource {
     /// TLS library calls whose plaintext was read in place of ciphertext.
     #[serde(default)]
     pub plaintext_calls: u64,
+    /// Goroutines whose calls were told apart (Go processes: the goroutine
+    /// stands for the thread).
+    #[serde(default)]
+    pub goroutines: u64,
     /// Calls on Unix-domain sockets, read as connections no packet shows.
     #[serde(default)]
     pub unix_socket_calls: u64,

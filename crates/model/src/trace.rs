@@ -159,6 +159,18 @@ pub struct Thread {
     pub tid: u32,
 }
 
+/// The bit of a task id that says it is a goroutine, not a kernel thread
+/// (no thread id reaches it: the kernel's pid_max is at most 2^22). In a
+/// Go process the eBPF source tells calls by goroutine, since the runtime
+/// moves goroutines between threads.
+pub const GOROUTINE_BIT: u32 = 1 << 31;
+
+impl Thread {
+    pub fn is_goroutine(&self) -> bool {
+        self.tid & GOROUTINE_BIT != 0
+    }
+}
+
 /// How a thread came to be, as an eBPF source saw it: a thread started for
 /// one request and ended with it (a per-request executor's) made that
 /// request's calls; a pool thread outlives the request that started it.

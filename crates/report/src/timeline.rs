@@ -161,8 +161,15 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
         if t.plaintext_calls > 0 {
             let _ = writeln!(
                 out,
-                "  TLS: {} SSL_read/SSL_write calls read in the clear (OpenSSL, by eBPF), no keys needed",
+                "  TLS: {} library calls read in the clear (OpenSSL's SSL_read/SSL_write, Go's crypto/tls; by eBPF), no keys needed",
                 t.plaintext_calls
+            );
+        }
+        if t.goroutines > 0 {
+            let _ = writeln!(
+                out,
+                "  Go: calls told by goroutine ({} goroutines), not by thread: the runtime moves goroutines between threads",
+                t.goroutines
             );
         }
         if t.unix_socket_calls > 0 {

@@ -158,3 +158,44 @@ fn a_connection_no_packet_shows_is_read_from_its_chunks_alone() {
     assert_eq!(on[1].request_first_at_us, 2_500);
     assert_eq!(on[1].response_first_at_us, None);
 }
+
+/// A connection opened before the capture: its first packet is captured a
+/// little after the library call that wrote it entered (the encryption and
+/// the syscall between), so that call's plaintext is fed when the
+/// connection opens; a call long before it is from before the capture.
+#[test]
+fn a_connection_first_seen_mid_stream_gets_the_write_that_entered_before_its_packet() {
+    let (client, server) = (addr(CLIENT, 40100), addr(SERVER, 443));
+    let mut s = Sim::new(40100, 443);
+    s.wait_ms(2_000);
+    let first_packet = s.now_us;
+    s.send(true, &[0x17, 0x03, 0x03, 0x00, 0x20, 0xde, 0xad]);
+    s.wait_ms(3);
+    let answered = s.now_us;
+    s.send(false, &[0x17, 0x03, 0x03, 0x00, 0x40, 0xca, 0xfe]);
+    s.wait_ms(1);
+    s.fin(true);
+    let feed = PlaintextFeed::new(vec![
+        chunk(
+            first_packet - 1_500_000,
+            client,
+            server,
+            true,
+            b"GET /old HTTP/1.1\r\n\r\n",
+        ),
+        chunk(first_packet - 1_500_000 + 1_000, client, server, false, OK),
+        chunk(first_packet - 80, client, server, true, GET),
+        chunk(answered + 20, client, server, false, OK),
+    ]);
+    let options = FlowOptions {
+        plaintext: Some(Arc::new(feed)),
+        ..FlowOptions::default()
+    };
+    let t = timeline_from_reader(&s.bytes()[..], &options)
+        .unwrap()
+        .timeline;
+    let requests: Vec<&str> = t.exchanges.iter().map(|e| e.request.as_str()).collect();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert!(requests[0].starts_with("GET /items"), "{requests:?}");
+    assert_eq!(t.exchanges[0].request_first_at_us, first_packet - 80);
+}

@@ -117,6 +117,17 @@ pub fn go_binary(name: &str) -> PathBuf {
     bin
 }
 
+/// The Go app `name` (`go_binary`), serving on `port`, recording what it
+/// served in `truth` (apps/truth.py's format).
+pub fn go_app_recording(name: &str, port: u16, args: &[String], truth: &Path) -> Server {
+    spawn(
+        Command::new(go_binary(name))
+            .args(args)
+            .env("WHYSLOW_TRUTH", truth),
+        port,
+    )
+}
+
 /// The Go app `name` (`go_binary`), serving on `port`.
 pub fn go_app(name: &str, port: u16, args: &[String]) -> Server {
     spawn(Command::new(go_binary(name)).args(args), port)

@@ -102,6 +102,13 @@ const EVENTS_ONLY_FIRST_ID: u32 = 1 << 31;
 /// and the last response's may return after the closing FIN was captured.
 const PLAIN_RETIRE_SLACK_US: u64 = 100_000;
 
+/// A library call enters before its first packet is captured by the time
+/// to encrypt and hand the record to the kernel: tens of µs on loopback
+/// (Go's crypto/tls, 80 µs at 16 clients), milliseconds on a loaded host.
+/// A connection first seen mid-stream gets its chunks this far before its
+/// first packet; older ones were sent before the capture saw it.
+const PLAIN_OPEN_SLACK_US: u64 = 50_000;
+
 /// How far the plaintext feed has been read.
 struct PlainCursor {
     feed: std::sync::Arc<PlaintextFeed>,
@@ -199,6 +206,9 @@ impl Streams {
                         self.slots.resize_with(i + 1, || None);
                     }
                     self.slots[i] = Some(stream);
+                    if let (Some(key), true) = (plain, mid_stream) {
+                        self.feed_before_open(slot, key, at_us);
+                    }
                 }
                 StreamEvent::Data {
                     slot,
@@ -287,6 +297,27 @@ impl Streams {
             exchanges: 0,
             plain: None,
         });
+    }
+
+    /// A connection first seen mid-stream at `at`: its chunks the cursor
+    /// passed while it was not open, within PLAIN_OPEN_SLACK_US, are fed
+    /// first (a write enters before its packet is captured).
+    fn feed_before_open(&mut self, slot: u32, key: u32, at: u64) {
+        let Some(p) = self.plain.take() else {
+            return;
+        };
+        let since = at.saturating_sub(PLAIN_OPEN_SLACK_US);
+        let first = (0..p.next)
+            .rev()
+            .take_while(|&i| p.feed.chunk(i).is_some_and(|(_, c)| c.at_us >= since))
+            .last()
+            .unwrap_or(p.next);
+        for i in first..p.next {
+            if let Some((_, c)) = p.feed.chunk(i).filter(|(k, _)| *k == key) {
+                self.feed_chunk(At::Slot(slot), c);
+            }
+        }
+        self.plain = Some(p);
     }
 
     /// The end of the capture: what the feed holds past the last packet is
