@@ -10,9 +10,13 @@
 # of a request's cost is the socket calls that are traced.
 # TARGET=service: a Python service that reads Redis and PostgreSQL for each
 # request (bench/apps/item_service.py), as the services whyslow is for.
+# TARGET=go: an HTTPS service in Go's own TLS (bench/apps/gotls), built
+# with the machine's Go: eBPF hooks crypto/tls's Read and Write and the
+# runtime's goroutine starts and ends (net/http starts one per request).
 #
 #   bench/ebpf_overhead.sh
 #   TARGET=service bench/ebpf_overhead.sh
+#   TARGET=go bench/ebpf_overhead.sh
 #   RUNS=5 DURATION=10 CONNECTIONS=32 bench/ebpf_overhead.sh
 #   WHYSLOW=path/to/whyslow bench/ebpf_overhead.sh   # no cargo build
 #
@@ -29,7 +33,9 @@ TARGET=${TARGET:-nginx}
 case $TARGET in
   nginx) need_packages nginx-light wrk time curl ;;
   service) need_packages wrk time curl redis-server postgresql python3-redis python3-psycopg2 ;;
-  *) echo "TARGET is nginx or service" >&2; exit 2 ;;
+  go) need_packages wrk time curl
+      command -v go >/dev/null || { echo "TARGET=go needs Go (https://go.dev/dl)" >&2; exit 2; } ;;
+  *) echo "TARGET is nginx, service or go" >&2; exit 2 ;;
 esac
 
 bin=${WHYSLOW:-}
@@ -45,6 +51,14 @@ if [ "$TARGET" = nginx ]; then
   pids=("$master" $(pgrep -P "$master"))
   url="http://127.0.0.1:$PORT/"
   served="nginx (one worker, 512-byte body)"
+elif [ "$TARGET" = go ]; then
+  (cd bench/apps/gotls && go build -o "$dir/gotls" .)
+  "$dir/gotls" "$PORT" & gopid=$!
+  trap 'kill "$gopid" 2>/dev/null; rm -rf "$dir"' EXIT
+  for _ in $(seq 50); do curl -skf "https://127.0.0.1:$PORT/" >/dev/null && break; sleep 0.1; done
+  pids=("$gopid")
+  url="https://127.0.0.1:$PORT/"
+  served="gotls (Go's crypto/tls, a 40-byte JSON body)"
 else
   trap 'stop_backed_service "$dir"; rm -rf "$dir"' EXIT
   start_backed_service "$dir" "$PORT"
@@ -75,6 +89,10 @@ run() {
   if [ -n "$tpid" ]; then
     wait "$tpid"
     cpu=$(awk '{print $1 + $2}' "$dir/cpu")
+    # What is measured must be what is hooked.
+    if [ "$TARGET" = go ] && [ "$mode" = ebpf-pid ] && ! grep -q "(Go: crypto/tls, goroutines)" "$dir/tracer.out"; then
+      echo "Go's TLS was not hooked:" >&2; cat "$dir/tracer.out" >&2; exit 1
+    fi
   fi
   local rps lat
   rps=$(awk '/Requests\/sec/ {print $2}' "$dir/wrk.out")

@@ -1,0 +1,3 @@
+module whyslow.bench/gotls
+
+go 1.25.0
