@@ -165,9 +165,16 @@ struct {
 	__type(value, __u8);
 } go_pids SEC(".maps");
 
-// A crypto/tls Read or Write between its entry and a return, by goroutine
-// (its `g`): a Read that waits parks the goroutine and may return on
+// A crypto/tls Read or Write between its entry and a return, by process
+// and goroutine (its `g`; replicas of one binary have the same heap
+// addresses): a Read that waits parks the goroutine and may return on
 // another thread.
+struct go_task_key {
+	__u64 g;
+	__u32 pid;
+	__u32 pad;
+};
+
 struct go_tls_call {
 	__u64 enter_ns;
 	__u64 conn;
@@ -179,7 +186,7 @@ struct go_tls_call {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
-	__type(key, __u64);
+	__type(key, struct go_task_key);
 	__type(value, struct go_tls_call);
 } go_tls_in_flight SEC(".maps");
 
@@ -243,6 +250,22 @@ static __always_inline __u32 goroutine_task(__u64 g)
 	return 0x80000000u | (__u32)((g >> 3) & 0x7fffffff);
 }
 
+// Whether `g` is a goroutine: its m (g.m, at 48 since Go 1.5: the linker
+// knows the offset) has a g0 (m.g0, its first field) whose m is that m.
+// C code in a Go process (cgo, a library's own threads) leaves anything
+// in R14.
+static __always_inline int is_goroutine(__u64 g)
+{
+	__u64 m = 0, g0 = 0, m_of_g0 = 0;
+	if (!g || bpf_probe_read_user(&m, sizeof(m), (void *)(g + 48)) < 0 || !m)
+		return 0;
+	if (bpf_probe_read_user(&g0, sizeof(g0), (void *)m) < 0 || !g0)
+		return 0;
+	if (bpf_probe_read_user(&m_of_g0, sizeof(m_of_g0), (void *)(g0 + 48)) < 0)
+		return 0;
+	return m_of_g0 == m;
+}
+
 // Who made the current syscall: the thread, or in a Go process the
 // goroutine, which Go's register ABI keeps in R14 (Go >= 1.17 on x86_64).
 static __always_inline __u32 current_task(struct pt_regs *regs, __u64 id)
@@ -251,7 +274,7 @@ static __always_inline __u32 current_task(struct pt_regs *regs, __u64 id)
 	if (!bpf_map_lookup_elem(&go_pids, &pid))
 		return (__u32)id;
 	__u64 g = BPF_CORE_READ(regs, r14);
-	return g ? goroutine_task(g) : (__u32)id;
+	return is_goroutine(g) ? goroutine_task(g) : (__u32)id;
 }
 
 // The reader is woken once this much waits in the ring buffer, not for
@@ -491,6 +514,43 @@ static __always_inline void send_call(struct sock_event *e, __u32 task, __u64 en
 	emit(e, HEADER_SIZE + n);
 }
 
+// A TLS library call's plaintext goes out in chunks of MAX_PAYLOAD, up to
+// this many: an HTTP/2 reader asks for 16-32 KiB at a time (Go's gRPC
+// transport reads 32 KiB), and a gap in its frames loses the connection's
+// HPACK state. Past them the rest is a gap, counted whole.
+#define MAX_CHUNKS 16
+
+// As send_call, for a library call: `bytes` in chunks of MAX_PAYLOAD,
+// each its own event (the byte counts add up to `bytes`). Branch-free per
+// chunk, or the verifier walks 2^MAX_CHUNKS paths.
+static __always_inline void send_chunks(struct sock_event *e, __u32 task, __u64 enter_ns,
+					__u64 bytes, __s32 fd, __u16 kind, struct sock *sk,
+					__u64 buf)
+{
+	fill_call(e, task, enter_ns, 0, 0, fd, kind, sk);
+	__u64 chunks = (bytes + MAX_PAYLOAD - 1) / MAX_PAYLOAD;
+	if (chunks > MAX_CHUNKS)
+		chunks = MAX_CHUNKS;
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES ?
+			      BPF_RB_FORCE_WAKEUP :
+			      BPF_RB_NO_WAKEUP;
+	for (__u32 i = 0; i < MAX_CHUNKS; i++) {
+		if (i >= chunks)
+			break;
+		__u64 off = (__u64)i * MAX_PAYLOAD;
+		// The last chunk carries the rest, whole; it holds what fits.
+		__u64 n = i + 1 == chunks ? bytes - off : MAX_PAYLOAD;
+		__u32 copy = n < MAX_PAYLOAD ? n : MAX_PAYLOAD;
+		// On a fault the payload reads as zeros: no protocol's bytes.
+		bpf_probe_read_user(e->payload, copy & (2 * MAX_PAYLOAD - 1), (void *)(buf + off));
+		e->bytes = n;
+		e->captured = copy;
+		if (bpf_ringbuf_output(&events, e, HEADER_SIZE + (copy & (2 * MAX_PAYLOAD - 1)),
+				       flags) < 0)
+			count_lost();
+	}
+}
+
 // sizeof(sockaddr_un.sun_path), and the sun_family before it.
 #define UNIX_PATH_MAX 108
 #define SUN_FAMILY_SIZE 2
@@ -612,6 +672,12 @@ int process_exit(__u64 *ctx)
 	__u32 tid = (__u32)id;
 	bpf_map_delete_elem(&in_flight, &tid);
 	bpf_map_delete_elem(&ssl_in_flight, &tid);
+	bpf_map_delete_elem(&go_spawning, &tid);
+	// A pid is reused; a Go program may exec another (gosu does).
+	if (tid == id >> 32) {
+		__u32 pid = tid;
+		bpf_map_delete_elem(&go_pids, &pid);
+	}
 	struct sock_event *e = thread_event(id >> 32, tid, KIND_THREAD_END);
 	if (!e)
 		return 0;
@@ -675,7 +741,9 @@ static __always_inline int ssl_exit(struct pt_regs *ctx)
 	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
-	send_call(e, tid, call.enter_ns, bytes, 0, call.fd, call.kind, call.sk, call.buf, call.len);
+	if (bytes > call.len)
+		bytes = call.len;
+	send_chunks(e, tid, call.enter_ns, bytes, call.fd, call.kind, call.sk, call.buf);
 	return 0;
 }
 
@@ -749,7 +817,7 @@ static __always_inline int go_tls_enter(struct pt_regs *ctx, __u16 kind)
 	if (!traced(id >> 32))
 		return 0;
 	mark_go(id >> 32);
-	__u64 g = ctx->r14;
+	struct go_task_key g = { .g = ctx->r14, .pid = id >> 32 };
 	struct go_tls_call call = {
 		.enter_ns = bpf_ktime_get_ns(),
 		.conn = ctx->ax,
@@ -779,7 +847,10 @@ int go_tls_read(struct pt_regs *ctx)
 SEC("uprobe/go_tls_return")
 int go_tls_return(struct pt_regs *ctx)
 {
-	__u64 g = ctx->r14;
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!traced(id >> 32))
+		return 0;
+	struct go_task_key g = { .g = ctx->r14, .pid = id >> 32 };
 	struct go_tls_call *p = bpf_map_lookup_elem(&go_tls_in_flight, &g);
 	if (!p)
 		return 0;
@@ -796,8 +867,9 @@ int go_tls_return(struct pt_regs *ctx)
 	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return 0;
-	send_call(e, goroutine_task(g), call.enter_ns, bytes, 0, fd, call.kind, sk, call.buf,
-		  call.len);
+	if ((__u64)bytes > call.len)
+		bytes = call.len;
+	send_chunks(e, goroutine_task(g.g), call.enter_ns, bytes, fd, call.kind, sk, call.buf);
 	return 0;
 }
 
@@ -845,12 +917,21 @@ int go_goexit1(struct pt_regs *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	if (!traced(id >> 32))
 		return 0;
-	__u64 g = ctx->r14;
+	struct go_task_key g = { .g = ctx->r14, .pid = id >> 32 };
 	bpf_map_delete_elem(&go_tls_in_flight, &g);
-	struct sock_event *e = thread_event(id >> 32, goroutine_task(g), KIND_THREAD_END);
+	struct sock_event *e = thread_event(id >> 32, goroutine_task(g.g), KIND_THREAD_END);
 	if (!e)
 		return 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	emit(e, HEADER_SIZE);
+	return 0;
+}
+
+// A traced process runs another program: what it was (Go or not) is gone.
+SEC("raw_tracepoint/sched_process_exec")
+int process_exec(__u64 *ctx)
+{
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	bpf_map_delete_elem(&go_pids, &pid);
 	return 0;
 }

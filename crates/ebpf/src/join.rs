@@ -5,10 +5,11 @@
 //! The join is by socket and time. On loopback a packet is captured inside
 //! the `write` that sent it, so the request's first packet falls between
 //! that call's entry and exit; a request is read by the first read on the
-//! server's socket that returns after its first packet arrived. Calls on
-//! one socket are serialized, so the match is unique. A read of one byte
-//! is a peek (Go's net/http watches for the client closing with a
-//! one-byte read on a goroutine of its own, which may take the next
+//! server's socket that returns after its first packet arrived (on a TLS
+//! socket whose library calls were traced, the first such call). Calls on
+//! one socket are serialized, so the match is unique. A goroutine's read
+//! of one byte is a peek (Go's net/http watches for the client closing
+//! with a one-byte read on a goroutine of its own, which may take the next
 //! request's first byte); the request's reader is then the next read of
 //! more, if one returns before the answer.
 
@@ -30,6 +31,8 @@ struct Call {
     exit_us: u64,
     thread: Thread,
     bytes: u64,
+    /// A TLS library call's plaintext, not a socket call.
+    tls: bool,
 }
 
 /// The calls of each socket, as (local, remote): sends by entry, receives
@@ -64,6 +67,7 @@ impl ThreadIndex {
                 exit_us: capture_us(e.exit_ns, clock_offset_ns),
                 thread: e.thread,
                 bytes: e.bytes,
+                tls: matches!(e.kind, Kind::TlsSend | Kind::TlsReceive),
             };
             // An exchange read from TLS plaintext starts when the library
             // call does, so those calls are indexed beside the socket's own.
@@ -81,6 +85,11 @@ impl ThreadIndex {
             calls.sort_unstable_by_key(|c| c.enter_us);
         }
         for calls in out.receives.values_mut() {
+            // A TLS socket's requests are read by its library's calls: a
+            // socket read takes a whole record, whatever the caller asked.
+            if calls.iter().any(|c| c.tls) {
+                calls.retain(|c| c.tls);
+            }
             calls.sort_unstable_by_key(|c| c.exit_us);
         }
         out
@@ -111,7 +120,8 @@ impl ThreadIndex {
         let calls = self.receives.get(&(local, remote))?;
         let k = calls.partition_point(|c| c.exit_us + CLOCK_SLACK_US < at_us);
         let first = calls.get(k).copied()?;
-        let Some(answered) = answered_us.filter(|_| first.bytes == 1) else {
+        let peek = first.bytes == 1 && first.thread.is_goroutine();
+        let Some(answered) = answered_us.filter(|_| peek) else {
             return Some(first);
         };
         let more = calls[k + 1..]
@@ -240,28 +250,48 @@ mod tests {
     }
 
     #[test]
-    fn a_one_byte_peek_is_not_the_reader_when_a_read_of_more_comes_before_the_answer() {
+    fn a_goroutines_one_byte_peek_is_not_the_reader_when_a_read_of_more_comes_before_the_answer() {
+        use whyslow_model::GOROUTINE_BIT;
         use Kind::*;
-        let peek = |tid, (a, b)| {
-            let mut e = call(Receive, tid, "127.0.0.1:8080", "127.0.0.1:50000", (a, b));
-            e.bytes = 1;
+        let (watcher, server) = (GOROUTINE_BIT | 20, GOROUTINE_BIT | 21);
+        let read = |kind, tid, bytes, (a, b)| {
+            let mut e = call(kind, tid, "127.0.0.1:8080", "127.0.0.1:50000", (a, b));
+            e.bytes = bytes;
             e
         };
+        // Clocks 1000 µs apart, as above: the request came at 1 500 µs.
+        let plain = [
+            read(Receive, watcher, 1, (0, 510)),
+            read(Receive, server, 90, (600, 700)),
+        ];
+        // Over TLS the watcher's socket read takes the whole record; its
+        // library call, one byte.
+        let tls = [
+            read(Receive, watcher, 120, (0, 505)),
+            read(TlsReceive, watcher, 1, (0, 510)),
+            read(TlsReceive, server, 89, (600, 700)),
+        ];
+        for events in [&plain[..], &tls[..]] {
+            let index = ThreadIndex::new(events, 1_000_000);
+            let mut t = timeline();
+            t.exchanges[0].response_first_at_us = Some(1_900);
+            index.annotate(&mut t, &[8080]);
+            assert_eq!(t.exchanges[0].thread.unwrap().tid, server);
+            assert_eq!(t.exchanges[0].read_at_us, Some(1_700 - CLOCK_SLACK_US));
+            // No read of more before the answer: the peek it is.
+            let mut t = timeline();
+            t.exchanges[0].response_first_at_us = Some(1_600);
+            index.annotate(&mut t, &[8080]);
+            assert_eq!(t.exchanges[0].thread.unwrap().tid, watcher);
+        }
+        // A thread's one-byte read (nginx's MSG_PEEK) is its read.
+        let threads = [
+            read(Receive, 20, 1, (0, 510)),
+            read(Receive, 21, 90, (600, 700)),
+        ];
         let mut t = timeline();
         t.exchanges[0].response_first_at_us = Some(1_900);
-        // Clocks 1000 µs apart, as above: the request came at 1 500 µs.
-        let events = [
-            peek(20, (0, 510)),
-            call(Receive, 21, "127.0.0.1:8080", "127.0.0.1:50000", (600, 700)),
-        ];
-        let index = ThreadIndex::new(&events, 1_000_000);
-        index.annotate(&mut t, &[8080]);
-        assert_eq!(t.exchanges[0].thread.unwrap().tid, 21);
-        assert_eq!(t.exchanges[0].read_at_us, Some(1_700 - CLOCK_SLACK_US));
-        // No read of more before the answer: the peek it is.
-        let mut t = timeline();
-        t.exchanges[0].response_first_at_us = Some(1_600);
-        index.annotate(&mut t, &[8080]);
+        ThreadIndex::new(&threads, 1_000_000).annotate(&mut t, &[8080]);
         assert_eq!(t.exchanges[0].thread.unwrap().tid, 20);
     }
 }

@@ -157,6 +157,7 @@ fn load(filter: &Filter) -> Result<Ebpf, String> {
         ("sys_exit", "sys_exit"),
         ("process_fork", "sched_process_fork"),
         ("process_exit", "sched_process_exit"),
+        ("process_exec", "sched_process_exec"),
     ] {
         let p: &mut RawTracePoint = ebpf
             .program_mut(program)

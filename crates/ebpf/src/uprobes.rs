@@ -69,6 +69,8 @@ fn file_id(path: &Path) -> Option<FileId> {
 #[derive(Debug, Default)]
 pub struct SslHooks {
     done: HashSet<FileId>,
+    /// The Go binaries hooked: a process running one is marked as Go.
+    go_files: HashSet<FileId>,
     /// Paths of the libraries hooked.
     pub hooked: Vec<String>,
     /// Libraries that could not be hooked, each with why: their TLS stays
@@ -196,6 +198,17 @@ fn attach_go(ebpf: &mut Ebpf, path: &Path) -> Result<Vec<&'static str>, Option<S
     Ok(parts)
 }
 
+/// Marks `pid` as a Go process (its calls told by goroutine) before the
+/// first of its Go probes would.
+fn mark_go(ebpf: &mut Ebpf, pid: u32) {
+    let Some(map) = ebpf.map_mut("go_pids") else {
+        return;
+    };
+    if let Ok(mut pids) = aya::maps::HashMap::<_, u32, u8>::try_from(map) {
+        let _ = pids.insert(pid, 1, 0);
+    }
+}
+
 impl SslHooks {
     /// Hooks the system's libssl files.
     pub fn system(&mut self, ebpf: &mut Ebpf) {
@@ -211,7 +224,11 @@ impl SslHooks {
         for &pid in pids {
             let Some(libs) = libssl_of(pid) else { continue };
             alive.push(pid);
-            self.hook_go(ebpf, &PathBuf::from(format!("/proc/{pid}/exe")));
+            let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+            self.hook_go(ebpf, &exe);
+            if file_id(&exe).is_some_and(|id| self.go_files.contains(&id)) {
+                mark_go(ebpf, pid);
+            }
             for path in libs {
                 self.hook(ebpf, &path);
             }
@@ -228,9 +245,11 @@ impl SslHooks {
         let shown = std::fs::read_link(path).unwrap_or_else(|_| path.to_path_buf());
         let shown = shown.display();
         match attach_go(ebpf, path) {
-            Ok(parts) => self
-                .hooked
-                .push(format!("{shown} (Go: {})", parts.join(", "))),
+            Ok(parts) => {
+                self.go_files.insert(id);
+                self.hooked
+                    .push(format!("{shown} (Go: {})", parts.join(", ")));
+            }
             Err(None) => {}
             Err(Some(why)) => self.failed.push(format!(
                 "{shown} (Go): {why}; its TLS stays encrypted and its calls go by thread"

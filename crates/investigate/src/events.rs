@@ -173,16 +173,23 @@ fn goroutines(events: &[whyslow_ebpf::SockEvent]) -> u64 {
 /// TCP ports the traced processes' sockets show serving: a port at one end
 /// of sockets to two or more peers is a server's (a listener's accepted
 /// sockets share its port; a pool's connections share their server's),
-/// where a client's ephemeral port has one peer. The flow table orients a
+/// where a client's ephemeral port has one peer (Linux may reuse one for
+/// another destination; both ends are then taken as serving and the flow
+/// table falls back to its other clues). The flow table orients a
 /// connection first seen mid-stream by them: between two ephemeral ports
 /// (loopback servers often listen on one), port order alone guesses wrong.
 pub(crate) fn server_ports(events: &[SockEvent]) -> Vec<u16> {
     use std::collections::{BTreeMap, BTreeSet};
-    let mut peers: BTreeMap<u16, BTreeSet<std::net::SocketAddr>> = BTreeMap::new();
-    for e in events.iter().filter(|e| e.unix.is_none()) {
+    use std::net::SocketAddr;
+    let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+    let mut peers: BTreeMap<u16, BTreeSet<SocketAddr>> = BTreeMap::new();
+    // TCP only: a stub resolver's UDP sockets are DNS's, oriented by port.
+    let tcp = |e: &&SockEvent| e.unix.is_none() && e.remote.is_some_and(|r| r.port() != 53);
+    for e in events.iter().filter(tcp) {
         let (Some(local), Some(remote)) = (e.local, e.remote) else {
             continue;
         };
+        let (local, remote) = (canonical(local), canonical(remote));
         peers.entry(local.port()).or_default().insert(remote);
         peers.entry(remote.port()).or_default().insert(local);
     }
@@ -226,8 +233,13 @@ mod tests {
             // The service's accepted sockets.
             call("127.0.0.1:8080", "127.0.0.1:50000"),
             call("127.0.0.1:8080", "127.0.0.1:50001"),
-            // One connection to another server: not told.
+            // One connection to another server, seen from a dual-stack
+            // socket too: one peer, not told.
             call("127.0.0.1:35508", "127.0.0.1:6379"),
+            call("[::ffff:127.0.0.1]:35508", "[::ffff:127.0.0.1]:6379"),
+            // A resolver's sockets: DNS, oriented by its port.
+            call("127.0.0.1:40000", "127.0.0.53:53"),
+            call("127.0.0.1:40001", "127.0.0.53:53"),
         ];
         assert_eq!(server_ports(&events), vec![8080, 41649]);
     }

@@ -49,7 +49,9 @@ pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Gap,
     Protocol, Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, GAPS_KEPT, WAITED_MIN_US,
 };
-pub use trace::{Attribution, AttributionCounts, CutEdges, Rule, Thread, ThreadStart, TraceId};
+pub use trace::{
+    Attribution, AttributionCounts, CutEdges, Rule, Thread, ThreadStart, TraceId, GOROUTINE_BIT,
+};
 
 /// Milliseconds for people, from microseconds kept internally.
 pub fn ms(us: u64) -> f64 {

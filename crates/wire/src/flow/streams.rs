@@ -183,9 +183,12 @@ impl Streams {
                         true => Start::MidStream,
                         false => Start::Beginning,
                     };
+                    // A flow opened anew in its slot (its first bytes said
+                    // the other end was the client) was fed already.
+                    let mut first_open = false;
                     let plain = self.plain.as_mut().and_then(|p| {
                         let key = p.feed.key(client, server)?;
-                        p.slot_of[key as usize] = Some(slot);
+                        first_open = p.slot_of[key as usize].replace(slot).is_none();
                         Some(key)
                     });
                     let keys = self.options.keylog.clone().filter(|_| plain.is_none());
@@ -206,7 +209,7 @@ impl Streams {
                         self.slots.resize_with(i + 1, || None);
                     }
                     self.slots[i] = Some(stream);
-                    if let (Some(key), true) = (plain, mid_stream) {
+                    if let (Some(key), true) = (plain, mid_stream && first_open) {
                         self.feed_before_open(slot, key, at_us);
                     }
                 }
