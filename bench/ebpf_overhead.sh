@@ -13,10 +13,14 @@
 # TARGET=go: an HTTPS service in Go's own TLS (bench/apps/gotls), built
 # with the machine's Go: eBPF hooks crypto/tls's Read and Write and the
 # runtime's goroutine starts and ends (net/http starts one per request).
+# TARGET=gopage: a Go service on PostgreSQL over TLS (pgx, sslmode=require;
+# crates/whyslow/tests/apps/go/gopage, 7 statements a page), the Go
+# service as whyslow is for it.
 #
 #   bench/ebpf_overhead.sh
 #   TARGET=service bench/ebpf_overhead.sh
 #   TARGET=go bench/ebpf_overhead.sh
+#   TARGET=gopage bench/ebpf_overhead.sh
 #   RUNS=5 DURATION=10 CONNECTIONS=32 bench/ebpf_overhead.sh
 #   WHYSLOW=path/to/whyslow bench/ebpf_overhead.sh   # no cargo build
 #
@@ -33,9 +37,9 @@ TARGET=${TARGET:-nginx}
 case $TARGET in
   nginx) need_packages nginx-light wrk time curl ;;
   service) need_packages wrk time curl redis-server postgresql python3-redis python3-psycopg2 ;;
-  go) need_packages wrk time curl
-      command -v go >/dev/null || { echo "TARGET=go needs Go (https://go.dev/dl)" >&2; exit 2; } ;;
-  *) echo "TARGET is nginx, service or go" >&2; exit 2 ;;
+  go|gopage) need_packages wrk time curl postgresql openssl
+      command -v go >/dev/null || { echo "TARGET=$TARGET needs Go (https://go.dev/dl)" >&2; exit 2; } ;;
+  *) echo "TARGET is nginx, service, go or gopage" >&2; exit 2 ;;
 esac
 
 bin=${WHYSLOW:-}
@@ -59,6 +63,15 @@ elif [ "$TARGET" = go ]; then
   pids=("$gopid")
   url="https://127.0.0.1:$PORT/"
   served="gotls (Go's crypto/tls, a 40-byte JSON body)"
+elif [ "$TARGET" = gopage ]; then
+  trap 'kill "$gopid" 2>/dev/null; stop_backed_service "$dir"; rm -rf "$dir"' EXIT
+  start_tls_postgres "$dir" "$((PORT + 2))"
+  (cd crates/whyslow/tests/apps/go/gopage && go build -o "$dir/gopage" .)
+  "$dir/gopage" "$PORT" "$((PORT + 2))" 6 16 broken & gopid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/orders" >/dev/null && break; sleep 0.1; done
+  pids=("$gopid")
+  url="http://127.0.0.1:$PORT/orders"
+  served="gopage (Go, pgx on PostgreSQL over TLS, 7 statements a page)"
 else
   trap 'stop_backed_service "$dir"; rm -rf "$dir"' EXIT
   start_backed_service "$dir" "$PORT"
@@ -90,7 +103,7 @@ run() {
     wait "$tpid"
     cpu=$(awk '{print $1 + $2}' "$dir/cpu")
     # What is measured must be what is hooked.
-    if [ "$TARGET" = go ] && [ "$mode" = ebpf-pid ] && ! grep -q "(Go: crypto/tls, goroutines)" "$dir/tracer.out"; then
+    if [[ $TARGET = go* ]] && [ "$mode" = ebpf-pid ] && ! grep -q "(Go: crypto/tls, goroutines)" "$dir/tracer.out"; then
       echo "Go's TLS was not hooked:" >&2; cat "$dir/tracer.out" >&2; exit 1
     fi
   fi

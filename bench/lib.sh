@@ -124,6 +124,32 @@ start_backed_service() {
   return 1
 }
 
+# start_tls_postgres DIR PORT: a PostgreSQL cluster in DIR/pg serving TLS
+# (ssl=on, a self-signed certificate) on 127.0.0.1:PORT, stopped by
+# stop_backed_service DIR.
+start_tls_postgres() {
+  local dir=$1 port=$2 bin=/usr/lib/postgresql/15/bin
+  [ -x "$bin/initdb" ] || bin=$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | tail -1)")
+  mkdir -p "$dir/pg"
+  chmod 755 "$dir"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/pg/key.pem" -out "$dir/pg/cert.pem" \
+    -days 2 -subj /CN=localhost >/dev/null 2>&1
+  chmod 600 "$dir/pg/key.pem"
+  [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$dir/pg"
+  as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+  as_postgres "$bin/initdb" -D "$dir/pg/data" --auth=trust -U postgres --no-sync >/dev/null
+  as_postgres "$bin/postgres" -D "$dir/pg/data" -p "$port" -k "$dir/pg" \
+    -c listen_addresses=127.0.0.1 -c fsync=off -c ssl=on \
+    -c ssl_cert_file="$dir/pg/cert.pem" -c ssl_key_file="$dir/pg/key.pem" >"$dir/pg.log" 2>&1 &
+  echo $! >"$dir/postgres.pid"
+  for _ in $(seq 100); do
+    psql -h 127.0.0.1 -p "$port" -U postgres -qtAc 'SELECT 1' >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "PostgreSQL did not start on $port: $(cat "$dir/pg.log")" >&2
+  return 1
+}
+
 stop_backed_service() {
   local f pids=()
   for f in service redis postgres; do

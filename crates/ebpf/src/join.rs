@@ -99,12 +99,19 @@ impl ThreadIndex {
         self.sends.is_empty() && self.receives.is_empty()
     }
 
-    /// The thread whose send on (local, remote) was under way at `at_us`.
+    /// The thread whose send on (local, remote) was under way at `at_us`:
+    /// one that had entered by then, before one the clocks' slack lets in
+    /// (the next holder of a pooled connection may send within
+    /// CLOCK_SLACK_US of the last one's packet).
     fn sender(&self, local: SocketAddr, remote: SocketAddr, at_us: u64) -> Option<Thread> {
         let calls = self.sends.get(&(local, remote))?;
         let k = calls.partition_point(|c| c.enter_us <= at_us + CLOCK_SLACK_US);
-        let c = calls[..k].last()?;
-        (at_us <= c.exit_us + CLOCK_SLACK_US).then_some(c.thread)
+        let covers = |c: &&Call| at_us <= c.exit_us + CLOCK_SLACK_US;
+        let entered = calls[..k].iter().rev().find(|c| c.enter_us <= at_us);
+        entered
+            .filter(covers)
+            .or_else(|| calls[..k].last().filter(covers))
+            .map(|c| c.thread)
     }
 
     /// The read on (local, remote) that first returned after `at_us`; past
@@ -293,5 +300,31 @@ mod tests {
         t.exchanges[0].response_first_at_us = Some(1_900);
         ThreadIndex::new(&threads, 1_000_000).annotate(&mut t, &[8080]);
         assert_eq!(t.exchanges[0].thread.unwrap().tid, 20);
+    }
+
+    #[test]
+    fn a_send_under_way_at_the_packet_wins_over_one_entered_just_after() {
+        // Clocks 1000 µs apart: the call's packet at 1 200 µs; its sender
+        // entered at 190 and left at 205; the next holder of the connection
+        // entered at 230, within the slack of the packet.
+        let events = [
+            call(
+                Kind::Send,
+                7,
+                "127.0.0.1:50001",
+                "127.0.0.1:5432",
+                (190, 205),
+            ),
+            call(
+                Kind::Send,
+                8,
+                "127.0.0.1:50001",
+                "127.0.0.1:5432",
+                (230, 240),
+            ),
+        ];
+        let mut t = timeline();
+        ThreadIndex::new(&events, 1_000_000).annotate(&mut t, &[8080]);
+        assert_eq!(t.exchanges[1].thread.unwrap().tid, 7);
     }
 }

@@ -44,14 +44,19 @@ fn needs() -> [Need<'static>; 5] {
     ]
 }
 
-/// Starts the app's `variant` on `pg`, warmed up, recording into `truth`
-/// from now on; returns it with its page's URL.
-fn started(variant: &str, pg: u16, truth: &Path) -> (Server, String) {
+/// The page's own work under `diagnose` (ms): diagnose_checkouts paces
+/// requests 8.3 ms apart (120/s), and a page answered sooner never overlaps
+/// the next; longer, they overlap on any host.
+const DIAGNOSE_RENDER_MS: u64 = 10;
+
+/// Starts the app's `variant` on `pg` (rendering for `render_ms`), warmed
+/// up, recording into `truth` from now on; returns it with its page's URL.
+fn started(variant: &str, render_ms: u64, pg: u16, truth: &Path) -> (Server, String) {
     let port = free_port();
     let mut args: Vec<String> = [port, pg, ORDERS as u16, POOL as u16]
         .map(|n| n.to_string())
         .to_vec();
-    args.push(variant.into());
+    args.extend([variant.to_string(), render_ms.to_string()]);
     let server = go_app_recording("gopage", port, &args, truth);
     let url = format!("http://127.0.0.1:{port}/orders");
     load_paced(&url, WARM_PAGES, CLIENTS, WARM_RATE);
@@ -83,7 +88,7 @@ fn pgx_over_tls_at_16_clients_given_by_goroutine() {
     for variant in ["broken", "fanout", "fixed"] {
         let run = format!("{test} {variant}");
         let truth = dir.join(format!("{variant}.jsonl"));
-        let (server, url) = started(variant, pg.port, &truth);
+        let (server, url) = started(variant, 0, pg.port, &truth);
         let port = url.split(':').nth(2).unwrap().split('/').next().unwrap();
         let cap = dir.join(format!("{variant}.pcapng"));
         let load = [
@@ -147,7 +152,7 @@ fn pgx_over_tls_diagnosed_with_ebpf() {
     }
     let (pg, _data) = postgres_with(true);
     let truth = tmpdir(test).join("diagnose.jsonl");
-    let (server, url) = started("broken", pg.port, &truth);
+    let (server, url) = started("broken", DIAGNOSE_RENDER_MS, pg.port, &truth);
     let report = diagnose_checkouts(&url);
     drop(server);
     held_to_truth_by_thread(test, &report, &truth);

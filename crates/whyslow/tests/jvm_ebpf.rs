@@ -37,6 +37,11 @@ const SMALL_POOL: u64 = 2;
 const WARM_PAGES: u64 = 80;
 const WARM_RATE: u64 = 80;
 const PAGES: &str = "400";
+/// The page's own work under `diagnose` (ms): diagnose_checkouts paces
+/// requests 8.3 ms apart (120/s), and a page answered sooner never overlaps
+/// the next (CI on an idle host saw none overlap); longer, they overlap on
+/// any host.
+const DIAGNOSE_RENDER_MS: u64 = 10;
 /// What a page's statements and bookkeeping may add to the wait the app
 /// measured around its pool's checkout (ebpf_real.rs: the same margin).
 const POOL_WAIT_MARGIN_US: u64 = 1_000;
@@ -129,7 +134,7 @@ fn diagnosed(test: &str, app: &JdbcApp) {
     let port = free_port();
     let args = [port, app.db_port, ORDERS as u16, POOL as u16].map(|n| n.to_string());
     let mut args = args.to_vec();
-    args.push("broken".into());
+    args.extend(["broken".into(), DIAGNOSE_RENDER_MS.to_string()]);
     let server = java_app_recording(app.source, &app.classpath, port, &args, &truth);
     let url = format!("http://127.0.0.1:{port}/orders");
     load_paced(&url, WARM_PAGES, CLIENTS, WARM_RATE);

@@ -10,7 +10,7 @@
 // its wait for a pooled connection, and each statement with the local port
 // of the connection it ran on (asked of the server once per connection,
 // before any capture: the pool is opened at start-up).
-// Usage: java -cp mariadb.jar:hikari.jar:slf4j.jar MyPage.java PORT DB_PORT ORDERS POOL broken|fixed
+// Usage: java -cp mariadb.jar:hikari.jar:slf4j.jar MyPage.java PORT DB_PORT ORDERS POOL broken|fixed [RENDER_MS]
 import com.sun.net.httpserver.HttpServer;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
@@ -102,6 +102,9 @@ public class MyPage {
         int orders = Integer.parseInt(args[2]);
         int poolSize = Integer.parseInt(args[3]);
         boolean fixed = args[4].equals("fixed");
+        // Its own work after the statements (ms): a test that paces requests
+        // sets it above their spacing, so that they overlap on any host.
+        long renderMs = args.length > 5 ? Long.parseLong(args[5]) : 0;
         try (Connection c = DriverManager.getConnection(url); Statement s = c.createStatement()) {
             s.execute("DROP TABLE IF EXISTS items");
             s.execute("DROP TABLE IF EXISTS orders");
@@ -177,6 +180,13 @@ public class MyPage {
                 }
             } catch (Exception e) {
                 code = 500;
+            }
+            if (renderMs > 0) {
+                try {
+                    Thread.sleep(renderMs);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
             }
             byte[] body = ("{\"items\":" + items + ",\"statements\":" + statements + "}\n")
                     .getBytes(StandardCharsets.UTF_8);

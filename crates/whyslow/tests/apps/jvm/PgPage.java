@@ -8,7 +8,7 @@
 // each page is recorded out of band as apps/truth.py records one: its client
 // port, when it was read and answered, its wait for a pooled connection, and
 // each statement (COMMIT too) with the local port of its connection.
-// Usage: java -cp postgresql.jar PgPage.java PORT PG_PORT ORDERS POOL [broken|fixed]
+// Usage: java -cp postgresql.jar PgPage.java PORT PG_PORT ORDERS POOL [broken|fixed [RENDER_MS]]
 import com.sun.net.httpserver.HttpServer;
 import java.io.FileWriter;
 import java.io.IOException;
@@ -83,6 +83,9 @@ public class PgPage {
         int orders = Integer.parseInt(args[2]);
         int poolSize = Integer.parseInt(args[3]);
         boolean fixed = args.length > 4 && args[4].equals("fixed");
+        // Its own work after the statements (ms): a test that paces requests
+        // sets it above their spacing, so that they overlap on any host.
+        long renderMs = args.length > 5 ? Long.parseLong(args[5]) : 0;
         try (Connection c = DriverManager.getConnection(url); Statement s = c.createStatement()) {
             s.execute("DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS orders");
             s.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int)");
@@ -161,6 +164,13 @@ public class PgPage {
                 code = 500;
             } finally {
                 if (c != null) pool.add(c);
+            }
+            if (renderMs > 0) {
+                try {
+                    Thread.sleep(renderMs);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
             }
             byte[] body = ("{\"items\":" + items + ",\"statements\":" + statements + "}\n")
                     .getBytes(StandardCharsets.UTF_8);

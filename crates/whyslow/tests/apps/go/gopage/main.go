@@ -9,7 +9,10 @@
 // (apps/truth.py's format): the client's port, and per statement the local
 // port of the connection it ran on, when it was sent and done.
 //
-// Usage: gopage PORT PG_PORT ORDERS POOL broken|fanout|fixed
+// Usage: gopage PORT PG_PORT ORDERS POOL broken|fanout|fixed [RENDER_MS]
+//
+// RENDER_MS: its own work after the statements; a test that paces
+// requests sets it above their spacing, so that they overlap on any host.
 package main
 
 import (
@@ -140,6 +143,11 @@ func page(ctx context.Context, db *pgxpool.Pool, rec *record, variant string) (i
 
 func main() {
 	listen, pgPort, orders, pool, variant := os.Args[1], os.Args[2], os.Args[3], os.Args[4], os.Args[5]
+	var render time.Duration
+	if len(os.Args) > 6 {
+		ms, _ := strconv.Atoi(os.Args[6])
+		render = time.Duration(ms) * time.Millisecond
+	}
 	ctx := context.Background()
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=require&pool_max_conns=%s&pool_min_conns=%s", pgPort, pool, pool)
 	db, err := pgxpool.New(ctx, url)
@@ -166,6 +174,7 @@ func main() {
 			http.Error(w, "{}", http.StatusInternalServerError)
 			return
 		}
+		time.Sleep(render)
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, "{\"items\":%d}\n", items)
 		if f, ok := w.(http.Flusher); ok {
