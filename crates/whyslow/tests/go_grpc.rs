@@ -120,21 +120,8 @@ fn case(dir: &Path, tls: bool, streams: u64, clients: u64) {
         !named.contains(&"duplicate_calls".to_string()),
         "{case}: {named:?}"
     );
-    if streams == 0 {
-        let kinds = ["stream_queueing", "pool_queueing"];
-        assert!(
-            !named.iter().any(|k| kinds.contains(&k.as_str())),
-            "{case}: {named:?}"
-        );
-    } else {
-        assert_eq!(
-            named.first().map(String::as_str),
-            Some("stream_queueing"),
-            "{case}: {named:?}"
-        );
-        let f = finding(&report, "stream_queueing").unwrap();
-        assert_eq!(f["facts"]["streams"], streams as f64, "{case}: {f}");
-    }
+    let limit = (streams > 0).then_some(streams);
+    stream_limit_held(&case, &report, &named, limit);
 }
 
 #[test]

@@ -105,21 +105,8 @@ fn grpc_inside_tls_is_counted_as_tshark_counts_it() {
             assert_eq!(rows as usize, answered.len(), "{case}: answer messages");
 
             let named = causes_less_real_tcp(&report, &file);
-            if fixed {
-                let kinds = ["stream_queueing", "pool_queueing"];
-                assert!(
-                    !named.iter().any(|k| kinds.contains(&k.as_str())),
-                    "{case}: {named:?}"
-                );
-            } else {
-                assert_eq!(
-                    named.first().map(String::as_str),
-                    Some("stream_queueing"),
-                    "{case}: {named:?}"
-                );
-                let f = finding(&report, "stream_queueing").unwrap();
-                assert_eq!(f["facts"]["streams"], streams as f64, "{case}: {f}");
-            }
+            let limit = (!fixed).then_some(streams);
+            stream_limit_held(&case, &report, &named, limit);
         }
     }
 }

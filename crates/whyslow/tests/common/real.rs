@@ -769,3 +769,32 @@ pub fn tshark_grpc_statuses(
     }
     statuses
 }
+
+/// `named` (a report's causes) for a gRPC front's calls on one connection:
+/// with a stream limit (`Some(streams)`), stream_queueing first with that
+/// limit; without, no queueing named at all.
+pub fn stream_limit_held(
+    case: &str,
+    report: &serde_json::Value,
+    named: &[String],
+    limit: Option<u64>,
+) {
+    match limit {
+        None => {
+            let kinds = ["stream_queueing", "pool_queueing"];
+            assert!(
+                !named.iter().any(|k| kinds.contains(&k.as_str())),
+                "{case}: {named:?}"
+            );
+        }
+        Some(streams) => {
+            assert_eq!(
+                named.first().map(String::as_str),
+                Some("stream_queueing"),
+                "{case}: {named:?}"
+            );
+            let f = super::finding(report, "stream_queueing").unwrap();
+            assert_eq!(f["facts"]["streams"], streams as f64, "{case}: {f}");
+        }
+    }
+}
