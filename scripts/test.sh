@@ -19,7 +19,7 @@ missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # The JVM and Go test apps: a JDK and Maven (which fetches pgJDBC from Maven
 # Central), Go (which fetches pgx from the module proxy; go.mod asks for
-# 1.25 or later). Taken from Debian only where none is on PATH.
+# 1.26 or later: grpc-go asks for it). Taken from Debian only where none is on PATH.
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v go >/dev/null || missing+=(golang-go)
