@@ -599,7 +599,12 @@ http {{ access_log off;
 /// ~13 ms one takes: requests overlap (arrivals are evenly spaced; at 40/s
 /// they need not).
 pub fn diagnose_checkouts(url: &str) -> serde_json::Value {
-    let out = super::whyslow(&[
+    diagnose_checkouts_saved(url, None)
+}
+
+/// As `diagnose_checkouts`, keeping the capture in `save` if given.
+pub fn diagnose_checkouts_saved(url: &str, save: Option<&Path>) -> serde_json::Value {
+    let mut args = vec![
         "diagnose",
         "--ebpf",
         "--json",
@@ -612,8 +617,12 @@ pub fn diagnose_checkouts(url: &str) -> serde_json::Value {
         "120",
         "--duration",
         "2s",
-        url,
-    ]);
+    ];
+    if let Some(file) = save {
+        args.extend(["-w", file.to_str().unwrap()]);
+    }
+    args.push(url);
+    let out = super::whyslow(&args);
     assert!(out.status.success(), "{}", super::stderr(&out));
     super::json(&out)
 }
