@@ -3,8 +3,9 @@
 //! connection, and the network. Computed per request, then as a mean per
 //! request kind so that the parts add up to the total.
 
+use crate::intervals::covered_us;
 use crate::pool_queueing::pool_wait;
-use crate::request_calls::{covered_us, Call, RequestCalls};
+use crate::request_calls::{Call, RequestCalls};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{BackingTime, Protocol, TimeBreakdown};

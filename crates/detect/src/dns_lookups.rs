@@ -7,6 +7,12 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use whyslow_model::{Connection, Exchange, Protocol, Status, Timeline};
 
+/// How close the two types of one lookup (A and AAAA) are sent: glibc
+/// sends both at once on one socket, or the second at once after the
+/// first's answer (`single-request`); 1 ms is a thread's wake-up on a
+/// loaded host. Attribution and every DNS detector pair queries by it.
+pub const PARTNER_US: u64 = 1_000;
+
 /// One query and its answer, if any.
 #[derive(Debug, Clone, Copy)]
 pub struct Query<'a> {

@@ -12,7 +12,9 @@
 //! per query ties it to nothing): queries per request and their mean time,
 //! from every query made while a request of the service waited.
 
-use crate::request_calls::{call_end, covered_us};
+use crate::dns_lookups::PARTNER_US;
+use crate::intervals::covered_us;
+use crate::request_calls::call_end;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use whyslow_model::{
     fmt_ms, stats, Evidence, Exchange, ExchangeRole, Facts, Finding, FindingKind, Protocol,
@@ -24,10 +26,6 @@ use whyslow_model::{
 const MIN_SHARE: f64 = 0.8;
 /// Requests before it is a pattern.
 const MIN_REQUESTS: usize = 3;
-/// The second type of a name (AAAA after A) asked at most this long after
-/// the first's answer is the same lookup: a stub resolver sends it at
-/// once; 1 ms covers a busy host's scheduling.
-const PARTNER_GAP_US: u64 = 1_000;
 /// Evidence requests listed.
 const EVIDENCE: usize = 5;
 
@@ -180,7 +178,7 @@ fn lookups(qs: &[&Exchange]) -> Vec<(u64, u64)> {
         // one after the other): part of that lookup.
         if let (None, Some(last), Some(question)) = (open, out.last_mut(), ended) {
             let partner = question_name(q) == question_name_of(question) && q.request != question;
-            if partner && start <= last.1.saturating_add(PARTNER_GAP_US) {
+            if partner && start <= last.1.saturating_add(PARTNER_US) {
                 last.1 = last.1.max(end);
                 continue;
             }
@@ -200,7 +198,7 @@ fn lookups(qs: &[&Exchange]) -> Vec<(u64, u64)> {
 /// stub resolver asks each name of a walk on a socket of its own, A and
 /// AAAA together), from its first query to its last answer, a query left
 /// unanswered waiting until it was asked again; a socket reused for later
-/// lookups (a gap past `PARTNER_GAP_US`) counts each stretch apart.
+/// lookups (a gap past `PARTNER_US`) counts each stretch apart.
 fn socket_time(qs: &[&Exchange]) -> u64 {
     let mut by_socket: HashMap<u32, Vec<&Exchange>> = HashMap::new();
     for q in qs {
@@ -219,7 +217,7 @@ fn socket_time(qs: &[&Exchange]) -> u64 {
                 (None, _) => q.request_last_at_us,
             };
             match &mut stretch {
-                Some(s) if start <= s.1.saturating_add(PARTNER_GAP_US) => s.1 = s.1.max(end),
+                Some(s) if start <= s.1.saturating_add(PARTNER_US) => s.1 = s.1.max(end),
                 _ => {
                     if let Some((a, b)) = stretch.replace((start, end)) {
                         total += b.saturating_sub(a);

@@ -6,7 +6,7 @@
 //! Every lookup pays those round trips. Time lost per lookup: from its
 //! first wasted query to the query that answered.
 
-use crate::dns_lookups::{Queries, Query};
+use crate::dns_lookups::{Queries, Query, PARTNER_US};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
@@ -23,9 +23,6 @@ const EXPANSION_WINDOW_US: u64 = 1_000_000;
 /// walk: a stub resolver sends it at once; 25 ms covers a scheduler
 /// period on a busy host. A query answered longer before was another lookup.
 const CHAIN_GAP_US: u64 = 25_000;
-/// Queries of one name sent this close together are one step of the
-/// walk (glibc sends A and AAAA back to back from one socket).
-const PARALLEL_US: u64 = 1_000;
 /// NXDOMAIN queries looked at per answered one: the latest before it. A
 /// walk needs a few (two types of six suffixes at the most, Kubernetes'
 /// search list with ndots:5), five concurrent walks of one name 64; a
@@ -108,7 +105,7 @@ fn expanded<'a>(qs: &[Query<'a>]) -> Vec<Expanded<'a>> {
                 let q = &qs[k];
                 let partner = q.name == step.name
                     && !types.contains(&q.qtype)
-                    && q.sent_us.abs_diff(step.sent_us) <= PARALLEL_US
+                    && q.sent_us.abs_diff(step.sent_us) <= PARTNER_US
                     && q.answered_us.is_some_and(|at| at <= a.sent_us);
                 if partner && !used[k] {
                     used[k] = true;
@@ -194,16 +191,13 @@ fn finding(client: IpAddr, name: &str, lookups: &[Expanded]) -> Option<Finding> 
         fmt_ms(per),
         lookups.len()
     );
-    Some(Finding {
+    let found = Finding {
         subject: format!("{client} {name}"),
         facts: Facts::default()
             .with("wasted_queries_per_lookup", wasted_per as f64)
             .with("lookups", lookups.len() as f64)
             .with("suffixes", suffixes.len() as f64)
             .with("name_dots", dots as f64),
-        time_lost_us: lost.iter().sum(),
-        time_lost_per_occurrence_us: per,
-        occurrences: lookups.len() as u32,
         evidence: lookups
             .iter()
             .take(EVIDENCE)
@@ -227,7 +221,8 @@ fn finding(client: IpAddr, name: &str, lookups: &[Expanded]) -> Option<Finding> 
             summary,
             FIX,
         )
-    })
+    };
+    Some(found.losing(&lost))
 }
 
 /// The queries' names, each once, in the order sent (A and AAAA of one

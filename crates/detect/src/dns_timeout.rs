@@ -6,7 +6,7 @@
 //! client sends from one socket. Time lost per occurrence: first try →
 //! the try that followed.
 
-use crate::dns_lookups::{Queries, Query};
+use crate::dns_lookups::{Queries, Query, PARTNER_US};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
@@ -19,9 +19,6 @@ use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
 const MIN_TIMEOUT_US: u64 = 300_000;
 /// The longest: glibc caps a try's timeout at 30 s (`RES_MAXRETRANS`).
 const MAX_TIMEOUT_US: u64 = 30_000_000;
-/// A query's parallel partner is sent within this of it (glibc sends A
-/// and AAAA back to back).
-const PARTNER_US: u64 = 1_000;
 /// Later queries of one question looked at for a retry: a flood of one
 /// question costs a bounded scan.
 const MAX_LATER: usize = 256;
@@ -188,12 +185,9 @@ fn finding(client: IpAddr, resolver: SocketAddr, stalls: &[Stall]) -> Finding {
     for (q, n) in questions.iter().take(QUESTIONS_LISTED) {
         facts.set(&format!("lost {q}"), *n as f64);
     }
-    Finding {
+    let found = Finding {
         subject: format!("{client} {resolver}"),
         facts,
-        time_lost_us: lost.iter().sum(),
-        time_lost_per_occurrence_us: per,
-        occurrences: stalls.len() as u32,
         evidence: stalls
             .iter()
             .take(EVIDENCE)
@@ -211,7 +205,8 @@ fn finding(client: IpAddr, resolver: SocketAddr, stalls: &[Stall]) -> Finding {
             })
             .collect(),
         ..Finding::new(FindingKind::DnsTimeout, Severity::Critical, summary, FIX)
-    }
+    };
+    found.losing(&lost)
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! from the first call: time lost = every repeat's own time, clipped to
 //! what the repeats covered (they may run at once).
 
-use crate::request_calls::{by_shape, covered_us, with_calls, Call, RequestCalls};
+use crate::intervals::covered_us;
+use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -12,6 +12,7 @@ pub mod dns_timeout;
 pub mod duplicate_calls;
 pub mod exchange_groups;
 pub mod host_saturation;
+pub mod intervals;
 pub mod large_response;
 pub mod merge;
 pub mod n_plus_one;

@@ -12,9 +12,8 @@
 //! the finding is a warning from 10 % of the request and informational below.
 //! Calls that overlap are not N+1: they ran at once (pool_queueing's case).
 
-use crate::request_calls::{
-    by_shape, covered_us, issued_at_once_max, median, with_calls, Call, RequestCalls,
-};
+use crate::intervals::covered_us;
+use crate::request_calls::{by_shape, issued_at_once_max, median, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashSet};

@@ -4,7 +4,8 @@
 //! The median hides it, so the finding quotes p50, p99 and max, the share of
 //! inbound requests hit, and the period when the stalls keep one.
 
-use crate::request_calls::{median, merged_spans, Call, RequestCalls};
+use crate::intervals::merged_spans;
+use crate::request_calls::{median, Call, RequestCalls};
 use crate::request_findings::{self, Hit};
 use crate::thresholds::SLOW_PART_US;
 use std::collections::BTreeMap;

@@ -8,7 +8,8 @@
 //! they would take with enough connections (the longest call alone), plus
 //! that idle wait.
 
-use crate::request_calls::{most_at_once, with_calls, Call, RequestCalls};
+use crate::intervals::most_at_once;
+use crate::request_calls::{with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{seen_enough, WORTH_SHARE};
 use std::collections::BTreeMap;
@@ -373,11 +374,7 @@ mod tests {
 
     #[test]
     fn one_queued_request_among_many_that_called_freely_is_not_a_pool_too_small() {
-        let mut t = fanout(11, 5, 50);
-        crate::request_calls::tests::add_quick_requests(&mut t, 10);
-        assert!(detect(&t).is_empty(), "1 request of 11");
-        t.exchanges.truncate(t.exchanges.len() - 2);
-        assert_eq!(detect(&t).len(), 1, "1 of 10");
+        crate::request_calls::tests::named_past_the_request_share(fanout(11, 5, 50), detect);
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! like handoffs from a full pool — or some hold two while others queue.
 //! The wire cannot tell these apart, so that time is not counted as full.
 
+use crate::intervals::covered_us;
 use crate::pools::Pools;
-use crate::request_calls::{covered_us, RequestCalls};
+use crate::request_calls::RequestCalls;
 use crate::request_findings::{self, median_of, Hit};
 use crate::streams::Limit;
 use crate::thresholds::WORTH_SHARE;

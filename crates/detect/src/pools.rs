@@ -10,7 +10,8 @@
 //! session) kept it busy between them.
 
 use crate::attribution::{interleaved, HeldRuns};
-use crate::request_calls::{covered_us, running_max, RequestCalls};
+use crate::intervals::{covered_us, running_max};
+use crate::request_calls::RequestCalls;
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

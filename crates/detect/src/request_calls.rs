@@ -3,6 +3,7 @@
 //! the time breakdown read.
 
 use crate::attribution::HeldRuns;
+use crate::intervals::{merged_spans, most_at_once};
 use crate::pools::{self, PoolQueue, Pools};
 use foldhash::{HashMap, HashMapExt, HashSet};
 use std::collections::BTreeMap;
@@ -116,18 +117,6 @@ impl<'a> RequestCalls<'a> {
         }
         out
     }
-}
-
-/// Spans sorted by start, merged where they overlap.
-pub fn merged_spans(spans: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in spans {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
 }
 
 /// Each connection's server.
@@ -392,44 +381,6 @@ pub fn issued_at_once_max(calls: &[Call]) -> usize {
     most_at_once(calls.iter().map(|c| (c.due(), c.end)))
 }
 
-pub fn most_at_once(spans: impl Iterator<Item = (u64, u64)>) -> usize {
-    let mut edges: Vec<(u64, i32)> = Vec::with_capacity(spans.size_hint().0 * 2);
-    for (start, end) in spans {
-        edges.push((start, 1));
-        edges.push((end, -1));
-    }
-    edges.sort_unstable(); // at equal times, ends (-1) come first
-    running_max(edges.iter().map(|e| e.1)) as usize
-}
-
-/// The highest running sum of `steps` (0 at least).
-pub fn running_max(steps: impl Iterator<Item = i32>) -> i32 {
-    let (mut now, mut max) = (0, 0);
-    for s in steps {
-        now += s;
-        max = max.max(now);
-    }
-    max
-}
-
-/// Time covered by at least one of the spans, each clipped to `window`.
-pub fn covered_us(spans: impl Iterator<Item = (u64, u64)>, window: (u64, u64)) -> u64 {
-    let mut v: Vec<(u64, u64)> = spans
-        .map(|(a, b)| (a.max(window.0), b.min(window.1)))
-        .filter(|(a, b)| a < b)
-        .collect();
-    v.sort_unstable();
-    let (mut total, mut reach) = (0, 0);
-    for (a, b) in v {
-        let a = a.max(reach);
-        if b > a {
-            total += b - a;
-            reach = b;
-        }
-    }
-    total
-}
-
 /// The median (what a typical occurrence cost), by the project's one rule.
 pub use whyslow_model::stats::median;
 
@@ -446,6 +397,19 @@ pub mod tests {
         e.role = ExchangeRole::Outbound;
         e.parent = Some(parent);
         e
+    }
+
+    /// Asserts `detect` names the one request of `t` only while it is at
+    /// least `MIN_REQUEST_SHARE` of the requests: not among 10 quick ones,
+    /// named among 9.
+    pub fn named_past_the_request_share(
+        mut t: Timeline,
+        detect: impl Fn(&Timeline) -> Vec<whyslow_model::Finding>,
+    ) {
+        add_quick_requests(&mut t, 10);
+        assert!(detect(&t).is_empty(), "1 request of 11");
+        t.exchanges.truncate(t.exchanges.len() - 2);
+        assert_eq!(detect(&t).len(), 1, "1 of 10");
     }
 
     /// Appends `n` requests on connection 0, a second apart, each making
@@ -485,6 +449,6 @@ pub mod tests {
         );
         assert_eq!(r[0].per_server().len(), 1);
         let spans = r[0].calls.iter().map(|c| (c.start, c.end));
-        assert_eq!(covered_us(spans, (0, 450)), 350);
+        assert_eq!(crate::intervals::covered_us(spans, (0, 450)), 350);
     }
 }

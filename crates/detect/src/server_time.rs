@@ -106,7 +106,8 @@ mod tests {
         }
     }
     use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
+    use crate::testkit::{exchange, lose};
+    use whyslow_model::Direction;
 
     #[test]
     fn own_work_beyond_the_calls_is_named() {
@@ -162,13 +163,7 @@ mod tests {
     #[test]
     fn a_request_while_the_capture_lost_bytes_of_its_calls_is_not_judged() {
         let mut t = request_400_ms(vec![call(1, 1, 0, (200, 50_200))]);
-        let gap = whyslow_model::Gap {
-            after_us: 120_000,
-            direction: whyslow_model::Direction::ToClient,
-            bytes: 500,
-        };
-        t.connections[1].gaps.push(gap);
-        t.connections[1].to_client.gaps = 1;
+        lose(&mut t.connections[1], Direction::ToClient, 120_000, 500);
         assert!(detect(&t).is_empty(), "a call may be missing");
         // The same gap after the request ended damages nothing.
         t.connections[1].gaps[0].after_us = 900_000;

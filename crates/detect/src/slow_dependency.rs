@@ -152,11 +152,10 @@ mod tests {
 
     #[test]
     fn one_slow_request_among_many_quick_ones_is_not_a_slow_dependency() {
-        let mut t = request_with_call(300_000, 400_000);
-        crate::request_calls::tests::add_quick_requests(&mut t, 10);
-        assert!(detect(&t).is_empty(), "1 request of 11");
-        t.exchanges.truncate(t.exchanges.len() - 2);
-        assert_eq!(detect(&t).len(), 1, "1 of 10");
+        crate::request_calls::tests::named_past_the_request_share(
+            request_with_call(300_000, 400_000),
+            detect,
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! DNS queries of the same requests beside them: queries, NXDOMAIN, never
 //! answered, and their time.
 
-use crate::request_calls::{by_shape, covered_us, Call, RequestCalls};
+use crate::intervals::covered_us;
+use crate::request_calls::{by_shape, Call, RequestCalls};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use whyslow_model::prepared::prepared_verb;

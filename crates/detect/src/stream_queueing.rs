@@ -9,7 +9,8 @@
 //! Time lost per request, as for `pool_queueing`: its calls' span on the
 //! server minus its longest call, what they would take with enough streams.
 
-use crate::request_calls::{most_at_once, with_calls, Call, RequestCalls};
+use crate::intervals::most_at_once;
+use crate::request_calls::{with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{seen_enough, WORTH_SHARE};
 use std::collections::{BTreeMap, HashMap};

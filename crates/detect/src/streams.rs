@@ -10,8 +10,9 @@
 //! nothing else to do (arrival, or the end of its previous call) to its
 //! start, counted only while the connection was at its limit.
 
+use crate::intervals::covered_us;
 use crate::pools::{PoolQueue, HANDOFF_MAX_US};
-use crate::request_calls::{covered_us, RequestCalls};
+use crate::request_calls::RequestCalls;
 use foldhash::HashMap;
 use std::collections::BTreeMap;
 use whyslow_model::{ExchangeRole, Protocol, Timeline};

@@ -7,8 +7,9 @@
 //! statement and the next — is that N+1's too: one query removes the loop.
 
 use crate::breakdown::parts;
+use crate::intervals::{covered_us, merged_spans};
 use crate::n_plus_one;
-use crate::request_calls::{by_shape, covered_us, median, merged_spans, RequestCalls};
+use crate::request_calls::{by_shape, median, RequestCalls};
 use whyslow_model::{fmt_ms, Finding, FindingKind};
 
 /// Share of a service's own time its N+1 loops must take, in the median

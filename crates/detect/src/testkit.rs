@@ -113,6 +113,20 @@ pub fn exchange(
     e
 }
 
+/// `c` lost `bytes` toward `direction` after `after_us`: a hole the capture
+/// never held, counted as the wire source counts it.
+pub fn lose(c: &mut Connection, direction: Direction, after_us: u64, bytes: u64) {
+    c.gaps.push(whyslow_model::Gap {
+        after_us,
+        direction,
+        bytes,
+    });
+    match direction {
+        Direction::ToServer => c.to_server.gaps += 1,
+        Direction::ToClient => c.to_client.gaps += 1,
+    }
+}
+
 /// A loopback connection from client port 40000 + `id` to `server_port`.
 pub fn conn(id: u32, server_port: u16) -> Connection {
     let client = format!("127.0.0.1:{}", 40000 + id).parse().unwrap();
@@ -127,6 +141,24 @@ pub fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
         .filter(|e| e.role == ExchangeRole::Outbound)
         .map(|e| (e.id, e.parent, e.attribution))
         .collect()
+}
+
+/// Asserts every call from id 100 on was given by `rule`, inferred, to the
+/// request `made_for(id)`.
+pub fn all_given_by(t: &Timeline, rule: whyslow_model::Rule, made_for: impl Fn(u32) -> u32) {
+    for e in t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Outbound)
+    {
+        let placed = (e.parent, e.attribution, e.rule);
+        let expected = (
+            Some(made_for(e.id)),
+            Some(Attribution::Inferred),
+            Some(rule),
+        );
+        assert_eq!(placed, expected, "call {}", e.id);
+    }
 }
 
 /// `detect(&timeline)` in a request detector's tests: the detector over a

@@ -119,13 +119,10 @@ fn finding(client: IpAddr, server: SocketAddr, hs: &[Handshake]) -> Option<Findi
             repeated.len(),
             per as f64 / 1000.0
         );
-    Some(Finding {
+    let found = Finding {
         facts: whyslow_model::Facts::default()
             .with("repeated_connections", repeated.len() as f64)
             .with("saving_us", per as f64),
-        time_lost_us: lost.iter().sum(),
-        time_lost_per_occurrence_us: per,
-        occurrences: full.len() as u32,
         evidence: full
             .iter()
             .take(10)
@@ -147,7 +144,8 @@ fn finding(client: IpAddr, server: SocketAddr, hs: &[Handshake]) -> Option<Findi
             summary,
             FIX,
         )
-    })
+    };
+    Some(found.losing(&lost))
 }
 
 #[cfg(test)]

@@ -272,6 +272,15 @@ impl Finding {
             facts: Facts::default(),
         }
     }
+
+    /// What the finding cost, from each occurrence's loss: their sum, their
+    /// median (nearest rank) and their count.
+    pub fn losing(mut self, each_us: &[u64]) -> Self {
+        self.time_lost_us = each_us.iter().sum();
+        self.time_lost_per_occurrence_us = crate::stats::median(each_us.to_vec());
+        self.occurrences = u32::try_from(each_us.len()).unwrap_or(u32::MAX);
+        self
+    }
 }
 
 impl Finding {

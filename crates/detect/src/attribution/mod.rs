@@ -7,6 +7,7 @@
 //! in `rules/` and one line in a list.
 
 mod deduction;
+mod fit;
 mod matching;
 mod rules;
 mod runs;
@@ -17,8 +18,9 @@ mod table;
 mod units;
 mod windows;
 
+pub use fit::BRACKET_MARGIN;
 use foldhash::{HashMap, HashSet};
-pub use rules::bracket::{BRACKET_MARGIN, FILL_SHARE};
+pub use rules::bracket::FILL_SHARE;
 pub use runs::{MIN_RUN_OPENERS, RUN_OPENER_SHARE};
 use scene::Scene;
 use servers::server_ports;

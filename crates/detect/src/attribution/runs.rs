@@ -234,7 +234,7 @@ impl Answers {
 #[cfg(test)]
 mod tests {
     use super::super::attribute;
-    use crate::testkit::{conn, exchange, given};
+    use crate::testkit::{all_given_by, conn, exchange, given, lose};
     use whyslow_model::{Attribution, CloseKind, Direction, Exchange, Protocol, Timeline, TxState};
 
     fn statement(id: u32, connection: u32, start: u64, sql: &str) -> Exchange {
@@ -277,15 +277,7 @@ mod tests {
     fn a_held_connection_is_cut_into_runs_at_the_statement_that_opens_them() {
         let mut t = queued(10, "SELECT head", 100);
         attribute(&mut t, &[8080]);
-        for (id, parent, level) in given(&t) {
-            let made_for = (id - 100) / 4;
-            assert_eq!(parent, Some(made_for), "call {id}");
-            assert_eq!(level, Some(Attribution::Inferred));
-        }
-        let rules = t.exchanges.iter().filter(|e| e.id >= 100).map(|e| e.rule);
-        assert!(rules
-            .into_iter()
-            .all(|r| r == Some(whyslow_model::Rule::Checkout)));
+        all_given_by(&t, whyslow_model::Rule::Checkout, |id| (id - 100) / 4);
     }
 
     #[test]
@@ -317,12 +309,7 @@ mod tests {
         t.exchanges.retain(|e| ![8, 9].contains(&e.id));
         for c in [8, 9] {
             t.connections[c].first_at_us = 60_000;
-            t.connections[c].to_server.gaps = 1;
-            t.connections[c].gaps.push(whyslow_model::Gap {
-                after_us: 60_000,
-                direction: Direction::ToServer,
-                bytes: 89,
-            });
+            lose(&mut t.connections[c], Direction::ToServer, 60_000, 89);
         }
         // Run 3 is one unit: whole, or left whole among the requests that
         // were waiting (the runs a lost request may hold are not deduced).

@@ -81,7 +81,7 @@ pub fn mark<K: Eq + Hash + Copy>(
 #[cfg(test)]
 mod tests {
     use super::super::attribute;
-    use crate::testkit::{conn, exchange, given};
+    use crate::testkit::{all_given_by, conn, exchange, given};
     use whyslow_model::{Attribution, Exchange, Timeline};
 
     fn call(id: u32, connection: u32, (start, end): (u64, u64), path: &str) -> Exchange {
@@ -118,14 +118,7 @@ mod tests {
     fn a_call_each_page_made_once_is_placed_down_the_line() {
         let mut t = pages();
         attribute(&mut t, &[8080]);
-        for (id, parent, level) in given(&t) {
-            assert_eq!(parent, Some(id - 100), "call {id}");
-            assert_eq!(level, Some(Attribution::Inferred));
-        }
-        let rules = t.exchanges.iter().filter(|e| e.id >= 100).map(|e| e.rule);
-        assert!(rules
-            .into_iter()
-            .all(|r| r == Some(whyslow_model::Rule::Fingerprint)));
+        all_given_by(&t, whyslow_model::Rule::Fingerprint, |id| id - 100);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! transaction, and ambiguous rather than guessed.
 
 use super::*;
-use crate::testkit::{conn, exchange};
+use crate::testkit::{conn, exchange, lose};
+use whyslow_model::Direction;
 use whyslow_model::{Exchange, Protocol, Rule, TraceId, TxState};
 
 fn traced(mut e: Exchange, trace: u128) -> Exchange {
@@ -159,12 +160,7 @@ fn one_hole_may_hide_several_requests_so_deduction_counts_none() {
         ],
     };
     t.connections[2].first_at_us = 40;
-    t.connections[2].to_server.gaps = 1;
-    t.connections[2].gaps.push(whyslow_model::Gap {
-        after_us: 50,
-        direction: whyslow_model::Direction::ToServer,
-        bytes: 80,
-    });
+    lose(&mut t.connections[2], Direction::ToServer, 50, 80);
     attribute(&mut t, &[8080]);
     let amb = (None, Some(Attribution::Ambiguous));
     assert_eq!(levels(&t), vec![amb; 4]);
@@ -261,12 +257,7 @@ fn a_call_a_request_the_capture_lost_may_have_made_is_not_timed_to_another() {
     attribute(&mut t, &[8080]);
     assert_eq!(levels(&t), vec![(Some(0), Some(Attribution::Inferred))]);
     t.connections[3].first_at_us = 40;
-    t.connections[3].to_server.gaps = 1;
-    t.connections[3].gaps.push(whyslow_model::Gap {
-        after_us: 50,
-        direction: whyslow_model::Direction::ToServer,
-        bytes: 80,
-    });
+    lose(&mut t.connections[3], Direction::ToServer, 50, 80);
     attribute(&mut t, &[8080]);
     assert_eq!(levels(&t), vec![(None, Some(Attribution::Ambiguous))]);
 }

@@ -10,11 +10,12 @@
 //! on the lab's DNS front at 16 clients on a busy host: eight calls of
 //! eight requests given to the one whose answer came first).
 
+use crate::attribution::fit::clearly_below;
 use crate::attribution::scene::Scene;
 use crate::attribution::table::{Decision, Table};
 use crate::attribution::units::{Holder, Unit};
 use crate::attribution::windows::{is_lost, Window};
-use crate::request_calls::most_at_once;
+use crate::intervals::most_at_once;
 use foldhash::{HashMap, HashMapExt};
 use whyslow_model::Rule;
 
@@ -22,16 +23,6 @@ use whyslow_model::Rule;
 /// that request: a call filling most of the time a request waited is that
 /// request's work; a short call fits every request in flight alike.
 pub const FILL_SHARE: f64 = 0.5;
-/// How much looser the next candidate's bracket must be: twice the slack
-/// (arrival → unit start plus unit end → answer). Nearer than that, the
-/// two are near-equal and the unit is ambiguous — never a guess.
-pub const BRACKET_MARGIN: u64 = 2;
-/// And looser by at least this much: on a loaded host a runnable thread
-/// may wait the scheduler's minimum granularity before it runs (CFS: 0.75
-/// ms by default, more with more CPUs), which moves a call's start or an
-/// answer's write. A bracket tighter by less than that is noise.
-pub const BRACKET_MIN_US: u64 = 1_000;
-
 pub fn place(s: &Scene, table: &mut Table) {
     let mut picks: HashMap<u32, Vec<&Unit>> = HashMap::new();
     for u in &s.units {
@@ -78,11 +69,6 @@ fn one_each_fits(u: &Unit, picked: &[&Unit], reach: &[u64]) -> bool {
     }
     let at_once = most_at_once(spans.into_iter());
     at_once >= 2 && at_once <= u.cands.len()
-}
-
-/// Whether a fit of `best` is clearly tighter than one of `next`.
-pub(crate) fn clearly_below(best: u64, next: u64) -> bool {
-    next >= BRACKET_MARGIN * best.max(1) && next - best >= BRACKET_MIN_US
 }
 
 /// The first candidate (they are sorted by slack) when `u` fills

@@ -11,17 +11,14 @@
 //! search-list names that failed (NXDOMAIN) right before the lookup's next
 //! name was asked, paired the same way.
 
-use crate::attribution::rules::bracket::clearly_below;
+use crate::attribution::fit::clearly_below;
 use crate::attribution::scene::Scene;
 use crate::attribution::table::{Decision, Table};
-use crate::dns_lookups::{queries_of, Query};
+use crate::dns_lookups::{queries_of, Query, PARTNER_US};
 use foldhash::{HashMap, HashMapExt};
 use std::net::IpAddr;
 use whyslow_model::{Attribution, ExchangeRole, Protocol, Rule};
 
-/// A and AAAA sent together: glibc sends both at once on one socket;
-/// 1 ms is a thread's wake-up on a loaded host.
-pub const PARTNER_GAP_US: u64 = 1_000;
 /// From an answer to what the client does with it (the next search name,
 /// the call): at once, save for scheduling — 10 ms, a loaded host's
 /// scheduler delay, as `pools` allows for a connection handed over.
@@ -88,7 +85,7 @@ impl<'a> Ask<'a> {
 
     /// Sent with the latest try (A beside AAAA).
     fn partner(&self, q: &Query) -> bool {
-        q.sent_us <= self.try_start.saturating_add(PARTNER_GAP_US)
+        q.sent_us <= self.try_start.saturating_add(PARTNER_US)
     }
 
     /// Answered, every answer NXDOMAIN: a search name that does not exist.
