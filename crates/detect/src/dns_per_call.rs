@@ -14,7 +14,6 @@
 
 use crate::dns_lookups::PARTNER_US;
 use crate::intervals::covered_us;
-use crate::request_calls::call_end;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use whyslow_model::{
     fmt_ms, stats, Evidence, Exchange, ExchangeRole, Facts, Finding, FindingKind, Protocol,
@@ -65,7 +64,7 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
     // Queries made while a request of the service waited.
     let mut waits: Vec<(u64, u64)> = requests
         .iter()
-        .map(|r| (r.request_first_at_us, call_end(r)))
+        .map(|r| (r.request_first_at_us, r.end_us()))
         .collect();
     waits.sort_unstable();
     // The latest end among the waits begun so far: waits overlap.
@@ -112,7 +111,7 @@ fn per_request(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Opt
         let Some(qs) = by_request.get(&r.id) else {
             continue;
         };
-        let window = (r.request_first_at_us, call_end(r));
+        let window = (r.request_first_at_us, r.end_us());
         let lost = covered_us(lookups(qs).into_iter(), window);
         let lookups = qs.iter().filter(|q| ends_lookup(q)).count() as u64;
         hits.push((r, lost, qs.len() as u64, lookups));
@@ -172,7 +171,7 @@ fn lookups(qs: &[&Exchange]) -> Vec<(u64, u64)> {
     // The question that ended the last lookup.
     let mut ended: Option<&str> = None;
     for q in sorted {
-        let (start, end) = (q.request_first_at_us, call_end(q));
+        let (start, end) = (q.request_first_at_us, q.end_us());
         // The other type of the name that ended the last lookup, sent with
         // it or just after its answer (glibc asks A and AAAA together, or
         // one after the other): part of that lookup.

@@ -34,7 +34,7 @@ impl<'a> Call<'a> {
             exchange: e,
             server,
             start: e.request_first_at_us,
-            end: call_end(e),
+            end: e.end_us(),
         }
     }
 
@@ -221,7 +221,7 @@ fn add_untold(t: &Timeline, runs: &HeldRuns, requests: &mut [RequestCalls]) {
         .exchanges
         .iter()
         .filter(|e| e.attribution == Some(Attribution::Ambiguous))
-        .map(|e| (e.request_first_at_us, call_end(e), e.id))
+        .map(|e| (e.request_first_at_us, e.end_us(), e.id))
         .collect();
     if spans.is_empty() {
         return;
@@ -322,7 +322,7 @@ fn mark_damaged(t: &Timeline, requests: &mut [RequestCalls]) {
         spans.iter().any(|&(a, b)| a <= to && b >= from)
     };
     for r in requests {
-        let span = (r.inbound.request_first_at_us, call_end(r.inbound));
+        let span = (r.inbound.request_first_at_us, r.inbound.end_us());
         let i = points.partition_point(|&(a, _)| a < span.0);
         // Merged ranges are disjoint and by start: the last one starting
         // by the span's end is the only one that may reach into it.
@@ -333,11 +333,6 @@ fn mark_damaged(t: &Timeline, requests: &mut [RequestCalls]) {
                 .get(&r.inbound.connection)
                 .is_some_and(|spans| meets(spans, span));
     }
-}
-
-/// Last response byte, or last request byte when unanswered.
-pub fn call_end(e: &Exchange) -> u64 {
-    e.response_last_at_us.unwrap_or(e.request_last_at_us)
 }
 
 /// The requests told apart that made at least one call: most make none

@@ -640,6 +640,12 @@ impl Exchange {
         }
     }
 
+    /// When the call ended: its answer's last byte, or its request's last
+    /// byte when unanswered. The one end every stage measures a call to.
+    pub fn end_us(&self) -> u64 {
+        self.response_last_at_us.unwrap_or(self.request_last_at_us)
+    }
+
     /// Whether the source saw this call wait between being due and being
     /// sent (`due_at_us`); None where only timing can tell (packets).
     pub fn waited_before_sent(&self) -> Option<bool> {

@@ -169,7 +169,7 @@ pub(crate) fn trace_id(e: &Exchange) -> Vec<u8> {
 }
 
 fn base_span(e: &Exchange, kind: i32, conns: &HashMap<u32, &Connection>) -> Span {
-    let end = e.response_last_at_us.unwrap_or(e.request_last_at_us);
+    let end = e.end_us();
     let mut attributes = protocol_attributes(e);
     if let Some(c) = conns.get(&e.connection) {
         attributes.extend([
@@ -276,7 +276,7 @@ impl<'t> InFlight<'t> {
 
     /// Requests that arrived before the call and answered after it.
     fn around(&self, e: &Exchange) -> Vec<&'t Exchange> {
-        let end = e.response_last_at_us.unwrap_or(e.request_last_at_us);
+        let end = e.end_us();
         let from = self
             .by_start
             .partition_point(|r| r.request_first_at_us < end.saturating_sub(self.longest_us));

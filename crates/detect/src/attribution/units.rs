@@ -91,10 +91,7 @@ impl Unit {
 /// A call's span: first request byte → last response byte (last request
 /// byte when unanswered).
 pub fn call_span(e: &Exchange) -> (u64, u64) {
-    (
-        e.request_first_at_us,
-        e.response_last_at_us.unwrap_or(e.request_last_at_us),
-    )
+    (e.request_first_at_us, e.end_us())
 }
 
 /// The units of the outbound calls no rule decided alone: those of a trace

@@ -22,12 +22,8 @@ const CALLS_SHOWN: usize = 400;
 /// more go on one lane per connection, as a screen holds about 40 rows.
 const ROWS_PER_CALL_MAX: usize = 40;
 
-fn end_us(e: &Exchange) -> u64 {
-    e.response_last_at_us.unwrap_or(e.request_last_at_us)
-}
-
 fn duration(e: &Exchange) -> u64 {
-    end_us(e).saturating_sub(e.request_first_at_us)
+    e.end_us().saturating_sub(e.request_first_at_us)
 }
 
 /// The inbound requests worth drawing: the typical one (median duration)
@@ -104,7 +100,9 @@ fn draw(t: &Timeline, inbound: &Exchange) -> String {
     let start = all()
         .filter_map(|e| e.pool_wait_from_us)
         .fold(inbound.request_first_at_us, u64::min);
-    let end = end_us(inbound).max(all().map(|e| end_us(e)).max().unwrap_or(0));
+    let end = inbound
+        .end_us()
+        .max(all().map(|e| e.end_us()).max().unwrap_or(0));
     let span_ms = (end - start).max(1) as f64 / 1000.0;
     let x = Scale {
         from: (0.0, span_ms),
@@ -204,7 +202,7 @@ fn bar(svg: &mut Svg, x: &Scale, y: f64, e: &Exchange, ms: &dyn Fn(u64) -> f64, 
         svg.rect(
             x.at(ms(e.request_first_at_us)),
             y + 3.0,
-            x.at(ms(end_us(e))) - x.at(ms(e.request_first_at_us)),
+            x.at(ms(e.end_us())) - x.at(ms(e.request_first_at_us)),
             14.0,
             "inbound",
             &title,
@@ -214,7 +212,7 @@ fn bar(svg: &mut Svg, x: &Scale, y: f64, e: &Exchange, ms: &dyn Fn(u64) -> f64, 
     let first = e.request_first_at_us;
     let sent = e.request_last_at_us.max(first);
     let answer = e.response_first_at_us.unwrap_or(sent).max(sent);
-    let last = end_us(e).max(answer);
+    let last = e.end_us().max(answer);
     for (from, to, class) in [
         (first, sent, "send"),
         (sent, answer, "wait"),

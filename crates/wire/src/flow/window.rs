@@ -56,12 +56,8 @@ pub struct Window {
     pub edges: CutEdges,
 }
 
-/// When a call ended, and when an inbound request began answering: the
-/// span attribution compares.
-fn call_end(e: &Exchange) -> u64 {
-    e.response_last_at_us.unwrap_or(e.request_last_at_us)
-}
-
+/// When an inbound request began answering: with a call's end
+/// (`Exchange::end_us`), the span attribution compares.
 fn answer(e: &Exchange) -> u64 {
     e.response_first_at_us.unwrap_or(u64::MAX)
 }
@@ -83,7 +79,7 @@ fn closed_cut(exchanges: &[Exchange], cut: u64, is_service: impl Fn(&Exchange) -
         .iter()
         .map(|e| match is_service(e) {
             true => (e.request_first_at_us, Some(answer(e)), u64::MAX),
-            false => (e.request_first_at_us, None, call_end(e)),
+            false => (e.request_first_at_us, None, e.end_us()),
         })
         .collect();
     by_start.sort_unstable_by_key(|x| x.0);
