@@ -55,9 +55,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                             "{n} repeat(s) of an earlier identical call, {}",
                             fmt_ms(lost)
                         ),
-                        Facts::default()
-                            .with("repeats", n as f64)
-                            .with("lost_us", lost as f64),
+                        Facts::of(&[("repeats", n as f64), ("lost_us", lost as f64)]),
                     )
                 },
             );

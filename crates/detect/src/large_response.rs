@@ -4,7 +4,7 @@
 //! they were compressed.
 
 use crate::request_calls::RequestCalls;
-use crate::request_findings::{self, median_of, Hit};
+use crate::request_findings::{self, quote_median, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -67,9 +67,8 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 /// The finding of one server's slow transfers.
 fn finding(server: SocketAddr, hits: Vec<Hit<(u64, bool)>>) -> Finding {
     let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
-        let bytes = median_of(hits, |f| f.0);
+        let bytes = quote_median(hits, |f| f.0, "response_bytes", facts);
         let plain = hits.iter().filter(|h| !h.facts.1).count();
-        facts.set("response_bytes", bytes as f64);
         facts.set("not_compressed", plain as f64);
         format!(
             "responses from {server} of {} bytes (median) took {} to transfer, more than \

@@ -40,6 +40,18 @@ pub fn median_of<T>(hits: &[Hit<T>], fact: impl Fn(&T) -> u64) -> u64 {
     median(hits.iter().map(|h| fact(&h.facts)).collect())
 }
 
+/// `median_of`, quoted in the finding's facts as `name`.
+pub fn quote_median<T>(
+    hits: &[Hit<T>],
+    fact: impl Fn(&T) -> u64,
+    name: &str,
+    facts: &mut Facts,
+) -> u64 {
+    let m = median_of(hits, fact);
+    facts.set(name, m as f64);
+    m
+}
+
 /// A finding from its hits. `summary` gets the hits and the median loss.
 pub fn finding<T>(
     kind: FindingKind,

@@ -50,9 +50,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     "{n} HTTP calls one after another; at once they would take {} less",
                     fmt_ms(saving)
                 ),
-                Facts::default()
-                    .with("calls", n as f64)
-                    .with("saving_us", saving as f64),
+                Facts::of(&[("calls", n as f64), ("saving_us", saving as f64)]),
             )
         });
     }

@@ -11,7 +11,7 @@
 
 use crate::breakdown::parts;
 use crate::request_calls::RequestCalls;
-use crate::request_findings::{self, median_of, Hit};
+use crate::request_findings::{self, quote_median, Hit};
 use crate::thresholds::{seen_enough, DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -68,8 +68,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .filter(|(server, hits)| seen_enough(hits.len(), known[server]))
         .map(|(server, hits)| {
             let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
-                let request = median_of(hits, |f| f.0);
-                facts.set("request_us", request as f64);
+                let request = quote_median(hits, |f| f.0, "request_us", facts);
                 let calls = if hits.iter().any(|h| h.facts.1) {
                     "not waiting for any backing call"
                 } else {

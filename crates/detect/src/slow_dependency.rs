@@ -9,7 +9,7 @@
 use crate::breakdown::parts;
 use crate::periodic_stall;
 use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
-use crate::request_findings::{self, median_of, Hit};
+use crate::request_findings::{self, quote_median, Hit};
 use crate::thresholds::{seen_enough, DOMINANT_SHARE, SLOW_PART_US};
 use crate::{duplicate_calls, n_plus_one};
 use std::collections::BTreeMap;
@@ -83,8 +83,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .filter(|(server, hits)| seen_enough(hits.len(), callers[server]))
         .map(|(server, hits)| {
             let summary = |hits: &[Hit<(u64, Protocol)>], per, facts: &mut Facts| {
-                let request = median_of(hits, |f| f.0);
-                facts.set("request_us", request as f64);
+                let request = quote_median(hits, |f| f.0, "request_us", facts);
                 format!(
                     "{server} ({}) took {} of the request's {} (median of {} requests)",
                     hits[0].facts.1.name(),

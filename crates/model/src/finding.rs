@@ -13,6 +13,11 @@ impl Facts {
         self.0.is_empty()
     }
 
+    /// Each `(name, value)`.
+    pub fn of(pairs: &[(&str, f64)]) -> Facts {
+        Facts(pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+    }
+
     /// Adds `name` = `value`.
     pub fn with(mut self, name: &str, value: f64) -> Facts {
         self.set(name, value);
