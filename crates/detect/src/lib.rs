@@ -1,5 +1,5 @@
 //! Detectors: pure functions of what was measured, one file each, no I/O.
-//! Each names a cause from DESIGN's vocabulary with the time it cost and evidence.
+//! Each names a cause (a `FindingKind`) with the time it cost and evidence.
 
 pub mod attribution;
 pub mod background;
@@ -44,41 +44,105 @@ pub mod tls_full_handshake;
 pub mod windowed;
 pub mod zero_window;
 
-use request_calls::RequestCalls;
+use dns_lookups::Queries;
+use foldhash::HashMap;
+use pools::Pools;
+use request_calls::{Call, RequestCalls};
 use whyslow_model::{Finding, HostSample, RequestPhases, Timeline};
 
-/// Runs every detector and ranks the findings by time lost. `requests`:
-/// the timeline's inbound requests with their calls (`request_calls::by_request`);
-/// `untold_runs`: runs on held connections whose request was not told
-/// apart (`request_calls::untold_runs`).
-pub fn run_all(
-    timeline: &Timeline,
-    requests: &[RequestCalls],
-    untold_runs: &[Vec<request_calls::Call>],
-    pools: &pools::Pools,
-) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    for detect in DETECTORS {
-        findings.extend(detect(timeline));
-    }
-    let dns = dns_lookups::Queries::of(timeline);
-    if !dns.all.is_empty() {
-        for detect in DNS_DETECTORS {
-            findings.extend(detect(&dns));
+/// What every detector reads: one stretch of a capture and what the
+/// pipeline built from it once for all of them.
+pub struct Measured<'a> {
+    pub timeline: &'a Timeline,
+    /// Its inbound requests with their calls (`request_calls::by_request`).
+    pub requests: &'a [RequestCalls<'a>],
+    /// Runs on held connections whose request was not told apart
+    /// (`request_calls::untold_runs`).
+    pub untold_runs: &'a [Vec<Call<'a>>],
+    /// Each server's client pool (`pools::of`).
+    pub pools: &'a Pools,
+    /// HTTP/2 connections at a stream limit, by connection (`streams::of`).
+    pub streams: HashMap<u32, streams::Limit>,
+    /// Its DNS queries as the DNS detectors read them.
+    pub dns: Queries<'a>,
+}
+
+impl<'a> Measured<'a> {
+    pub fn of(
+        timeline: &'a Timeline,
+        requests: &'a [RequestCalls<'a>],
+        untold_runs: &'a [Vec<Call<'a>>],
+        pools: &'a Pools,
+    ) -> Self {
+        Measured {
+            timeline,
+            requests,
+            untold_runs,
+            pools,
+            streams: streams::of(timeline),
+            dns: Queries::of(timeline),
         }
     }
-    for detect in REQUEST_DETECTORS {
-        findings.extend(detect(requests));
+}
+
+/// The one contract of a detector: a pure function of what was measured
+/// to the causes it names.
+pub type Detector = fn(&Measured) -> Vec<Finding>;
+
+/// A detector that weighs what the detectors before it named: it adds or
+/// marks findings, never reads anything but `Measured` and them.
+pub type Weigher = fn(&Measured, &mut Vec<Finding>);
+
+/// Every detector, in no particular order: each reads the part of
+/// `Measured` its module takes.
+pub const DETECTORS: &[Detector] = &[
+    |m| pipeline_hol::detect(m.timeline),
+    |m| nagle_delayed_ack::detect(m.timeline),
+    |m| tcp_retransmission::detect(m.timeline),
+    |m| zero_window::detect(m.timeline),
+    |m| no_keepalive::detect(m.timeline),
+    |m| tls_full_handshake::detect(m.timeline),
+    |m| dns_per_call::detect(m.timeline),
+    |m| dns_search_expansion::detect(&m.dns),
+    |m| dns_timeout::detect(&m.dns),
+    |m| slow_resolver::detect(&m.dns),
+    |m| pool_queueing::detect(m.requests),
+    |m| stream_queueing::detect(m.requests),
+    |m| sequential_calls::detect(m.requests),
+    |m| slow_dependency::detect(m.requests),
+    |m| server_time::detect(m.requests),
+    |m| large_response::detect(m.requests),
+    |m| n_plus_one::detect(m.requests),
+    |m| duplicate_calls::detect(m.requests),
+    |m| periodic_stall::detect(m.requests),
+];
+
+/// The weighers, in this order: an N+1 or a queue named from requests
+/// told apart is not named again from runs or pools not told apart; then a
+/// symptom is marked as its cause's.
+pub const WEIGHERS: &[Weigher] = &[
+    |m, f| {
+        let in_runs = n_plus_one::in_untold_runs(m.untold_runs, f);
+        f.extend(in_runs);
+    },
+    |m, f| {
+        let pools = pool_untold::detect(m.pools, m.requests, f);
+        f.extend(pools);
+    },
+    |m, f| {
+        let streams = pool_untold::detect_streams(&m.streams, m.timeline, m.requests, f);
+        f.extend(streams);
+    },
+    |m, f| symptoms::mark(f, m.requests),
+];
+
+/// Every detector, then every weigher, over `m`: the findings unranked
+/// (`rank` orders them once the background is known).
+pub fn run_all(m: &Measured) -> Vec<Finding> {
+    let mut findings: Vec<Finding> = DETECTORS.iter().flat_map(|detect| detect(m)).collect();
+    for weigh in WEIGHERS {
+        weigh(m, &mut findings);
     }
-    let in_runs = n_plus_one::in_untold_runs(untold_runs, &mut findings);
-    findings.extend(in_runs);
-    let untold_pools = pool_untold::detect(pools, requests, &findings);
-    findings.extend(untold_pools);
-    let limits = streams::of(timeline);
-    let untold_streams = pool_untold::detect_streams(&limits, timeline, requests, &findings);
-    findings.extend(untold_streams);
-    symptoms::mark(&mut findings, requests);
-    Finding::sort(&mut findings);
     findings
 }
 
@@ -96,37 +160,15 @@ pub fn host_findings(samples: &[HostSample]) -> Vec<Finding> {
     host_saturation::detect(samples)
 }
 
-/// Every detector over a timeline (after attribution set roles and
-/// parents), in no particular order.
-pub const DETECTORS: &[fn(&Timeline) -> Vec<Finding>] = &[
-    pipeline_hol::detect,
-    nagle_delayed_ack::detect,
-    tcp_retransmission::detect,
-    zero_window::detect,
-    no_keepalive::detect,
-    tls_full_handshake::detect,
-    dns_per_call::detect,
-];
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Every detector over a timeline's DNS queries, in no particular order.
-pub const DNS_DETECTORS: &[fn(&dns_lookups::Queries) -> Vec<Finding>] = &[
-    dns_search_expansion::detect,
-    dns_timeout::detect,
-    slow_resolver::detect,
-];
-
-/// A detector over inbound requests and the calls made for them.
-pub type RequestDetector = fn(&[RequestCalls]) -> Vec<Finding>;
-
-/// Every request detector, in no particular order.
-pub const REQUEST_DETECTORS: &[RequestDetector] = &[
-    pool_queueing::detect,
-    stream_queueing::detect,
-    sequential_calls::detect,
-    slow_dependency::detect,
-    server_time::detect,
-    large_response::detect,
-    n_plus_one::detect,
-    duplicate_calls::detect,
-    periodic_stall::detect,
-];
+    /// Every detector and weigher over `t` and its `requests`, ranked.
+    pub fn ranked(t: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
+        let pools = Pools::default();
+        let mut f = run_all(&Measured::of(t, requests, &[], &pools));
+        Finding::sort(&mut f);
+        f
+    }
+}

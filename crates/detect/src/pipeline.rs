@@ -3,6 +3,7 @@
 //! inbound request each backing call served, then every detector.
 
 use crate::attribution;
+use crate::Measured;
 use crate::{background, breakdown, pool_queueing, request_calls, sql_summary};
 use whyslow_model::{
     CutEdges, Finding, ServiceChoice, ServiceHow, SqlSummary, TimeBreakdown, Timeline,
@@ -87,8 +88,12 @@ pub fn analyze_within(timeline: &mut Timeline, service: Service, edges: CutEdges
     };
     let (requests, pools) = request_calls::by_request_and_pools(timeline, &attributed.held_runs);
     let untold_runs = request_calls::untold_runs(timeline, &attributed.held_runs);
-    let mut findings = crate::run_all(timeline, &requests, &untold_runs, &pools);
+    let mut findings = crate::run_all(&Measured::of(timeline, &requests, &untold_runs, &pools));
     drop((untold_runs, pools));
+    if !service_ports.is_empty() {
+        background::mark(&mut findings, timeline, &service_ports);
+    }
+    Finding::sort(&mut findings);
     if service_ports.is_empty() {
         return Analysis {
             service,
@@ -99,8 +104,6 @@ pub fn analyze_within(timeline: &mut Timeline, service: Service, edges: CutEdges
             attributed,
         };
     }
-    background::mark(&mut findings, timeline, &service_ports);
-    Finding::sort(&mut findings);
     let time_breakdown = breakdown::summarize(&requests);
     let sql_summary = sql_summary::summarize(&requests);
     let waits = pool_queueing::queued_calls(&requests);

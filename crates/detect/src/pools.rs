@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(q.peak_demand, 3, "two in flight and one waiting");
         let p = crate::breakdown::parts(&r[1]);
         assert!(p.server_us <= 2 * MS, "{p:?}");
-        let f = crate::run_all(&t, &r, &[], &Default::default());
+        let f = crate::tests::ranked(&t, &r);
         let kinds: Vec<FindingKind> = f.iter().map(|f| f.kind).collect();
         assert!(kinds.contains(&FindingKind::PoolQueueing), "{kinds:?}");
         assert!(!kinds.contains(&FindingKind::ServerTime), "{kinds:?}");
@@ -432,7 +432,7 @@ mod tests {
             ],
         };
         let r = by_request(&t);
-        let f = crate::run_all(&t, &r, &[], &Default::default());
+        let f = crate::tests::ranked(&t, &r);
         assert_eq!(f[0].kind, FindingKind::ServerTime, "{f:?}");
         assert!(!f.iter().any(|f| f.kind == FindingKind::PoolQueueing));
     }

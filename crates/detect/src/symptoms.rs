@@ -184,12 +184,7 @@ mod tests {
     }
 
     fn ranked(t: &whyslow_model::Timeline) -> Vec<Finding> {
-        crate::run_all(
-            t,
-            &crate::request_calls::by_request(t),
-            &[],
-            &Default::default(),
-        )
+        crate::tests::ranked(t, &crate::request_calls::by_request(t))
     }
 
     #[test]

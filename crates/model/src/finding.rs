@@ -30,7 +30,8 @@ impl Facts {
     }
 }
 
-/// Stable identifiers of what whyslow can diagnose (see DESIGN's vocabulary).
+/// Stable identifiers of what whyslow can diagnose (listed in
+/// docs/report-schema.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
@@ -68,7 +69,7 @@ impl FindingKind {
         )
     }
 
-    /// Every kind, in the order of DESIGN's vocabulary.
+    /// Every kind, in the order they are declared.
     pub const ALL: [FindingKind; 22] = [
         FindingKind::NagleDelayedAck,
         FindingKind::TcpRetransmission,
