@@ -17,7 +17,7 @@ use crate::intervals::covered_us;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use whyslow_model::{
     fmt_ms, stats, Evidence, Exchange, ExchangeRole, Facts, Finding, FindingKind, Protocol,
-    Severity, Status, Timeline,
+    Severity, Status, Subject, Timeline,
 };
 
 /// Requests that must have looked names up: a lookup on a few requests is
@@ -155,7 +155,7 @@ fn per_request(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Opt
         time_lost_per_occurrence_us: per,
         occurrences: hits.len() as u32,
         evidence,
-        subject: names.to_string(),
+        subject: Subject::what(names.to_string()),
         ..Finding::new(FindingKind::DnsPerCall, Severity::Warning, summary, FIX)
     })
 }
@@ -276,7 +276,7 @@ fn counted(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Option<
         time_lost_per_occurrence_us: mean,
         occurrences: requests.len() as u32,
         evidence,
-        subject: names.to_string(),
+        subject: Subject::what(names.to_string()),
         ..Finding::new(FindingKind::DnsPerCall, Severity::Warning, summary, FIX)
     })
 }

@@ -9,7 +9,7 @@
 use crate::dns_lookups::{Queries, Query, PARTNER_US};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Subject};
 
 /// Lookups with wasted queries before it is a pattern: one or two are a
 /// typo or a name that really lives under a suffix.
@@ -192,7 +192,7 @@ fn finding(client: IpAddr, name: &str, lookups: &[Expanded]) -> Option<Finding> 
         lookups.len()
     );
     let found = Finding {
-        subject: format!("{client} {name}"),
+        subject: Subject::of_client(client, name),
         facts: Facts::default()
             .with("wasted_queries_per_lookup", wasted_per as f64)
             .with("lookups", lookups.len() as f64)

@@ -9,7 +9,7 @@
 use crate::dns_lookups::{Queries, Query, PARTNER_US};
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Subject};
 
 /// The shortest wait that is a timeout when the question comes again from
 /// another socket: glibc's `timeout:` is whole seconds (1 at the least),
@@ -186,7 +186,7 @@ fn finding(client: IpAddr, resolver: SocketAddr, stalls: &[Stall]) -> Finding {
         facts.set(&format!("lost {q}"), *n as f64);
     }
     let found = Finding {
-        subject: format!("{client} {resolver}"),
+        subject: Subject::of_client(client, resolver.to_string()),
         facts,
         evidence: stalls
             .iter()
@@ -233,7 +233,7 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, FindingKind::DnsTimeout);
         assert_eq!(f[0].time_lost_per_occurrence_us, 1_000_300);
-        assert_eq!(f[0].subject, "10.0.0.1 10.0.0.53:53");
+        assert_eq!(f[0].subject.to_string(), "10.0.0.1 10.0.0.53:53");
         assert!(
             f[0].summary.contains("A api.internal ×1"),
             "{}",

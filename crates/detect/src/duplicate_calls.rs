@@ -10,7 +10,7 @@ use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity, Subject};
 
 /// Repeats of one call in one request: (calls, time lost).
 pub fn repeats(calls: &[Call]) -> Vec<(usize, u64)> {
@@ -79,7 +79,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 Severity::Warning,
                 hits,
                 summary, FIX);
-            f.subject = format!("{server} {shape}");
+            f.subject = Subject::on_server(server, shape);
             f
         })
         .collect()

@@ -6,16 +6,18 @@
 
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
-use whyslow_model::{fmt_ms, Evidence, Finding, FindingKind, SqlShape, SqlSummary, TimeBreakdown};
+use whyslow_model::{
+    fmt_ms, Evidence, Finding, FindingKind, SqlShape, SqlSummary, Subject, TimeBreakdown,
+};
 
 /// Evidence items kept per merged finding: enough to look at, bounded
 /// whatever the number of windows.
 pub const MAX_EVIDENCE: usize = 20;
 
-/// What one finding is about, beyond its kind: the server or request its
-/// first evidence names. Connection ids and packet numbers differ from
-/// window to window and do not name a subject.
-fn subject(f: &Finding) -> String {
+/// What one finding is about, beyond its kind: its subject, else the server
+/// or request its first evidence names. Connection ids and packet numbers
+/// differ from window to window and do not name a subject.
+fn subject(f: &Finding) -> Subject {
     if !f.subject.is_empty() {
         return f.subject.clone();
     }
@@ -23,17 +25,17 @@ fn subject(f: &Finding) -> String {
         .iter()
         .find_map(|e| match e {
             Evidence::Calls { server, .. } | Evidence::Connection { server, .. } => {
-                Some(server.clone())
+                Some(Subject::from(server.as_str()))
             }
             Evidence::Queued { request, .. } | Evidence::Exchange { request, .. } => {
-                Some(request.clone())
+                Some(Subject::what(request.as_str()))
             }
             Evidence::Packets { .. } | Evidence::Measurement { .. } => None,
         })
         .unwrap_or_default()
 }
 
-type Key = (FindingKind, bool, String);
+type Key = (FindingKind, bool, Subject);
 
 struct Merging {
     /// The window's finding that lost the most time: its summary and fix.

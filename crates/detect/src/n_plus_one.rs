@@ -18,7 +18,7 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Subject};
 
 /// Sentry's N+1 DB detector starts at 5 spans.
 pub const MIN_REPEATS: usize = 5;
@@ -112,7 +112,7 @@ pub fn in_untold_runs(untold_runs: &[Vec<Call>], named: &mut Vec<Finding>) -> Ve
     }
     let mut out = Vec::new();
     for ((server, shape), hits) in hits {
-        let subject = format!("{server} {shape}");
+        let subject = Subject::on_server(server, shape.as_str());
         let told = |f: &Finding| f.kind == FindingKind::NPlusOne && f.subject == subject;
         if named
             .iter()
@@ -171,7 +171,7 @@ fn finding((server, shape): (SocketAddr, String), hits: Vec<Hit<Storm>>, whose: 
         )
     };
     let mut f = request_findings::finding(FindingKind::NPlusOne, severity, hits, summary, FIX);
-    f.subject = format!("{server} {shape}");
+    f.subject = Subject::on_server(server, shape);
     f
 }
 

@@ -14,7 +14,7 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{seen_enough, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity, Subject};
 
 /// Fewer calls than this are sequential_calls' case or nothing at all.
 pub(crate) const MIN_CALLS: usize = 3;
@@ -312,7 +312,7 @@ fn finding(server: SocketAddr, protocol: Protocol, waits: Vec<Hit<Lost>>) -> Fin
         summary,
         &fix,
     );
-    f.subject = server.to_string();
+    f.subject = Subject::server(server);
     f
 }
 

@@ -22,7 +22,7 @@ use crate::streams::Limit;
 use crate::thresholds::WORTH_SHARE;
 use foldhash::HashMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity, Timeline};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity, Subject, Timeline};
 
 /// Calls a pool must have carried before its handoffs are counted: a few
 /// calls on a busy pool take a returned connection by chance.
@@ -125,7 +125,7 @@ fn judged<'a>(
     let mut out = Vec::new();
     for pool in shared {
         let server = &pool.server;
-        let subject = server.to_string();
+        let subject = Subject::server(*server);
         let already = named
             .iter()
             .any(|f| f.kind == pool.kind && f.subject == subject);
@@ -289,7 +289,7 @@ fn finding(pool: &Shared, full_us: u64, hits: Vec<Hit<Wait>>) -> Finding {
         ),
     };
     let mut f = request_findings::finding(pool.kind, Severity::Critical, hits, summary, &fix);
-    f.subject = server.to_string();
+    f.subject = Subject::server(server);
     f
 }
 
@@ -342,7 +342,7 @@ mod tests {
     fn a_pool_whose_calls_start_on_handoffs_queued_whoever_they_were_for() {
         let f = detect(&shared(100), &[]);
         assert_eq!(f.len(), 1, "{f:?}");
-        assert_eq!(f[0].subject, "127.0.0.1:9090");
+        assert_eq!(f[0].subject.to_string(), "127.0.0.1:9090");
         assert_eq!(f[0].occurrences, 4);
         // Full for about 195 ms of each wait (from 6 ms to 202 ms), less
         // the 100 ms a request holds a connection on average.

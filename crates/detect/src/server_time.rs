@@ -15,7 +15,7 @@ use crate::request_findings::{self, quote_median, Hit};
 use crate::thresholds::{seen_enough, DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity, Subject};
 
 /// What to change.
 const FIX: &str = "profile the service's own work on this request (rendering, serialization, CPU, \
@@ -83,7 +83,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             };
             let mut f =
                 request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, FIX);
-            f.subject = server.to_string();
+            f.subject = Subject::server(server);
             f
         })
         .collect()

@@ -8,7 +8,7 @@
 use crate::dns_lookups::Queries;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Severity, Subject};
 
 /// Median answer time from which a resolver is slow. A cached answer
 /// from a resolver on the host or its network takes 0.05–1 ms (dnsmasq
@@ -62,7 +62,7 @@ pub fn detect(view: &Queries) -> Vec<Finding> {
                 fmt_ms(NEAR_ANSWER_US)
             );
             Some(Finding {
-                subject: resolver.to_string(),
+                subject: Subject::server(resolver),
                 facts: Facts::default()
                     .with("median_answer_us", median as f64)
                     .with("answers", waits.len() as f64),

@@ -15,7 +15,7 @@ use crate::request_findings::{self, median_of, Hit};
 use crate::thresholds::{seen_enough, WORTH_SHARE};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity, Subject};
 
 // The bounds `pool_queueing` holds a pool of connections to, for the same
 // reasons: fewer calls are sequential_calls' case, a few handoffs by chance
@@ -209,7 +209,7 @@ fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
         summary,
         &fix,
     );
-    f.subject = server.to_string();
+    f.subject = Subject::server(server);
     f
 }
 

@@ -10,6 +10,7 @@ use crate::breakdown::parts;
 use crate::intervals::{covered_us, merged_spans};
 use crate::n_plus_one;
 use crate::request_calls::{by_shape, median, RequestCalls};
+use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Finding, FindingKind};
 
 /// Share of a service's own time its N+1 loops must take, in the median
@@ -32,18 +33,18 @@ pub fn mark(findings: &mut [Finding], requests: &[RequestCalls]) {
 
 /// Marks pool queues that an N+1 to the same server causes.
 fn pools_behind_n_plus_one(findings: &mut [Finding]) {
-    let n_plus_one: Vec<(String, u32)> = findings
+    let n_plus_one: Vec<(Option<SocketAddr>, u32)> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::NPlusOne)
-        .map(|f| (f.subject.clone(), f.occurrences))
+        .map(|f| (f.subject.server_addr(), f.occurrences))
         .collect();
     for f in findings
         .iter_mut()
         .filter(|f| f.kind == FindingKind::PoolQueueing)
     {
-        let server = f.subject.as_str();
+        let server = f.subject.server_addr();
         let caused = n_plus_one.iter().any(|(s, n)| {
-            s.split(' ').next() == Some(server) && *n as f64 >= CAUSE_SHARE * f.occurrences as f64
+            s.is_some() && *s == server && *n as f64 >= CAUSE_SHARE * f.occurrences as f64
         });
         if caused && f.symptom_of.is_none() {
             f.symptom_of = Some(FindingKind::NPlusOne);
@@ -63,7 +64,10 @@ fn own_time_in_n_plus_one_loops(findings: &mut [Finding], requests: &[RequestCal
         .iter_mut()
         .filter(|f| f.kind == FindingKind::ServerTime && f.symptom_of.is_none())
     {
-        let (in_loops, own) = loop_time(requests, &f.subject);
+        let Some(service) = f.subject.server_addr() else {
+            continue;
+        };
+        let (in_loops, own) = loop_time(requests, service);
         if own > 0 && in_loops as f64 >= LOOP_SHARE * own as f64 {
             f.symptom_of = Some(FindingKind::NPlusOne);
             f.facts.set("in_n_plus_one_loops_us", in_loops as f64);
@@ -79,11 +83,11 @@ fn own_time_in_n_plus_one_loops(findings: &mut [Finding], requests: &[RequestCal
 /// service spent in itself inside its N+1 loops (from a loop's first
 /// statement to its last, less the calls it waited on there), and the
 /// median of its own time.
-fn loop_time(requests: &[RequestCalls], service: &str) -> (u64, u64) {
+fn loop_time(requests: &[RequestCalls], service: SocketAddr) -> (u64, u64) {
     let (mut in_loops, mut own) = (Vec::new(), Vec::new());
     for r in requests
         .iter()
-        .filter(|r| r.told_apart() && r.server.to_string() == service)
+        .filter(|r| r.told_apart() && r.server == service)
     {
         own.push(parts(r).server_us);
         let mut loops: Vec<(u64, u64)> = by_shape(&r.calls)

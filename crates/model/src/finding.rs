@@ -1,3 +1,4 @@
+use crate::Subject;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -249,11 +250,11 @@ pub struct Finding {
     pub symptom_of: Option<FindingKind>,
     /// What the finding is about beyond its kind, where its evidence does
     /// not say it alone: "127.0.0.1:5432 SELECT … WHERE id = $1" for one
-    /// statement shape of a server. Findings of one kind and subject from
-    /// several windows of a capture merge into one; empty: the server or
-    /// request its first evidence names.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub subject: String,
+    /// statement fingerprint of a server. Findings of one kind and subject
+    /// from several windows of a capture merge into one; empty: the server
+    /// or request its first evidence names.
+    #[serde(default, skip_serializing_if = "Subject::is_empty")]
+    pub subject: Subject,
     /// The numbers `summary` quotes beyond the fields above.
     #[serde(default, skip_serializing_if = "Facts::is_empty")]
     pub facts: Facts,
@@ -274,7 +275,7 @@ impl Finding {
             fix: fix.into(),
             background: false,
             symptom_of: None,
-            subject: String::new(),
+            subject: Subject::default(),
             facts: Facts::default(),
         }
     }

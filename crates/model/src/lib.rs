@@ -19,6 +19,7 @@ pub mod prepared;
 mod report;
 mod sql_summary;
 pub mod stats;
+mod subject;
 mod timeline;
 mod trace;
 pub mod unix_socket;
@@ -45,6 +46,7 @@ pub use report::{CheckResult, Report, ReportSection, Skipped, SCHEMA_VERSION};
 /// analyzer hands the same label to many exchanges without copying it.
 pub use smol_str::SmolStr;
 pub use sql_summary::{DnsCounts, SqlRequest, SqlShape, SqlSummary, StatementCounts};
+pub use subject::{Place, Subject};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Gap,
     Protocol, Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, GAPS_KEPT, WAITED_MIN_US,
