@@ -7,13 +7,13 @@
 //! in `rules/` and one line in a list.
 
 mod deduction;
+mod fingerprints;
 mod fit;
 mod matching;
 mod rules;
 mod runs;
 mod scene;
 mod servers;
-mod shapes;
 mod table;
 mod units;
 mod windows;
@@ -125,11 +125,11 @@ pub fn attribute_within(
         &holes(timeline),
         &port,
     );
-    // A shape is a fingerprint each request of a kind made once, counted
+    // A fingerprint each request of a kind made once is counted
     // against the requests of that kind: a lost request leaves the count
     // short, whatever its kind.
     if units.iter().any(|u| u.holder == Holder::Call) && !windows.any_lost() {
-        shapes::mark(&mut units, exchanges, &port, scene.kinds());
+        fingerprints::mark(&mut units, exchanges, &port, scene.kinds());
     }
     units::enclose(&mut units, &windows);
     for u in units.iter().filter(|u| u.complete && u.cands.is_empty()) {

@@ -20,9 +20,9 @@ pub enum Holder {
     /// The calls one request made back to back on a connection to this
     /// server port that it held for its work: it holds one at a time.
     Run(u16),
-    /// A single call of a shape (hash) every request of one kind (that of
-    /// this inbound request) made once (`shapes`).
-    Shape(u64, u32),
+    /// A single call of a fingerprint (hash) every request of one kind (that of
+    /// this inbound request) made once (`fingerprints`).
+    Fingerprint(u64, u32),
     /// A single call: a request may make several at once (fan-out).
     Call,
 }

@@ -26,7 +26,7 @@ pub const FILL_SHARE: f64 = 0.5;
 pub fn place(s: &Scene, table: &mut Table) {
     let mut picks: HashMap<u32, Vec<&Unit>> = HashMap::new();
     for u in &s.units {
-        let single = matches!(u.holder, Holder::Call | Holder::Shape(..));
+        let single = matches!(u.holder, Holder::Call | Holder::Fingerprint(..));
         if !single || !u.complete || u.interleaved || !table.unit_open(u) {
             continue;
         }

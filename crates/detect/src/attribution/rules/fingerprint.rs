@@ -1,5 +1,5 @@
 //! A call of a fingerprint (server, statement, parameters) the capture
-//! holds exactly as many of as requests of one kind (`shapes`): each
+//! holds exactly as many of as requests of one kind (`fingerprints`): each
 //! request of that kind made one, requests of other kinds none, wherever
 //! its connection's calls interleave. Placed by deduction among the
 //! requests of that kind; what deduction leaves, timing may still give. A
@@ -15,7 +15,7 @@ use whyslow_model::Rule;
 
 pub fn place(s: &Scene, table: &mut Table) {
     deduction::place_each(&s.units, table, Rule::Fingerprint, |u| match u.holder {
-        Holder::Shape(_, kind) if u.complete => {
+        Holder::Fingerprint(_, kind) if u.complete => {
             let cands = u.cands.iter().map(|w| w.id);
             Some((
                 u.holder,

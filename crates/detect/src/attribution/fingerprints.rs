@@ -1,10 +1,10 @@
-//! Calls of one shape that each request of a kind makes once: a dashboard
+//! Calls of one fingerprint that each request of a kind makes once: a dashboard
 //! that fetches each of its 11 parts, a checkout that reads one cache entry.
 //! On connections the requests share (a pool that checks a connection out
 //! per call, one pipelined connection), a call fits every request in flight
 //! alike, and timing cannot say whose it is. But where a capture holds as
-//! many calls of a shape (server, request, parameter digest) as requests of
-//! one kind, each request of that kind made one of them — the shape is
+//! many calls of a fingerprint (server, request, parameter digest) as requests of
+//! one kind, each request of that kind made one of them — the fingerprint is
 //! placed like runs on a held connection (`matching`): a call is given where
 //! every way of giving each request one call agrees. The earliest answered
 //! request can only have had the calls that ended before its answer, and so
@@ -13,16 +13,16 @@
 //!
 //! The count is the evidence, and it is exact or nothing: one call more or
 //! less than requests (a request that made it twice, one that skipped it, a
-//! call the capture began after) and the shape's calls are left alone.
+//! call the capture began after) and the fingerprint's calls are left alone.
 
 use super::units::{Holder, Unit};
 use foldhash::{HashMap, HashMapExt};
 use std::hash::{BuildHasher, Hash};
 use whyslow_model::Exchange;
 
-/// The identity of a call shape: its server, normalized request and
+/// The identity of a call fingerprint: its server, normalized request and
 /// parameter digest.
-fn shape_of(e: &Exchange, port: &HashMap<u32, u16>) -> Option<u64> {
+fn fingerprint_of(e: &Exchange, port: &HashMap<u32, u16>) -> Option<u64> {
     if e.params_unknown {
         return None;
     }
@@ -33,8 +33,8 @@ fn shape_of(e: &Exchange, port: &HashMap<u32, u16>) -> Option<u64> {
     Some(std::hash::Hasher::finish(&h))
 }
 
-/// Marks each single call whose shape's count equals the count of one
-/// request kind as that shape's (`Holder::Shape`, with one request of the
+/// Marks each single call whose fingerprint's count equals the count of one
+/// request kind as that fingerprint's (`Holder::Fingerprint`, with one request of the
 /// kind). `kinds`: each inbound request id's kind, any comparable value.
 pub fn mark<K: Eq + Hash + Copy>(
     units: &mut [Unit],
@@ -50,7 +50,7 @@ pub fn mark<K: Eq + Hash + Copy>(
         r.1 = r.1.min(id);
     }
     // Request count → the one request of the kind with that many (None:
-    // several kinds have it, and a shape's count cannot say which).
+    // several kinds have it, and a fingerprint's count cannot say which).
     let mut by_count: HashMap<usize, Option<u32>> = HashMap::new();
     for &(n, id) in requests.values() {
         by_count
@@ -58,22 +58,22 @@ pub fn mark<K: Eq + Hash + Copy>(
             .and_modify(|k| *k = None)
             .or_insert(Some(id));
     }
-    // Each single call's shape, and how many calls each shape has.
-    let shape: Vec<Option<u64>> = units
+    // Each single call's fingerprint, and how many calls each fingerprint has.
+    let fingerprint: Vec<Option<u64>> = units
         .iter()
         .map(|u| match (u.holder, u.calls.as_slice()) {
-            (Holder::Call, &[call]) => shape_of(&exchanges[call], port),
+            (Holder::Call, &[call]) => fingerprint_of(&exchanges[call], port),
             _ => None,
         })
         .collect();
     let mut count: HashMap<u64, usize> = HashMap::new();
-    for &s in shape.iter().flatten() {
+    for &s in fingerprint.iter().flatten() {
         *count.entry(s).or_default() += 1;
     }
-    for (u, s) in units.iter_mut().zip(shape) {
+    for (u, s) in units.iter_mut().zip(fingerprint) {
         let Some(s) = s else { continue };
         if let Some(&Some(kind)) = by_count.get(&count[&s]) {
-            u.holder = Holder::Shape(s, kind);
+            u.holder = Holder::Fingerprint(s, kind);
         }
     }
 }
