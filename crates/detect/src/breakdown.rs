@@ -17,14 +17,14 @@ pub struct Parts {
     pub server_us: u64,
     pub queued_us: u64,
     /// Waiting covered by ambiguous calls and by none of its own.
-    pub untold_us: u64,
+    pub ambiguous_us: u64,
     /// Per backing server: (protocol, calls, critical time).
     pub backing: BTreeMap<SocketAddr, (Protocol, usize, u64)>,
     pub network_us: u64,
 }
 
 /// Splits one request's time. While the service waits, each instant goes
-/// to the servers whose calls are in flight (shared evenly), to `untold`
+/// to the servers whose calls are in flight (shared evenly), to `ambiguous`
 /// when only calls that may be another request's are, or to the service
 /// itself when none is; a server's pool queue moves from its share to
 /// `queued_us`.
@@ -33,10 +33,10 @@ pub fn parts(r: &RequestCalls) -> Parts {
     let (from, to) = r.waiting();
     let waiting = to - from;
     let own = || r.calls.iter().map(|c| (c.start, c.end));
-    let untold = match r.untold.is_empty() {
+    let ambiguous = match r.ambiguous.is_empty() {
         true => 0,
         false => {
-            let any = own().chain(r.untold.iter().copied());
+            let any = own().chain(r.ambiguous.iter().copied());
             covered_us(any, (from, to)) - covered_us(own(), (from, to))
         }
     };
@@ -53,12 +53,12 @@ pub fn parts(r: &RequestCalls) -> Parts {
     }
     // Idle while a shared pool was full: waiting, not the service's work.
     queued += r.queued.iter().map(|q| q.waited_us).sum::<u64>();
-    let on_calls: u64 = backing.values().map(|b| b.2).sum::<u64>() + queued + untold;
+    let on_calls: u64 = backing.values().map(|b| b.2).sum::<u64>() + queued + ambiguous;
     Parts {
         total_us: total,
         server_us: waiting.saturating_sub(on_calls),
         queued_us: queued,
-        untold_us: untold,
+        ambiguous_us: ambiguous,
         backing,
         network_us: total.saturating_sub(waiting),
     }
@@ -115,7 +115,7 @@ struct Sums {
     total: u64,
     server: u64,
     queued: u64,
-    untold: u64,
+    ambiguous: u64,
     network: u64,
     backing: BTreeMap<SocketAddr, (Protocol, u64, u64)>,
 }
@@ -132,7 +132,7 @@ pub fn summarize(requests: &[RequestCalls]) -> Vec<TimeBreakdown> {
         s.total += p.total_us;
         s.server += p.server_us;
         s.queued += p.queued_us;
-        s.untold += p.untold_us;
+        s.ambiguous += p.ambiguous_us;
         s.network += p.network_us;
         for (server, (protocol, calls, us)) in p.backing {
             let b = s.backing.entry(server).or_insert((protocol, 0, 0));
@@ -169,12 +169,12 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
         total_us: s.total / n,
         server_us: s.server / n,
         queued_us: s.queued / n,
-        untold_us: s.untold / n,
+        ambiguous_us: s.ambiguous / n,
         backing,
         network_us: s.network / n,
         server_share: 0.0,
         queued_share: 0.0,
-        untold_share: 0.0,
+        ambiguous_share: 0.0,
         network_share: 0.0,
     }
     .with_shares()
@@ -217,7 +217,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod tests_untold {
+mod tests_ambiguous {
     use super::*;
     use crate::request_calls::by_request;
     use crate::request_calls::tests::{call, conn};
@@ -225,7 +225,7 @@ mod tests_untold {
     use whyslow_model::{Attribution, Timeline};
 
     #[test]
-    fn ambiguous_calls_inside_a_wait_are_untold_not_the_services_own() {
+    fn ambiguous_calls_inside_a_wait_are_ambiguous_time_not_the_services_own() {
         // Waiting 100..900; its own call 100..300; an ambiguous call 200..600.
         let mut ambiguous = call(2, 2, 0, (200, 600));
         ambiguous.parent = None;
@@ -240,20 +240,21 @@ mod tests_untold {
         };
         let r = by_request(&t);
         // And 200..300, when both connections to :6379 were busy.
-        assert_eq!(r[0].untold, vec![(200, 600), (200, 300)]);
+        assert_eq!(r[0].ambiguous, vec![(200, 600), (200, 300)]);
         let p = parts(&r[0]);
         assert_eq!(
-            p.untold_us, 300,
+            p.ambiguous_us, 300,
             "300..600 is covered by the ambiguous call alone"
         );
         assert_eq!(p.server_us, 300, "600..900");
         let b = summarize(&r);
-        let sum = b[0].server_us + b[0].untold_us + b[0].network_us + b[0].backing[0].critical_us;
+        let sum =
+            b[0].server_us + b[0].ambiguous_us + b[0].network_us + b[0].backing[0].critical_us;
         assert_eq!(sum, b[0].total_us);
     }
 
     #[test]
-    fn idle_while_the_pool_was_full_is_untold_for_a_request_not_told_apart() {
+    fn idle_while_the_pool_was_full_is_ambiguous_for_a_request_not_told_apart() {
         // Request 0 waits 100..1000: an ambiguous call 100..150, then idle
         // while request 3's calls hold both connections 150..800, then its
         // own call 800..950. Its own time is 950..1000, not 150..800.
@@ -274,6 +275,6 @@ mod tests_untold {
         let r = crate::request_calls::by_request_and_pools(&t, &Default::default()).0;
         let p = parts(&r[0]);
         assert_eq!(p.server_us, 50, "950..1000");
-        assert_eq!(p.untold_us, 700, "100..800");
+        assert_eq!(p.ambiguous_us, 700, "100..800");
     }
 }

@@ -21,8 +21,8 @@ pub mod no_keepalive;
 pub mod periodic_stall;
 pub mod pipeline;
 pub mod pipeline_hol;
+pub mod pool_ambiguous;
 pub mod pool_queueing;
-pub mod pool_untold;
 pub mod pools;
 pub mod probe_pattern;
 pub mod request_calls;
@@ -57,8 +57,8 @@ pub struct Measured<'a> {
     /// Its inbound requests with their calls (`request_calls::by_request`).
     pub requests: &'a [RequestCalls<'a>],
     /// Runs on held connections whose request was not told apart
-    /// (`request_calls::untold_runs`).
-    pub untold_runs: &'a [Vec<Call<'a>>],
+    /// (`request_calls::ambiguous_runs`).
+    pub ambiguous_runs: &'a [Vec<Call<'a>>],
     /// Each server's client pool (`pools::of`).
     pub pools: &'a Pools,
     /// HTTP/2 connections at a stream limit, by connection (`streams::of`).
@@ -71,13 +71,13 @@ impl<'a> Measured<'a> {
     pub fn of(
         timeline: &'a Timeline,
         requests: &'a [RequestCalls<'a>],
-        untold_runs: &'a [Vec<Call<'a>>],
+        ambiguous_runs: &'a [Vec<Call<'a>>],
         pools: &'a Pools,
     ) -> Self {
         Measured {
             timeline,
             requests,
-            untold_runs,
+            ambiguous_runs,
             pools,
             streams: streams::of(timeline),
             dns: Queries::of(timeline),
@@ -122,15 +122,15 @@ pub const DETECTORS: &[Detector] = &[
 /// symptom is marked as its cause's.
 pub const WEIGHERS: &[Weigher] = &[
     |m, f| {
-        let in_runs = n_plus_one::in_untold_runs(m.untold_runs, f);
+        let in_runs = n_plus_one::in_ambiguous_runs(m.ambiguous_runs, f);
         f.extend(in_runs);
     },
     |m, f| {
-        let pools = pool_untold::detect(m.pools, m.requests, f);
+        let pools = pool_ambiguous::detect(m.pools, m.requests, f);
         f.extend(pools);
     },
     |m, f| {
-        let streams = pool_untold::detect_streams(&m.streams, m.timeline, m.requests, f);
+        let streams = pool_ambiguous::detect_streams(&m.streams, m.timeline, m.requests, f);
         f.extend(streams);
     },
     |m, f| symptoms::mark(f, m.requests),

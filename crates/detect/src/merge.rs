@@ -252,12 +252,12 @@ fn weighted(parts: Vec<TimeBreakdown>) -> TimeBreakdown {
         total_us: mean(&|b| b.total_us),
         server_us: mean(&|b| b.server_us),
         queued_us: mean(&|b| b.queued_us),
-        untold_us: mean(&|b| b.untold_us),
+        ambiguous_us: mean(&|b| b.ambiguous_us),
         backing,
         network_us: mean(&|b| b.network_us),
         server_share: 0.0,
         queued_share: 0.0,
-        untold_share: 0.0,
+        ambiguous_share: 0.0,
         network_share: 0.0,
     }
     .with_shares()
@@ -410,12 +410,12 @@ mod tests {
             total_us,
             server_us: total_us,
             queued_us: 0,
-            untold_us: 0,
+            ambiguous_us: 0,
             backing: Vec::new(),
             network_us: 0,
             server_share: 1.0,
             queued_share: 0.0,
-            untold_share: 0.0,
+            ambiguous_share: 0.0,
             network_share: 0.0,
         };
         let mut m = MergedBreakdowns::default();

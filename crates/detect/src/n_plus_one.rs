@@ -84,16 +84,16 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .collect()
 }
 
-/// Storms in runs no request was told apart for (`untold_runs`): each run
+/// Storms in runs no request was told apart for (`ambiguous_runs`): each run
 /// is the calls one request made to its server on a connection it held
 /// for its work, so a run's count is that request's, whichever request it
 /// was. An N+1 is so named at its true count when concurrency leaves the
 /// requests themselves ambiguous. Where told-apart requests named the same
 /// (server, shape) already (`named`), the finding with more occurrences
 /// stands and the other goes: one statement, one finding.
-pub fn in_untold_runs(untold_runs: &[Vec<Call>], named: &mut Vec<Finding>) -> Vec<Finding> {
+pub fn in_ambiguous_runs(ambiguous_runs: &[Vec<Call>], named: &mut Vec<Finding>) -> Vec<Finding> {
     let mut hits: BTreeMap<(SocketAddr, String), Vec<Hit<Storm>>> = BTreeMap::new();
-    for run in untold_runs {
+    for run in ambiguous_runs {
         // The request lasted at least the run: its share is not above that.
         let span = covered_us(run.iter().map(|c| (c.start, c.end)), (0, u64::MAX));
         for (_, calls) in by_shape(run) {
@@ -278,7 +278,7 @@ pub mod tests {
 
     /// The calls of `t` (one request's) as one run no request was told
     /// apart for.
-    fn as_untold_run(t: &Timeline) -> Vec<Call<'_>> {
+    fn as_ambiguous_run(t: &Timeline) -> Vec<Call<'_>> {
         let server: SocketAddr = "127.0.0.1:5432".parse().unwrap();
         t.exchanges[1..]
             .iter()
@@ -292,8 +292,8 @@ pub mod tests {
             statements(20, 1_000, |i| i as u64),
             statements(22, 1_000, |i| i as u64),
         );
-        let runs = [as_untold_run(&a), as_untold_run(&b)];
-        let f = in_untold_runs(&runs, &mut Vec::new());
+        let runs = [as_ambiguous_run(&a), as_ambiguous_run(&b)];
+        let f = in_ambiguous_runs(&runs, &mut Vec::new());
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].occurrences, 2);
         assert!(
@@ -309,15 +309,15 @@ pub mod tests {
         // Where told-apart requests named it as often already, that
         // finding stands; where less often, the runs' finding replaces it.
         let mut named = f.clone();
-        assert!(in_untold_runs(&runs, &mut named).is_empty());
+        assert!(in_ambiguous_runs(&runs, &mut named).is_empty());
         assert_eq!(named, f);
         named[0].occurrences = 1;
-        let replaced = in_untold_runs(&runs, &mut named);
+        let replaced = in_ambiguous_runs(&runs, &mut named);
         assert!(named.is_empty(), "{named:?}");
         assert_eq!(replaced, f);
         // Repeats of one statement, or a few, are no storm in a run either.
         let dup = statements(20, 1_000, |_| 7);
-        assert!(in_untold_runs(&[as_untold_run(&dup)], &mut Vec::new()).is_empty());
+        assert!(in_ambiguous_runs(&[as_ambiguous_run(&dup)], &mut Vec::new()).is_empty());
     }
 
     #[test]

@@ -87,9 +87,9 @@ pub fn analyze_within(timeline: &mut Timeline, service: Service, edges: CutEdges
         )
     };
     let (requests, pools) = request_calls::by_request_and_pools(timeline, &attributed.held_runs);
-    let untold_runs = request_calls::untold_runs(timeline, &attributed.held_runs);
-    let mut findings = crate::run_all(&Measured::of(timeline, &requests, &untold_runs, &pools));
-    drop((untold_runs, pools));
+    let ambiguous_runs = request_calls::ambiguous_runs(timeline, &attributed.held_runs);
+    let mut findings = crate::run_all(&Measured::of(timeline, &requests, &ambiguous_runs, &pools));
+    drop((ambiguous_runs, pools));
     if !service_ports.is_empty() {
         background::mark(&mut findings, timeline, &service_ports);
     }

@@ -263,7 +263,7 @@ fn sweep(calls: &[PoolCall]) -> Pool {
 /// Each complete request's waits for a pool (`RequestCalls::queued`),
 /// then every server's peak demand over them. A request some of whose calls
 /// were not told apart may have waited for a pool whenever one was full:
-/// that time is untold too, not the service's own.
+/// that time is ambiguous too, not the service's own.
 pub fn attach(pools: &Pools, requests: &mut [RequestCalls]) {
     if pools.is_empty() {
         return;
@@ -279,7 +279,7 @@ pub fn attach(pools: &Pools, requests: &mut [RequestCalls]) {
         for pool in pools.values() {
             pool.full_within(from, to, &mut full);
         }
-        r.untold.extend_from_slice(&full);
+        r.ambiguous.extend_from_slice(&full);
     }
     let mut peaks: HashMap<SocketAddr, usize> = HashMap::new();
     for (&server, pool) in pools {

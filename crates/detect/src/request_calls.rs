@@ -13,7 +13,7 @@ use whyslow_model::{
 };
 
 /// Ambiguous calls looked at per request: past it, the rest of the
-/// request's wait counts as untold (a bound on work, not a guess).
+/// request's wait counts as ambiguous (a bound on work, not a guess).
 const MAX_UNTOLD: usize = 4096;
 
 /// One backing call: an outbound exchange and the server it went to.
@@ -65,9 +65,9 @@ pub struct RequestCalls<'a> {
     /// ambiguous: maybe its own, maybe another's; and, when there are any,
     /// the spans a pool was full meanwhile (it may have waited for one).
     /// Its own time excludes them.
-    pub untold: Vec<(u64, u64)>,
+    pub ambiguous: Vec<(u64, u64)>,
     /// What it waited for shared pools with none of its calls in flight
-    /// (known for requests with no untold call only).
+    /// (known for requests with no ambiguous call only).
     pub queued: Vec<PoolQueue>,
     /// The service opened a backing connection it went on using while it
     /// worked on this request (a pool filling as the service warms up):
@@ -106,7 +106,7 @@ impl<'a> RequestCalls<'a> {
     /// Whether all the calls made for it are known: no ambiguous call
     /// in its wait.
     pub fn told_apart(&self) -> bool {
-        self.untold.is_empty()
+        self.ambiguous.is_empty()
     }
 
     /// The calls to each backing server, by server.
@@ -159,7 +159,7 @@ pub fn by_request_and_pools<'t>(
                     inbound: e,
                     server: s,
                     calls: Vec::new(),
-                    untold: Vec::new(),
+                    ambiguous: Vec::new(),
                     queued: Vec::new(),
                     warming: false,
                     damaged: false,
@@ -178,7 +178,7 @@ pub fn by_request_and_pools<'t>(
     for r in &mut out {
         r.calls.sort_by_key(|c| (c.start, c.end));
     }
-    add_untold(t, runs, &mut out);
+    add_ambiguous(t, runs, &mut out);
     if any_call {
         mark_warming(t, &mut out);
     }
@@ -195,7 +195,7 @@ pub fn by_request_and_pools<'t>(
 /// The calls of each run on a held connection that attribution left
 /// ambiguous, by start: each is one request's calls to its server, which
 /// request not told apart.
-pub fn untold_runs<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<Vec<Call<'t>>> {
+pub fn ambiguous_runs<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<Vec<Call<'t>>> {
     if runs.ambiguous.is_empty() {
         return Vec::new();
     }
@@ -216,7 +216,7 @@ pub fn untold_runs<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<Vec<Call<'t>>> {
 
 /// Gives each request the spans of the ambiguous calls its wait encloses,
 /// but those of runs to a server it holds a run on.
-fn add_untold(t: &Timeline, runs: &HeldRuns, requests: &mut [RequestCalls]) {
+fn add_ambiguous(t: &Timeline, runs: &HeldRuns, requests: &mut [RequestCalls]) {
     let mut spans: Vec<(u64, u64, u32)> = t
         .exchanges
         .iter()
@@ -233,11 +233,11 @@ fn add_untold(t: &Timeline, runs: &HeldRuns, requests: &mut [RequestCalls]) {
         let inside = spans[first..].iter().take_while(|s| s.0 <= to);
         for (looked, &(start, end, call)) in inside.enumerate() {
             if looked == MAX_UNTOLD {
-                r.untold.push((start, to));
+                r.ambiguous.push((start, to));
                 break;
             }
             if end <= to && !runs.rules_out(r.inbound.id, call) {
-                r.untold.push((start, end));
+                r.ambiguous.push((start, end));
             }
         }
     }

@@ -137,7 +137,7 @@ pub fn of(t: &Timeline) -> HashMap<u32, Limit> {
 /// Each request's waits for streams of `limits`' connections: told apart,
 /// a queue per server it waited for (`RequestCalls::queued`, as for a
 /// pool); not told apart, the time a connection was at its limit within
-/// its wait is untold too, not the service's own.
+/// its wait is ambiguous too, not the service's own.
 pub fn attach(limits: &HashMap<u32, Limit>, requests: &mut [RequestCalls]) {
     if limits.is_empty() {
         return;
@@ -156,7 +156,7 @@ pub fn attach(limits: &HashMap<u32, Limit>, requests: &mut [RequestCalls]) {
                 full.push((a.max(from), b.min(to)));
             }
         }
-        r.untold.extend(full);
+        r.ambiguous.extend(full);
     }
 }
 

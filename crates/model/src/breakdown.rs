@@ -3,7 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where the time of one kind of inbound request went, as a mean per
 /// request so that the parts add up: `total_us` = `server_us` + `queued_us`
-/// + `untold_us` + every backing service's `critical_us` + `network_us`.
+/// + `ambiguous_us` + every backing service's `critical_us` + `network_us`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimeBreakdown {
     /// The service, "127.0.0.1:8080".
@@ -20,8 +20,8 @@ pub struct TimeBreakdown {
     /// Waiting while calls ran that may have been this request's but could
     /// not be told apart from other requests' (attribution: ambiguous):
     /// neither the service's own time nor a known backing service's.
-    #[serde(default)]
-    pub untold_us: u64,
+    #[serde(default, alias = "untold_us")]
+    pub ambiguous_us: u64,
     /// Backing services on the critical path, most time first.
     pub backing: Vec<BackingTime>,
     /// Moving the request and the response between client and service.
@@ -31,8 +31,8 @@ pub struct TimeBreakdown {
     pub server_share: f64,
     #[serde(default)]
     pub queued_share: f64,
-    #[serde(default)]
-    pub untold_share: f64,
+    #[serde(default, alias = "untold_share")]
+    pub ambiguous_share: f64,
     #[serde(default)]
     pub network_share: f64,
 }
@@ -46,7 +46,7 @@ impl TimeBreakdown {
         };
         self.server_share = share(self.server_us);
         self.queued_share = share(self.queued_us);
-        self.untold_share = share(self.untold_us);
+        self.ambiguous_share = share(self.ambiguous_us);
         self.network_share = share(self.network_us);
         for b in &mut self.backing {
             b.share = share(b.critical_us);
@@ -67,4 +67,21 @@ pub struct BackingTime {
     /// `critical_us`'s share of the request's total (0–1).
     #[serde(default)]
     pub share: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_3_document_reads_its_untold_time_as_ambiguous() {
+        let v3 = r#"{"server":"127.0.0.1:8080","request":"GET /","requests":2,"total_us":900,
+            "server_us":100,"queued_us":0,"untold_us":300,"backing":[],"network_us":0,
+            "untold_share":0.33}"#;
+        let b: TimeBreakdown = serde_json::from_str(v3).unwrap();
+        assert_eq!((b.ambiguous_us, b.ambiguous_share), (300, 0.33));
+        let v4 = serde_json::to_value(&b).unwrap();
+        assert_eq!(v4["ambiguous_us"], 300);
+        assert!(v4.get("untold_us").is_none());
+    }
 }

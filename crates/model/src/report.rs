@@ -2,7 +2,7 @@ use crate::{CaptureSummary, Finding, RequestPhases, SqlSummary, TimeBreakdown, T
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change to the JSON report (see docs/report-schema.md).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Something whyslow could not examine, and why (no capture privilege, TLS, ...).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

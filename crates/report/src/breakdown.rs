@@ -45,14 +45,14 @@ pub fn text(kinds: &[TimeBreakdown]) -> String {
                 "",
             );
         }
-        if k.untold_us > 0 {
+        if k.ambiguous_us > 0 {
             // Ambiguous calls: some of this time is the request's calls,
             // some other requests'; not the service's own either way.
             line(
                 &mut out,
                 "calls not told apart (ambiguous)",
-                k.untold_us,
-                k.untold_share,
+                k.ambiguous_us,
+                k.ambiguous_share,
                 "",
             );
         }

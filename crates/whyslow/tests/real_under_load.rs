@@ -296,7 +296,7 @@ fn fanout_app_at_8_clients() {
             eprintln!("pool {pool}: {queued:.2} of pages queued by the app's timing; {kinds:?}");
             // The small pool queues at any coverage: the pool's connections
             // all busy while calls wait is on the wire whoever's calls they
-            // are (calls not told apart count as the pool's, untold).
+            // are (calls not told apart count as the pool's, ambiguous).
             if pool == SMALL_POOL {
                 assert!(queued >= QUEUED_PAGES, "pool {pool}: {queued}");
                 assert_eq!(

@@ -40,7 +40,7 @@ pub fn breakdown(out: &mut String, kinds: &[TimeBreakdown]) {
             fmt_ms(k.total_us),
             fmt_ms(k.server_us),
             fmt_ms(k.queued_us),
-            fmt_ms(k.untold_us),
+            fmt_ms(k.ambiguous_us),
             escape(&backing.join("; ")),
             fmt_ms(k.network_us)
         );

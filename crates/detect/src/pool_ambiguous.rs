@@ -303,7 +303,7 @@ mod tests {
     const MS: u64 = 1_000;
 
     /// A call no request was told apart for.
-    fn untold(id: u32, connection: u32, (start, end): (u64, u64)) -> Exchange {
+    fn ambiguous_call(id: u32, connection: u32, (start, end): (u64, u64)) -> Exchange {
         let mut e = exchange(id, connection, (start, start + 10), (end - 10, end));
         e.role = ExchangeRole::Outbound;
         e.attribution = Some(Attribution::Ambiguous);
@@ -326,7 +326,7 @@ mod tests {
             for k in 0..10 {
                 let start = offset + k * (20 * MS + gap);
                 t.exchanges
-                    .push(untold(id, connection, (start, start + 20 * MS)));
+                    .push(ambiguous_call(id, connection, (start, start + 20 * MS)));
                 id += 1;
             }
         }
