@@ -200,7 +200,7 @@ pub fn ambiguous_runs<'t>(t: &'t Timeline, runs: &HeldRuns) -> Vec<Vec<Call<'t>>
         return Vec::new();
     }
     let server = servers(t);
-    let mut by_run: BTreeMap<(u16, u32), Vec<Call<'t>>> = BTreeMap::new();
+    let mut by_run: BTreeMap<(SocketAddr, u32), Vec<Call<'t>>> = BTreeMap::new();
     for e in &t.exchanges {
         let (Some(&run), Some(&s)) = (runs.ambiguous.get(&e.id), server.get(&e.connection)) else {
             continue;

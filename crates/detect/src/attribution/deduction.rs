@@ -10,6 +10,7 @@ use super::units::{Holder, Unit};
 use super::windows::is_lost;
 use foldhash::{HashMap, HashMapExt, HashSet};
 use std::hash::Hash;
+use std::net::SocketAddr;
 use whyslow_model::Rule;
 
 /// Groups the open units `pick` keeps (by its key, with the candidates it
@@ -81,7 +82,7 @@ pub fn place_per_server(
     s: &Scene,
     table: &mut Table,
     rule: Rule,
-    server_of: impl Fn(Holder) -> Option<u16>,
+    server_of: impl Fn(Holder) -> Option<SocketAddr>,
 ) {
     let left = place_each(&s.units, table, rule, |u| {
         let server = server_of(u.holder).filter(|_| held_whole(u))?;

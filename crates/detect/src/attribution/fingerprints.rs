@@ -18,15 +18,16 @@
 use super::units::{Holder, Unit};
 use foldhash::{HashMap, HashMapExt};
 use std::hash::{BuildHasher, Hash};
+use std::net::SocketAddr;
 use whyslow_model::Exchange;
 
 /// The identity of a call fingerprint: its server, normalized request and
 /// parameter digest.
-fn fingerprint_of(e: &Exchange, port: &HashMap<u32, u16>) -> Option<u64> {
+fn fingerprint_of(e: &Exchange, server: &HashMap<u32, SocketAddr>) -> Option<u64> {
     if e.params_unknown {
         return None;
     }
-    let server = port.get(&e.connection).copied()?;
+    let server = server.get(&e.connection).copied()?;
     let state = foldhash::fast::FixedState::with_seed(0);
     let mut h = state.build_hasher();
     (server, e.request.as_str(), e.params_digest).hash(&mut h);
@@ -39,7 +40,7 @@ fn fingerprint_of(e: &Exchange, port: &HashMap<u32, u16>) -> Option<u64> {
 pub fn mark<K: Eq + Hash + Copy>(
     units: &mut [Unit],
     exchanges: &[Exchange],
-    port: &HashMap<u32, u16>,
+    server: &HashMap<u32, SocketAddr>,
     kinds: &HashMap<u32, K>,
 ) {
     // Kind → (requests, one of them).
@@ -62,7 +63,7 @@ pub fn mark<K: Eq + Hash + Copy>(
     let fingerprint: Vec<Option<u64>> = units
         .iter()
         .map(|u| match (u.holder, u.calls.as_slice()) {
-            (Holder::Call, &[call]) => fingerprint_of(&exchanges[call], port),
+            (Holder::Call, &[call]) => fingerprint_of(&exchanges[call], server),
             _ => None,
         })
         .collect();

@@ -25,6 +25,7 @@ pub use runs::{MIN_RUN_OPENERS, RUN_OPENER_SHARE};
 use scene::Scene;
 use servers::server_ports;
 pub use servers::{find_service, nested_servers};
+use std::net::SocketAddr;
 use table::{Decision, Table};
 pub use units::interleaved;
 use units::{Holder, Unit};
@@ -75,10 +76,10 @@ pub struct Attributed {
 /// another request's — the request is still told apart.
 #[derive(Debug, Default)]
 pub struct HeldRuns {
-    /// Ambiguous call → the server port and the number of the run it was in.
-    pub ambiguous: HashMap<u32, (u16, u32)>,
-    /// (Inbound request, server port) of each run given.
-    pub given: HashSet<(u32, u16)>,
+    /// Ambiguous call → the server and the number of the run it was in.
+    pub ambiguous: HashMap<u32, (SocketAddr, u32)>,
+    /// (Inbound request, server) of each run given.
+    pub given: HashSet<(u32, SocketAddr)>,
 }
 
 impl HeldRuns {
@@ -117,19 +118,20 @@ pub fn attribute_within(
         rule(exchanges, &mut table);
     }
     let mut scene = Scene::new(timeline, &port);
-    let units = units::build(exchanges, &table, &port);
+    let server = servers::servers(timeline);
+    let units = units::build(exchanges, &table, &server);
     let mut units = runs::join(
         units,
         exchanges,
         &answers(timeline, service_ports),
         &holes(timeline),
-        &port,
+        &server,
     );
     // A fingerprint each request of a kind made once is counted
     // against the requests of that kind: a lost request leaves the count
     // short, whatever its kind.
     if units.iter().any(|u| u.holder == Holder::Call) && !windows.any_lost() {
-        fingerprints::mark(&mut units, exchanges, &port, scene.kinds());
+        fingerprints::mark(&mut units, exchanges, &server, scene.kinds());
     }
     units::enclose(&mut units, &windows);
     for u in units.iter().filter(|u| u.complete && u.cands.is_empty()) {

@@ -16,8 +16,10 @@
 //! every time open runs; the connection's calls from one opener to the next
 //! are one unit, held by one request.
 
+use super::servers::NO_SERVER;
 use super::units::{Holder, Unit};
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use std::net::SocketAddr;
 use whyslow_model::{Exchange, Protocol};
 
 /// Share of a statement's occurrences that must follow an inbound answer
@@ -75,18 +77,18 @@ pub fn join(
     exchanges: &[Exchange],
     answers: &Answers,
     holes: &Holes,
-    port: &HashMap<u32, u16>,
+    server: &HashMap<u32, SocketAddr>,
 ) -> Vec<Unit> {
     transactions_as_runs(&mut units, exchanges, answers);
     let per_conn = joinable(&units, exchanges);
-    let openers = openers(&units, &per_conn, exchanges, answers, port);
+    let openers = openers(&units, &per_conn, exchanges, answers, server);
     if openers.is_empty() {
         return units;
     }
     let mut joined: HashSet<usize> = HashSet::new();
     let mut runs = Vec::new();
     for (conn, list) in &per_conn {
-        let server = port.get(conn).copied().unwrap_or(0);
+        let server = server.get(conn).copied().unwrap_or(NO_SERVER);
         let mut run: Option<Unit> = None;
         let mut last_start = 0;
         for &n in list {
@@ -135,7 +137,7 @@ fn transactions_as_runs(units: &mut [Unit], exchanges: &[Exchange], answers: &An
         }
     }
     // Server → (after an answer, occurrences after another unit).
-    let mut seen: HashMap<u16, (usize, usize)> = HashMap::new();
+    let mut seen: HashMap<SocketAddr, (usize, usize)> = HashMap::new();
     for list in per_conn.values() {
         for pair in list.windows(2) {
             if let Holder::Transaction(server) = units[pair[1].2].holder {
@@ -180,18 +182,18 @@ fn joinable(units: &[Unit], exchanges: &[Exchange]) -> HashMap<u32, Vec<usize>> 
     per_conn
 }
 
-/// (server port, statement) pairs that open runs.
+/// (server, statement) pairs that open runs.
 fn openers<'e>(
     units: &[Unit],
     per_conn: &HashMap<u32, Vec<usize>>,
     exchanges: &'e [Exchange],
     answers: &Answers,
-    port: &HashMap<u32, u16>,
-) -> HashSet<(u16, &'e str)> {
+    server_of: &HashMap<u32, SocketAddr>,
+) -> HashSet<(SocketAddr, &'e str)> {
     // (server, statement) → (after an answer, occurrences).
-    let mut seen: HashMap<(u16, &str), (usize, usize)> = HashMap::new();
+    let mut seen: HashMap<(SocketAddr, &str), (usize, usize)> = HashMap::new();
     for (conn, list) in per_conn {
-        let server = port.get(conn).copied().unwrap_or(0);
+        let server = server_of.get(conn).copied().unwrap_or(NO_SERVER);
         for pair in list.windows(2) {
             let (before, after) = (&units[pair[0]], &units[pair[1]]);
             let answered = answers.between(before.end, after.start);
@@ -271,6 +273,29 @@ mod tests {
             }
         }
         t
+    }
+
+    #[test]
+    fn a_primary_and_a_replica_on_one_port_are_two_servers() {
+        // Each request also ran the same statements on a replica at
+        // 127.0.0.2:5432, over a connection it held beside the primary's: a
+        // request holds one run per server, two here, each its own.
+        let mut t = queued(10, "SELECT head", 100);
+        t.connections.push(conn(11, 5432));
+        t.connections[11].server = "127.0.0.2:5432".parse().unwrap();
+        for k in 0..10 {
+            let at = u64::from(k) * 10_000 + 50;
+            t.exchanges
+                .push(statement(200 + 4 * k, 11, at, "SELECT head"));
+            for row in 1..4 {
+                let start = at + u64::from(row) * 1_000;
+                t.exchanges
+                    .push(statement(200 + 4 * k + row, 11, start, "SELECT row"));
+            }
+        }
+        t.sort();
+        attribute(&mut t, &[8080]);
+        all_given_by(&t, whyslow_model::Rule::Checkout, |id| (id % 100) / 4);
     }
 
     #[test]

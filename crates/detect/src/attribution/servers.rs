@@ -5,15 +5,25 @@
 use super::units::call_span;
 use super::windows;
 use foldhash::{HashMap, HashMapExt};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use whyslow_model::{Protocol, Timeline};
 
-/// Each connection's server port.
+/// Each connection's server port: the service is known by its ports.
 pub fn server_ports(t: &Timeline) -> HashMap<u32, u16> {
     t.connections
         .iter()
         .map(|c| (c.id, c.server.port()))
         .collect()
 }
+
+/// Each connection's server: a backing server is known by its address (a
+/// primary and a replica both on 5432 are two).
+pub fn servers(t: &Timeline) -> HashMap<u32, SocketAddr> {
+    t.connections.iter().map(|c| (c.id, c.server)).collect()
+}
+
+/// The server of a connection the timeline does not list (none should be).
+pub const NO_SERVER: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
 
 /// Share of the exchanges on a server's backing connections (those that
 /// carried a call inside the service's requests) that must fall inside them:

@@ -3,9 +3,11 @@
 //! by one request's session from BEGIN to COMMIT), a run of calls on a
 //! held connection (`runs`), or a single call.
 
+use super::servers::NO_SERVER;
 use super::table::Table;
 use super::windows::{Window, Windows};
 use foldhash::{HashMap, HashMapExt, HashSet};
+use std::net::SocketAddr;
 use whyslow_model::{Attribution, Exchange, ExchangeRole, TraceId, TxState};
 
 /// What makes a unit one request's, and so what a request can hold only
@@ -14,12 +16,12 @@ use whyslow_model::{Attribution, Exchange, ExchangeRole, TraceId, TxState};
 pub enum Holder {
     /// Calls sharing a trace id: one request's, and a request has one trace.
     Trace,
-    /// A transaction on a connection to this server port: a request's
-    /// session holds one connection of a pool at a time.
-    Transaction(u16),
+    /// A transaction on a connection to this server: a request's session
+    /// holds one connection of a pool at a time.
+    Transaction(SocketAddr),
     /// The calls one request made back to back on a connection to this
-    /// server port that it held for its work: it holds one at a time.
-    Run(u16),
+    /// server that it held for its work: it holds one at a time.
+    Run(SocketAddr),
     /// A single call of a fingerprint (hash) every request of one kind (that of
     /// this inbound request) made once (`fingerprints`).
     Fingerprint(u64, u32),
@@ -96,8 +98,12 @@ pub fn call_span(e: &Exchange) -> (u64, u64) {
 
 /// The units of the outbound calls no rule decided alone: those of a trace
 /// (no inbound request carried it) grouped by trace, PostgreSQL statements
-/// by transaction, the rest alone. `port`: each connection's server port.
-pub fn build(exchanges: &[Exchange], table: &Table, port: &HashMap<u32, u16>) -> Vec<Unit> {
+/// by transaction, the rest alone. `server`: each connection's server.
+pub fn build(
+    exchanges: &[Exchange],
+    table: &Table,
+    server: &HashMap<u32, SocketAddr>,
+) -> Vec<Unit> {
     let mut todo = Vec::new();
     let mut traced: HashMap<TraceId, Vec<usize>> = HashMap::new();
     let open = exchanges
@@ -140,7 +146,7 @@ pub fn build(exchanges: &[Exchange], table: &Table, port: &HashMap<u32, u16>) ->
                 }
             }
             None if in_tx => {
-                let server = port.get(&e.connection).copied().unwrap_or(0);
+                let server = server.get(&e.connection).copied().unwrap_or(NO_SERVER);
                 let mut u = Unit::new(Holder::Transaction(server));
                 u.add(i, e);
                 open.insert(e.connection, u);
