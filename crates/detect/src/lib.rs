@@ -168,6 +168,7 @@ mod tests {
     pub fn ranked(t: &Timeline, requests: &[RequestCalls]) -> Vec<Finding> {
         let pools = Pools::default();
         let mut f = run_all(&Measured::of(t, requests, &[], &pools));
+        merge::judge(&mut f);
         Finding::sort(&mut f);
         f
     }

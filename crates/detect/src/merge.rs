@@ -7,7 +7,8 @@
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
 use whyslow_model::{
-    fmt_ms, Evidence, Finding, FindingKind, SqlShape, SqlSummary, Subject, TimeBreakdown,
+    fmt_ms, Evidence, Finding, FindingKind, Population, SqlShape, SqlSummary, Subject,
+    TimeBreakdown,
 };
 
 /// Evidence items kept per merged finding: enough to look at, bounded
@@ -46,18 +47,34 @@ struct Merging {
     typical: Histogram<u64>,
     windows: u32,
     evidence: Vec<Evidence>,
+    /// Some window named it on its evidence alone, with no population to
+    /// judge (a pool judged across its calls beside the requests' queue).
+    on_evidence: bool,
 }
 
 /// Findings merged across windows.
 #[derive(Default)]
 pub struct MergedFindings {
     merging: HashMap<Key, Merging>,
+    /// Each judged cause's population over every window, its tallies (the
+    /// windows where it did not show) included.
+    populations: HashMap<(FindingKind, Subject), Population>,
 }
 
 impl MergedFindings {
     pub fn add(&mut self, findings: Vec<Finding>) {
         for f in findings {
-            let key = (f.kind, f.background, subject(&f));
+            let subject = subject(&f);
+            if let Some(p) = &f.population {
+                self.populations
+                    .entry((f.kind, subject.clone()))
+                    .and_modify(|q| q.add(p))
+                    .or_insert(*p);
+                if p.hits == 0 {
+                    continue; // a tally: its population alone
+                }
+            }
+            let key = (f.kind, f.background, subject);
             match self.merging.get_mut(&key) {
                 Some(m) => m.add(f),
                 None => {
@@ -68,12 +85,38 @@ impl MergedFindings {
         }
     }
 
-    /// The merged findings, ranked.
+    /// The merged findings, each judged once against its population over
+    /// everything added, ranked.
     pub fn finish(self) -> Vec<Finding> {
-        let mut out: Vec<Finding> = self.merging.into_values().map(Merging::finish).collect();
+        let populations = self.populations;
+        let mut out: Vec<Finding> = self
+            .merging
+            .into_iter()
+            .filter(|((kind, _, subject), m)| {
+                m.on_evidence
+                    || populations
+                        .get(&(*kind, subject.clone()))
+                        .is_some_and(Population::judged)
+            })
+            .map(|((kind, _, subject), m)| {
+                let mut f = m.finish();
+                if let Some(p) = populations.get(&(kind, subject)) {
+                    f.facts.set("population_hits", p.hits as f64);
+                    f.facts.set("population_size", p.of as f64);
+                    f.population = Some(*p);
+                }
+                f
+            })
+            .collect();
         Finding::sort(&mut out);
         out
     }
+}
+
+/// One stretch's findings judged as `MergedFindings::finish` judges a
+/// capture's: what a population holds back, and the tallies, dropped.
+pub fn judge(findings: &mut Vec<Finding>) {
+    findings.retain(Finding::judged);
 }
 
 fn typical_histogram() -> Histogram<u64> {
@@ -95,6 +138,7 @@ impl Merging {
             typical,
             windows: 1,
             evidence,
+            on_evidence: f.population.is_none(),
             worst: f,
         }
     }
@@ -103,6 +147,7 @@ impl Merging {
         self.time_lost_us = self.time_lost_us.saturating_add(f.time_lost_us);
         self.occurrences += u64::from(f.occurrences);
         self.windows += 1;
+        self.on_evidence |= f.population.is_none();
         let _ = self.typical.record_n(
             f.time_lost_per_occurrence_us,
             u64::from(f.occurrences.max(1)),
@@ -347,6 +392,44 @@ mod tests {
                 "",
             )
         }
+    }
+
+    /// A pool queue seen on `hits` of `of` requests of one window.
+    fn seen(hits: u32, of: usize) -> Finding {
+        let population = crate::thresholds::requests_seen(hits as usize, of);
+        let subject = Subject::from("127.0.0.1:5432");
+        match hits {
+            0 => Finding::tally(FindingKind::PoolQueueing, subject, population),
+            _ => Finding {
+                subject,
+                population: Some(population),
+                ..finding(u64::from(hits) * 1_000, hits, "127.0.0.1:5432")
+            },
+        }
+    }
+
+    #[test]
+    fn a_cause_is_judged_once_against_its_population_over_every_window() {
+        // One window named it on its own (1 of 5 requests), but over the
+        // capture it showed on 1 of 50: not the service's.
+        let mut m = MergedFindings::default();
+        m.add(vec![seen(1, 5)]);
+        m.add(vec![seen(0, 45)]);
+        assert!(m.finish().is_empty());
+        // Below the share in one window (1 of 11), above it in the other
+        // (1 of 9): over the capture 2 of 20, named with both occurrences.
+        let mut m = MergedFindings::default();
+        m.add(vec![seen(1, 11)]);
+        m.add(vec![seen(1, 9)]);
+        let f = m.finish();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].occurrences, 2);
+        let p = f[0].population.unwrap();
+        assert_eq!((p.hits, p.of), (2, 20));
+        // A window's findings judged alone hold the first window's back too.
+        let mut one = vec![seen(1, 11), seen(0, 40)];
+        judge(&mut one);
+        assert!(one.is_empty());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Finding, FindingKind, Severity, Timeline};
+use whyslow_model::{Evidence, Finding, FindingKind, Population, Severity, Subject, Timeline};
 
 /// Fewer connections than this to one server is not a pattern.
 const MIN_CONNECTIONS: usize = 5;
@@ -45,13 +45,23 @@ pub fn detect(timeline: &Timeline) -> Vec<Finding> {
         .collect()
 }
 
+/// A server's connections: a finding when some carried a single request,
+/// a tally when none did, judged once over the capture: `MIN_SHORT_SHARE`
+/// of at least `MIN_CONNECTIONS` connections that carried requests.
 fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
     let with_requests: Vec<_> = conns.iter().filter(|c| c.1 > 0).collect();
     let short = with_requests.iter().filter(|c| c.1 == 1).count();
-    if with_requests.len() < MIN_CONNECTIONS
-        || (short as f64) < MIN_SHORT_SHARE * with_requests.len() as f64
-    {
+    let population = Population {
+        min_of: MIN_CONNECTIONS as u64,
+        ..Population::share_of(short, with_requests.len(), MIN_SHORT_SHARE)
+    };
+    if with_requests.is_empty() {
         return None;
+    }
+    let subject = Subject::server(server);
+    if short == 0 {
+        let tally = Finding::tally(FindingKind::NoKeepalive, subject, population);
+        return Some(tally);
     }
     // The handshakes a pool would have saved: those of single-request connections.
     let mut handshakes: Vec<u64> = with_requests
@@ -85,6 +95,8 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
                 ),
             })
             .collect(),
+        subject,
+        population: Some(population),
         ..Finding::new(FindingKind::NoKeepalive, Severity::Warning, summary, FIX)
     })
 }
@@ -93,6 +105,13 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
 mod tests {
     use super::*;
     use crate::testkit::{exchange, ConnBuilder};
+
+    /// What the detector names, judged as a capture's findings are.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        let mut f = super::detect(t);
+        crate::merge::judge(&mut f);
+        f
+    }
 
     #[test]
     fn one_request_per_connection_is_found() {

@@ -128,7 +128,7 @@ fn judged<'a>(
         let subject = Subject::server(*server);
         let already = named
             .iter()
-            .any(|f| f.kind == pool.kind && f.subject == subject);
+            .any(|f| f.kind == pool.kind && f.subject == subject && f.judged());
         let queued = pool.handoffs as f64 >= QUEUED_SHARE * pool.calls as f64;
         if already || pool.calls < MIN_CALLS || !queued || requests.is_empty() {
             continue;

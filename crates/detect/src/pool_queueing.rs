@@ -11,10 +11,10 @@
 use crate::intervals::most_at_once;
 use crate::request_calls::{with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
-use crate::thresholds::{seen_enough, WORTH_SHARE};
+use crate::thresholds::WORTH_SHARE;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity, Subject};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
 
 /// Fewer calls than this are sequential_calls' case or nothing at all.
 pub(crate) const MIN_CALLS: usize = 3;
@@ -253,11 +253,15 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             });
         }
     }
-    per_server
-        .into_iter()
-        .filter(|(server, waits)| seen_enough(waits.len(), callers[server].0))
-        .map(|(server, waits)| finding(server, callers[&server].1, waits))
-        .collect()
+    let protocol: BTreeMap<SocketAddr, Protocol> =
+        callers.iter().map(|(&s, &(_, p))| (s, p)).collect();
+    let callers = callers.into_iter().map(|(s, (n, _))| (s, n));
+    request_findings::per_server(
+        FindingKind::PoolQueueing,
+        callers,
+        per_server,
+        |server, waits| finding(server, protocol[&server], waits),
+    )
 }
 
 /// What to change where calls to `server` queue for a connection, at least
@@ -305,15 +309,13 @@ fn finding(server: SocketAddr, protocol: Protocol, waits: Vec<Hit<Lost>>) -> Fin
         )
     };
     let fix = fix(server, protocol, calls.max(peak as u64));
-    let mut f = request_findings::finding(
+    request_findings::finding(
         FindingKind::PoolQueueing,
         Severity::Critical,
         waits,
         summary,
         &fix,
-    );
-    f.subject = Subject::server(server);
-    f
+    )
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //! quotes the median per request and keeps the first pieces of evidence.
 
 use crate::request_calls::median;
-use whyslow_model::{Evidence, Facts, Finding, FindingKind, Severity};
+use crate::thresholds::requests_seen;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use whyslow_model::{Evidence, Facts, Finding, FindingKind, Severity, Subject};
 
 /// Requests kept as evidence (the JSON report carries them all up to this).
 pub const EVIDENCE_KEPT: usize = 20;
@@ -38,6 +41,31 @@ pub fn push<T>(
 /// The median of one of the hits' facts.
 pub fn median_of<T>(hits: &[Hit<T>], fact: impl Fn(&T) -> u64) -> u64 {
     median(hits.iter().map(|h| fact(&h.facts)).collect())
+}
+
+/// One finding per server some requests hit (`finding`), each to be judged
+/// against the requests that called that server (`callers`, by server in
+/// order); a tally for each server called and never hit, whose requests
+/// the capture's judgement counts too.
+pub fn per_server<T>(
+    kind: FindingKind,
+    callers: impl IntoIterator<Item = (SocketAddr, usize)>,
+    mut hits: BTreeMap<SocketAddr, Vec<Hit<T>>>,
+    mut finding: impl FnMut(SocketAddr, Vec<Hit<T>>) -> Finding,
+) -> Vec<Finding> {
+    callers
+        .into_iter()
+        .map(|(server, of)| match hits.remove(&server) {
+            Some(h) => {
+                let seen = requests_seen(h.len(), of);
+                let mut f = finding(server, h);
+                f.subject = Subject::server(server);
+                f.population = Some(seen);
+                f
+            }
+            None => Finding::tally(kind, Subject::server(server), requests_seen(0, of)),
+        })
+        .collect()
 }
 
 /// `median_of`, quoted in the finding's facts as `name`.

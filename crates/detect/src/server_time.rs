@@ -12,10 +12,10 @@
 use crate::breakdown::parts;
 use crate::request_calls::RequestCalls;
 use crate::request_findings::{self, quote_median, Hit};
-use crate::thresholds::{seen_enough, DOMINANT_SHARE, SLOW_PART_US};
+use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity, Subject};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
 /// What to change.
 const FIX: &str = "profile the service's own work on this request (rendering, serialization, CPU, \
@@ -64,29 +64,29 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             },
         );
     }
-    slow.into_iter()
-        .filter(|(server, hits)| seen_enough(hits.len(), known[server]))
-        .map(|(server, hits)| {
-            let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
-                let request = quote_median(hits, |f| f.0, "request_us", facts);
-                let calls = if hits.iter().any(|h| h.facts.1) {
-                    "not waiting for any backing call"
-                } else {
-                    "no backing call seen"
-                };
-                format!(
-                    "{server} spent {} of the request's {} in itself, {calls} (median of {} requests)",
-                    fmt_ms(per),
-                    fmt_ms(request),
-                    hits.len()
-                )
+    request_findings::per_server(FindingKind::ServerTime, known, slow, |server, hits| {
+        let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
+            let request = quote_median(hits, |f| f.0, "request_us", facts);
+            let calls = if hits.iter().any(|h| h.facts.1) {
+                "not waiting for any backing call"
+            } else {
+                "no backing call seen"
             };
-            let mut f =
-                request_findings::finding(FindingKind::ServerTime, Severity::Warning, hits, summary, FIX);
-            f.subject = Subject::server(server);
-            f
-        })
-        .collect()
+            format!(
+                "{server} spent {} of the request's {} in itself, {calls} (median of {} requests)",
+                fmt_ms(per),
+                fmt_ms(request),
+                hits.len()
+            )
+        };
+        request_findings::finding(
+            FindingKind::ServerTime,
+            Severity::Warning,
+            hits,
+            summary,
+            FIX,
+        )
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::breakdown::parts;
 use crate::periodic_stall;
 use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, quote_median, Hit};
-use crate::thresholds::{seen_enough, DOMINANT_SHARE, SLOW_PART_US};
+use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use crate::{duplicate_calls, n_plus_one};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -79,9 +79,11 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             );
         }
     }
-    slow.into_iter()
-        .filter(|(server, hits)| seen_enough(hits.len(), callers[server]))
-        .map(|(server, hits)| {
+    request_findings::per_server(
+        FindingKind::SlowDependency,
+        callers,
+        slow,
+        |server, hits| {
             let summary = |hits: &[Hit<(u64, Protocol)>], per, facts: &mut Facts| {
                 let request = quote_median(hits, |f| f.0, "request_us", facts);
                 format!(
@@ -99,8 +101,8 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                 summary,
                 FIX,
             )
-        })
-        .collect()
+        },
+    )
 }
 
 #[cfg(test)]

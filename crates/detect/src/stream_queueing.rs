@@ -12,10 +12,10 @@
 use crate::intervals::most_at_once;
 use crate::request_calls::{with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
-use crate::thresholds::{seen_enough, WORTH_SHARE};
+use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity, Subject};
+use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
 
 // The bounds `pool_queueing` holds a pool of connections to, for the same
 // reasons: fewer calls are sequential_calls' case, a few handoffs by chance
@@ -163,11 +163,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             });
         }
     }
-    per_server
-        .into_iter()
-        .filter(|(server, hits)| seen_enough(hits.len(), callers[server]))
-        .map(|(server, hits)| finding(server, hits))
-        .collect()
+    request_findings::per_server(FindingKind::StreamQueueing, callers, per_server, finding)
 }
 
 /// What to change where calls to `server` queued for one of `streams`
@@ -202,15 +198,13 @@ fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
         )
     };
     let fix = fix(server, streams as usize, Some(calls));
-    let mut f = request_findings::finding(
+    request_findings::finding(
         FindingKind::StreamQueueing,
         Severity::Critical,
         hits,
         summary,
         &fix,
-    );
-    f.subject = Subject::server(server);
-    f
+    )
 }
 
 #[cfg(test)]
@@ -240,6 +234,8 @@ mod tests {
             }
         }
         let requests = crate::request_calls::by_request(&t);
-        assert!(detect(&requests).is_empty());
+        let mut named = detect(&requests);
+        crate::merge::judge(&mut named);
+        assert!(named.is_empty(), "{named:?}");
     }
 }

@@ -166,7 +166,9 @@ pub fn all_given_by(t: &Timeline, rule: whyslow_model::Rule, made_for: impl Fn(u
 macro_rules! detect_on_requests {
     () => {
         fn detect(t: &whyslow_model::Timeline) -> Vec<whyslow_model::Finding> {
-            super::detect(&crate::request_calls::by_request(t))
+            let mut f = super::detect(&crate::request_calls::by_request(t));
+            crate::merge::judge(&mut f);
+            f
         }
     };
 }

@@ -1,5 +1,7 @@
 //! Thresholds shared by several detectors, with where each number comes from.
 
+use whyslow_model::Population;
+
 /// Linux TCP_DELACK_MIN = HZ/25 = 40 ms (include/net/tcp.h). A delayed ACK
 /// never fires sooner; we accept 30 ms to allow for timer granularity and HZ.
 pub const DELAYED_ACK_MIN_US: u64 = 30_000;
@@ -31,7 +33,8 @@ pub const SLOW_PART_US: u64 = 100_000;
 /// 24 whose eleven calls took 100 ms. One of two sequential probes counts.
 pub const MIN_REQUEST_SHARE: f64 = 0.1;
 
-/// Whether `hits` requests of `of` are enough to name a cause.
-pub fn seen_enough(hits: usize, of: usize) -> bool {
-    hits as f64 >= MIN_REQUEST_SHARE * of as f64
+/// `hits` requests of `of`, as a cause seen on them is judged: named
+/// from `MIN_REQUEST_SHARE` of them.
+pub fn requests_seen(hits: usize, of: usize) -> Population {
+    Population::share_of(hits, of, MIN_REQUEST_SHARE)
 }

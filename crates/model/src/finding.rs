@@ -258,6 +258,47 @@ pub struct Finding {
     /// The numbers `summary` quotes beyond the fields above.
     #[serde(default, skip_serializing_if = "Facts::is_empty")]
     pub facts: Facts,
+    /// The population a cause must be common in to be named (the requests
+    /// that called a server, …): judged once, over everything analyzed
+    /// (`Population::judged`). None: the evidence names it alone.
+    #[serde(skip)]
+    pub population: Option<Population>,
+}
+
+/// How common a cause is: in `hits` of `of` (requests, connections);
+/// named when at least `min_hits` and a `share` of at least `min_of`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Population {
+    pub hits: u64,
+    pub of: u64,
+    pub share: f64,
+    pub min_hits: u64,
+    pub min_of: u64,
+}
+
+impl Population {
+    /// `hits` of `of`, named from `share` of them (and one hit at least).
+    pub fn share_of(hits: usize, of: usize, share: f64) -> Self {
+        Population {
+            hits: hits as u64,
+            of: of as u64,
+            share,
+            min_hits: 1,
+            min_of: 0,
+        }
+    }
+
+    pub fn judged(&self) -> bool {
+        self.hits >= self.min_hits
+            && self.of >= self.min_of
+            && self.hits as f64 >= self.share * self.of as f64
+    }
+
+    /// The population of two stretches of one capture.
+    pub fn add(&mut self, other: &Population) {
+        self.hits += other.hits;
+        self.of += other.of;
+    }
 }
 
 impl Finding {
@@ -277,7 +318,24 @@ impl Finding {
             symptom_of: None,
             subject: Subject::default(),
             facts: Facts::default(),
+            population: None,
         }
+    }
+
+    /// What a detector judging a population saw of `subject` where the
+    /// cause did not show: its population alone (`hits` 0), which the
+    /// capture's judgement adds up. Never a finding itself.
+    pub fn tally(kind: FindingKind, subject: Subject, population: Population) -> Self {
+        let mut f = Finding::new(kind, Severity::Info, String::new(), "");
+        f.subject = subject;
+        f.population = Some(population);
+        f
+    }
+
+    /// Whether nothing seen so far holds this finding back: no population,
+    /// or one that names it. A tally never is.
+    pub fn judged(&self) -> bool {
+        self.population.as_ref().is_none_or(Population::judged)
     }
 
     /// What the finding cost, from each occurrence's loss: their sum, their

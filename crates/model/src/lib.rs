@@ -34,7 +34,7 @@ pub use document::{
     CaptureInfo, ClientView, ConcurrentRow, DemoDocument, DemoRow, DiagnoseDocument, LoadDocument,
     AS_GIVEN, FRESH, SPLIT_NO_NODELAY,
 };
-pub use finding::{Evidence, Facts, Finding, FindingKind, Severity};
+pub use finding::{Evidence, Facts, Finding, FindingKind, Population, Severity};
 pub use host::{HostReport, HostSample, ResourceUse};
 pub use load_record::{Interval, Metric, Recorded};
 pub use load_result::{
