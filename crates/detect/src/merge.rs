@@ -64,7 +64,12 @@ pub struct MergedFindings {
 impl MergedFindings {
     pub fn add(&mut self, findings: Vec<Finding>) {
         for f in findings {
-            let subject = subject(&f);
+            // A judged cause's subject is its own, even empty (one for the
+            // whole capture): its windows' tallies have no evidence to name one.
+            let subject = match f.population {
+                Some(_) => f.subject.clone(),
+                None => subject(&f),
+            };
             if let Some(p) = &f.population {
                 self.populations
                     .entry((f.kind, subject.clone()))

@@ -18,7 +18,8 @@ use foldhash::{HashMap, HashMapExt};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use whyslow_model::{
-    fmt_bytes, fmt_ms, Evidence, Exchange, Facts, Finding, FindingKind, Severity, Timeline,
+    fmt_bytes, fmt_ms, Evidence, Exchange, Facts, Finding, FindingKind, Population, Severity,
+    Subject, Timeline,
 };
 
 /// Below a millisecond a wait is not worth a finding (pool_queueing's bound).
@@ -210,10 +211,16 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
         };
         request_findings::push(&mut hits, lost, facts, |_| queued(&w, conn));
     }
-    if hits.is_empty() || (hits.len() as f64) < MIN_HIT_SHARE * waited as f64 {
+    // Judged once over the capture: `MIN_HIT_SHARE` of the exchanges waited for.
+    let population = Population::share_of(hits.len(), waited, MIN_HIT_SHARE);
+    if waited == 0 {
         return Vec::new();
     }
-    vec![request_findings::finding(
+    if hits.is_empty() {
+        let tally = Finding::tally(FindingKind::PipelineHol, Subject::default(), population);
+        return vec![tally];
+    }
+    let mut f = request_findings::finding(
         FindingKind::PipelineHol,
         Severity::Critical,
         hits,
@@ -221,7 +228,9 @@ pub fn detect(t: &Timeline) -> Vec<Finding> {
         "give reads a connection of their own and put writes (large or asynchronous \
          ones above all) on a dedicated one, or use a client that multiplexes \
          (HTTP/2) or keeps values small; pipeline only batches of quick commands",
-    )]
+    );
+    f.population = Some(population);
+    vec![f]
 }
 
 fn queued(w: &Wait, connection: u32) -> Evidence {
@@ -289,6 +298,13 @@ fn summary(hits: &[Hit<Told>], per: u64, facts: &mut Facts) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the detector names, judged as a capture's findings are.
+    fn detect(t: &Timeline) -> Vec<Finding> {
+        let mut f = super::detect(t);
+        crate::merge::judge(&mut f);
+        f
+    }
 
     fn told<'a>(waiting: &'a str, culprit: &'a str, lost_us: u64) -> Hit<Told<'a>> {
         Hit {
