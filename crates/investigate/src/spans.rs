@@ -6,9 +6,7 @@
 use crate::analysis::{evidence_keep, AnalysisOptions, CaptureAnalysis};
 use std::collections::HashSet;
 use whyslow_detect::windowed::{CaptureResult, WindowedAnalysis};
-use whyslow_model::{
-    Attribution, ExchangeRole, Facts, FindingKind, ServiceHow, Skipped, SpanSource,
-};
+use whyslow_model::{ExchangeRole, Facts, FindingKind, ServiceHow, Skipped, SpanSource};
 use whyslow_otlp::import::{to_timeline_of, SpanSet};
 
 /// Causes only packets show, as the report lists them.
@@ -44,7 +42,7 @@ pub fn analyze_spans(
     let calls_by_parent = timeline
         .exchanges
         .iter()
-        .filter(|e| e.role == ExchangeRole::Outbound && e.attribution == Some(Attribution::Span))
+        .filter(|e| e.role == ExchangeRole::Outbound && e.span_parent.is_some())
         .count() as u64;
     whole.window(&mut timeline, &HashSet::new());
     let CaptureResult {

@@ -518,8 +518,14 @@ pub struct Exchange {
     /// Response carried a Content-Encoding (compressed).
     pub response_encoded: bool,
     pub role: ExchangeRole,
-    /// For outbound exchanges: the inbound exchange they were made for.
+    /// For outbound exchanges: the inbound exchange they were made for
+    /// (attribution's conclusion).
     pub parent: Option<u32>,
+    /// For an outbound call read from spans: the inbound exchange its
+    /// span's nearest server ancestor is, as the trace said it (the
+    /// `span_parent` rule reads it; attribution writes `parent`).
+    #[serde(skip)]
+    pub span_parent: Option<u32>,
     /// HTTP/2 stream the exchange ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<u32>,
@@ -630,6 +636,7 @@ impl Exchange {
             trace: None,
             attribution: None,
             rule: None,
+            span_parent: None,
             thread: None,
             read_at_us: None,
             started_by: None,

@@ -341,8 +341,7 @@ fn each_call_names_the_rule_that_gave_it() {
     );
     t.exchanges.pop();
     // A span's parent, as an OTLP source gave it, is kept and named.
-    t.exchanges[3].attribution = Some(Attribution::Span);
-    t.exchanges[3].parent = Some(1);
+    t.exchanges[3].span_parent = Some(1);
     attribute(&mut t, &[8080]);
     assert_eq!(rules(&t)[1], Some(Rule::SpanParent));
     assert_eq!(t.exchanges[3].attribution, Some(Attribution::Span));

@@ -107,12 +107,10 @@ fn calls_are_given_to_their_nearest_server_ancestor() {
         let calls: Vec<_> = t
             .exchanges
             .iter()
-            .filter(|e| e.parent == Some(r.id))
+            .filter(|e| e.span_parent == Some(r.id))
             .collect();
         assert_eq!(calls.len(), 6);
-        assert!(calls
-            .iter()
-            .all(|c| c.trace == r.trace && c.attribution == Some(Attribution::Span)));
+        assert!(calls.iter().all(|c| c.trace == r.trace));
         assert!(calls
             .iter()
             .all(|c| c.request == "SELECT * FROM items WHERE id = ?"));
@@ -394,10 +392,10 @@ fn spans_written_from_the_wire_read_back_as_the_wire_had_them() {
     assert!(calls.iter().all(|c| c.due_at_us.is_none()));
     // The exact parent is the source's word; the guessed one is guessed
     // again, and so is the one no request was given.
-    assert_eq!(calls[0].attribution, Some(Attribution::Span));
+    assert!(calls[0].span_parent.is_some());
     assert!(calls[1..]
         .iter()
-        .all(|c| c.parent.is_none() && c.trace.is_none()));
+        .all(|c| c.span_parent.is_none() && c.trace.is_none()));
 }
 
 #[test]

@@ -18,7 +18,7 @@ use super::SpanSet;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use whyslow_model::{
-    Attribution, Connection, Exchange, ExchangeRole, Protocol, Timeline, TraceId, WAITED_MIN_US,
+    Connection, Exchange, ExchangeRole, Protocol, Timeline, TraceId, WAITED_MIN_US,
 };
 
 /// A client span may end this long after its connection was handed to the
@@ -347,10 +347,7 @@ fn build(
         if !inbound && !s.wire {
             e.due_at_us = Some(if waited { s.start_us.min(start) } else { start });
         }
-        if let Some(p) = parent.and_then(|p| id_of.get(&p)) {
-            e.parent = Some(*p);
-            e.attribution = Some(Attribution::Span);
-        }
+        e.span_parent = parent.and_then(|p| id_of.get(&p)).copied();
         let c = &mut t.connections[connection as usize - 1];
         c.last_at_us = c.last_at_us.max(end);
         c.exchanges += 1;
