@@ -115,29 +115,26 @@ pub const DETECTORS: &[Detector] = &[
     |m| n_plus_one::detect(m.requests),
     |m| duplicate_calls::detect(m.requests),
     |m| periodic_stall::detect(m.requests),
+    |m| pool_ambiguous::detect(m.pools, m.requests),
+    |m| pool_ambiguous::detect_streams(&m.streams, m.timeline, m.requests),
 ];
 
-/// The weighers, in this order: an N+1 or a queue named from requests
-/// told apart is not named again from runs or pools not told apart; then a
-/// symptom is marked as its cause's.
+/// The weighers, in this order: an N+1 named from requests told apart is
+/// not named again from runs not told apart; then a symptom is marked as
+/// its cause's. (A queue named both from requests told apart and across a
+/// pool's calls is named once by the capture's judgement, `merge`.)
 pub const WEIGHERS: &[Weigher] = &[
     |m, f| {
         let in_runs = n_plus_one::in_ambiguous_runs(m.ambiguous_runs, f);
         f.extend(in_runs);
     },
-    |m, f| {
-        let pools = pool_ambiguous::detect(m.pools, m.requests, f);
-        f.extend(pools);
-    },
-    |m, f| {
-        let streams = pool_ambiguous::detect_streams(&m.streams, m.timeline, m.requests, f);
-        f.extend(streams);
-    },
     |m, f| symptoms::mark(f, m.requests),
 ];
 
-/// Every detector, then every weigher, over `m`: the findings unranked
-/// (`rank` orders them once the background is known).
+/// Every detector, then every weigher, over `m`: the findings unranked and
+/// not judged (a cause that must be common carries its population, and
+/// tallies come with them): `MergedFindings::finish` judges and ranks, as
+/// `merge::judge` and `Finding::sort` do for one stretch alone.
 pub fn run_all(m: &Measured) -> Vec<Finding> {
     let mut findings: Vec<Finding> = DETECTORS.iter().flat_map(|detect| detect(m)).collect();
     for weigh in WEIGHERS {

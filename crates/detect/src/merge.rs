@@ -5,7 +5,7 @@
 //! kept is bounded, the worst window's first.
 
 use hdrhistogram::Histogram;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use whyslow_model::{
     fmt_ms, Evidence, Finding, FindingKind, Population, SqlShape, SqlSummary, Subject,
     TimeBreakdown,
@@ -36,7 +36,14 @@ fn subject(f: &Finding) -> Subject {
         .unwrap_or_default()
 }
 
-type Key = (FindingKind, bool, Subject);
+/// Kind, background, subject, and whether a population judges it: a
+/// finding named on its evidence alone (a pool judged across its calls)
+/// merges apart from one that must be common (the same pool's queue seen
+/// on the requests told apart).
+type Key = (FindingKind, bool, Subject, bool);
+
+/// A judged cause's population, by kind, background and subject.
+type PopulationKey = (FindingKind, bool, Subject);
 
 struct Merging {
     /// The window's finding that lost the most time: its summary and fix.
@@ -47,9 +54,6 @@ struct Merging {
     typical: Histogram<u64>,
     windows: u32,
     evidence: Vec<Evidence>,
-    /// Some window named it on its evidence alone, with no population to
-    /// judge (a pool judged across its calls beside the requests' queue).
-    on_evidence: bool,
 }
 
 /// Findings merged across windows.
@@ -58,7 +62,7 @@ pub struct MergedFindings {
     merging: HashMap<Key, Merging>,
     /// Each judged cause's population over every window, its tallies (the
     /// windows where it did not show) included.
-    populations: HashMap<(FindingKind, Subject), Population>,
+    populations: HashMap<PopulationKey, Population>,
 }
 
 impl MergedFindings {
@@ -72,14 +76,14 @@ impl MergedFindings {
             };
             if let Some(p) = &f.population {
                 self.populations
-                    .entry((f.kind, subject.clone()))
+                    .entry((f.kind, f.background, subject.clone()))
                     .and_modify(|q| q.add(p))
                     .or_insert(*p);
                 if p.hits == 0 {
                     continue; // a tally: its population alone
                 }
             }
-            let key = (f.kind, f.background, subject);
+            let key = (f.kind, f.background, subject, f.population.is_some());
             match self.merging.get_mut(&key) {
                 Some(m) => m.add(f),
                 None => {
@@ -91,26 +95,34 @@ impl MergedFindings {
     }
 
     /// The merged findings, each judged once against its population over
-    /// everything added, ranked.
+    /// everything added, ranked. A cause its population names is named
+    /// once: a finding of the same kind and subject on evidence alone is
+    /// dropped.
     pub fn finish(self) -> Vec<Finding> {
         let populations = self.populations;
+        let judged = |k: &PopulationKey| populations.get(k).is_some_and(Population::judged);
+        let named: HashSet<PopulationKey> = self
+            .merging
+            .keys()
+            .filter(|(kind, bg, subject, by_population)| {
+                *by_population && judged(&(*kind, *bg, subject.clone()))
+            })
+            .map(|(kind, bg, subject, _)| (*kind, *bg, subject.clone()))
+            .collect();
         let mut out: Vec<Finding> = self
             .merging
             .into_iter()
-            .filter(|((kind, _, subject), m)| {
-                m.on_evidence
-                    || populations
-                        .get(&(*kind, subject.clone()))
-                        .is_some_and(Population::judged)
-            })
-            .map(|((kind, _, subject), m)| {
-                let mut f = m.finish();
-                if let Some(p) = populations.get(&(kind, subject)) {
-                    f.facts.set("population_hits", p.hits as f64);
-                    f.facts.set("population_size", p.of as f64);
-                    f.population = Some(*p);
+            .filter_map(|((kind, bg, subject, by_population), m)| {
+                let key = (kind, bg, subject);
+                if !by_population {
+                    return (!named.contains(&key)).then(|| m.finish());
                 }
-                f
+                let p = populations.get(&key).filter(|p| p.judged())?;
+                let mut f = m.finish();
+                f.facts.set("population_hits", p.hits as f64);
+                f.facts.set("population_size", p.of as f64);
+                f.population = Some(*p);
+                Some(f)
             })
             .collect();
         Finding::sort(&mut out);
@@ -119,9 +131,19 @@ impl MergedFindings {
 }
 
 /// One stretch's findings judged as `MergedFindings::finish` judges a
-/// capture's: what a population holds back, and the tallies, dropped.
+/// capture's: what a population holds back, the tallies, and a cause named
+/// on evidence alone that its population names too, dropped.
 pub fn judge(findings: &mut Vec<Finding>) {
-    findings.retain(Finding::judged);
+    let key = |f: &Finding| (f.kind, f.background, f.subject.clone());
+    let named: HashSet<PopulationKey> = findings
+        .iter()
+        .filter(|f| f.population.is_some() && f.judged())
+        .map(key)
+        .collect();
+    findings.retain(|f| match f.population {
+        Some(_) => f.judged(),
+        None => !named.contains(&key(f)),
+    });
 }
 
 fn typical_histogram() -> Histogram<u64> {
@@ -143,7 +165,6 @@ impl Merging {
             typical,
             windows: 1,
             evidence,
-            on_evidence: f.population.is_none(),
             worst: f,
         }
     }
@@ -152,7 +173,6 @@ impl Merging {
         self.time_lost_us = self.time_lost_us.saturating_add(f.time_lost_us);
         self.occurrences += u64::from(f.occurrences);
         self.windows += 1;
-        self.on_evidence |= f.population.is_none();
         let _ = self.typical.record_n(
             f.time_lost_per_occurrence_us,
             u64::from(f.occurrences.max(1)),

@@ -65,9 +65,10 @@ struct Shared<'a> {
     full: &'a [(u64, u64)],
 }
 
-/// One finding per pool that queued where no request-level `pool_queueing`
-/// finding (`named`) already names its server.
-pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Vec<Finding> {
+/// One finding per pool that queued, judged across its calls. Where
+/// requests told apart name the same server's queue, the capture's
+/// judgement keeps theirs (`MergedFindings::finish`): not named twice.
+pub fn detect(pools: &Pools, requests: &[RequestCalls]) -> Vec<Finding> {
     let mut servers: Vec<&SocketAddr> = pools.keys().collect();
     servers.sort();
     let shared = servers.into_iter().map(|&server| {
@@ -83,16 +84,15 @@ pub fn detect(pools: &Pools, requests: &[RequestCalls], named: &[Finding]) -> Ve
             full: pool.full(),
         }
     });
-    judged(shared, requests, named)
+    judged(shared, requests)
 }
 
 /// The same for HTTP/2 connections at a stream limit (`streams::of`), one
-/// finding per server where no `stream_queueing` finding names it.
+/// finding per server.
 pub fn detect_streams(
     limits: &HashMap<u32, Limit>,
     t: &Timeline,
     requests: &[RequestCalls],
-    named: &[Finding],
 ) -> Vec<Finding> {
     // The busiest connection of each server first: one opened before a
     // reconnect may carry too few calls to judge.
@@ -114,23 +114,15 @@ pub fn detect_streams(
             full: &l.full,
         })
     });
-    judged(shared, requests, named)
+    judged(shared, requests)
 }
 
-fn judged<'a>(
-    shared: impl Iterator<Item = Shared<'a>>,
-    requests: &[RequestCalls],
-    named: &[Finding],
-) -> Vec<Finding> {
+fn judged<'a>(shared: impl Iterator<Item = Shared<'a>>, requests: &[RequestCalls]) -> Vec<Finding> {
     let mut out = Vec::new();
     for pool in shared {
         let server = &pool.server;
-        let subject = Subject::server(*server);
-        let already = named
-            .iter()
-            .any(|f| f.kind == pool.kind && f.subject == subject && f.judged());
         let queued = pool.handoffs as f64 >= QUEUED_SHARE * pool.calls as f64;
-        if already || pool.calls < MIN_CALLS || !queued || requests.is_empty() {
+        if pool.calls < MIN_CALLS || !queued || requests.is_empty() {
             continue;
         }
         let contested = contested_full(&pool, requests);
@@ -298,7 +290,7 @@ mod tests {
     use crate::request_calls::by_request_and_pools;
     use crate::request_calls::tests::conn;
     use crate::testkit::exchange;
-    use whyslow_model::{Attribution, Exchange, ExchangeRole, Finding, Timeline};
+    use whyslow_model::{Attribution, Exchange, ExchangeRole, Finding, Severity, Timeline};
 
     const MS: u64 = 1_000;
 
@@ -333,14 +325,14 @@ mod tests {
         t
     }
 
-    fn detect(t: &Timeline, named: &[Finding]) -> Vec<Finding> {
+    fn detect(t: &Timeline) -> Vec<Finding> {
         let (requests, pools) = by_request_and_pools(t, &Default::default());
-        super::detect(&pools, &requests, named)
+        super::detect(&pools, &requests)
     }
 
     #[test]
     fn a_pool_whose_calls_start_on_handoffs_queued_whoever_they_were_for() {
-        let f = detect(&shared(100), &[]);
+        let f = detect(&shared(100));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].subject.to_string(), "127.0.0.1:9090");
         assert_eq!(f[0].occurrences, 4);
@@ -367,7 +359,7 @@ mod tests {
                 (510 * MS, 510 * MS),
             );
         }
-        let f = detect(&t, &[]);
+        let f = detect(&t);
         assert!(f.is_empty(), "{f:?}");
     }
 
@@ -381,14 +373,39 @@ mod tests {
 
     #[test]
     fn calls_that_find_a_connection_free_did_not_queue() {
-        assert!(detect(&shared(15 * MS), &[]).is_empty());
+        assert!(detect(&shared(15 * MS)).is_empty());
     }
 
     #[test]
     fn a_pool_named_from_told_apart_requests_is_not_named_twice() {
         let t = shared(100);
-        let named = detect(&t, &[]);
-        assert!(detect(&t, &named).is_empty());
+        let across = detect(&t);
+        assert_eq!(across.len(), 1);
+        // The same server's queue named from requests told apart: common
+        // enough (3 of 4 requests), it is the one the capture keeps.
+        let told = Finding {
+            population: Some(crate::thresholds::requests_seen(3, 4)),
+            subject: across[0].subject.clone(),
+            occurrences: 3,
+            ..Finding::new(across[0].kind, Severity::Critical, "told".into(), "")
+        };
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(vec![told.clone()]);
+        m.add(across.clone());
+        let kept = m.finish();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].summary, "told");
+        // Not common enough over the capture (3 of 40): the pool judged
+        // across its calls is named instead.
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(vec![told]);
+        m.add(vec![Finding::tally(
+            across[0].kind,
+            across[0].subject.clone(),
+            crate::thresholds::requests_seen(0, 36),
+        )]);
+        m.add(across.clone());
+        assert_eq!(m.finish()[0].summary, across[0].summary);
     }
 
     /// The same calls over one HTTP/2 connection (10) that carries two
@@ -403,23 +420,33 @@ mod tests {
         t
     }
 
-    fn detect_streams(t: &Timeline, named: &[Finding]) -> Vec<Finding> {
+    fn detect_streams(t: &Timeline) -> Vec<Finding> {
         let (requests, _) = by_request_and_pools(t, &Default::default());
         let limits = crate::streams::of(t);
-        super::detect_streams(&limits, t, &requests, named)
+        super::detect_streams(&limits, t, &requests)
     }
 
     #[test]
     fn streams_opened_on_handoffs_queued_whoever_they_were_for() {
         let t = one_channel(100);
-        assert!(detect(&t, &[]).is_empty(), "one connection is no pool");
-        let f = detect_streams(&t, &[]);
+        assert!(detect(&t).is_empty(), "one connection is no pool");
+        let f = detect_streams(&t);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, whyslow_model::FindingKind::StreamQueueing);
         assert_eq!(f[0].facts.0.get("streams"), Some(&2.0), "{f:?}");
         let per = f[0].time_lost_per_occurrence_us;
         assert!((90 * MS..=100 * MS).contains(&per), "{per}");
-        assert!(detect_streams(&one_channel(15 * MS), &[]).is_empty());
-        assert!(detect_streams(&t, &f).is_empty(), "named once");
+        assert!(detect_streams(&one_channel(15 * MS)).is_empty());
+        // Named from requests told apart too: the capture names it once.
+        let told = Finding {
+            population: Some(crate::thresholds::requests_seen(3, 4)),
+            subject: f[0].subject.clone(),
+            occurrences: 3,
+            ..Finding::new(f[0].kind, Severity::Critical, "told".into(), "")
+        };
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(vec![told]);
+        m.add(f);
+        assert_eq!(m.finish().len(), 1, "named once");
     }
 }

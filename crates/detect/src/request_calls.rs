@@ -14,7 +14,7 @@ use whyslow_model::{
 
 /// Ambiguous calls looked at per request: past it, the rest of the
 /// request's wait counts as ambiguous (a bound on work, not a guess).
-const MAX_UNTOLD: usize = 4096;
+const MAX_AMBIGUOUS: usize = 4096;
 
 /// One backing call: an outbound exchange and the server it went to.
 #[derive(Debug, Clone, Copy)]
@@ -232,7 +232,7 @@ fn add_ambiguous(t: &Timeline, runs: &HeldRuns, requests: &mut [RequestCalls]) {
         let first = spans.partition_point(|s| s.0 < from);
         let inside = spans[first..].iter().take_while(|s| s.0 <= to);
         for (looked, &(start, end, call)) in inside.enumerate() {
-            if looked == MAX_UNTOLD {
+            if looked == MAX_AMBIGUOUS {
                 r.ambiguous.push((start, to));
                 break;
             }

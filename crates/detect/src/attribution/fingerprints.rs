@@ -21,13 +21,16 @@ use std::hash::{BuildHasher, Hash};
 use std::net::SocketAddr;
 use whyslow_model::Exchange;
 
-/// The identity of a call fingerprint: its server, normalized request and
-/// parameter digest.
+/// The identity of a call fingerprint: its server's port, normalized
+/// request and parameter digest. The port, not the address: a request that
+/// calls one of a service's replicas (endpoints behind one name, load
+/// balanced) makes one call of the fingerprint whichever it reached, and
+/// the count is over all of them.
 fn fingerprint_of(e: &Exchange, server: &HashMap<u32, SocketAddr>) -> Option<u64> {
     if e.params_unknown {
         return None;
     }
-    let server = server.get(&e.connection).copied()?;
+    let server = server.get(&e.connection)?.port();
     let state = foldhash::fast::FixedState::with_seed(0);
     let mut h = state.build_hasher();
     (server, e.request.as_str(), e.params_digest).hash(&mut h);
