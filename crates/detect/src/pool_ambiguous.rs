@@ -376,6 +376,17 @@ mod tests {
         assert!(detect(&shared(15 * MS)).is_empty());
     }
 
+    /// `f`'s queue named from requests told apart too, on 3 of 4 requests:
+    /// common enough, as far as they go.
+    fn told_apart_too(f: &Finding) -> Finding {
+        Finding {
+            population: Some(crate::thresholds::requests_seen(3, 4)),
+            subject: f.subject.clone(),
+            occurrences: 3,
+            ..Finding::new(f.kind, Severity::Critical, "told".into(), "")
+        }
+    }
+
     #[test]
     fn a_pool_named_from_told_apart_requests_is_not_named_twice() {
         let t = shared(100);
@@ -383,12 +394,7 @@ mod tests {
         assert_eq!(across.len(), 1);
         // The same server's queue named from requests told apart: common
         // enough (3 of 4 requests), it is the one the capture keeps.
-        let told = Finding {
-            population: Some(crate::thresholds::requests_seen(3, 4)),
-            subject: across[0].subject.clone(),
-            occurrences: 3,
-            ..Finding::new(across[0].kind, Severity::Critical, "told".into(), "")
-        };
+        let told = told_apart_too(&across[0]);
         let mut m = crate::merge::MergedFindings::default();
         m.add(vec![told.clone()]);
         m.add(across.clone());
@@ -438,12 +444,7 @@ mod tests {
         assert!((90 * MS..=100 * MS).contains(&per), "{per}");
         assert!(detect_streams(&one_channel(15 * MS)).is_empty());
         // Named from requests told apart too: the capture names it once.
-        let told = Finding {
-            population: Some(crate::thresholds::requests_seen(3, 4)),
-            subject: f[0].subject.clone(),
-            occurrences: 3,
-            ..Finding::new(f[0].kind, Severity::Critical, "told".into(), "")
-        };
+        let told = told_apart_too(&f[0]);
         let mut m = crate::merge::MergedFindings::default();
         m.add(vec![told]);
         m.add(f);
