@@ -68,6 +68,21 @@ pub fn per_server<T>(
         .collect()
 }
 
+/// `per_server` for a warning with one fix, each server's summary told by
+/// `summary(server, its hits, the median loss, the facts)`.
+pub fn warnings_per_server<T>(
+    kind: FindingKind,
+    callers: impl IntoIterator<Item = (SocketAddr, usize)>,
+    hits: BTreeMap<SocketAddr, Vec<Hit<T>>>,
+    fix: &str,
+    summary: impl Fn(SocketAddr, &[Hit<T>], u64, &mut Facts) -> String,
+) -> Vec<Finding> {
+    per_server(kind, callers, hits, |server, hits| {
+        let told = |hits: &[Hit<T>], per, facts: &mut Facts| summary(server, hits, per, facts);
+        finding(kind, Severity::Warning, hits, told, fix)
+    })
+}
+
 /// `median_of`, quoted in the finding's facts as `name`.
 pub fn quote_median<T>(
     hits: &[Hit<T>],

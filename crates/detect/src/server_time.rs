@@ -15,7 +15,7 @@ use crate::request_findings::{self, quote_median, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind};
 
 /// What to change.
 const FIX: &str = "profile the service's own work on this request (rendering, serialization, CPU, \
@@ -64,29 +64,21 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             },
         );
     }
-    request_findings::per_server(FindingKind::ServerTime, known, slow, |server, hits| {
-        let summary = |hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
-            let request = quote_median(hits, |f| f.0, "request_us", facts);
-            let calls = if hits.iter().any(|h| h.facts.1) {
-                "not waiting for any backing call"
-            } else {
-                "no backing call seen"
-            };
-            format!(
-                "{server} spent {} of the request's {} in itself, {calls} (median of {} requests)",
-                fmt_ms(per),
-                fmt_ms(request),
-                hits.len()
-            )
+    let summary = |server, hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
+        let request = quote_median(hits, |f| f.0, "request_us", facts);
+        let calls = if hits.iter().any(|h| h.facts.1) {
+            "not waiting for any backing call"
+        } else {
+            "no backing call seen"
         };
-        request_findings::finding(
-            FindingKind::ServerTime,
-            Severity::Warning,
-            hits,
-            summary,
-            FIX,
+        format!(
+            "{server} spent {} of the request's {} in itself, {calls} (median of {} requests)",
+            fmt_ms(per),
+            fmt_ms(request),
+            hits.len()
         )
-    })
+    };
+    request_findings::warnings_per_server(FindingKind::ServerTime, known, slow, FIX, summary)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use crate::{duplicate_calls, n_plus_one};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol};
 
 /// Time a request's calls to one server would not need without their N+1
 /// storms and repeats: n_plus_one's and duplicate_calls' to name. A service
@@ -79,30 +79,18 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             );
         }
     }
-    request_findings::per_server(
-        FindingKind::SlowDependency,
-        callers,
-        slow,
-        |server, hits| {
-            let summary = |hits: &[Hit<(u64, Protocol)>], per, facts: &mut Facts| {
-                let request = quote_median(hits, |f| f.0, "request_us", facts);
-                format!(
-                    "{server} ({}) took {} of the request's {} (median of {} requests)",
-                    hits[0].facts.1.name(),
-                    fmt_ms(per),
-                    fmt_ms(request),
-                    hits.len()
-                )
-            };
-            request_findings::finding(
-                FindingKind::SlowDependency,
-                Severity::Warning,
-                hits,
-                summary,
-                FIX,
-            )
-        },
-    )
+    let summary = |server, hits: &[Hit<(u64, Protocol)>], per, facts: &mut Facts| {
+        let request = quote_median(hits, |f| f.0, "request_us", facts);
+        format!(
+            "{server} ({}) took {} of the request's {} (median of {} requests)",
+            hits[0].facts.1.name(),
+            fmt_ms(per),
+            fmt_ms(request),
+            hits.len()
+        )
+    };
+    let kind = FindingKind::SlowDependency;
+    request_findings::warnings_per_server(kind, callers, slow, FIX, summary)
 }
 
 #[cfg(test)]
