@@ -184,21 +184,20 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
 mod tests {
     use super::*;
     use crate::request_calls::by_request;
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
-    use whyslow_model::Timeline;
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, served};
 
     #[test]
     fn parts_add_up_and_overlaps_are_shared() {
         // Waiting 100..900: redis 100..300, pg 200..400 (overlap 200..300), then server alone.
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 5432)],
-            exchanges: vec![
+        let t = served(
+            &[8080, 6379, 5432],
+            vec![
                 exchange(0, 0, (0, 100), (900, 1000)),
                 call(1, 1, 0, (100, 300)),
                 call(2, 2, 0, (200, 400)),
             ],
-        };
+        );
         let r = by_request(&t);
         let p = parts(&r[0]);
         let redis: SocketAddr = "127.0.0.1:6379".parse().unwrap();
@@ -220,9 +219,9 @@ mod tests {
 mod tests_ambiguous {
     use super::*;
     use crate::request_calls::by_request;
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
-    use whyslow_model::{Attribution, Timeline};
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, served};
+    use whyslow_model::Attribution;
 
     #[test]
     fn ambiguous_calls_inside_a_wait_are_ambiguous_time_not_the_services_own() {
@@ -230,14 +229,14 @@ mod tests_ambiguous {
         let mut ambiguous = call(2, 2, 0, (200, 600));
         ambiguous.parent = None;
         ambiguous.attribution = Some(Attribution::Ambiguous);
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 6379)],
-            exchanges: vec![
+        let t = served(
+            &[8080, 6379, 6379],
+            vec![
                 exchange(0, 0, (0, 100), (900, 1000)),
                 call(1, 1, 0, (100, 300)),
                 ambiguous,
             ],
-        };
+        );
         let r = by_request(&t);
         // And 200..300, when both connections to :6379 were busy.
         assert_eq!(r[0].ambiguous, vec![(200, 600), (200, 300)]);
@@ -261,9 +260,9 @@ mod tests_ambiguous {
         let mut ambiguous = call(2, 1, 0, (100, 150));
         ambiguous.parent = None;
         ambiguous.attribution = Some(Attribution::Ambiguous);
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 6379), conn(2, 6379), conn(3, 8080)],
-            exchanges: vec![
+        let t = served(
+            &[8080, 6379, 6379, 8080],
+            vec![
                 exchange(0, 0, (0, 100), (1000, 1010)),
                 call(1, 1, 0, (800, 950)),
                 ambiguous,
@@ -271,7 +270,7 @@ mod tests_ambiguous {
                 call(4, 1, 3, (150, 800)),
                 call(5, 2, 3, (150, 800)),
             ],
-        };
+        );
         let r = crate::request_calls::by_request_and_pools(&t, &Default::default()).0;
         let p = parts(&r[0]);
         assert_eq!(p.server_us, 50, "950..1000");

@@ -284,8 +284,8 @@ fn counted(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, served};
 
     /// `requests` requests a second apart (or all at once when
     /// `concurrent`), each making `calls` HTTP calls, each after a lookup
@@ -297,10 +297,7 @@ mod tests {
         concurrent: bool,
         lookup: impl Fn(u32) -> bool,
     ) -> Timeline {
-        let mut t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9090), conn(2, 53)],
-            exchanges: Vec::new(),
-        };
+        let mut t = served(&[8080, 9090, 53], Vec::new());
         let mut id = 0;
         for r in 0..requests {
             let at = if concurrent {

@@ -351,7 +351,7 @@ fn made_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::exchange;
+    use crate::testkit::{exchange, served};
     use whyslow_model::Connection;
 
     #[test]
@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn every_exchange_is_counted_with_its_percentiles_and_calls_follow_their_kind() {
-        let conn = |id, port: u16| {
+        let _conn = |id, port: u16| {
             let mut c = Connection::new(
                 id,
                 format!("127.0.0.1:{}", 40000 + id).parse().unwrap(),
@@ -383,10 +383,7 @@ mod tests {
             c.protocol = Protocol::Http1;
             c
         };
-        let mut t = Timeline {
-            connections: vec![conn(0, 80), conn(1, 9000)],
-            exchanges: Vec::new(),
-        };
+        let mut t = served(&[80, 9000], Vec::new());
         for i in 0..100u32 {
             let start = u64::from(i) * 1_000;
             let mut e = exchange(

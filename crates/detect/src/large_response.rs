@@ -85,20 +85,16 @@ fn finding(server: SocketAddr, hits: Vec<Hit<(u64, bool)>>) -> Finding {
 
 #[cfg(test)]
 mod tests {
-    use whyslow_model::Timeline;
 
     crate::testkit::detect_on_requests!();
-    use crate::request_calls::tests::conn;
-    use crate::testkit::exchange;
+
+    use crate::testkit::{exchange, served};
 
     #[test]
     fn a_slow_uncompressed_body_is_named() {
         let mut e = exchange(0, 0, (0, 100), (20_000, 220_000));
         e.response_bytes = 132_653;
-        let t = Timeline {
-            connections: vec![conn(0, 8080)],
-            exchanges: vec![e],
-        };
+        let t = served(&[8080], vec![e]);
         let f = detect(&t);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].time_lost_per_occurrence_us, 200_000);
@@ -111,26 +107,17 @@ mod tests {
         // 252 bytes answered over 30.9 s: the server paced its writes.
         let mut e = exchange(0, 0, (0, 100), (1_000, 30_900_000));
         e.response_bytes = 252;
-        let t = Timeline {
-            connections: vec![conn(0, 8080)],
-            exchanges: vec![e.clone()],
-        };
+        let t = served(&[8080], vec![e.clone()]);
         assert!(detect(&t).is_empty());
         // The same time for a body several flights long is its size's.
         e.response_bytes = 4 * super::ONE_FLIGHT_BYTES;
-        let t = Timeline {
-            connections: vec![conn(0, 8080)],
-            exchanges: vec![e],
-        };
+        let t = served(&[8080], vec![e]);
         assert_eq!(detect(&t).len(), 1);
     }
 
     #[test]
     fn a_quick_body_is_not() {
-        let t = Timeline {
-            connections: vec![conn(0, 8080)],
-            exchanges: vec![exchange(0, 0, (0, 100), (200_000, 250_000))],
-        };
+        let t = served(&[8080], vec![exchange(0, 0, (0, 100), (200_000, 250_000))]);
         assert!(detect(&t).is_empty());
     }
 }

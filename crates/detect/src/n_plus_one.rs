@@ -181,8 +181,8 @@ pub mod tests {
     use whyslow_model::Timeline;
 
     crate::testkit::detect_on_requests!();
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, served};
     use whyslow_model::{Exchange, Protocol};
 
     /// One request making `n` calls of one SQL shape, `each` µs apart, parameters from `param`.
@@ -198,10 +198,7 @@ pub mod tests {
         }
         exchanges[0].response_first_at_us = Some(1_000 + n as u64 * each + 500);
         exchanges[0].response_last_at_us = Some(1_000 + n as u64 * each + 600);
-        Timeline {
-            connections: vec![conn(0, 8080), conn(1, 5432)],
-            exchanges,
-        }
+        served(&[8080, 5432], exchanges)
     }
 
     #[test]

@@ -313,8 +313,8 @@ fn stall_lengths(t: &Tail) -> Vec<u64> {
 mod tests {
     use super::*;
     use crate::request_calls::by_request;
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, served};
     use whyslow_model::Timeline;
 
     /// `n` requests 100 ms apart, each with one 1 ms call; every `every`th
@@ -336,10 +336,7 @@ mod tests {
             ));
             exchanges.push(call(2 * i + 1, 1, 2 * i, (at + 200, at + 200 + d)));
         }
-        Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9100)],
-            exchanges,
-        }
+        served(&[8080, 9100], exchanges)
     }
 
     #[test]
@@ -384,10 +381,7 @@ mod tests {
             ));
             exchanges.push(call(2 * i + 1, 1, 2 * i, (at, end)));
         }
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9100)],
-            exchanges,
-        };
+        let t = served(&[8080, 9100], exchanges);
         let f = detect(&by_request(&t));
         assert_eq!(f.len(), 1, "{f:?}");
         let s = &f[0].summary;

@@ -382,7 +382,7 @@ pub use whyslow_model::stats::median;
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::testkit::exchange;
+    use crate::testkit::{exchange, served};
 
     pub use crate::testkit::conn;
 
@@ -423,16 +423,16 @@ pub mod tests {
 
     #[test]
     fn groups_calls_under_their_request_and_counts_overlap() {
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9090), conn(2, 9090)],
-            exchanges: vec![
+        let t = served(
+            &[8080, 9090, 9090],
+            vec![
                 exchange(0, 0, (0, 10), (1000, 1010)),
                 call(1, 1, 0, (100, 300)),
                 call(2, 2, 0, (150, 400)),
                 call(3, 1, 0, (300, 500)),
                 call(4, 1, 99, (600, 700)), // parent not in the capture
             ],
-        };
+        );
         let r = by_request(&t);
         assert_eq!(r.len(), 1);
         let ids: Vec<u32> = r[0].calls.iter().map(|c| c.exchange.id).collect();

@@ -74,8 +74,8 @@ mod tests {
     use whyslow_model::Timeline;
 
     crate::testkit::detect_on_requests!();
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, served};
 
     fn chain(n: u32, each: u64, overlap: u64) -> Timeline {
         let mut exchanges = vec![exchange(0, 0, (0, 100), (2_000_000, 2_000_100))];
@@ -84,10 +84,7 @@ mod tests {
             exchanges.push(call(i + 1, 1, 0, (at, at + each)));
             at += each - overlap;
         }
-        Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9090)],
-            exchanges,
-        }
+        served(&[8080, 9090], exchanges)
     }
 
     #[test]

@@ -91,13 +91,10 @@ mod tests {
     fn request_400_ms(calls: Vec<whyslow_model::Exchange>) -> Timeline {
         let mut exchanges = vec![exchange(0, 0, (0, 100), (400_100, 400_200))];
         exchanges.extend(calls);
-        Timeline {
-            connections: vec![conn(0, 8080), conn(1, 9090)],
-            exchanges,
-        }
+        served(&[8080, 9090], exchanges)
     }
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::{exchange, lose};
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, lose, served};
     use whyslow_model::Direction;
 
     #[test]

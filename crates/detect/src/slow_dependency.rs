@@ -98,17 +98,17 @@ mod tests {
     use whyslow_model::Timeline;
 
     crate::testkit::detect_on_requests!();
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, served};
 
     fn request_with_call(call_us: u64, request_us: u64) -> Timeline {
-        Timeline {
-            connections: vec![conn(0, 8080), conn(1, 5432)],
-            exchanges: vec![
+        served(
+            &[8080, 5432],
+            vec![
                 exchange(0, 0, (0, 100), (request_us - 100, request_us)),
                 call(1, 1, 0, (200, 200 + call_us)),
             ],
-        }
+        )
     }
 
     #[test]
@@ -122,10 +122,7 @@ mod tests {
             c.params_digest = Some(i as u64);
             exchanges.push(c);
         }
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 5432)],
-            exchanges,
-        };
+        let t = served(&[8080, 5432], exchanges);
         assert!(detect(&t).is_empty());
     }
 

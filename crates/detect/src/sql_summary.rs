@@ -184,9 +184,9 @@ fn top_shapes(reqs: &[WithCalls]) -> (Vec<SqlShape>, Vec<SqlShape>) {
 mod tests {
     use super::*;
     use crate::request_calls::by_request;
-    use crate::request_calls::tests::{call, conn};
-    use crate::testkit::exchange;
-    use whyslow_model::{Exchange, Protocol, Timeline};
+    use crate::request_calls::tests::call;
+    use crate::testkit::{exchange, served};
+    use whyslow_model::{Exchange, Protocol};
 
     fn sql(id: u32, parent: u32, at: u64, text: &str, digest: u64) -> Exchange {
         let mut e = call(id, 1, parent, (at, at + 1000));
@@ -226,10 +226,7 @@ mod tests {
         let mut exchanges = checkout(100, 0, 0, 3);
         exchanges.extend(checkout(200, 1, 100_000, 10));
         exchanges.extend(checkout(300, 2, 200_000, 5));
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 5432)],
-            exchanges,
-        };
+        let t = served(&[8080, 5432], exchanges);
         let s = summarize(&by_request(&t));
         assert_eq!(s.len(), 1);
         let s = &s[0];
@@ -268,10 +265,10 @@ mod tests {
     fn requests_without_sql_have_no_summary() {
         let mut e = call(1, 1, 0, (100, 200));
         e.protocol = Protocol::Redis;
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 6379)],
-            exchanges: vec![exchange(0, 0, (0, 10), (1000, 1010)), e],
-        };
+        let t = served(
+            &[8080, 6379],
+            vec![exchange(0, 0, (0, 10), (1000, 1010)), e],
+        );
         assert!(summarize(&by_request(&t)).is_empty());
     }
 
@@ -288,9 +285,9 @@ mod tests {
             }
             e
         };
-        let t = Timeline {
-            connections: vec![conn(0, 8080), conn(1, 53)],
-            exchanges: vec![
+        let t = served(
+            &[8080, 53],
+            vec![
                 exchange(0, 0, (0, 10), (30_000, 30_010)),
                 query(1, 100, Some("NXDOMAIN")),
                 query(2, 5_200, Some("NXDOMAIN")),
@@ -298,7 +295,7 @@ mod tests {
                 query(4, 15_400, None),
                 query(5, 20_000, Some("NOERROR")),
             ],
-        };
+        );
         let s = summarize(&by_request(&t));
         assert_eq!(s.len(), 1, "a kind with lookups and no SQL");
         let d = s[0].median.dns;

@@ -134,6 +134,16 @@ pub fn conn(id: u32, server_port: u16) -> Connection {
     Connection::new(id, client, server, 0)
 }
 
+/// A timeline of `exchanges` on connections numbered from 0, one to each
+/// server port in `ports`.
+pub fn served(ports: &[u16], exchanges: Vec<Exchange>) -> Timeline {
+    let connections = ports.iter().zip(0..).map(|(&p, id)| conn(id, p)).collect();
+    Timeline {
+        connections,
+        exchanges,
+    }
+}
+
 /// (call id, request it was given to, level) of each outbound exchange.
 pub fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
     t.exchanges
