@@ -32,6 +32,7 @@ pub mod server_time;
 pub mod slow_dependency;
 pub mod slow_resolver;
 pub mod sql_summary;
+pub mod stall_coverage;
 pub mod statements;
 pub mod stream_queueing;
 pub mod streams;

@@ -7,7 +7,7 @@
 //! flat however long the capture.
 
 use std::path::{Path, PathBuf};
-use whyslow_detect::periodic_stall;
+use whyslow_detect::stall_coverage;
 use whyslow_detect::pipeline::Analysis;
 use whyslow_detect::windowed::{CaptureResult, Keep, Scope, WindowedAnalysis};
 use whyslow_ebpf::ThreadIndex;
@@ -75,7 +75,7 @@ impl AnalysisOptions {
     /// the requests a stall period needs (`periodic_stall`).
     pub fn default_flow() -> FlowOptions {
         let mut flow = FlowOptions::default();
-        flow.window.requests = periodic_stall::requests_per_window();
+        flow.window.requests = stall_coverage::requests_per_window();
         flow
     }
 }
@@ -195,7 +195,7 @@ pub fn analyze_capture(
         .iter()
         .any(|f| f.kind == FindingKind::PeriodicStall);
     let has_service = !summary.service.ports.is_empty();
-    if let Some((why, facts)) = periodic_stall::unseen(summary.requests_answered as usize)
+    if let Some((why, facts)) = stall_coverage::unseen(summary.requests_answered as usize)
         .filter(|_| has_service && !stall_seen)
     {
         skipped.push(Skipped {
