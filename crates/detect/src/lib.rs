@@ -94,28 +94,24 @@ pub type Detector = fn(&Measured) -> Vec<Finding>;
 /// marks findings, never reads anything but `Measured` and them.
 pub type Weigher = fn(&Measured, &mut Vec<Finding>);
 
-/// Every detector, in no particular order: each reads the part of
-/// `Measured` its module takes.
+/// Every detector, grouped by the part of `Measured` it reads. Their order
+/// is the order of findings that rank the same. Laid out as a table.
+#[rustfmt::skip]
 pub const DETECTORS: &[Detector] = &[
-    |m| pipeline_hol::detect(m.timeline),
-    |m| nagle_delayed_ack::detect(m.timeline),
-    |m| tcp_retransmission::detect(m.timeline),
-    |m| zero_window::detect(m.timeline),
-    |m| no_keepalive::detect(m.timeline),
-    |m| tls_full_handshake::detect(m.timeline),
+    // Packets and exchanges on the timeline.
+    |m| pipeline_hol::detect(m.timeline), |m| nagle_delayed_ack::detect(m.timeline),
+    |m| tcp_retransmission::detect(m.timeline), |m| zero_window::detect(m.timeline),
+    |m| no_keepalive::detect(m.timeline), |m| tls_full_handshake::detect(m.timeline),
     |m| dns_per_call::detect(m.timeline),
-    |m| dns_search_expansion::detect(&m.dns),
-    |m| dns_timeout::detect(&m.dns),
-    |m| slow_resolver::detect(&m.dns),
-    |m| pool_queueing::detect(m.requests),
-    |m| stream_queueing::detect(m.requests),
-    |m| sequential_calls::detect(m.requests),
-    |m| slow_dependency::detect(m.requests),
-    |m| server_time::detect(m.requests),
-    |m| large_response::detect(m.requests),
-    |m| n_plus_one::detect(m.requests),
-    |m| duplicate_calls::detect(m.requests),
+    // DNS queries paired with their answers.
+    |m| dns_search_expansion::detect(&m.dns), |m| dns_timeout::detect(&m.dns), |m| slow_resolver::detect(&m.dns),
+    // Each request's calls.
+    |m| pool_queueing::detect(m.requests), |m| stream_queueing::detect(m.requests),
+    |m| sequential_calls::detect(m.requests), |m| slow_dependency::detect(m.requests),
+    |m| server_time::detect(m.requests), |m| large_response::detect(m.requests),
+    |m| n_plus_one::detect(m.requests), |m| duplicate_calls::detect(m.requests),
     |m| periodic_stall::detect(m.requests),
+    // Pools and stream limits, across calls not told apart.
     |m| pool_ambiguous::detect(m.pools, m.requests),
     |m| pool_ambiguous::detect_streams(&m.streams, m.timeline, m.requests),
 ];

@@ -7,8 +7,8 @@
 //! flat however long the capture.
 
 use std::path::{Path, PathBuf};
-use whyslow_detect::stall_coverage;
 use whyslow_detect::pipeline::Analysis;
+use whyslow_detect::stall_coverage;
 use whyslow_detect::windowed::{CaptureResult, Keep, Scope, WindowedAnalysis};
 use whyslow_ebpf::ThreadIndex;
 use whyslow_model::{CaptureSummary, FindingKind, Protocol, Report, Skipped, Timeline};
