@@ -67,7 +67,7 @@ pub fn mark(findings: &mut [Finding], t: &Timeline, service_ports: &[u16]) {
 mod tests {
     use super::*;
 
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
     use whyslow_model::{FindingKind, Severity};
 
     fn stall_at(connection: u32, at_us: u64) -> Finding {
@@ -93,10 +93,7 @@ mod tests {
 
     #[test]
     fn stalls_outside_every_request_on_backing_connections_are_background() {
-        let t = served(
-            &[8080, 6379],
-            vec![exchange(0, 0, (1_000, 1_100), (5_000, 5_100))],
-        );
+        let t = servers(&[8080, 6379]).with(vec![exchange(0, 0, (1_000, 1_100), (5_000, 5_100))]);
         let mut f = vec![stall_at(1, 2_000), stall_at(1, 9_000), stall_at(0, 9_000)];
         mark(&mut f, &t, &[8080]);
         let bg: Vec<bool> = f.iter().map(|f| f.background).collect();
@@ -112,10 +109,11 @@ mod tests {
         read.parent = Some(0);
         let mut write = exchange(2, 2, (1_100, 2_900), (4_000, 4_100));
         write.role = ExchangeRole::Outbound;
-        let t = served(
-            &[8080, 6379, 6379],
-            vec![exchange(0, 0, (1_000, 1_000), (3_000, 3_100)), read, write],
-        );
+        let t = servers(&[8080, 6379, 6379]).with(vec![
+            exchange(0, 0, (1_000, 1_000), (3_000, 3_100)),
+            read,
+            write,
+        ]);
         let mut f = vec![stall_at(2, 2_000), stall_at(1, 1_300)];
         mark(&mut f, &t, &[8080]);
         let bg: Vec<bool> = f.iter().map(|f| f.background).collect();

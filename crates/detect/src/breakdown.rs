@@ -184,20 +184,17 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
 mod tests {
     use super::*;
     use crate::request_calls::by_request;
-    use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
+    use crate::request_calls::tests::{ambiguous_call, call};
+    use crate::testkit::{exchange, servers};
 
     #[test]
     fn parts_add_up_and_overlaps_are_shared() {
         // Waiting 100..900: redis 100..300, pg 200..400 (overlap 200..300), then server alone.
-        let t = served(
-            &[8080, 6379, 5432],
-            vec![
-                exchange(0, 0, (0, 100), (900, 1000)),
-                call(1, 1, 0, (100, 300)),
-                call(2, 2, 0, (200, 400)),
-            ],
-        );
+        let t = servers(&[8080, 6379, 5432]).with(vec![
+            exchange(0, 0, (0, 100), (900, 1000)),
+            call(1, 1, 0, (100, 300)),
+            call(2, 2, 0, (200, 400)),
+        ]);
         let r = by_request(&t);
         let p = parts(&r[0]);
         let redis: SocketAddr = "127.0.0.1:6379".parse().unwrap();
@@ -213,30 +210,15 @@ mod tests {
         assert_eq!((b[0].requests, b[0].total_us), (1, 1000));
         assert_eq!(b[0].backing.len(), 2);
     }
-}
-
-#[cfg(test)]
-mod tests_ambiguous {
-    use super::*;
-    use crate::request_calls::by_request;
-    use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
-    use whyslow_model::Attribution;
 
     #[test]
     fn ambiguous_calls_inside_a_wait_are_ambiguous_time_not_the_services_own() {
         // Waiting 100..900; its own call 100..300; an ambiguous call 200..600.
-        let mut ambiguous = call(2, 2, 0, (200, 600));
-        ambiguous.parent = None;
-        ambiguous.attribution = Some(Attribution::Ambiguous);
-        let t = served(
-            &[8080, 6379, 6379],
-            vec![
-                exchange(0, 0, (0, 100), (900, 1000)),
-                call(1, 1, 0, (100, 300)),
-                ambiguous,
-            ],
-        );
+        let t = servers(&[8080, 6379, 6379]).with(vec![
+            exchange(0, 0, (0, 100), (900, 1000)),
+            call(1, 1, 0, (100, 300)),
+            ambiguous_call(2, 2, (200, 600)),
+        ]);
         let r = by_request(&t);
         // And 200..300, when both connections to :6379 were busy.
         assert_eq!(r[0].ambiguous, vec![(200, 600), (200, 300)]);
@@ -257,20 +239,14 @@ mod tests_ambiguous {
         // Request 0 waits 100..1000: an ambiguous call 100..150, then idle
         // while request 3's calls hold both connections 150..800, then its
         // own call 800..950. Its own time is 950..1000, not 150..800.
-        let mut ambiguous = call(2, 1, 0, (100, 150));
-        ambiguous.parent = None;
-        ambiguous.attribution = Some(Attribution::Ambiguous);
-        let t = served(
-            &[8080, 6379, 6379, 8080],
-            vec![
-                exchange(0, 0, (0, 100), (1000, 1010)),
-                call(1, 1, 0, (800, 950)),
-                ambiguous,
-                exchange(3, 3, (0, 100), (1200, 1210)),
-                call(4, 1, 3, (150, 800)),
-                call(5, 2, 3, (150, 800)),
-            ],
-        );
+        let t = servers(&[8080, 6379, 6379, 8080]).with(vec![
+            exchange(0, 0, (0, 100), (1000, 1010)),
+            call(1, 1, 0, (800, 950)),
+            ambiguous_call(2, 1, (100, 150)),
+            exchange(3, 3, (0, 100), (1200, 1210)),
+            call(4, 1, 3, (150, 800)),
+            call(5, 2, 3, (150, 800)),
+        ]);
         let r = crate::request_calls::by_request_and_pools(&t, &Default::default()).0;
         let p = parts(&r[0]);
         assert_eq!(p.server_us, 50, "950..1000");

@@ -130,7 +130,7 @@ impl WaitedSpans {
 mod tests {
     use super::*;
     use crate::request_calls::tests::conn;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
 
     fn outbound(
         id: u32,
@@ -184,16 +184,13 @@ mod tests {
 
     #[test]
     fn a_read_queued_behind_an_unwaited_write_makes_the_write_waited_for() {
-        let t = served(
-            &[8080, 6379, 6379],
-            vec![
-                // Connection 1: a write nobody waits for, then a read that queued behind it.
-                outbound(1, 1, (1_000, 9_000), (9_100, 9_200), None),
-                outbound(2, 1, (9_000, 9_010), (9_200, 9_300), Some(0)),
-                // Connection 2: a write alone, nobody waiting.
-                outbound(3, 2, (20_000, 29_000), (29_100, 29_200), None),
-            ],
-        );
+        let t = servers(&[8080, 6379, 6379]).with(vec![
+            // Connection 1: a write nobody waits for, then a read that queued behind it.
+            outbound(1, 1, (1_000, 9_000), (9_100, 9_200), None),
+            outbound(2, 1, (9_000, 9_010), (9_200, 9_300), Some(0)),
+            // Connection 2: a write alone, nobody waiting.
+            outbound(3, 2, (20_000, 29_000), (29_100, 29_200), None),
+        ]);
         let w = WaitedSpans::new(&t);
         assert!(w.waiting_at(1, 5_000), "the read waited through the write");
         assert!(!w.waiting_at(1, 500));

@@ -285,7 +285,7 @@ fn counted(requests: &[&Exchange], during: &[&Exchange], names: &str) -> Option<
 mod tests {
     use super::*;
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
 
     /// `requests` requests a second apart (or all at once when
     /// `concurrent`), each making `calls` HTTP calls, each after a lookup
@@ -297,7 +297,7 @@ mod tests {
         concurrent: bool,
         lookup: impl Fn(u32) -> bool,
     ) -> Timeline {
-        let mut t = served(&[8080, 9090, 53], Vec::new());
+        let mut t = servers(&[8080, 9090, 53]).with(Vec::new());
         let mut id = 0;
         for r in 0..requests {
             let at = if concurrent {

@@ -351,7 +351,7 @@ fn made_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
     use whyslow_model::Connection;
 
     #[test]
@@ -383,7 +383,7 @@ mod tests {
             c.protocol = Protocol::Http1;
             c
         };
-        let mut t = served(&[80, 9000], Vec::new());
+        let mut t = servers(&[80, 9000]).with(Vec::new());
         for i in 0..100u32 {
             let start = u64::from(i) * 1_000;
             let mut e = exchange(

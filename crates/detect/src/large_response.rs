@@ -88,13 +88,13 @@ mod tests {
 
     crate::testkit::detect_on_requests!();
 
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
 
     #[test]
     fn a_slow_uncompressed_body_is_named() {
         let mut e = exchange(0, 0, (0, 100), (20_000, 220_000));
         e.response_bytes = 132_653;
-        let t = served(&[8080], vec![e]);
+        let t = servers(&[8080]).with(vec![e]);
         let f = detect(&t);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].time_lost_per_occurrence_us, 200_000);
@@ -107,17 +107,17 @@ mod tests {
         // 252 bytes answered over 30.9 s: the server paced its writes.
         let mut e = exchange(0, 0, (0, 100), (1_000, 30_900_000));
         e.response_bytes = 252;
-        let t = served(&[8080], vec![e.clone()]);
+        let t = servers(&[8080]).with(vec![e.clone()]);
         assert!(detect(&t).is_empty());
         // The same time for a body several flights long is its size's.
         e.response_bytes = 4 * super::ONE_FLIGHT_BYTES;
-        let t = served(&[8080], vec![e]);
+        let t = servers(&[8080]).with(vec![e]);
         assert_eq!(detect(&t).len(), 1);
     }
 
     #[test]
     fn a_quick_body_is_not() {
-        let t = served(&[8080], vec![exchange(0, 0, (0, 100), (200_000, 250_000))]);
+        let t = servers(&[8080]).with(vec![exchange(0, 0, (0, 100), (200_000, 250_000))]);
         assert!(detect(&t).is_empty());
     }
 }

@@ -182,7 +182,7 @@ pub mod tests {
 
     crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
     use whyslow_model::{Exchange, Protocol};
 
     /// One request making `n` calls of one SQL shape, `each` µs apart, parameters from `param`.
@@ -198,7 +198,7 @@ pub mod tests {
         }
         exchanges[0].response_first_at_us = Some(1_000 + n as u64 * each + 500);
         exchanges[0].response_last_at_us = Some(1_000 + n as u64 * each + 600);
-        served(&[8080, 5432], exchanges)
+        servers(&[8080, 5432]).with(exchanges)
     }
 
     #[test]

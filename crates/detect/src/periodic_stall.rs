@@ -247,7 +247,7 @@ mod tests {
     use super::*;
     use crate::request_calls::by_request;
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
     use whyslow_model::Timeline;
 
     /// `n` requests 100 ms apart, each with one 1 ms call; every `every`th
@@ -269,7 +269,7 @@ mod tests {
             ));
             exchanges.push(call(2 * i + 1, 1, 2 * i, (at + 200, at + 200 + d)));
         }
-        served(&[8080, 9100], exchanges)
+        servers(&[8080, 9100]).with(exchanges)
     }
 
     #[test]
@@ -314,7 +314,7 @@ mod tests {
             ));
             exchanges.push(call(2 * i + 1, 1, 2 * i, (at, end)));
         }
-        let t = served(&[8080, 9100], exchanges);
+        let t = servers(&[8080, 9100]).with(exchanges);
         let f = detect(&by_request(&t));
         assert_eq!(f.len(), 1, "{f:?}");
         let s = &f[0].summary;

@@ -333,7 +333,7 @@ mod tests {
         assert!(s.contains("SET stash:?"), "{s}");
     }
     use crate::request_calls::tests::conn;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
     use whyslow_model::{ExchangeRole, Protocol};
 
     fn redis(id: u32, c: u32, cmd: &str, req: (u64, u64), resp: (u64, u64)) -> Exchange {
@@ -360,7 +360,7 @@ mod tests {
         let mut set = redis(1, 1, "SET stash:?", (1_100, 15_100), (15_200, 15_210));
         set.request_bytes = 16 << 20;
         let get = redis(2, 1, "GET hot:config", (15_110, 15_120), (15_220, 15_300));
-        let t = served(&[8080, 6379], vec![page(15_300), set, get]);
+        let t = servers(&[8080, 6379]).with(vec![page(15_300), set, get]);
         let f = detect(&t);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].kind, FindingKind::PipelineHol);
@@ -384,7 +384,7 @@ mod tests {
         // The GET leaves 5 ms after the SET's last byte: issued then.
         let set = redis(1, 1, "SET stash:?", (1_100, 2_000), (12_000, 12_010));
         let get = redis(2, 1, "GET hot:config", (7_000, 7_010), (12_020, 12_100));
-        let t = served(&[8080, 6379], vec![page(12_100), set, get]);
+        let t = servers(&[8080, 6379]).with(vec![page(12_100), set, get]);
         assert_eq!(detect(&t)[0].time_lost_us, 5_010);
     }
 
@@ -397,7 +397,7 @@ mod tests {
         let waits = |answered: u64| {
             let set = redis(1, 1, "SET stash:?", (1_100, 2_000), (3_000, 12_010));
             let get = redis(2, 1, "GET hot:config", (10_410, 10_410), (answered, 12_100));
-            let t = served(&[8080, 6379], vec![page(12_100), set, get]);
+            let t = servers(&[8080, 6379]).with(vec![page(12_100), set, get]);
             let lanes = lanes(&t);
             let typical = typical_holds(&lanes);
             wait(&lanes[&1], 1, 1_000, || &typical).map(|w| w.waited_us)
@@ -450,7 +450,7 @@ mod tests {
         let set = redis(1, 2, "SET stash:?", (1_100, 15_100), (15_200, 15_210));
         let get = redis(2, 1, "GET hot:config", (1_110, 1_120), (1_220, 1_300));
         let again = redis(3, 1, "GET hot:config", (1_400, 1_410), (1_500, 1_600));
-        let t = served(&[8080, 6379, 6379], vec![page(1_600), set, get, again]);
+        let t = servers(&[8080, 6379, 6379]).with(vec![page(1_600), set, get, again]);
         assert!(detect(&t).is_empty());
     }
 
@@ -469,7 +469,7 @@ mod tests {
                 (done - 50, done),
             ));
         }
-        let t = served(&[8080, 6379], exchanges);
+        let t = servers(&[8080, 6379]).with(exchanges);
         assert!(detect(&t).is_empty());
     }
 
@@ -480,7 +480,7 @@ mod tests {
         let mut second = redis(2, 1, "SET stash:?", (9_010, 19_000), (19_100, 19_110));
         first.parent = None;
         second.parent = None;
-        let t = served(&[8080, 6379], vec![page(1_500), first, second]);
+        let t = servers(&[8080, 6379]).with(vec![page(1_500), first, second]);
         assert!(detect(&t).is_empty());
     }
 
@@ -509,7 +509,7 @@ mod tests {
         for n in 0..3u32 {
             exchanges.push(read(31 + n, 10_010 + u64::from(n) * 5, (14_010, 14_020)));
         }
-        served(&[8080, 6379, 8080], exchanges)
+        servers(&[8080, 6379, 8080]).with(exchanges)
     }
 
     #[test]

@@ -288,19 +288,12 @@ fn finding(pool: &Shared, full_us: u64, hits: Vec<Hit<Wait>>) -> Finding {
 #[cfg(test)]
 mod tests {
     use crate::request_calls::by_request_and_pools;
+    use crate::request_calls::tests::ambiguous_call;
     use crate::request_calls::tests::conn;
     use crate::testkit::exchange;
-    use whyslow_model::{Attribution, Exchange, ExchangeRole, Finding, Severity, Timeline};
+    use whyslow_model::{Finding, Severity, Timeline};
 
     const MS: u64 = 1_000;
-
-    /// A call no request was told apart for.
-    fn ambiguous_call(id: u32, connection: u32, (start, end): (u64, u64)) -> Exchange {
-        let mut e = exchange(id, connection, (start, start + 10), (end - 10, end));
-        e.role = ExchangeRole::Outbound;
-        e.attribution = Some(Attribution::Ambiguous);
-        e
-    }
 
     /// Four requests in flight for 400 ms and a pool of two connections
     /// (10, 11) to :9090 carrying ten 20 ms calls each, `gap` apart.

@@ -325,7 +325,7 @@ mod tests {
 
     crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::{call, conn};
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
     use whyslow_model::Exchange;
 
     const L: u64 = 30_000;
@@ -426,7 +426,7 @@ mod tests {
             let start = 6_050 + u64::from(i) * 5_050;
             exchanges.push(call(i + 3, 1, 0, (start, start + 5_000)));
         }
-        let t = served(&[8080, 5432], exchanges);
+        let t = servers(&[8080, 5432]).with(exchanges);
         assert!(detect(&t).is_empty(), "{:?}", detect(&t));
     }
 

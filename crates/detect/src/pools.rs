@@ -368,7 +368,7 @@ fn peak_demand(pool: &Pool, server: SocketAddr, requests: &[RequestCalls]) -> us
 mod tests {
     use crate::request_calls::by_request;
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
     use whyslow_model::{FindingKind, Timeline};
 
     const MS: u64 = 1_000;
@@ -377,16 +377,13 @@ mod tests {
     /// 0 holds both for 100 ms; request 3 arrives at 2 ms and its call takes
     /// connection 2 as request 0's call gives it back.
     fn shared_pool() -> Timeline {
-        let mut t = served(
-            &[8080, 8080, 9090, 9090],
-            vec![
-                exchange(0, 0, (0, 100), (102 * MS, 102 * MS + 100)),
-                call(1, 2, 0, (MS, 101 * MS)),
-                call(2, 3, 0, (MS, 101 * MS)),
-                exchange(3, 1, (2 * MS, 2 * MS + 100), (203 * MS, 203 * MS + 100)),
-                call(4, 2, 3, (101 * MS + 50, 201 * MS + 50)),
-            ],
-        );
+        let mut t = servers(&[8080, 8080, 9090, 9090]).with(vec![
+            exchange(0, 0, (0, 100), (102 * MS, 102 * MS + 100)),
+            call(1, 2, 0, (MS, 101 * MS)),
+            call(2, 3, 0, (MS, 101 * MS)),
+            exchange(3, 1, (2 * MS, 2 * MS + 100), (203 * MS, 203 * MS + 100)),
+            call(4, 2, 3, (101 * MS + 50, 201 * MS + 50)),
+        ]);
         t.exchanges[2].request = "GET /b".into(); // not a duplicate of call 1
         t
     }
@@ -422,15 +419,12 @@ mod tests {
     fn a_service_slow_in_its_own_code_keeps_server_time_first() {
         // One 5 ms call each, 300 ms of the service's own work, the pool of
         // two never full for long enough to matter.
-        let t = served(
-            &[8080, 8080, 9090, 9090],
-            vec![
-                exchange(0, 0, (0, 100), (310 * MS, 310 * MS + 100)),
-                call(1, 2, 0, (MS, 6 * MS)),
-                exchange(2, 1, (MS, MS + 100), (311 * MS, 311 * MS + 100)),
-                call(3, 3, 2, (2 * MS, 7 * MS)),
-            ],
-        );
+        let t = servers(&[8080, 8080, 9090, 9090]).with(vec![
+            exchange(0, 0, (0, 100), (310 * MS, 310 * MS + 100)),
+            call(1, 2, 0, (MS, 6 * MS)),
+            exchange(2, 1, (MS, MS + 100), (311 * MS, 311 * MS + 100)),
+            call(3, 3, 2, (2 * MS, 7 * MS)),
+        ]);
         let r = by_request(&t);
         let f = crate::tests::ranked(&t, &r);
         assert_eq!(f[0].kind, FindingKind::ServerTime, "{f:?}");

@@ -382,7 +382,7 @@ pub use whyslow_model::stats::median;
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
 
     pub use crate::testkit::conn;
 
@@ -391,6 +391,14 @@ pub mod tests {
         let mut e = exchange(id, connection, (start, start + 10), (end - 10, end));
         e.role = ExchangeRole::Outbound;
         e.parent = Some(parent);
+        e
+    }
+
+    /// A call no request was told apart for.
+    pub fn ambiguous_call(id: u32, connection: u32, (start, end): (u64, u64)) -> Exchange {
+        let mut e = exchange(id, connection, (start, start + 10), (end - 10, end));
+        e.role = ExchangeRole::Outbound;
+        e.attribution = Some(whyslow_model::Attribution::Ambiguous);
         e
     }
 
@@ -423,16 +431,13 @@ pub mod tests {
 
     #[test]
     fn groups_calls_under_their_request_and_counts_overlap() {
-        let t = served(
-            &[8080, 9090, 9090],
-            vec![
-                exchange(0, 0, (0, 10), (1000, 1010)),
-                call(1, 1, 0, (100, 300)),
-                call(2, 2, 0, (150, 400)),
-                call(3, 1, 0, (300, 500)),
-                call(4, 1, 99, (600, 700)), // parent not in the capture
-            ],
-        );
+        let t = servers(&[8080, 9090, 9090]).with(vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            call(1, 1, 0, (100, 300)),
+            call(2, 2, 0, (150, 400)),
+            call(3, 1, 0, (300, 500)),
+            call(4, 1, 99, (600, 700)), // parent not in the capture
+        ]);
         let r = by_request(&t);
         assert_eq!(r.len(), 1);
         let ids: Vec<u32> = r[0].calls.iter().map(|c| c.exchange.id).collect();

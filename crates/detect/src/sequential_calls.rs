@@ -75,7 +75,7 @@ mod tests {
 
     crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
 
     fn chain(n: u32, each: u64, overlap: u64) -> Timeline {
         let mut exchanges = vec![exchange(0, 0, (0, 100), (2_000_000, 2_000_100))];
@@ -84,7 +84,7 @@ mod tests {
             exchanges.push(call(i + 1, 1, 0, (at, at + each)));
             at += each - overlap;
         }
-        served(&[8080, 9090], exchanges)
+        servers(&[8080, 9090]).with(exchanges)
     }
 
     #[test]

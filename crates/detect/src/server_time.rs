@@ -91,10 +91,10 @@ mod tests {
     fn request_400_ms(calls: Vec<whyslow_model::Exchange>) -> Timeline {
         let mut exchanges = vec![exchange(0, 0, (0, 100), (400_100, 400_200))];
         exchanges.extend(calls);
-        served(&[8080, 9090], exchanges)
+        servers(&[8080, 9090]).with(exchanges)
     }
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, lose, served};
+    use crate::testkit::{exchange, lose, servers};
     use whyslow_model::Direction;
 
     #[test]

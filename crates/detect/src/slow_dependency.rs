@@ -99,16 +99,13 @@ mod tests {
 
     crate::testkit::detect_on_requests!();
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
 
     fn request_with_call(call_us: u64, request_us: u64) -> Timeline {
-        served(
-            &[8080, 5432],
-            vec![
-                exchange(0, 0, (0, 100), (request_us - 100, request_us)),
-                call(1, 1, 0, (200, 200 + call_us)),
-            ],
-        )
+        servers(&[8080, 5432]).with(vec![
+            exchange(0, 0, (0, 100), (request_us - 100, request_us)),
+            call(1, 1, 0, (200, 200 + call_us)),
+        ])
     }
 
     #[test]
@@ -122,7 +119,7 @@ mod tests {
             c.params_digest = Some(i as u64);
             exchanges.push(c);
         }
-        let t = served(&[8080, 5432], exchanges);
+        let t = servers(&[8080, 5432]).with(exchanges);
         assert!(detect(&t).is_empty());
     }
 

@@ -185,7 +185,7 @@ mod tests {
     use super::*;
     use crate::request_calls::by_request;
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, served};
+    use crate::testkit::{exchange, servers};
     use whyslow_model::{Exchange, Protocol};
 
     fn sql(id: u32, parent: u32, at: u64, text: &str, digest: u64) -> Exchange {
@@ -226,7 +226,7 @@ mod tests {
         let mut exchanges = checkout(100, 0, 0, 3);
         exchanges.extend(checkout(200, 1, 100_000, 10));
         exchanges.extend(checkout(300, 2, 200_000, 5));
-        let t = served(&[8080, 5432], exchanges);
+        let t = servers(&[8080, 5432]).with(exchanges);
         let s = summarize(&by_request(&t));
         assert_eq!(s.len(), 1);
         let s = &s[0];
@@ -265,10 +265,7 @@ mod tests {
     fn requests_without_sql_have_no_summary() {
         let mut e = call(1, 1, 0, (100, 200));
         e.protocol = Protocol::Redis;
-        let t = served(
-            &[8080, 6379],
-            vec![exchange(0, 0, (0, 10), (1000, 1010)), e],
-        );
+        let t = servers(&[8080, 6379]).with(vec![exchange(0, 0, (0, 10), (1000, 1010)), e]);
         assert!(summarize(&by_request(&t)).is_empty());
     }
 
@@ -285,17 +282,14 @@ mod tests {
             }
             e
         };
-        let t = served(
-            &[8080, 53],
-            vec![
-                exchange(0, 0, (0, 10), (30_000, 30_010)),
-                query(1, 100, Some("NXDOMAIN")),
-                query(2, 5_200, Some("NXDOMAIN")),
-                query(3, 10_300, Some("NOERROR")),
-                query(4, 15_400, None),
-                query(5, 20_000, Some("NOERROR")),
-            ],
-        );
+        let t = servers(&[8080, 53]).with(vec![
+            exchange(0, 0, (0, 10), (30_000, 30_010)),
+            query(1, 100, Some("NXDOMAIN")),
+            query(2, 5_200, Some("NXDOMAIN")),
+            query(3, 10_300, Some("NOERROR")),
+            query(4, 15_400, None),
+            query(5, 20_000, Some("NOERROR")),
+        ]);
         let s = summarize(&by_request(&t));
         assert_eq!(s.len(), 1, "a kind with lookups and no SQL");
         let d = s[0].median.dns;

@@ -421,37 +421,62 @@ mod tests {
         assert!(!labels.contains_key(&z[0].key), "{labels:?}");
     }
 
-    #[test]
-    fn a_name_keeps_its_label_when_its_answers_show_more_later() {
+    /// Two windows relabelled by one `Copies`, each with two connections'
+    /// checkout loops: (connection, statement names, answers show columns).
+    fn two_windows(
+        first: [(u32, [&str; 3], bool); 2],
+        next: [(u32, [&str; 3], bool); 2],
+    ) -> (Timeline, Timeline) {
         let mut copies = Copies::default();
-        let mut bare = checkout();
-        for shape in &mut bare {
-            shape.columns = None;
-        }
-        let mut first = Timeline::default();
-        runs(&mut first, 1, ["s9", "s10", "s11"], bare, 2);
-        runs(&mut first, 2, ["s20", "s21", "s22"], bare, 2);
-        copies.relabel(&mut first);
-        let mut next = Timeline::default();
-        runs(&mut next, 1, ["s9", "s10", "s11"], checkout(), 2);
-        runs(&mut next, 3, ["s30", "s31", "s32"], checkout(), 2);
-        copies.relabel(&mut next);
-        assert_eq!(labels_on(&next, 1), labels_on(&first, 1));
-        assert_eq!(labels_on(&next, 3), labels_on(&first, 1));
+        let mut window = |loops: [(u32, [&str; 3], bool); 2]| {
+            let mut t = Timeline::default();
+            for (conn, names, columns) in loops {
+                let mut shapes = checkout();
+                if !columns {
+                    shapes.iter_mut().for_each(|s| s.columns = None);
+                }
+                runs(&mut t, conn, names, shapes, 2);
+            }
+            copies.relabel(&mut t);
+            t
+        };
+        let first = window(first);
+        (first, window(next))
     }
 
     #[test]
     fn a_label_holds_across_windows() {
-        let mut copies = Copies::default();
-        let mut first = Timeline::default();
-        runs(&mut first, 1, ["s9", "s10", "s11"], checkout(), 2);
-        runs(&mut first, 2, ["s20", "s21", "s22"], checkout(), 2);
-        copies.relabel(&mut first);
-        let mut next = Timeline::default();
-        runs(&mut next, 3, ["s30", "s31", "s32"], checkout(), 2);
-        runs(&mut next, 2, ["s20", "s21", "s22"], checkout(), 2);
-        copies.relabel(&mut next);
-        assert_eq!(labels_on(&next, 3), labels_on(&first, 1));
-        assert_eq!(labels_on(&next, 2), labels_on(&first, 1));
+        let ([s9, s20, s30], bare, full) = (
+            [
+                ["s9", "s10", "s11"],
+                ["s20", "s21", "s22"],
+                ["s30", "s31", "s32"],
+            ],
+            false,
+            true,
+        );
+        // (first window, next window, connections of the next window whose
+        // labels are connection 1's in the first)
+        let cases = [
+            // A name keeps its label when its answers show more later.
+            (
+                [(1, s9, bare), (2, s20, bare)],
+                [(1, s9, full), (3, s30, full)],
+                [1, 3],
+            ),
+            // A label holds across windows: for the connection seen again, and
+            // for a new one running the same loop.
+            (
+                [(1, s9, full), (2, s20, full)],
+                [(3, s30, full), (2, s20, full)],
+                [3, 2],
+            ),
+        ];
+        for (first, next, same) in cases {
+            let (first, next) = two_windows(first, next);
+            for conn in same {
+                assert_eq!(labels_on(&next, conn), labels_on(&first, 1), "{conn}");
+            }
+        }
     }
 }

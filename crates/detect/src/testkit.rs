@@ -134,13 +134,21 @@ pub fn conn(id: u32, server_port: u16) -> Connection {
     Connection::new(id, client, server, 0)
 }
 
-/// A timeline of `exchanges` on connections numbered from 0, one to each
-/// server port in `ports`.
-pub fn served(ports: &[u16], exchanges: Vec<Exchange>) -> Timeline {
-    let connections = ports.iter().zip(0..).map(|(&p, id)| conn(id, p)).collect();
-    Timeline {
-        connections,
-        exchanges,
+/// Servers on `ports`, one connection to each, numbered from 0: a
+/// timeline once `with` its exchanges.
+pub fn servers(ports: &[u16]) -> Servers<'_> {
+    Servers(ports)
+}
+
+pub struct Servers<'a>(&'a [u16]);
+
+impl Servers<'_> {
+    pub fn with(self, exchanges: Vec<Exchange>) -> Timeline {
+        let connections = self.0.iter().zip(0..).map(|(&p, id)| conn(id, p)).collect();
+        Timeline {
+            connections,
+            exchanges,
+        }
     }
 }
 

@@ -287,20 +287,17 @@ mod tests_concurrent;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{conn, exchange, served};
+    use crate::testkit::{conn, exchange, servers};
 
     #[test]
     fn calls_belong_to_the_request_waiting_for_them() {
-        let mut t = served(
-            &[8080, 6379],
-            vec![
-                exchange(0, 0, (100, 110), (500, 510)),     // inbound A
-                exchange(1, 1, (200, 210), (300, 310)),     // call inside A
-                exchange(2, 0, (1000, 1010), (1500, 1510)), // inbound B
-                exchange(3, 1, (1100, 1110), (1200, 1210)), // call inside B
-                exchange(4, 1, (2000, 2010), (2100, 2110)), // call outside any request
-            ],
-        );
+        let mut t = servers(&[8080, 6379]).with(vec![
+            exchange(0, 0, (100, 110), (500, 510)),     // inbound A
+            exchange(1, 1, (200, 210), (300, 310)),     // call inside A
+            exchange(2, 0, (1000, 1010), (1500, 1510)), // inbound B
+            exchange(3, 1, (1100, 1110), (1200, 1210)), // call inside B
+            exchange(4, 1, (2000, 2010), (2100, 2110)), // call outside any request
+        ]);
         assert!(
             nested_servers(&t, &[8080]).is_empty(),
             "1 of 3 calls outside: not nested enough"
@@ -324,7 +321,7 @@ mod tests {
         use whyslow_model::Protocol;
         // Long writes to Redis (6379) while short HTTP requests (8080) come
         // and go inside them, after each write arrived whole.
-        let mut t = served(&[6379, 8080], Vec::new());
+        let mut t = servers(&[6379, 8080]).with(Vec::new());
         for k in 0..10u32 {
             let at = u64::from(k) * 10_000;
             t.exchanges.push(exchange(
@@ -358,17 +355,14 @@ mod tests {
         // Each request reads on one connection; a writer connection's writes
         // start during or after a request and end after it answered (case
         // 004's fixed page): none nests, the reads alone make Redis backing.
-        let mut t = served(
-            &[8080, 6379, 6379],
-            vec![
-                exchange(0, 0, (100, 110), (500, 510)),
-                exchange(1, 1, (200, 210), (300, 310)),
-                exchange(2, 2, (150, 400), (900, 910)),
-                exchange(3, 0, (1000, 1010), (1500, 1510)),
-                exchange(4, 1, (1100, 1110), (1200, 1210)),
-                exchange(5, 2, (1600, 1700), (1900, 1910)),
-            ],
-        );
+        let mut t = servers(&[8080, 6379, 6379]).with(vec![
+            exchange(0, 0, (100, 110), (500, 510)),
+            exchange(1, 1, (200, 210), (300, 310)),
+            exchange(2, 2, (150, 400), (900, 910)),
+            exchange(3, 0, (1000, 1010), (1500, 1510)),
+            exchange(4, 1, (1100, 1110), (1200, 1210)),
+            exchange(5, 2, (1600, 1700), (1900, 1910)),
+        ]);
         assert_eq!(find_service(&t), Some(8080));
         assert_eq!(nested_servers(&t, &[8080]), vec![6379]);
         attribute(&mut t, &[8080]);

@@ -2,7 +2,7 @@
 //! transaction, and ambiguous rather than guessed.
 
 use super::*;
-use crate::testkit::{conn, exchange, lose, served};
+use crate::testkit::{conn, exchange, lose, servers};
 use whyslow_model::Direction;
 use whyslow_model::{Exchange, Protocol, Rule, TraceId, TxState};
 
@@ -22,15 +22,12 @@ fn levels(t: &Timeline) -> Vec<(Option<u32>, Option<Attribution>)> {
 /// Two requests in flight together, on connections 0 and 1 to :8080, and
 /// short calls on :5432 while both wait.
 fn overlapping() -> Timeline {
-    served(
-        &[8080, 8080, 5432, 5432],
-        vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
-            exchange(1, 1, (100, 110), (1100, 1110)),
-            exchange(2, 2, (300, 310), (350, 360)),
-            exchange(3, 3, (400, 410), (450, 460)),
-        ],
-    )
+    servers(&[8080, 8080, 5432, 5432]).with(vec![
+        exchange(0, 0, (0, 10), (1000, 1010)),
+        exchange(1, 1, (100, 110), (1100, 1110)),
+        exchange(2, 2, (300, 310), (350, 360)),
+        exchange(3, 3, (400, 410), (450, 460)),
+    ])
 }
 
 #[test]
@@ -110,18 +107,15 @@ fn statement(id: u32, connection: u32, (start, end): (u64, u64), tx: TxState) ->
 /// on the same connection.
 fn two_transactions() -> Timeline {
     let (i, idle) = (TxState::InTransaction, TxState::Idle);
-    served(
-        &[8080, 8080, 5432],
-        vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
-            exchange(1, 1, (100, 110), (3000, 3010)),
-            statement(2, 2, (20, 40), i),
-            statement(3, 2, (500, 520), i),
-            statement(4, 2, (960, 980), idle),
-            statement(5, 2, (1500, 1520), i),
-            statement(6, 2, (2880, 2900), idle),
-        ],
-    )
+    servers(&[8080, 8080, 5432]).with(vec![
+        exchange(0, 0, (0, 10), (1000, 1010)),
+        exchange(1, 1, (100, 110), (3000, 3010)),
+        statement(2, 2, (20, 40), i),
+        statement(3, 2, (500, 520), i),
+        statement(4, 2, (960, 980), idle),
+        statement(5, 2, (1500, 1520), i),
+        statement(6, 2, (2880, 2900), idle),
+    ])
 }
 
 #[test]
@@ -194,7 +188,7 @@ fn timing_tells_a_call_apart_only_where_calls_do_not_interleave() {
             exchange(1, 1, (50, 60), (3000, 3010)),
         ];
         exchanges.extend(calls);
-        served(&[8080, 8080, 5432], exchanges)
+        servers(&[8080, 8080, 5432]).with(exchanges)
     };
     let mut t = two(vec![exchange(2, 2, (60, 70), (980, 990))]);
     attribute(&mut t, &[8080]);
@@ -243,14 +237,11 @@ fn a_call_a_request_the_capture_lost_may_have_made_is_not_timed_to_another() {
     // A waits 0..1000, B 50..3000; a call 60..990 brackets A. Then a hole
     // toward the service on a third connection, noticed at 50: a request
     // lost there could have made the call as well.
-    let mut t = served(
-        &[8080, 8080, 5432, 8080],
-        vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
-            exchange(1, 1, (50, 60), (3000, 3010)),
-            exchange(2, 2, (60, 70), (980, 990)),
-        ],
-    );
+    let mut t = servers(&[8080, 8080, 5432, 8080]).with(vec![
+        exchange(0, 0, (0, 10), (1000, 1010)),
+        exchange(1, 1, (50, 60), (3000, 3010)),
+        exchange(2, 2, (60, 70), (980, 990)),
+    ]);
     attribute(&mut t, &[8080]);
     assert_eq!(levels(&t), vec![(Some(0), Some(Attribution::Inferred))]);
     t.connections[3].first_at_us = 40;
@@ -266,7 +257,7 @@ fn a_request_that_checks_a_connection_out_per_call_keeps_its_calls() {
     // answer on its connection and so opens a run, and a request holds two
     // runs. Each has one candidate: none may be made ambiguous.
     const REQUESTS: u32 = 10;
-    let mut t = served(&[8080, 5432, 5432], Vec::new());
+    let mut t = servers(&[8080, 5432, 5432]).with(Vec::new());
     for k in 0..REQUESTS {
         let at = u64::from(k) * 1000;
         let id = k * 3;
@@ -353,14 +344,11 @@ fn each_call_names_the_rule_that_gave_it() {
 #[test]
 fn deduction_and_timing_name_their_rules() {
     // Timing: a call that fills request 0's window and brackets it.
-    let mut t = served(
-        &[8080, 8080, 5432],
-        vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
-            exchange(1, 1, (50, 60), (3000, 3010)),
-            exchange(2, 2, (60, 70), (980, 990)),
-        ],
-    );
+    let mut t = servers(&[8080, 8080, 5432]).with(vec![
+        exchange(0, 0, (0, 10), (1000, 1010)),
+        exchange(1, 1, (50, 60), (3000, 3010)),
+        exchange(2, 2, (60, 70), (980, 990)),
+    ]);
     attribute(&mut t, &[8080]);
     assert_eq!(rules(&t), vec![Some(Rule::Bracket)]);
     // Transactions placed whole, jointly.
@@ -384,14 +372,11 @@ fn near_a_forced_cut_only_exact_evidence_gives_a_call() {
     // before ended with a request answered at 500, so the call at 300 may
     // be that one's, and the call at 800 is request 0's alone.
     let t = || {
-        served(
-            &[8080, 5432],
-            vec![
-                exchange(0, 0, (0, 10), (1000, 1010)),
-                exchange(1, 1, (300, 310), (350, 360)),
-                exchange(2, 1, (800, 810), (850, 860)),
-            ],
-        )
+        servers(&[8080, 5432]).with(vec![
+            exchange(0, 0, (0, 10), (1000, 1010)),
+            exchange(1, 1, (300, 310), (350, 360)),
+            exchange(2, 1, (800, 810), (850, 860)),
+        ])
     };
     let edges = CutEdges {
         open_from: None,
@@ -432,15 +417,12 @@ fn a_request_whose_answer_the_capture_lost_waited_until_the_next_one_on_its_conn
     // Request 0's response was lost (a capture gap); request 2 on the same
     // connection began at 1200, so 0 was answered before then. The call at
     // 1500..1600 is request 2's alone, not one request 0 may have made.
-    let mut t = served(
-        &[8080, 5432],
-        vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
-            exchange(1, 1, (300, 310), (350, 360)),
-            exchange(2, 0, (1200, 1210), (2000, 2010)),
-            exchange(3, 1, (1500, 1510), (1590, 1600)),
-        ],
-    );
+    let mut t = servers(&[8080, 5432]).with(vec![
+        exchange(0, 0, (0, 10), (1000, 1010)),
+        exchange(1, 1, (300, 310), (350, 360)),
+        exchange(2, 0, (1200, 1210), (2000, 2010)),
+        exchange(3, 1, (1500, 1510), (1590, 1600)),
+    ]);
     t.exchanges[0].response_first_at_us = None;
     t.exchanges[0].response_last_at_us = None;
     attribute(&mut t, &[8080]);

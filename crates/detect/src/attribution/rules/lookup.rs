@@ -409,7 +409,7 @@ impl Events {
 mod tests {
     use super::*;
     use crate::attribution::attribute;
-    use crate::testkit::{conn, exchange, served};
+    use crate::testkit::{conn, exchange, servers};
     use whyslow_model::{Connection, Exchange, Status, Timeline, TraceId};
 
     /// One query on its own UDP socket (the lab's stub resolver's way):
@@ -438,14 +438,11 @@ mod tests {
     /// of their kind, in flight through both, looks nothing up: no request
     /// of the kind makes each query once, so none is placed by deduction.
     fn two_lookups(lag: u64) -> Timeline {
-        let mut t = served(
-            &[8080, 8080, 8080],
-            vec![
-                exchange(0, 0, (0, 10), (30_000, 30_010)),
-                exchange(1, 1, (lag, lag + 10), (30_000 + lag, 30_010 + lag)),
-                exchange(2, 2, (0, 10), (40_000, 40_010)),
-            ],
-        );
+        let mut t = servers(&[8080, 8080, 8080]).with(vec![
+            exchange(0, 0, (0, 10), (30_000, 30_010)),
+            exchange(1, 1, (lag, lag + 10), (30_000 + lag, 30_010 + lag)),
+            exchange(2, 2, (0, 10), (40_000, 40_010)),
+        ]);
         t.connections.extend([conn(20, 9090), conn(21, 9090)]);
         for (n, at) in [(0u64, 100), (1, 100 + lag)] {
             ask(
