@@ -382,7 +382,7 @@ pub use whyslow_model::stats::median;
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::testkit::{exchange, servers};
+    use crate::testkit::{exchange, request_0, servers};
 
     pub use crate::testkit::conn;
 
@@ -432,7 +432,7 @@ pub mod tests {
     #[test]
     fn groups_calls_under_their_request_and_counts_overlap() {
         let t = servers(&[8080, 9090, 9090]).with(vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
+            request_0(1000),
             call(1, 1, 0, (100, 300)),
             call(2, 2, 0, (150, 400)),
             call(3, 1, 0, (300, 500)),

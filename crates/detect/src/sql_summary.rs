@@ -185,7 +185,7 @@ mod tests {
     use super::*;
     use crate::request_calls::by_request;
     use crate::request_calls::tests::call;
-    use crate::testkit::{exchange, servers};
+    use crate::testkit::{exchange, request_0, servers};
     use whyslow_model::{Exchange, Protocol};
 
     fn sql(id: u32, parent: u32, at: u64, text: &str, digest: u64) -> Exchange {
@@ -265,7 +265,7 @@ mod tests {
     fn requests_without_sql_have_no_summary() {
         let mut e = call(1, 1, 0, (100, 200));
         e.protocol = Protocol::Redis;
-        let t = servers(&[8080, 6379]).with(vec![exchange(0, 0, (0, 10), (1000, 1010)), e]);
+        let t = servers(&[8080, 6379]).with(vec![request_0(1000), e]);
         assert!(summarize(&by_request(&t)).is_empty());
     }
 
@@ -283,7 +283,7 @@ mod tests {
             e
         };
         let t = servers(&[8080, 53]).with(vec![
-            exchange(0, 0, (0, 10), (30_000, 30_010)),
+            request_0(30_000),
             query(1, 100, Some("NXDOMAIN")),
             query(2, 5_200, Some("NXDOMAIN")),
             query(3, 10_300, Some("NOERROR")),

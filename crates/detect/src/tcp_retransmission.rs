@@ -119,14 +119,22 @@ mod tests {
     use super::*;
     use crate::testkit::ConnBuilder;
 
+    /// The findings on one connection that sent 100 bytes at each time
+    /// given and sent them again at each of its resend times.
+    fn resent(sends: &[(u64, &[u64])]) -> Vec<Finding> {
+        let mut b = ConnBuilder::new(1, 40000);
+        for (&(at, resends), offset) in sends.iter().zip((0..).step_by(100)) {
+            b.data(Direction::ToServer, at, 100);
+            for &again in resends {
+                b.resend(Direction::ToServer, again, offset, 100);
+            }
+        }
+        detect(&b.timeline())
+    }
+
     #[test]
     fn measures_the_wait_before_each_retransmission() {
-        let mut b = ConnBuilder::new(1, 40000);
-        b.data(Direction::ToServer, 1_000_000, 100);
-        b.resend(Direction::ToServer, 1_210_000, 0, 100);
-        b.data(Direction::ToServer, 1_300_000, 100);
-        b.resend(Direction::ToServer, 1_305_000, 100, 100);
-        let f = detect(&b.timeline());
+        let f = resent(&[(1_000_000, &[1_210_000]), (1_300_000, &[1_305_000])]);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].occurrences, 2);
         assert_eq!(f[0].time_lost_us, 210_000 + 5_000);
@@ -135,19 +143,13 @@ mod tests {
 
     #[test]
     fn a_backoff_counts_each_wait_once() {
-        let mut b = ConnBuilder::new(1, 40000);
-        b.data(Direction::ToServer, 1_000_000, 100);
-        b.resend(Direction::ToServer, 1_200_000, 0, 100);
-        b.resend(Direction::ToServer, 1_600_000, 0, 100);
-        let f = detect(&b.timeline());
+        let f = resent(&[(1_000_000, &[1_200_000, 1_600_000])]);
         assert_eq!(f[0].time_lost_us, 600_000, "200 ms then 400 ms");
         assert_eq!(f[0].occurrences, 2);
     }
 
     #[test]
     fn nothing_without_retransmissions() {
-        let mut b = ConnBuilder::new(1, 40000);
-        b.data(Direction::ToServer, 1_000_000, 100);
-        assert!(detect(&b.timeline()).is_empty());
+        assert!(resent(&[(1_000_000, &[])]).is_empty());
     }
 }

@@ -113,6 +113,12 @@ pub fn exchange(
     e
 }
 
+/// Request 0 on connection 0: read from 0 to 10 µs, answered from
+/// `answer_us` for 10 µs.
+pub fn request_0(answer_us: u64) -> Exchange {
+    exchange(0, 0, (0, 10), (answer_us, answer_us + 10))
+}
+
 /// `c` lost `bytes` toward `direction` after `after_us`: a hole the capture
 /// never held, counted as the wire source counts it.
 pub fn lose(c: &mut Connection, direction: Direction, after_us: u64, bytes: u64) {
@@ -152,13 +158,18 @@ impl Servers<'_> {
     }
 }
 
-/// (call id, request it was given to, level) of each outbound exchange.
-pub fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
-    t.exchanges
+/// `f` of each outbound exchange (each call), in order.
+pub fn of_calls<T>(t: &Timeline, f: impl Fn(&Exchange) -> T) -> Vec<T> {
+    let calls = t
+        .exchanges
         .iter()
-        .filter(|e| e.role == ExchangeRole::Outbound)
-        .map(|e| (e.id, e.parent, e.attribution))
-        .collect()
+        .filter(|e| e.role == ExchangeRole::Outbound);
+    calls.map(f).collect()
+}
+
+/// (call id, request it was given to, level) of each call.
+pub fn given(t: &Timeline) -> Vec<(u32, Option<u32>, Option<Attribution>)> {
+    of_calls(t, |e| (e.id, e.parent, e.attribution))
 }
 
 /// Asserts every call from id 100 on was given by `rule`, inferred, to the

@@ -2,7 +2,7 @@
 //! transaction, and ambiguous rather than guessed.
 
 use super::*;
-use crate::testkit::{conn, exchange, lose, servers};
+use crate::testkit::{conn, exchange, lose, of_calls, request_0, servers};
 use whyslow_model::Direction;
 use whyslow_model::{Exchange, Protocol, Rule, TraceId, TxState};
 
@@ -12,18 +12,14 @@ fn traced(mut e: Exchange, trace: u128) -> Exchange {
 }
 
 fn levels(t: &Timeline) -> Vec<(Option<u32>, Option<Attribution>)> {
-    t.exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Outbound)
-        .map(|e| (e.parent, e.attribution))
-        .collect()
+    of_calls(t, |e| (e.parent, e.attribution))
 }
 
 /// Two requests in flight together, on connections 0 and 1 to :8080, and
 /// short calls on :5432 while both wait.
 fn overlapping() -> Timeline {
     servers(&[8080, 8080, 5432, 5432]).with(vec![
-        exchange(0, 0, (0, 10), (1000, 1010)),
+        request_0(1000),
         exchange(1, 1, (100, 110), (1100, 1110)),
         exchange(2, 2, (300, 310), (350, 360)),
         exchange(3, 3, (400, 410), (450, 460)),
@@ -108,7 +104,7 @@ fn statement(id: u32, connection: u32, (start, end): (u64, u64), tx: TxState) ->
 fn two_transactions() -> Timeline {
     let (i, idle) = (TxState::InTransaction, TxState::Idle);
     servers(&[8080, 8080, 5432]).with(vec![
-        exchange(0, 0, (0, 10), (1000, 1010)),
+        request_0(1000),
         exchange(1, 1, (100, 110), (3000, 3010)),
         statement(2, 2, (20, 40), i),
         statement(3, 2, (500, 520), i),
@@ -183,10 +179,7 @@ fn timing_tells_a_call_apart_only_where_calls_do_not_interleave() {
     // A waits 0..1000, B 50..3000; a call 60..990 fills A and brackets it
     // far more tightly than B.
     let two = |calls: Vec<Exchange>| {
-        let mut exchanges = vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
-            exchange(1, 1, (50, 60), (3000, 3010)),
-        ];
+        let mut exchanges = vec![request_0(1000), exchange(1, 1, (50, 60), (3000, 3010))];
         exchanges.extend(calls);
         servers(&[8080, 8080, 5432]).with(exchanges)
     };
@@ -215,7 +208,7 @@ fn overlapping_calls_timing_would_all_give_one_request_go_one_each_as_well() {
             .chain((3..6).map(|c| conn(c, 5432)))
             .collect(),
         exchanges: vec![
-            exchange(0, 0, (0, 10), (6000, 6010)),
+            request_0(6000),
             exchange(1, 1, (20, 30), (12000, 12010)),
             exchange(2, 2, (40, 50), (12100, 12110)),
         ],
@@ -238,7 +231,7 @@ fn a_call_a_request_the_capture_lost_may_have_made_is_not_timed_to_another() {
     // toward the service on a third connection, noticed at 50: a request
     // lost there could have made the call as well.
     let mut t = servers(&[8080, 8080, 5432, 8080]).with(vec![
-        exchange(0, 0, (0, 10), (1000, 1010)),
+        request_0(1000),
         exchange(1, 1, (50, 60), (3000, 3010)),
         exchange(2, 2, (60, 70), (980, 990)),
     ]);
@@ -286,11 +279,7 @@ fn a_request_that_checks_a_connection_out_per_call_keeps_its_calls() {
 
 /// Each given call's rule, in the timeline's order.
 fn rules(t: &Timeline) -> Vec<Option<Rule>> {
-    t.exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Outbound)
-        .map(|e| e.rule)
-        .collect()
+    of_calls(t, |e| e.rule)
 }
 
 #[test]
@@ -345,7 +334,7 @@ fn each_call_names_the_rule_that_gave_it() {
 fn deduction_and_timing_name_their_rules() {
     // Timing: a call that fills request 0's window and brackets it.
     let mut t = servers(&[8080, 8080, 5432]).with(vec![
-        exchange(0, 0, (0, 10), (1000, 1010)),
+        request_0(1000),
         exchange(1, 1, (50, 60), (3000, 3010)),
         exchange(2, 2, (60, 70), (980, 990)),
     ]);
@@ -373,7 +362,7 @@ fn near_a_forced_cut_only_exact_evidence_gives_a_call() {
     // be that one's, and the call at 800 is request 0's alone.
     let t = || {
         servers(&[8080, 5432]).with(vec![
-            exchange(0, 0, (0, 10), (1000, 1010)),
+            request_0(1000),
             exchange(1, 1, (300, 310), (350, 360)),
             exchange(2, 1, (800, 810), (850, 860)),
         ])
@@ -418,7 +407,7 @@ fn a_request_whose_answer_the_capture_lost_waited_until_the_next_one_on_its_conn
     // connection began at 1200, so 0 was answered before then. The call at
     // 1500..1600 is request 2's alone, not one request 0 may have made.
     let mut t = servers(&[8080, 5432]).with(vec![
-        exchange(0, 0, (0, 10), (1000, 1010)),
+        request_0(1000),
         exchange(1, 1, (300, 310), (350, 360)),
         exchange(2, 0, (1200, 1210), (2000, 2010)),
         exchange(3, 1, (1500, 1510), (1590, 1600)),

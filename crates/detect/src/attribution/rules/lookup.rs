@@ -409,7 +409,7 @@ impl Events {
 mod tests {
     use super::*;
     use crate::attribution::attribute;
-    use crate::testkit::{conn, exchange, servers};
+    use crate::testkit::{conn, exchange, request_0, servers};
     use whyslow_model::{Connection, Exchange, Status, Timeline, TraceId};
 
     /// One query on its own UDP socket (the lab's stub resolver's way):
@@ -439,7 +439,7 @@ mod tests {
     /// of the kind makes each query once, so none is placed by deduction.
     fn two_lookups(lag: u64) -> Timeline {
         let mut t = servers(&[8080, 8080, 8080]).with(vec![
-            exchange(0, 0, (0, 10), (30_000, 30_010)),
+            request_0(30_000),
             exchange(1, 1, (lag, lag + 10), (30_000 + lag, 30_010 + lag)),
             exchange(2, 2, (0, 10), (40_000, 40_010)),
         ]);
@@ -474,11 +474,8 @@ mod tests {
     }
 
     fn lookups(t: &Timeline) -> Vec<(Option<u32>, Option<Rule>)> {
-        t.exchanges
-            .iter()
-            .filter(|e| e.protocol == Protocol::Dns)
-            .map(|e| (e.parent, e.rule))
-            .collect()
+        let dns = t.exchanges.iter().filter(|e| e.protocol == Protocol::Dns);
+        dns.map(|e| (e.parent, e.rule)).collect()
     }
 
     #[test]
