@@ -187,74 +187,84 @@ mod tests {
         e
     }
 
+    /// Requests 0 and 1 read by threads 1 and 2, 0 → 1 000 and 5 → 1 005,
+    /// and calls 2, 3 and 4 on threads 11, 12 and 13, each started as
+    /// given: (by thread, at, ended).
+    fn two_handlers(starts: [(u32, u64, Option<u64>); 3]) -> Vec<Exchange> {
+        let calls = [(11, (100, 200)), (12, (110, 210)), (13, (300, 400))];
+        let mut t = vec![on(1, 0, Inbound, (0, 1_000)), on(2, 1, Inbound, (5, 1_005))];
+        for ((thread, span), (by, at, ended)) in calls.into_iter().zip(starts) {
+            let id = t.len() as u32;
+            t.push(started(on(thread, id, Outbound, span), by, at, ended));
+        }
+        t
+    }
+
     #[test]
     fn a_thread_started_for_a_request_and_ended_with_it_makes_that_requests_calls() {
-        let t = vec![
-            on(1, 0, Inbound, (0, 1_000)),
-            on(2, 1, Inbound, (5, 1_005)),
+        let t = two_handlers([
             // Threads 11 and 12 were started by the two handlers and ended
             // with their requests (a per-request executor).
-            started(on(11, 2, Outbound, (100, 200)), 1, 50, Some(990)),
-            started(on(12, 3, Outbound, (110, 210)), 2, 60, Some(1_010)),
+            (1, 50, Some(990)),
+            (2, 60, Some(1_010)),
             // Ended as its request was answered, seen a little later.
-            started(on(13, 4, Outbound, (300, 400)), 1, 70, Some(1_000 + 5_000)),
-        ];
+            (1, 70, Some(1_000 + 5_000)),
+        ]);
         assert_eq!(run(&t, &[2, 3, 4]).0, vec![(2, 0), (3, 1), (4, 0)]);
     }
 
     #[test]
     fn a_pool_thread_first_started_by_one_request_is_not_that_requests() {
-        let t = vec![
-            on(1, 0, Inbound, (0, 1_000)),
-            on(2, 1, Inbound, (5, 1_005)),
+        let t = two_handlers([
             // Started by request 0's handler, never ended: a pool's thread,
             // here working for request 1 while request 0 is still open.
-            started(on(11, 2, Outbound, (100, 200)), 1, 50, None),
+            (1, 50, None),
             // Ended long after its starter's request: a pool shrinking.
-            started(on(12, 3, Outbound, (110, 210)), 2, 60, Some(500_000)),
+            (2, 60, Some(500_000)),
             // Started while its starter held no request.
-            started(on(13, 4, Outbound, (300, 400)), 1, 2_000, Some(2_100)),
-        ];
+            (1, 2_000, Some(2_100)),
+        ]);
         assert_eq!(run(&t, &[2, 3, 4]), (vec![], vec![2, 3, 4]));
+    }
+
+    /// Requests read on threads, then calls made on threads, each
+    /// (thread, span), numbered in that order from 0.
+    fn threads(requests: &[(u32, (u64, u64))], calls: &[(u32, (u64, u64))]) -> Vec<Exchange> {
+        let roles = requests.iter().map(|r| (Inbound, r));
+        let rows = roles.chain(calls.iter().map(|c| (Outbound, c)));
+        rows.zip(0..)
+            .map(|((role, &(thread, span)), id)| on(thread, id, role, span))
+            .collect()
     }
 
     #[test]
     fn calls_of_overlapping_requests_go_to_the_thread_that_read_each() {
         // Two requests in flight together on threads 1 and 2; their calls
         // interleave in time, so timing alone could not tell them apart.
-        let t = vec![
-            on(1, 0, Inbound, (0, 100)),
-            on(2, 1, Inbound, (5, 105)),
-            on(2, 2, Outbound, (10, 20)),
-            on(1, 3, Outbound, (12, 22)),
-            on(1, 4, Outbound, (30, 40)),
-            on(2, 5, Outbound, (31, 41)),
-        ];
+        let t = threads(
+            &[(1, (0, 100)), (2, (5, 105))],
+            &[(2, (10, 20)), (1, (12, 22)), (1, (30, 40)), (2, (31, 41))],
+        );
         let all = vec![(2, 1), (3, 0), (4, 0), (5, 1)];
         assert_eq!(run(&t, &[2, 3, 4, 5]), (all, vec![]));
     }
 
     #[test]
     fn a_call_after_its_thread_answered_or_on_another_thread_is_left() {
-        let mut t = vec![
-            on(1, 0, Inbound, (0, 100)),
-            // After request 0 was answered: a background job on that thread.
-            on(1, 1, Outbound, (150, 160)),
-            // On a thread no request was read on (an executor).
-            on(9, 2, Outbound, (10, 20)),
-            on(1, 3, Outbound, (10, 20)),
-        ];
+        // Call 1 came after request 0 was answered: a background job on its
+        // thread. Call 2 is on a thread no request was read on (an
+        // executor); call 3 on no thread known.
+        let mut t = threads(
+            &[(1, (0, 100))],
+            &[(1, (150, 160)), (9, (10, 20)), (1, (10, 20))],
+        );
         t[3].thread = None;
         assert_eq!(run(&t, &[1, 2, 3]), (vec![], vec![1, 2, 3]));
     }
 
     #[test]
     fn a_thread_reused_for_the_next_request_gives_calls_to_that_one() {
-        let t = vec![
-            on(1, 0, Inbound, (0, 100)),
-            on(1, 1, Inbound, (110, 200)),
-            on(1, 2, Outbound, (120, 130)),
-        ];
+        let t = threads(&[(1, (0, 100)), (1, (110, 200))], &[(1, (120, 130))]);
         assert_eq!(run(&t, &[2]), (vec![(2, 1)], vec![]));
     }
 
@@ -263,12 +273,10 @@ mod tests {
         // Request 1 arrived at 50 while thread 1 still served request 0 (a
         // Java executor's thread): its thread read it at 100, once free. The
         // call at 60 is request 0's, the one at 120 request 1's.
-        let mut t = vec![
-            on(1, 0, Inbound, (0, 100)),
-            on(1, 1, Inbound, (50, 200)),
-            on(1, 2, Outbound, (60, 70)),
-            on(1, 3, Outbound, (120, 130)),
-        ];
+        let mut t = threads(
+            &[(1, (0, 100)), (1, (50, 200))],
+            &[(1, (60, 70)), (1, (120, 130))],
+        );
         t[1].read_at_us = Some(100);
         assert_eq!(run(&t, &[2, 3]), (vec![(2, 0), (3, 1)], vec![]));
         // Unread, the two overlap: the call at 60 could be either's.
@@ -278,14 +286,12 @@ mod tests {
 
     #[test]
     fn an_event_loops_calls_while_requests_overlap_on_it_are_left() {
-        // One thread reads both requests and serves them together.
-        let t = vec![
-            on(1, 0, Inbound, (0, 300)),
-            on(1, 1, Inbound, (10, 100)),
-            on(1, 2, Outbound, (20, 30)),
-            // Request 1 answered: request 0 alone is open again.
-            on(1, 3, Outbound, (150, 160)),
-        ];
+        // One thread reads both requests and serves them together; after
+        // request 1 is answered, request 0 alone is open again.
+        let t = threads(
+            &[(1, (0, 300)), (1, (10, 100))],
+            &[(1, (20, 30)), (1, (150, 160))],
+        );
         assert_eq!(run(&t, &[2, 3]), (vec![(3, 0)], vec![2]));
     }
 
