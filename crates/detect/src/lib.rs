@@ -27,6 +27,7 @@ pub mod pools;
 pub mod probe_pattern;
 pub mod request_calls;
 pub mod request_findings;
+pub mod sentence;
 pub mod sequential_calls;
 pub mod server_time;
 pub mod slow_dependency;

@@ -4,11 +4,12 @@
 //! the windows' typical times weighted by their occurrences; the evidence
 //! kept is bounded, the worst window's first.
 
+use crate::sentence::{self, Sentence};
+use crate::symptoms;
 use hdrhistogram::Histogram;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use whyslow_model::{
-    fmt_ms, Evidence, Finding, FindingKind, Population, SqlShape, SqlSummary, Subject,
-    TimeBreakdown,
+    Evidence, Facts, Finding, FindingKind, Population, SqlShape, SqlSummary, Subject, TimeBreakdown,
 };
 
 /// Evidence items kept per merged finding: enough to look at, bounded
@@ -52,21 +53,32 @@ struct Merging {
     occurrences: u64,
     /// Windows' typical time per occurrence, weighted by their occurrences.
     typical: Histogram<u64>,
+    /// The findings merged, the windows they showed in, and the last of them.
+    findings: u32,
     windows: u32,
+    last_window: u32,
     evidence: Vec<Evidence>,
+    /// Where its sentence is told from numbers: each window's facts, with
+    /// the window's occurrences as their weight.
+    facts: Option<(&'static Sentence, Vec<(Facts, u64)>)>,
 }
 
 /// Findings merged across windows.
 #[derive(Default)]
 pub struct MergedFindings {
     merging: HashMap<Key, Merging>,
+    /// Windows added so far.
+    windows: u32,
     /// Each judged cause's population over every window, its tallies (the
     /// windows where it did not show) included.
     populations: HashMap<PopulationKey, Population>,
 }
 
 impl MergedFindings {
+    /// One window's findings.
     pub fn add(&mut self, findings: Vec<Finding>) {
+        self.windows += 1;
+        let window = self.windows;
         for f in findings {
             // A judged cause's subject is its own, even empty (one for the
             // whole capture): its windows' tallies have no evidence to name one.
@@ -85,9 +97,9 @@ impl MergedFindings {
             }
             let key = (f.kind, f.background, subject, f.population.is_some());
             match self.merging.get_mut(&key) {
-                Some(m) => m.add(f),
+                Some(m) => m.add(f, window),
                 None => {
-                    let m = Merging::new(f);
+                    let m = Merging::new(f, window);
                     self.merging.insert(key, m);
                 }
             }
@@ -119,31 +131,30 @@ impl MergedFindings {
                 }
                 let p = populations.get(&key).filter(|p| p.judged())?;
                 let mut f = m.finish();
+                f.population = Some(*p);
+                if let Some(sentence) = sentence::of(f.kind) {
+                    f.summary = (sentence.tell)(&f);
+                }
                 f.facts.set("population_hits", p.hits as f64);
                 f.facts.set("population_size", p.of as f64);
-                f.population = Some(*p);
                 Some(f)
             })
             .collect();
+        for f in &mut out {
+            f.summary.push_str(&symptoms::clause(f));
+        }
         Finding::sort(&mut out);
         out
     }
 }
 
-/// One stretch's findings judged as `MergedFindings::finish` judges a
-/// capture's: what a population holds back, the tallies, and a cause named
-/// on evidence alone that its population names too, dropped.
+/// One stretch's findings judged as a capture's are: merged as one window
+/// (`MergedFindings`), so what a population holds back, the tallies, and a
+/// cause named on evidence alone that its population names too, go.
 pub fn judge(findings: &mut Vec<Finding>) {
-    let key = |f: &Finding| (f.kind, f.background, f.subject.clone());
-    let named: HashSet<PopulationKey> = findings
-        .iter()
-        .filter(|f| f.population.is_some() && f.judged())
-        .map(key)
-        .collect();
-    findings.retain(|f| match f.population {
-        Some(_) => f.judged(),
-        None => !named.contains(&key(f)),
-    });
+    let mut m = MergedFindings::default();
+    m.add(std::mem::take(findings));
+    *findings = m.finish();
 }
 
 fn typical_histogram() -> Histogram<u64> {
@@ -151,7 +162,7 @@ fn typical_histogram() -> Histogram<u64> {
 }
 
 impl Merging {
-    fn new(f: Finding) -> Self {
+    fn new(f: Finding, window: u32) -> Self {
         let mut typical = typical_histogram();
         let _ = typical.record_n(
             f.time_lost_per_occurrence_us,
@@ -159,24 +170,38 @@ impl Merging {
         );
         let mut evidence = f.evidence.clone();
         evidence.truncate(MAX_EVIDENCE);
+        // A cause named on its evidence alone (a pool judged across its
+        // calls) tells its own sentence, though of a kind told from numbers.
+        let told = f.population.and(sentence::of(f.kind));
+        let facts = told.map(|s| (s, vec![(f.facts.clone(), weight(&f))]));
         Merging {
             time_lost_us: f.time_lost_us,
             occurrences: u64::from(f.occurrences),
             typical,
+            findings: 1,
             windows: 1,
+            last_window: window,
             evidence,
+            facts,
             worst: f,
         }
     }
 
-    fn add(&mut self, mut f: Finding) {
+    fn add(&mut self, mut f: Finding, window: u32) {
         self.time_lost_us = self.time_lost_us.saturating_add(f.time_lost_us);
         self.occurrences += u64::from(f.occurrences);
-        self.windows += 1;
+        self.findings += 1;
+        if window != self.last_window {
+            self.windows += 1;
+            self.last_window = window;
+        }
         let _ = self.typical.record_n(
             f.time_lost_per_occurrence_us,
             u64::from(f.occurrences.max(1)),
         );
+        if let Some((_, facts)) = &mut self.facts {
+            facts.push((f.facts.clone(), weight(&f)));
+        }
         let severity = self.worst.severity.max(f.severity);
         if f.time_lost_us > self.worst.time_lost_us {
             // The worst window's evidence first, then what was kept before.
@@ -191,24 +216,81 @@ impl Merging {
         self.worst.severity = severity;
     }
 
+    /// The merged finding. Its sentence, where told from numbers, is told
+    /// again by the caller once its population is known; any other is the
+    /// worst window's, and says so when there were several.
     fn finish(self) -> Finding {
         let mut f = self.worst;
-        if self.windows > 1 {
-            f.summary = format!(
-                "{} (the worst of {} windows; over the whole capture: {} occurrence(s), {} lost)",
-                f.summary,
-                self.windows,
-                self.occurrences,
-                fmt_ms(self.time_lost_us)
-            );
-            f.time_lost_per_occurrence_us = self.typical.value_at_quantile(0.5);
-            f.facts.set("windows", self.windows as f64);
-        }
         f.time_lost_us = self.time_lost_us;
         f.occurrences = u32::try_from(self.occurrences).unwrap_or(u32::MAX);
         f.evidence = self.evidence;
+        if self.findings == 1 {
+            return f;
+        }
+        f.time_lost_per_occurrence_us = self.typical.value_at_quantile(0.5);
+        match self.facts {
+            Some((sentence, facts)) => {
+                f.facts = merged_facts(sentence, facts);
+                f.summary = (sentence.tell)(&f);
+            }
+            None if self.windows > 1 => {
+                let w = self.windows;
+                f.summary = format!("{} (the worst of the {w} windows it showed in)", f.summary);
+            }
+            None => {
+                let n = self.findings;
+                f.summary = format!("{} (the worst of {n} alike)", f.summary);
+            }
+        }
+        if self.windows > 1 {
+            f.facts.set("windows", self.windows as f64);
+        }
         f
     }
+}
+
+/// What a window's facts weigh in a median: its occurrences, one at least.
+fn weight(f: &Finding) -> u64 {
+    u64::from(f.occurrences.max(1))
+}
+
+/// Windows' facts merged as `sentence` says: summed, the largest, or the
+/// median of the windows' values weighted by their occurrences.
+fn merged_facts(sentence: &Sentence, mut windows: Vec<(Facts, u64)>) -> Facts {
+    let names: BTreeSet<String> = windows
+        .iter()
+        .flat_map(|(f, _)| f.0.keys().cloned())
+        .collect();
+    let mut merged = Facts::default();
+    for name in names {
+        let mut said: Vec<(f64, u64)> = windows
+            .iter_mut()
+            .filter_map(|(f, w)| f.0.get(&name).map(|&v| (v, *w)))
+            .collect();
+        let value = if sentence.summed.contains(&name.as_str()) {
+            said.iter().map(|(v, _)| v).sum()
+        } else if sentence.maxed.contains(&name.as_str()) {
+            said.iter().map(|(v, _)| *v).fold(f64::MIN, f64::max)
+        } else {
+            weighted_median(&mut said)
+        };
+        merged.set(&name, value);
+    }
+    merged
+}
+
+/// The value at half the total weight, `said` sorted by value.
+fn weighted_median(said: &mut [(f64, u64)]) -> f64 {
+    said.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: u64 = said.iter().map(|(_, w)| w).sum();
+    let mut seen = 0;
+    for &(v, w) in said.iter() {
+        seen += w;
+        if 2 * seen >= total {
+            return v;
+        }
+    }
+    0.0
 }
 
 /// What each window says per (service, request kind), kept until the
@@ -411,7 +493,7 @@ mod tests {
                 server: server.into(),
             }],
             ..Finding::new(
-                FindingKind::PoolQueueing,
+                FindingKind::TcpRetransmission,
                 Severity::Warning,
                 format!("{occurrences} waited"),
                 "",
@@ -426,6 +508,7 @@ mod tests {
         match hits {
             0 => Finding::tally(FindingKind::PoolQueueing, subject, population),
             _ => Finding {
+                kind: FindingKind::PoolQueueing,
                 subject,
                 population: Some(population),
                 ..finding(u64::from(hits) * 1_000, hits, "127.0.0.1:5432")
@@ -451,8 +534,9 @@ mod tests {
         assert_eq!(f[0].occurrences, 2);
         let p = f[0].population.unwrap();
         assert_eq!((p.hits, p.of), (2, 20));
-        // A window's findings judged alone hold the first window's back too.
-        let mut one = vec![seen(1, 11), seen(0, 40)];
+        // One stretch judged alone sums its populations too: 2 of 11 alone
+        // would be named, 2 of 51 is not.
+        let mut one = vec![seen(2, 11), seen(0, 40)];
         judge(&mut one);
         assert!(one.is_empty());
     }
@@ -483,9 +567,8 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!((out[0].time_lost_us, out[0].occurrences), (10_000, 5));
         // The worst window speaks, and its evidence comes first.
-        assert!(out[0]
-            .summary
-            .starts_with("3 waited (the worst of 2 windows"));
+        let worst = "3 waited (the worst of the 2 windows it showed in)";
+        assert_eq!(out[0].summary, worst);
         assert!(matches!(
             out[0].evidence[0],
             Evidence::Connection { id: 3, .. }
@@ -495,6 +578,54 @@ mod tests {
         assert_eq!(
             (out[1].time_lost_us, out[1].summary.as_str()),
             (50, "1 waited")
+        );
+    }
+
+    #[test]
+    fn two_alike_in_one_window_are_one_window() {
+        let mut m = MergedFindings::default();
+        m.add(vec![finding(1_000, 2, "a:1"), finding(9_000, 3, "a:1")]);
+        let out = m.finish();
+        assert_eq!(out[0].summary, "3 waited (the worst of 2 alike)");
+        assert!(
+            !out[0].facts.0.contains_key("windows"),
+            "{:?}",
+            out[0].facts
+        );
+    }
+
+    /// A pool queue of one window, with the facts its sentence quotes.
+    fn queued(hits: u32, calls: f64, pool: f64, request_us: f64) -> Finding {
+        let mut f = seen(hits, 10 * hits as usize);
+        f.facts = Facts::of(&[
+            ("calls", calls),
+            ("connections", pool),
+            ("request_us", request_us),
+            ("requests_hit", hits as f64),
+        ]);
+        f
+    }
+
+    #[test]
+    fn a_sentence_told_from_numbers_is_told_again_from_the_captures() {
+        let mut m = MergedFindings::default();
+        m.add(vec![queued(3, 11.0, 5.0, 40_000.0)]);
+        let mut peak = queued(5, 12.0, 5.0, 60_000.0);
+        peak.facts.set("peak_demand", 20.0);
+        m.add(vec![peak]);
+        m.add(vec![queued(1, 11.0, 4.0, 40_000.0)]);
+        let f = &m.finish()[0];
+        // Medians weighted by requests hit (5 of 9 said 12 calls, 60 ms),
+        // counts summed, peaks the largest.
+        assert_eq!(
+            f.summary,
+            "12 calls to 127.0.0.1:5432 waited for one of 5 connections (at least 20 calls \
+             wanted one at once): 1.00 ms of this request's 60.0 ms (median of 9 requests)"
+        );
+        assert_eq!(f.facts.get("requests_hit"), 9.0);
+        assert_eq!(
+            (f.facts.get("population_hits"), f.facts.get("windows")),
+            (9.0, 3.0)
         );
     }
 

@@ -1,5 +1,6 @@
 //! `no_keepalive`: a new connection (and handshake) for every request to a server.
 
+use crate::sentence::{count, Sentence};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -70,11 +71,7 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
         .map(|c| c.2)
         .collect();
     handshakes.sort_unstable();
-    let summary = format!(
-        "{short} of {} connections to {server} carried a single request: each paid a TCP handshake",
-        with_requests.len()
-    );
-    Some(Finding {
+    let mut f = Finding {
         facts: whyslow_model::Facts::default().with("connections", with_requests.len() as f64),
         time_lost_us: handshakes.iter().sum(),
         time_lost_per_occurrence_us: whyslow_model::stats::percentile(&handshakes, 0.5),
@@ -97,8 +94,31 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
             .collect(),
         subject,
         population: Some(population),
-        ..Finding::new(FindingKind::NoKeepalive, Severity::Warning, summary, FIX)
-    })
+        ..Finding::new(
+            FindingKind::NoKeepalive,
+            Severity::Warning,
+            String::new(),
+            FIX,
+        )
+    };
+    f.summary = tell(&f);
+    Some(f)
+}
+
+/// Told from the numbers alone, a window's or the whole capture's.
+pub const SENTENCE: Sentence = Sentence {
+    summed: &["connections"],
+    maxed: &[],
+    tell,
+};
+
+fn tell(f: &Finding) -> String {
+    format!(
+        "{} of {} connections to {} carried a single request: each paid a TCP handshake",
+        f.occurrences,
+        count(f, "connections"),
+        f.subject
+    )
 }
 
 #[cfg(test)]

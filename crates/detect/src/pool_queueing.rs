@@ -11,6 +11,7 @@
 use crate::intervals::most_at_once;
 use crate::request_calls::{with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
+use crate::sentence::{count, Sentence};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -287,34 +288,49 @@ fn fix(server: SocketAddr, protocol: Protocol, enough: u64) -> String {
 fn finding(server: SocketAddr, protocol: Protocol, waits: Vec<Hit<Lost>>) -> Finding {
     let calls = median_of(&waits, |f| f.calls as u64);
     let peak = waits.iter().map(|h| h.facts.peak_demand).max().unwrap_or(0);
-    let summary = |waits: &[Hit<Lost>], per, facts: &mut Facts| {
+    let facts = |waits: &[Hit<Lost>], facts: &mut Facts| {
         let pool = median_of(waits, |f| f.pool as u64);
-        let request = median_of(waits, |f| f.request_us);
         facts.set("calls", calls as f64);
         facts.set("connections", pool as f64);
-        facts.set("request_us", request as f64);
-        let demand = match peak as u64 > pool {
-            true => {
-                facts.set("peak_demand", peak as f64);
-                format!(" (at least {peak} calls wanted one at once)")
-            }
-            false => String::new(),
-        };
-        format!(
-            "{calls} calls to {server} waited for one of {pool} connections{demand}: {} of this \
-             request's {} (median of {} requests)",
-            fmt_ms(per),
-            fmt_ms(request),
-            waits.len()
-        )
+        facts.set("request_us", median_of(waits, |f| f.request_us) as f64);
+        if peak as u64 > pool {
+            facts.set("peak_demand", peak as f64);
+        }
     };
     let fix = fix(server, protocol, calls.max(peak as u64));
-    request_findings::finding(
-        FindingKind::PoolQueueing,
+    let kind = FindingKind::PoolQueueing;
+    request_findings::told(
+        kind,
         Severity::Critical,
+        server,
         waits,
-        summary,
+        facts,
+        &SENTENCE,
         &fix,
+    )
+}
+
+/// Told from the numbers alone, a window's or the whole capture's.
+pub const SENTENCE: Sentence = Sentence {
+    summed: &["requests_hit"],
+    maxed: &["peak_demand"],
+    tell,
+};
+
+fn tell(f: &Finding) -> String {
+    let (calls, pool) = (count(f, "calls"), count(f, "connections"));
+    let peak = count(f, "peak_demand");
+    let demand = match peak > pool {
+        true => format!(" (at least {peak} calls wanted one at once)"),
+        false => String::new(),
+    };
+    format!(
+        "{calls} calls to {} waited for one of {pool} connections{demand}: {} of this \
+         request's {} (median of {} requests)",
+        f.subject,
+        fmt_ms(f.time_lost_per_occurrence_us),
+        fmt_ms(count(f, "request_us")),
+        f.occurrences
     )
 }
 

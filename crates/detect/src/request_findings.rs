@@ -3,6 +3,7 @@
 //! quotes the median per request and keeps the first pieces of evidence.
 
 use crate::request_calls::median;
+use crate::sentence::Sentence;
 use crate::thresholds::requests_seen;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -93,6 +94,27 @@ pub fn quote_median<T>(
     let m = median_of(hits, fact);
     facts.set(name, m as f64);
     m
+}
+
+/// A finding from its hits about `server`: `facts` sets what its sentence
+/// quotes, and the sentence is told from them (`Sentence`).
+pub fn told<T>(
+    kind: FindingKind,
+    severity: Severity,
+    server: SocketAddr,
+    hits: Vec<Hit<T>>,
+    facts: impl FnOnce(&[Hit<T>], &mut Facts),
+    sentence: &Sentence,
+    fix: &str,
+) -> Finding {
+    let quoted = |hits: &[Hit<T>], _, quoted: &mut Facts| {
+        facts(hits, quoted);
+        String::new()
+    };
+    let mut f = finding(kind, severity, hits, quoted, fix);
+    f.subject = Subject::server(server);
+    f.summary = (sentence.tell)(&f);
+    f
 }
 
 /// A finding from its hits. `summary` gets the hits and the median loss.

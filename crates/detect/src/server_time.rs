@@ -11,11 +11,12 @@
 
 use crate::breakdown::parts;
 use crate::request_calls::RequestCalls;
-use crate::request_findings::{self, quote_median, Hit};
+use crate::request_findings::{self, median_of, Hit};
+use crate::sentence::{count, Sentence};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity};
 
 /// What to change.
 const FIX: &str = "profile the service's own work on this request (rendering, serialization, CPU, \
@@ -64,21 +65,36 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             },
         );
     }
-    let summary = |server, hits: &[Hit<(u64, bool)>], per, facts: &mut Facts| {
-        let request = quote_median(hits, |f| f.0, "request_us", facts);
-        let calls = if hits.iter().any(|h| h.facts.1) {
-            "not waiting for any backing call"
-        } else {
-            "no backing call seen"
+    request_findings::per_server(FindingKind::ServerTime, known, slow, |server, hits| {
+        let facts = |hits: &[Hit<(u64, bool)>], facts: &mut Facts| {
+            facts.set("request_us", median_of(hits, |f| f.0) as f64);
+            let with_calls = hits.iter().filter(|h| h.facts.1).count();
+            facts.set("requests_with_calls", with_calls as f64);
         };
-        format!(
-            "{server} spent {} of the request's {} in itself, {calls} (median of {} requests)",
-            fmt_ms(per),
-            fmt_ms(request),
-            hits.len()
-        )
+        let kind = FindingKind::ServerTime;
+        request_findings::told(kind, Severity::Warning, server, hits, facts, &SENTENCE, FIX)
+    })
+}
+
+/// Told from the numbers alone, a window's or the whole capture's.
+pub const SENTENCE: Sentence = Sentence {
+    summed: &["requests_hit", "requests_with_calls"],
+    maxed: &[],
+    tell,
+};
+
+fn tell(f: &Finding) -> String {
+    let calls = match count(f, "requests_with_calls") > 0 {
+        true => "not waiting for any backing call",
+        false => "no backing call seen",
     };
-    request_findings::warnings_per_server(FindingKind::ServerTime, known, slow, FIX, summary)
+    format!(
+        "{} spent {} of the request's {} in itself, {calls} (median of {} requests)",
+        f.subject,
+        fmt_ms(f.time_lost_per_occurrence_us),
+        fmt_ms(count(f, "request_us")),
+        f.occurrences
+    )
 }
 
 #[cfg(test)]

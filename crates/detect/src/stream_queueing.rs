@@ -12,6 +12,7 @@
 use crate::intervals::most_at_once;
 use crate::request_calls::{with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
+use crate::sentence::{count, Sentence};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -182,28 +183,44 @@ pub(crate) fn fix(server: SocketAddr, streams: usize, calls: Option<u64>) -> Str
 fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
     let calls = median_of(&hits, |l| l.calls as u64);
     let streams = median_of(&hits, |l| l.streams as u64);
-    let connections = median_of(&hits, |l| l.connections as u64);
-    let summary = |hits: &[Hit<Lost>], per, facts: &mut Facts| {
-        let request = median_of(hits, |l| l.request_us);
+    let facts = |hits: &[Hit<Lost>], facts: &mut Facts| {
         facts.set("calls", calls as f64);
         facts.set("streams", streams as f64);
+        let connections = median_of(hits, |l| l.connections as u64);
         facts.set("connections", connections as f64);
-        facts.set("request_us", request as f64);
-        format!(
-            "{calls} calls to {server} waited for one of {streams} HTTP/2 streams on {connections} \
-             connection(s): {} of this request's {} (median of {} requests)",
-            fmt_ms(per),
-            fmt_ms(request),
-            hits.len()
-        )
+        facts.set("request_us", median_of(hits, |l| l.request_us) as f64);
     };
     let fix = fix(server, streams as usize, Some(calls));
-    request_findings::finding(
-        FindingKind::StreamQueueing,
+    let kind = FindingKind::StreamQueueing;
+    request_findings::told(
+        kind,
         Severity::Critical,
+        server,
         hits,
-        summary,
+        facts,
+        &SENTENCE,
         &fix,
+    )
+}
+
+/// Told from the numbers alone, a window's or the whole capture's.
+pub const SENTENCE: Sentence = Sentence {
+    summed: &["requests_hit"],
+    maxed: &[],
+    tell,
+};
+
+fn tell(f: &Finding) -> String {
+    format!(
+        "{} calls to {} waited for one of {} HTTP/2 streams on {} connection(s): {} of this \
+         request's {} (median of {} requests)",
+        count(f, "calls"),
+        f.subject,
+        count(f, "streams"),
+        count(f, "connections"),
+        fmt_ms(f.time_lost_per_occurrence_us),
+        fmt_ms(count(f, "request_us")),
+        f.occurrences
     )
 }
 

@@ -25,7 +25,8 @@ pub const LOOP_SHARE: f64 = 0.5;
 /// wire, and the queue every page waited in is not its doing.
 pub const CAUSE_SHARE: f64 = 0.5;
 
-/// Marks the findings an N+1 causes, and says so in their summary.
+/// Marks the findings an N+1 causes (`clause` says so when the capture's
+/// sentences are told).
 pub fn mark(findings: &mut [Finding], requests: &[RequestCalls]) {
     pools_behind_n_plus_one(findings);
     own_time_in_n_plus_one_loops(findings, requests);
@@ -48,9 +49,6 @@ fn pools_behind_n_plus_one(findings: &mut [Finding]) {
         });
         if caused && f.symptom_of.is_none() {
             f.symptom_of = Some(FindingKind::NPlusOne);
-            f.summary.push_str(
-                "; the N+1 above holds each connection for all its statements: fix it first",
-            );
         }
     }
 }
@@ -71,11 +69,23 @@ fn own_time_in_n_plus_one_loops(findings: &mut [Finding], requests: &[RequestCal
         if own > 0 && in_loops as f64 >= LOOP_SHARE * own as f64 {
             f.symptom_of = Some(FindingKind::NPlusOne);
             f.facts.set("in_n_plus_one_loops_us", in_loops as f64);
-            f.summary.push_str(&format!(
-                "; {} of it is the service's work inside its N+1 loops, between their statements: fix the N+1 first",
-                fmt_ms(in_loops)
-            ));
         }
+    }
+}
+
+/// What a finding's sentence adds when it is a symptom: which cause, and
+/// why fixing that comes first. Empty for a cause.
+pub fn clause(f: &Finding) -> String {
+    match (f.symptom_of, f.kind) {
+        (Some(FindingKind::NPlusOne), FindingKind::PoolQueueing) => {
+            "; the N+1 above holds each connection for all its statements: fix it first".into()
+        }
+        (Some(FindingKind::NPlusOne), FindingKind::ServerTime) => format!(
+            "; {} of it is the service's work inside its N+1 loops, between their statements: \
+             fix the N+1 first",
+            fmt_ms(f.facts.get("in_n_plus_one_loops_us") as u64)
+        ),
+        _ => String::new(),
     }
 }
 
@@ -154,7 +164,8 @@ mod tests {
         assert_eq!(kinds, [NPlusOne, PoolQueueing, PoolQueueing]);
         assert_eq!(f[1].symptom_of, None, "another server's queue is a cause");
         assert_eq!(f[2].symptom_of, Some(NPlusOne));
-        assert!(f[2].summary.ends_with("fix it first"));
+        assert!(clause(&f[2]).ends_with("fix it first"));
+        assert_eq!(clause(&f[1]), "");
     }
 
     #[test]

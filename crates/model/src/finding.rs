@@ -29,6 +29,11 @@ impl Facts {
     pub fn set(&mut self, name: &str, value: f64) {
         self.0.insert(name.to_string(), value);
     }
+
+    /// `name`'s value, 0 when it was not said.
+    pub fn get(&self, name: &str) -> f64 {
+        self.0.get(name).copied().unwrap_or(0.0)
+    }
 }
 
 /// Stable identifiers of what whyslow can diagnose (listed in
