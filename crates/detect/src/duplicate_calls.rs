@@ -8,6 +8,7 @@
 use crate::intervals::covered_us;
 use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
+use crate::sentence::{count, place, Sentence};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity, Subject};
@@ -63,26 +64,36 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     }
     hits.into_iter()
         .map(|((server, shape), hits)| {
-            let summary = |hits: &[Hit<u64>], per, facts: &mut Facts| {
-                let repeats = median_of(hits, |n| *n);
-                facts.set("repeats_per_request", repeats as f64);
-                format!(
-                    "`{shape}` to {server} was repeated {} times per request with the same parameters: \
-                     {} per request (median of {} requests)",
-                    repeats,
-                    fmt_ms(per),
-                    hits.len()
-                )
+            let facts = |hits: &[Hit<u64>], _, facts: &mut Facts| {
+                facts.set("repeats_per_request", median_of(hits, |n| *n) as f64);
+                String::new()
             };
-            let mut f = request_findings::finding(
-                FindingKind::DuplicateCalls,
-                Severity::Warning,
-                hits,
-                summary, FIX);
+            let kind = FindingKind::DuplicateCalls;
+            let mut f = request_findings::finding(kind, Severity::Warning, hits, facts, FIX);
             f.subject = Subject::on_server(server, shape);
+            f.summary = tell(&f);
             f
         })
         .collect()
+}
+
+/// Told from the subject and numbers alone, a window's or the capture's.
+pub const SENTENCE: Sentence = Sentence {
+    summed: &["requests_hit"],
+    maxed: &[],
+    tell,
+};
+
+fn tell(f: &Finding) -> String {
+    format!(
+        "`{}` to {} was repeated {} times per request with the same parameters: {} per \
+         request (median of {} requests)",
+        f.subject.what,
+        place(f),
+        count(f, "repeats_per_request"),
+        fmt_ms(f.time_lost_per_occurrence_us),
+        f.occurrences
+    )
 }
 
 #[cfg(test)]

@@ -132,7 +132,7 @@ impl MergedFindings {
                 let p = populations.get(&key).filter(|p| p.judged())?;
                 let mut f = m.finish();
                 f.population = Some(*p);
-                if let Some(sentence) = sentence::of(f.kind) {
+                if let Some(sentence) = sentence::of(&f) {
                     f.summary = (sentence.tell)(&f);
                 }
                 f.facts.set("population_hits", p.hits as f64);
@@ -170,10 +170,7 @@ impl Merging {
         );
         let mut evidence = f.evidence.clone();
         evidence.truncate(MAX_EVIDENCE);
-        // A cause named on its evidence alone (a pool judged across its
-        // calls) tells its own sentence, though of a kind told from numbers.
-        let told = f.population.and(sentence::of(f.kind));
-        let facts = told.map(|s| (s, vec![(f.facts.clone(), weight(&f))]));
+        let facts = sentence::of(&f).map(|s| (s, vec![(f.facts.clone(), weight(&f))]));
         Merging {
             time_lost_us: f.time_lost_us,
             occurrences: u64::from(f.occurrences),

@@ -15,6 +15,7 @@
 use crate::intervals::covered_us;
 use crate::request_calls::{by_shape, issued_at_once_max, median, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
+use crate::sentence::{count, place, Sentence};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
@@ -80,7 +81,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         }
     }
     hits.into_iter()
-        .map(|(key, hits)| finding(key, hits, "requests"))
+        .map(|(key, hits)| finding(key, hits, false))
         .collect()
 }
 
@@ -121,8 +122,7 @@ pub fn in_ambiguous_runs(ambiguous_runs: &[Vec<Call>], named: &mut Vec<Finding>)
             continue;
         }
         named.retain(|f| !told(f));
-        let whose = "runs on held connections, their requests not told apart";
-        out.push(finding((server, shape), hits, whose));
+        out.push(finding((server, shape), hits, true));
     }
     out
 }
@@ -147,32 +147,62 @@ fn facts(s: &Storm) -> Facts {
 }
 
 /// The finding of one (server, shape) from its hits, each one request's
-/// (`whose`: what the hits were, as the summary says).
-fn finding((server, shape): (SocketAddr, String), hits: Vec<Hit<Storm>>, whose: &str) -> Finding {
+/// (`from_runs`: each a run on a held connection, its request not told apart).
+fn finding(
+    (server, shape): (SocketAddr, String),
+    hits: Vec<Hit<Storm>>,
+    from_runs: bool,
+) -> Finding {
     let severity = if hits.iter().any(|h| h.facts.worth) {
         Severity::Warning
     } else {
         Severity::Info
     };
-    let summary = |hits: &[Hit<Storm>], per, facts: &mut Facts| {
-        let calls = median_of(hits, |s| s.calls as u64);
-        facts.set("calls_per_request", calls as f64);
-        let params = if hits.iter().all(|h| h.facts.distinct_params == 0) {
-            "(parameters unseen)"
-        } else {
-            "with different parameters"
-        };
-        format!(
-            "`{shape}` to {server} ran {} times per request {params}, \
-             one after another: {} per request (median of {} {whose})",
-            calls,
-            fmt_ms(per),
-            hits.len()
-        )
+    let facts = |hits: &[Hit<Storm>], facts: &mut Facts| {
+        facts.set(
+            "calls_per_request",
+            median_of(hits, |s| s.calls as u64) as f64,
+        );
+        let seen = hits.iter().filter(|h| h.facts.distinct_params > 0).count();
+        facts.set("requests_with_parameters", seen as f64);
+        facts.set("runs_hit", if from_runs { hits.len() as f64 } else { 0.0 });
     };
-    let mut f = request_findings::finding(FindingKind::NPlusOne, severity, hits, summary, FIX);
+    let quoted = |hits: &[Hit<Storm>], _, quoted: &mut Facts| {
+        facts(hits, quoted);
+        String::new()
+    };
+    let mut f = request_findings::finding(FindingKind::NPlusOne, severity, hits, quoted, FIX);
     f.subject = Subject::on_server(server, shape);
+    f.summary = tell(&f);
     f
+}
+
+/// Told from the subject and numbers alone, a window's or the capture's.
+pub const SENTENCE: Sentence = Sentence {
+    summed: &["requests_hit", "requests_with_parameters", "runs_hit"],
+    maxed: &[],
+    tell,
+};
+
+fn tell(f: &Finding) -> String {
+    let params = match count(f, "requests_with_parameters") {
+        0 => "(parameters unseen)",
+        _ => "with different parameters",
+    };
+    let whose = match (count(f, "runs_hit"), f.occurrences as u64) {
+        (0, _) => "requests",
+        (runs, all) if runs == all => "runs on held connections, their requests not told apart",
+        _ => "requests and runs on held connections",
+    };
+    format!(
+        "`{}` to {} ran {} times per request {params}, one after another: {} per request \
+         (median of {} {whose})",
+        f.subject.what,
+        place(f),
+        count(f, "calls_per_request"),
+        fmt_ms(f.time_lost_per_occurrence_us),
+        f.occurrences
+    )
 }
 
 #[cfg(test)]

@@ -17,13 +17,20 @@ pub struct Sentence {
     pub tell: fn(&Finding) -> String,
 }
 
-/// The sentence of `kind`, where it is told from numbers alone.
-pub fn of(kind: FindingKind) -> Option<&'static Sentence> {
-    match kind {
-        FindingKind::PoolQueueing => Some(&crate::pool_queueing::SENTENCE),
+/// The sentence of `f`'s kind, where it is told from numbers alone. A
+/// pool judged across its calls (`pool_ambiguous`, named on its evidence
+/// alone) tells its own, though of a kind told from numbers.
+pub fn of(f: &Finding) -> Option<&'static Sentence> {
+    match f.kind {
+        FindingKind::PoolQueueing if f.population.is_some() => {
+            Some(&crate::pool_queueing::SENTENCE)
+        }
         FindingKind::StreamQueueing => Some(&crate::stream_queueing::SENTENCE),
         FindingKind::ServerTime => Some(&crate::server_time::SENTENCE),
         FindingKind::NoKeepalive => Some(&crate::no_keepalive::SENTENCE),
+        FindingKind::NPlusOne => Some(&crate::n_plus_one::SENTENCE),
+        FindingKind::DuplicateCalls => Some(&crate::duplicate_calls::SENTENCE),
+        FindingKind::SequentialCalls => Some(&crate::sequential_calls::SENTENCE),
         _ => None,
     }
 }
@@ -31,4 +38,9 @@ pub fn of(kind: FindingKind) -> Option<&'static Sentence> {
 /// `f`'s fact `name` as a whole number.
 pub fn count(f: &Finding, name: &str) -> u64 {
     f.facts.get(name).round().max(0.0) as u64
+}
+
+/// Where `f` is: its subject's server or client, empty for none.
+pub fn place(f: &Finding) -> String {
+    f.subject.at.map_or(String::new(), |p| p.to_string())
 }

@@ -6,10 +6,11 @@
 
 use crate::request_calls::{issued_at_once_max, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, Hit};
+use crate::sentence::Sentence;
 use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity, Subject};
 
 /// Sentry's consecutive-HTTP detector starts at 3 calls.
 const MIN_CALLS: usize = 3;
@@ -56,17 +57,31 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     }
     hits.into_iter()
         .map(|(server, hits)| {
-            let summary = |hits: &[Hit<()>], per, _: &mut Facts| {
-                format!(
-                    "requests to {server} made their HTTP calls one at a time: {} per request could be \
-                     saved by making them at once (median of {} requests)",
-                    fmt_ms(per),
-                    hits.len()
-                )
-            };
-            request_findings::finding(FindingKind::SequentialCalls, Severity::Warning, hits, summary, FIX)
+            let quoted = |_: &[Hit<()>], _, _: &mut Facts| String::new();
+            let kind = FindingKind::SequentialCalls;
+            let mut f = request_findings::finding(kind, Severity::Warning, hits, quoted, FIX);
+            f.subject = Subject::server(server);
+            f.summary = tell(&f);
+            f
         })
         .collect()
+}
+
+/// Told from the subject and numbers alone, a window's or the capture's.
+pub const SENTENCE: Sentence = Sentence {
+    summed: &["requests_hit"],
+    maxed: &[],
+    tell,
+};
+
+fn tell(f: &Finding) -> String {
+    format!(
+        "requests to {} made their HTTP calls one at a time: {} per request could be saved \
+         by making them at once (median of {} requests)",
+        f.subject,
+        fmt_ms(f.time_lost_per_occurrence_us),
+        f.occurrences
+    )
 }
 
 #[cfg(test)]
