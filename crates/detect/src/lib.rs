@@ -118,9 +118,10 @@ pub const DETECTORS: &[Detector] = &[
 ];
 
 /// The weighers, in this order: an N+1 named from requests told apart is
-/// not named again from runs not told apart; then a symptom is marked as
-/// its cause's. (A queue named both from requests told apart and across a
-/// pool's calls is named once by the capture's judgement, `merge`.)
+/// not named again from runs not told apart; then the service's own time
+/// spent in N+1 loops is marked as that N+1's symptom. (A queue named both
+/// from requests told apart and across a pool's calls is named once, and a
+/// queue behind an N+1 marked, by the capture's judgement, `merge`.)
 pub const WEIGHERS: &[Weigher] = &[
     |m, f| {
         let in_runs = n_plus_one::in_ambiguous_runs(m.ambiguous_runs, f);

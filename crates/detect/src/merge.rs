@@ -43,8 +43,9 @@ fn subject(f: &Finding) -> Subject {
 /// on the requests told apart).
 type Key = (FindingKind, bool, Subject, bool);
 
-/// A judged cause's population, by kind, background and subject.
-type PopulationKey = (FindingKind, bool, Subject);
+/// A judged cause's population, by kind and subject. Never background: its
+/// hits are requests (or connections) that waited for it.
+type PopulationKey = (FindingKind, Subject);
 
 struct Merging {
     /// The window's finding that lost the most time: its summary and fix.
@@ -88,7 +89,7 @@ impl MergedFindings {
             };
             if let Some(p) = &f.population {
                 self.populations
-                    .entry((f.kind, f.background, subject.clone()))
+                    .entry((f.kind, subject.clone()))
                     .and_modify(|q| q.add(p))
                     .or_insert(*p);
                 if p.hits == 0 {
@@ -116,16 +117,16 @@ impl MergedFindings {
         let named: HashSet<PopulationKey> = self
             .merging
             .keys()
-            .filter(|(kind, bg, subject, by_population)| {
-                *by_population && judged(&(*kind, *bg, subject.clone()))
+            .filter(|(kind, _, subject, by_population)| {
+                *by_population && judged(&(*kind, subject.clone()))
             })
-            .map(|(kind, bg, subject, _)| (*kind, *bg, subject.clone()))
+            .map(|(kind, _, subject, _)| (*kind, subject.clone()))
             .collect();
         let mut out: Vec<Finding> = self
             .merging
             .into_iter()
-            .filter_map(|((kind, bg, subject, by_population), m)| {
-                let key = (kind, bg, subject);
+            .filter_map(|((kind, _, subject, by_population), m)| {
+                let key = (kind, subject);
                 if !by_population {
                     return (!named.contains(&key)).then(|| m.finish());
                 }
@@ -140,6 +141,7 @@ impl MergedFindings {
                 Some(f)
             })
             .collect();
+        symptoms::pools_behind_n_plus_one(&mut out);
         for f in &mut out {
             f.summary.push_str(&symptoms::clause(f));
         }

@@ -25,15 +25,15 @@ pub const LOOP_SHARE: f64 = 0.5;
 /// wire, and the queue every page waited in is not its doing.
 pub const CAUSE_SHARE: f64 = 0.5;
 
-/// Marks the findings an N+1 causes (`clause` says so when the capture's
-/// sentences are told).
+/// Marks a service's own time that its N+1 loops spend, from one window's
+/// requests (`clause` says so when the capture's sentences are told).
 pub fn mark(findings: &mut [Finding], requests: &[RequestCalls]) {
-    pools_behind_n_plus_one(findings);
     own_time_in_n_plus_one_loops(findings, requests);
 }
 
-/// Marks pool queues that an N+1 to the same server causes.
-fn pools_behind_n_plus_one(findings: &mut [Finding]) {
+/// Marks pool queues that an N+1 to the same server causes, from the
+/// findings alone: once, over the capture's (`MergedFindings::finish`).
+pub fn pools_behind_n_plus_one(findings: &mut [Finding]) {
     let n_plus_one: Vec<(Option<SocketAddr>, u32)> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::NPlusOne)
@@ -61,6 +61,8 @@ fn own_time_in_n_plus_one_loops(findings: &mut [Finding], requests: &[RequestCal
     for f in findings
         .iter_mut()
         .filter(|f| f.kind == FindingKind::ServerTime && f.symptom_of.is_none())
+        .filter(|f| f.occurrences > 0)
+    // not a tally: nothing to mark
     {
         let Some(service) = f.subject.server_addr() else {
             continue;
@@ -157,7 +159,7 @@ mod tests {
                 50,
             ),
         ];
-        mark(&mut f, &[]);
+        pools_behind_n_plus_one(&mut f);
         Finding::sort(&mut f);
         let kinds: Vec<FindingKind> = f.iter().map(|f| f.kind).collect();
         use FindingKind::*;
@@ -177,10 +179,10 @@ mod tests {
         };
         let n_plus_one = finding(FindingKind::NPlusOne, "…", "127.0.0.1:9090 GET /data/?", 10);
         let mut f = vec![pool(32), n_plus_one.clone()];
-        mark(&mut f, &[]);
+        pools_behind_n_plus_one(&mut f);
         assert_eq!(f[0].symptom_of, None, "1 request of 32");
         let mut f = vec![pool(2), n_plus_one];
-        mark(&mut f, &[]);
+        pools_behind_n_plus_one(&mut f);
         assert_eq!(f[0].symptom_of, Some(FindingKind::NPlusOne), "1 of 2");
     }
 
