@@ -4,6 +4,7 @@
 //! the windows' typical times weighted by their occurrences; the evidence
 //! kept is bounded, the worst window's first.
 
+use crate::periodic_stall;
 use crate::sentence::{self, Sentence};
 use crate::symptoms;
 use hdrhistogram::Histogram;
@@ -141,6 +142,7 @@ impl MergedFindings {
                 Some(f)
             })
             .collect();
+        periodic_stall::not_slow_where_stalling(&mut out);
         symptoms::pools_behind_n_plus_one(&mut out);
         for f in &mut out {
             f.summary.push_str(&symptoms::clause(f));

@@ -11,7 +11,7 @@ use crate::thresholds::SLOW_PART_US;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::stats::percentile;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Population, Protocol, Severity, Subject};
 
 /// Calls to a server needed before its tail can be told from its body.
 pub const MIN_CALLS: usize = 20;
@@ -51,9 +51,18 @@ pub struct Tail<'a> {
     pub period: Option<(u64, usize)>,
 }
 
-/// Servers whose calls have a rare, huge tail. DNS is left out: a rare
-/// lookup that takes a client's timeout is a query lost (`dns_timeout`).
+/// Servers whose calls have a rare, huge tail in these requests. DNS is
+/// left out: a rare lookup that takes a client's timeout is a query lost
+/// (`dns_timeout`).
 pub fn tails<'a>(requests: &[RequestCalls<'a>]) -> Vec<Tail<'a>> {
+    let mut measured = measured(requests);
+    measured.retain(|t| !t.stalls.is_empty() && rare(t.stalls.len(), t.calls).judged());
+    measured
+}
+
+/// Each server called often enough to tell its tail from its body, with
+/// the calls its tail holds (none, or too many to be rare, included).
+fn measured<'a>(requests: &[RequestCalls<'a>]) -> Vec<Tail<'a>> {
     let mut per_server: BTreeMap<SocketAddr, Vec<(usize, Call<'a>)>> = BTreeMap::new();
     for (i, r) in requests.iter().enumerate() {
         for c in r.calls.iter().filter(|c| c.protocol() != Protocol::Dns) {
@@ -64,6 +73,16 @@ pub fn tails<'a>(requests: &[RequestCalls<'a>]) -> Vec<Tail<'a>> {
         .into_iter()
         .filter_map(|(server, calls)| tail(server, calls))
         .collect()
+}
+
+/// `stalls` among `calls`, as a rare tail is judged: at most `RARE_SHARE`
+/// of them, among `MIN_CALLS` at least.
+fn rare(stalls: usize, calls: usize) -> Population {
+    Population {
+        min_of: MIN_CALLS as u64,
+        at_most: RARE_SHARE,
+        ..Population::share_of(stalls, calls, 0.0)
+    }
 }
 
 fn tail<'a>(server: SocketAddr, mut calls: Vec<(usize, Call<'a>)>) -> Option<Tail<'a>> {
@@ -81,9 +100,6 @@ fn tail<'a>(server: SocketAddr, mut calls: Vec<(usize, Call<'a>)>) -> Option<Tai
         .copied()
         .collect();
     let stalls = merged_spans(stalled.iter().map(|(_, c)| (c.start, c.end)));
-    if stalls.is_empty() || stalls.len() as f64 > RARE_SHARE * calls.len() as f64 {
-        return None;
-    }
     let mut requests: Vec<usize> = calls.iter().map(|(i, _)| *i).collect();
     requests.sort_unstable();
     requests.dedup();
@@ -129,12 +145,33 @@ const FIX: &str = "find what the service does every so often (GC pause, lock, ca
      log rotation); take it off the request path: load what it answers once and \
      refresh it in the background, or call it with a timeout and a fallback";
 
-/// One finding per server with a rare, huge tail.
+/// One finding per server with a huge tail, and a tally per server
+/// without: whether the tail is rare is judged once, over the capture's
+/// calls (`rare`).
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
-    tails(requests)
+    measured(requests)
         .iter()
-        .map(|t| finding(requests, t))
+        .map(|t| match t.stalls.len() {
+            0 => Finding::tally(
+                FindingKind::PeriodicStall,
+                Subject::server(t.server),
+                rare(0, t.calls),
+            ),
+            _ => finding(requests, t),
+        })
         .collect()
+}
+
+/// A server named for stalling now and then is not also named for its
+/// usual speed: the requests a stall held are its victims. Judged over the
+/// capture's findings (`MergedFindings::finish`), as the stall is.
+pub fn not_slow_where_stalling(findings: &mut Vec<Finding>) {
+    let stalling: Vec<Subject> = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::PeriodicStall)
+        .map(|f| f.subject.clone())
+        .collect();
+    findings.retain(|f| f.kind != FindingKind::SlowDependency || !stalling.contains(&f.subject));
 }
 
 fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
@@ -221,6 +258,8 @@ fn finding(requests: &[RequestCalls], t: &Tail) -> Finding {
     );
     f.occurrences = t.stalls.len() as u32;
     f.time_lost_per_occurrence_us = median(per_stall);
+    f.subject = Subject::server(t.server);
+    f.population = Some(rare(t.stalls.len(), t.calls));
     f
 }
 
@@ -245,6 +284,7 @@ fn stall_lengths(t: &Tail) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    crate::testkit::detect_on_requests!();
     use crate::request_calls::by_request;
     use crate::request_calls::tests::call;
     use crate::testkit::{exchange, servers};
@@ -275,7 +315,7 @@ mod tests {
     #[test]
     fn a_rare_huge_tail_is_named_with_its_percentiles_share_and_period() {
         let t = stalling(40, 10, 300_000);
-        let f = detect(&by_request(&t));
+        let f = detect(&t);
         assert_eq!(f.len(), 1, "{f:?}");
         let s = &f[0].summary;
         assert!(s.contains("4 stalls of 299 ms each, 4 of 40 calls"), "{s}");
@@ -315,7 +355,7 @@ mod tests {
             exchanges.push(call(2 * i + 1, 1, 2 * i, (at, end)));
         }
         let t = servers(&[8080, 9100]).with(exchanges);
-        let f = detect(&by_request(&t));
+        let f = detect(&t);
         assert_eq!(f.len(), 1, "{f:?}");
         let s = &f[0].summary;
         // Per stall: the blocking call and the 4 waiting ≥ 100 ms behind
@@ -347,20 +387,41 @@ mod tests {
             e.response_first_at_us = e.response_first_at_us.map(|x| x + 3_000_000);
             e.response_last_at_us = e.response_last_at_us.map(|x| x + 3_000_000);
         }
-        let f = detect(&by_request(&t));
+        let f = detect(&t);
         assert_eq!(f.len(), 1);
         assert!(!f[0].summary.contains("every"), "{}", f[0].summary);
     }
 
     #[test]
+    fn whether_a_tail_is_rare_is_judged_over_the_capture() {
+        let window = |t: &Timeline| super::detect(&by_request(t));
+        let named = |m: crate::merge::MergedFindings| {
+            let f = m.finish();
+            let stall = f.iter().find(|f| f.kind == FindingKind::PeriodicStall);
+            stall.map(|f| f.occurrences)
+        };
+        // 4 stalls of 20 calls are no rare tail alone; with 60 quick calls
+        // after them, 4 of 80 are.
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(window(&stalling(20, 5, 300_000)));
+        m.add(window(&stalling(60, 1_000, 300_000)));
+        assert_eq!(named(m), Some(4));
+        // 4 of 40 are rare alone; with 4 more of 20 after them, 8 of 60 are not.
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(window(&stalling(40, 10, 300_000)));
+        m.add(window(&stalling(20, 5, 300_000)));
+        assert_eq!(named(m), None);
+    }
+
+    #[test]
     fn a_common_tail_is_the_service_speed_not_a_stall() {
-        assert!(detect(&by_request(&stalling(40, 5, 300_000))).is_empty());
+        assert!(detect(&stalling(40, 5, 300_000)).is_empty());
     }
 
     #[test]
     fn too_few_calls_or_a_short_tail_say_nothing() {
-        assert!(detect(&by_request(&stalling(19, 10, 300_000))).is_empty());
+        assert!(detect(&stalling(19, 10, 300_000)).is_empty());
         // 50× the median but under 100 ms: jitter.
-        assert!(detect(&by_request(&stalling(40, 10, 50_000))).is_empty());
+        assert!(detect(&stalling(40, 10, 50_000)).is_empty());
     }
 }

@@ -270,8 +270,10 @@ pub struct Finding {
     pub population: Option<Population>,
 }
 
-/// How common a cause is: in `hits` of `of` (requests, connections);
-/// named when at least `min_hits` and a `share` of at least `min_of`.
+/// How common a cause is: in `hits` of `of` (requests, connections,
+/// calls); named when at least `min_hits` and a `share` of at least
+/// `min_of`, and no more than `at_most` of them (a cause that must be rare:
+/// a stall among a service's calls).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Population {
     pub hits: u64,
@@ -279,6 +281,7 @@ pub struct Population {
     pub share: f64,
     pub min_hits: u64,
     pub min_of: u64,
+    pub at_most: f64,
 }
 
 impl Population {
@@ -290,6 +293,7 @@ impl Population {
             share,
             min_hits: 1,
             min_of: 0,
+            at_most: 1.0,
         }
     }
 
@@ -297,6 +301,7 @@ impl Population {
         self.hits >= self.min_hits
             && self.of >= self.min_of
             && self.hits as f64 >= self.share * self.of as f64
+            && self.hits as f64 <= self.at_most * self.of as f64
     }
 
     /// The population of two stretches of one capture.
