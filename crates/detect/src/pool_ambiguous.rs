@@ -442,7 +442,15 @@ mod tests {
         let told = told_apart_too(&f[0]);
         let mut m = crate::merge::MergedFindings::default();
         m.add(vec![told]);
-        m.add(f);
+        m.add(f.clone());
         assert_eq!(m.finish().len(), 1, "named once");
+        // Over two windows its sentence is its own, not one told from the
+        // numbers of a queue seen on requests told apart.
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(f.clone());
+        m.add(f.clone());
+        let merged = m.finish();
+        let own = format!("{} (the worst of the 2 windows it showed in)", f[0].summary);
+        assert_eq!(merged[0].summary, own);
     }
 }

@@ -18,14 +18,14 @@ pub struct Sentence {
 }
 
 /// The sentence of `f`'s kind, where it is told from numbers alone. A
-/// pool judged across its calls (`pool_ambiguous`, named on its evidence
-/// alone) tells its own, though of a kind told from numbers.
+/// pool or a stream limit judged across its calls (`pool_ambiguous`, named
+/// on its evidence alone, no population) tells its own, though of a kind
+/// told from numbers.
 pub fn of(f: &Finding) -> Option<&'static Sentence> {
+    let on_requests = f.population.is_some();
     match f.kind {
-        FindingKind::PoolQueueing if f.population.is_some() => {
-            Some(&crate::pool_queueing::SENTENCE)
-        }
-        FindingKind::StreamQueueing => Some(&crate::stream_queueing::SENTENCE),
+        FindingKind::PoolQueueing if on_requests => Some(&crate::pool_queueing::SENTENCE),
+        FindingKind::StreamQueueing if on_requests => Some(&crate::stream_queueing::SENTENCE),
         FindingKind::ServerTime => Some(&crate::server_time::SENTENCE),
         FindingKind::NoKeepalive => Some(&crate::no_keepalive::SENTENCE),
         FindingKind::NPlusOne => Some(&crate::n_plus_one::SENTENCE),
