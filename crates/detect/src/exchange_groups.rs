@@ -352,7 +352,6 @@ fn made_for(
 mod tests {
     use super::*;
     use crate::testkit::{exchange, servers};
-    use whyslow_model::Connection;
 
     #[test]
     fn a_recent_kind_is_found_by_label_port_and_protocol_until_pushed_out() {
@@ -373,17 +372,10 @@ mod tests {
 
     #[test]
     fn every_exchange_is_counted_with_its_percentiles_and_calls_follow_their_kind() {
-        let _conn = |id, port: u16| {
-            let mut c = Connection::new(
-                id,
-                format!("127.0.0.1:{}", 40000 + id).parse().unwrap(),
-                format!("127.0.0.1:{port}").parse().unwrap(),
-                0,
-            );
-            c.protocol = Protocol::Http1;
-            c
-        };
         let mut t = servers(&[80, 9000]).with(Vec::new());
+        for c in &mut t.connections {
+            c.protocol = Protocol::Http1;
+        }
         for i in 0..100u32 {
             let start = u64::from(i) * 1_000;
             let mut e = exchange(

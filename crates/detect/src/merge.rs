@@ -97,7 +97,9 @@ impl MergedFindings {
                     continue; // a tally: its population alone
                 }
             }
-            let key = (f.kind, f.background, subject, f.population.is_some());
+            // A cause judged by its population is never background (above).
+            let bg = f.background && f.population.is_none();
+            let key = (f.kind, bg, subject, f.population.is_some());
             match self.merging.get_mut(&key) {
                 Some(m) => m.add(f, window),
                 None => {
@@ -627,6 +629,36 @@ mod tests {
         assert_eq!(
             (f.facts.get("population_hits"), f.facts.get("windows")),
             (9.0, 3.0)
+        );
+    }
+
+    #[test]
+    fn a_sentence_counts_the_connections_of_windows_it_did_not_show_in() {
+        let server = Subject::from("127.0.0.1:80");
+        let population = |hits, of| Population {
+            min_of: 5,
+            ..Population::share_of(hits, of, 0.8)
+        };
+        let short = Finding {
+            kind: FindingKind::NoKeepalive,
+            subject: server.clone(),
+            occurrences: 8,
+            facts: Facts::of(&[("connections", 8.0)]),
+            population: Some(population(8, 8)),
+            ..finding(8_000, 8, "127.0.0.1:80")
+        };
+        let mut m = MergedFindings::default();
+        m.add(vec![short]);
+        m.add(vec![Finding::tally(
+            FindingKind::NoKeepalive,
+            server,
+            population(0, 1),
+        )]);
+        let f = m.finish();
+        assert!(
+            f[0].summary
+                .starts_with("8 of 9 connections to 127.0.0.1:80"),
+            "{f:?}"
         );
     }
 

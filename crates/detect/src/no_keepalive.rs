@@ -116,7 +116,8 @@ fn tell(f: &Finding) -> String {
     format!(
         "{} of {} connections to {} carried a single request: each paid a TCP handshake",
         f.occurrences,
-        count(f, "connections"),
+        // Once merged, the connections of the windows where none did too.
+        f.population.map_or(count(f, "connections"), |p| p.of),
         f.subject
     )
 }

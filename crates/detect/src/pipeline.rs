@@ -1,6 +1,6 @@
 //! The pipeline every window of a capture runs through: which server
 //! is the service under investigation (given, or found from the wire), which
-//! inbound request each backing call servers, then every detector.
+//! inbound request each backing call served, then every detector.
 
 use crate::attribution;
 use crate::Measured;
