@@ -8,7 +8,7 @@
 use crate::intervals::covered_us;
 use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
-use crate::sentence::{count, place, Sentence};
+use crate::sentence::{count, place, Sentence, REQUESTS_HIT};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Severity, Subject};
@@ -78,11 +78,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 }
 
 /// Told from the subject and numbers alone, a window's or the capture's.
-pub const SENTENCE: Sentence = Sentence {
-    summed: &["requests_hit"],
-    maxed: &[],
-    tell,
-};
+pub const SENTENCE: Sentence = Sentence::summing(REQUESTS_HIT, tell);
 
 fn tell(f: &Finding) -> String {
     format!(

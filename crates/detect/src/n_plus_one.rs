@@ -178,11 +178,10 @@ fn finding(
 }
 
 /// Told from the subject and numbers alone, a window's or the capture's.
-pub const SENTENCE: Sentence = Sentence {
-    summed: &["requests_hit", "requests_with_parameters", "runs_hit"],
-    maxed: &[],
+pub const SENTENCE: Sentence = Sentence::summing(
+    &["requests_hit", "requests_with_parameters", "runs_hit"],
     tell,
-};
+);
 
 fn tell(f: &Finding) -> String {
     let params = match count(f, "requests_with_parameters") {

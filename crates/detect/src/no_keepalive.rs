@@ -106,11 +106,7 @@ fn finding(server: SocketAddr, conns: Vec<(u32, u64, u64)>) -> Option<Finding> {
 }
 
 /// Told from the numbers alone, a window's or the whole capture's.
-pub const SENTENCE: Sentence = Sentence {
-    summed: &["connections"],
-    maxed: &[],
-    tell,
-};
+pub const SENTENCE: Sentence = Sentence::summing(&["connections"], tell);
 
 fn tell(f: &Finding) -> String {
     format!(

@@ -11,11 +11,11 @@
 use crate::intervals::most_at_once;
 use crate::request_calls::{with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
-use crate::sentence::{count, Sentence};
+use crate::sentence::{count, median_of_requests, of_this_request, Sentence, REQUESTS_HIT};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{Evidence, Facts, Finding, FindingKind, Protocol, Severity};
 
 /// Fewer calls than this are sequential_calls' case or nothing at all.
 pub(crate) const MIN_CALLS: usize = 3;
@@ -312,9 +312,8 @@ fn finding(server: SocketAddr, protocol: Protocol, waits: Vec<Hit<Lost>>) -> Fin
 
 /// Told from the numbers alone, a window's or the whole capture's.
 pub const SENTENCE: Sentence = Sentence {
-    summed: &["requests_hit"],
     maxed: &["peak_demand"],
-    tell,
+    ..Sentence::summing(REQUESTS_HIT, tell)
 };
 
 fn tell(f: &Finding) -> String {
@@ -324,14 +323,9 @@ fn tell(f: &Finding) -> String {
         true => format!(" (at least {peak} calls wanted one at once)"),
         false => String::new(),
     };
-    format!(
-        "{calls} calls to {} waited for one of {pool} connections{demand}: {} of this \
-         request's {} (median of {} requests)",
-        f.subject,
-        fmt_ms(f.time_lost_per_occurrence_us),
-        fmt_ms(count(f, "request_us")),
-        f.occurrences
-    )
+    let (at, of) = (&f.subject, of_this_request(f));
+    let median = median_of_requests(f);
+    format!("{calls} calls to {at} waited for one of {pool} connections{demand}: {of} {median}")
 }
 
 #[cfg(test)]

@@ -17,6 +17,35 @@ pub struct Sentence {
     pub tell: fn(&Finding) -> String,
 }
 
+impl Sentence {
+    /// Told by `tell`, the counts in `summed` added up, any other fact a
+    /// median.
+    pub const fn summing(summed: &'static [&'static str], tell: fn(&Finding) -> String) -> Self {
+        Sentence {
+            summed,
+            maxed: &[],
+            tell,
+        }
+    }
+}
+
+/// Every request-level finding's count of the requests it hit.
+pub const REQUESTS_HIT: &[&str] = &["requests_hit"];
+
+/// "(median of N requests)": the requests `f` hit.
+pub fn median_of_requests(f: &Finding) -> String {
+    format!("(median of {} requests)", f.occurrences)
+}
+
+/// "X of this request's Y": the median loss and request time.
+pub fn of_this_request(f: &Finding) -> String {
+    let per = whyslow_model::fmt_ms(f.time_lost_per_occurrence_us);
+    format!(
+        "{per} of this request's {}",
+        whyslow_model::fmt_ms(count(f, "request_us"))
+    )
+}
+
 /// The sentence of `f`'s kind, where it is told from numbers alone. A
 /// pool or a stream limit judged across its calls (`pool_ambiguous`, named
 /// on its evidence alone, no population) tells its own, though of a kind

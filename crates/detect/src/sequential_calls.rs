@@ -6,7 +6,7 @@
 
 use crate::request_calls::{issued_at_once_max, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, Hit};
-use crate::sentence::Sentence;
+use crate::sentence::{Sentence, REQUESTS_HIT};
 use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -68,11 +68,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 }
 
 /// Told from the subject and numbers alone, a window's or the capture's.
-pub const SENTENCE: Sentence = Sentence {
-    summed: &["requests_hit"],
-    maxed: &[],
-    tell,
-};
+pub const SENTENCE: Sentence = Sentence::summing(REQUESTS_HIT, tell);
 
 fn tell(f: &Finding) -> String {
     format!(

@@ -12,7 +12,7 @@
 use crate::breakdown::parts;
 use crate::request_calls::RequestCalls;
 use crate::request_findings::{self, median_of, Hit};
-use crate::sentence::{count, Sentence};
+use crate::sentence::{count, median_of_requests, Sentence};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -77,23 +77,18 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 }
 
 /// Told from the numbers alone, a window's or the whole capture's.
-pub const SENTENCE: Sentence = Sentence {
-    summed: &["requests_hit", "requests_with_calls"],
-    maxed: &[],
-    tell,
-};
+pub const SENTENCE: Sentence = Sentence::summing(&["requests_hit", "requests_with_calls"], tell);
 
 fn tell(f: &Finding) -> String {
     let calls = match count(f, "requests_with_calls") > 0 {
         true => "not waiting for any backing call",
         false => "no backing call seen",
     };
+    let (per, request) = (f.time_lost_per_occurrence_us, count(f, "request_us"));
+    let (per, request, median) = (fmt_ms(per), fmt_ms(request), median_of_requests(f));
     format!(
-        "{} spent {} of the request's {} in itself, {calls} (median of {} requests)",
-        f.subject,
-        fmt_ms(f.time_lost_per_occurrence_us),
-        fmt_ms(count(f, "request_us")),
-        f.occurrences
+        "{} spent {per} of the request's {request} in itself, {calls} {median}",
+        f.subject
     )
 }
 

@@ -12,11 +12,11 @@
 use crate::intervals::most_at_once;
 use crate::request_calls::{with_calls, Call, RequestCalls};
 use crate::request_findings::{self, median_of, Hit};
-use crate::sentence::{count, Sentence};
+use crate::sentence::{count, median_of_requests, of_this_request, Sentence, REQUESTS_HIT};
 use crate::thresholds::WORTH_SHARE;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Evidence, Facts, Finding, FindingKind, Protocol, Severity};
+use whyslow_model::{Evidence, Facts, Finding, FindingKind, Protocol, Severity};
 
 // The bounds `pool_queueing` holds a pool of connections to, for the same
 // reasons: fewer calls are sequential_calls' case, a few handoffs by chance
@@ -204,23 +204,16 @@ fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
 }
 
 /// Told from the numbers alone, a window's or the whole capture's.
-pub const SENTENCE: Sentence = Sentence {
-    summed: &["requests_hit"],
-    maxed: &[],
-    tell,
-};
+pub const SENTENCE: Sentence = Sentence::summing(REQUESTS_HIT, tell);
 
 fn tell(f: &Finding) -> String {
+    let (calls, streams) = (count(f, "calls"), count(f, "streams"));
+    let connections = count(f, "connections");
+    let (of, median) = (of_this_request(f), median_of_requests(f));
     format!(
-        "{} calls to {} waited for one of {} HTTP/2 streams on {} connection(s): {} of this \
-         request's {} (median of {} requests)",
-        count(f, "calls"),
-        f.subject,
-        count(f, "streams"),
-        count(f, "connections"),
-        fmt_ms(f.time_lost_per_occurrence_us),
-        fmt_ms(count(f, "request_us")),
-        f.occurrences
+        "{calls} calls to {} waited for one of {streams} HTTP/2 streams on {connections} \
+         connection(s): {of} {median}",
+        f.subject
     )
 }
 
