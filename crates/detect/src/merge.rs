@@ -1,13 +1,13 @@
 //! Findings and summaries of the windows of one capture, merged into one
 //! answer. Sums merge exactly (occurrences, time lost, requests, means
 //! weighted by requests); a typical time per occurrence is the median of
-//! the windows' typical times weighted by their occurrences; the evidence
-//! kept is bounded, the worst window's first.
+//! the windows' typical times weighted by their occurrences (exact: a
+//! value per window, as the facts the sentences quote); the evidence kept
+//! is bounded, the worst window's first.
 
 use crate::periodic_stall;
 use crate::sentence::{self, Sentence};
 use crate::symptoms;
-use hdrhistogram::Histogram;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use whyslow_model::{
     Evidence, Facts, Finding, FindingKind, Population, SqlShape, SqlSummary, Subject, TimeBreakdown,
@@ -54,7 +54,7 @@ struct Merging {
     time_lost_us: u64,
     occurrences: u64,
     /// Windows' typical time per occurrence, weighted by their occurrences.
-    typical: Histogram<u64>,
+    typical: Vec<(f64, u64)>,
     /// The findings merged, the windows they showed in, and the last of them.
     findings: u32,
     windows: u32,
@@ -163,17 +163,9 @@ pub fn judge(findings: &mut Vec<Finding>) {
     *findings = m.finish();
 }
 
-fn typical_histogram() -> Histogram<u64> {
-    Histogram::new(3).expect("3 significant digits is a valid precision")
-}
-
 impl Merging {
     fn new(f: Finding, window: u32) -> Self {
-        let mut typical = typical_histogram();
-        let _ = typical.record_n(
-            f.time_lost_per_occurrence_us,
-            u64::from(f.occurrences.max(1)),
-        );
+        let typical = vec![(f.time_lost_per_occurrence_us as f64, weight(&f))];
         let mut evidence = f.evidence.clone();
         evidence.truncate(MAX_EVIDENCE);
         let facts = sentence::of(&f).map(|s| (s, vec![(f.facts.clone(), weight(&f))]));
@@ -198,10 +190,8 @@ impl Merging {
             self.windows += 1;
             self.last_window = window;
         }
-        let _ = self.typical.record_n(
-            f.time_lost_per_occurrence_us,
-            u64::from(f.occurrences.max(1)),
-        );
+        self.typical
+            .push((f.time_lost_per_occurrence_us as f64, weight(&f)));
         if let Some((_, facts)) = &mut self.facts {
             facts.push((f.facts.clone(), weight(&f)));
         }
@@ -222,7 +212,7 @@ impl Merging {
     /// The merged finding. Its sentence, where told from numbers, is told
     /// again by the caller once its population is known; any other is the
     /// worst window's, and says so when there were several.
-    fn finish(self) -> Finding {
+    fn finish(mut self) -> Finding {
         let mut f = self.worst;
         f.time_lost_us = self.time_lost_us;
         f.occurrences = u32::try_from(self.occurrences).unwrap_or(u32::MAX);
@@ -230,7 +220,7 @@ impl Merging {
         if self.findings == 1 {
             return f;
         }
-        f.time_lost_per_occurrence_us = self.typical.value_at_quantile(0.5);
+        f.time_lost_per_occurrence_us = weighted_median(&mut self.typical) as u64;
         match self.facts {
             Some((sentence, facts)) => {
                 f.facts = merged_facts(sentence, facts);
@@ -576,8 +566,8 @@ mod tests {
             out[0].evidence[0],
             Evidence::Connection { id: 3, .. }
         ));
-        // Typical: 3 occurrences of 3 ms outweigh 2 of 0.5 ms.
-        assert_eq!(out[0].time_lost_per_occurrence_us / 10, 300);
+        // Typical: 3 occurrences of 3 ms outweigh 2 of 0.5 ms, exactly.
+        assert_eq!(out[0].time_lost_per_occurrence_us, 3_000);
         assert_eq!(
             (out[1].time_lost_us, out[1].summary.as_str()),
             (50, "1 waited")

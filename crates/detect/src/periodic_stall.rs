@@ -51,17 +51,10 @@ pub struct Tail<'a> {
     pub period: Option<(u64, usize)>,
 }
 
-/// Servers whose calls have a rare, huge tail in these requests. DNS is
-/// left out: a rare lookup that takes a client's timeout is a query lost
-/// (`dns_timeout`).
-pub fn tails<'a>(requests: &[RequestCalls<'a>]) -> Vec<Tail<'a>> {
-    let mut measured = measured(requests);
-    measured.retain(|t| !t.stalls.is_empty() && rare(t.stalls.len(), t.calls).judged());
-    measured
-}
-
 /// Each server called often enough to tell its tail from its body, with
-/// the calls its tail holds (none, or too many to be rare, included).
+/// the calls its tail holds (none, or too many to be rare, included). DNS
+/// is left out: a rare lookup that takes a client's timeout is a query lost
+/// (`dns_timeout`).
 fn measured<'a>(requests: &[RequestCalls<'a>]) -> Vec<Tail<'a>> {
     let mut per_server: BTreeMap<SocketAddr, Vec<(usize, Call<'a>)>> = BTreeMap::new();
     for (i, r) in requests.iter().enumerate() {
@@ -411,6 +404,24 @@ mod tests {
         m.add(window(&stalling(40, 10, 300_000)));
         m.add(window(&stalling(20, 5, 300_000)));
         assert_eq!(named(m), None);
+    }
+
+    #[test]
+    fn a_tail_rare_in_one_window_but_not_over_the_capture_is_the_service_speed() {
+        let window = |t: &Timeline| {
+            let requests = by_request(t);
+            let mut f = super::detect(&requests);
+            f.extend(crate::slow_dependency::detect(&requests));
+            f
+        };
+        // 4 stalls of 40 calls look rare alone; 5 of 20 after them make 9
+        // of 60, the server's usual speed: every stalled request counts.
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(window(&stalling(40, 10, 300_000)));
+        m.add(window(&stalling(20, 4, 300_000)));
+        let f = m.finish();
+        let kinds: Vec<_> = f.iter().map(|f| (f.kind, f.occurrences)).collect();
+        assert_eq!(kinds, vec![(FindingKind::SlowDependency, 9)]);
     }
 
     #[test]

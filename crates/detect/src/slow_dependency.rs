@@ -1,13 +1,13 @@
 //! `slow_dependency`: one backing service takes most of the inbound
 //! request's time: more than half of it, and at least 100 ms, on the
 //! critical path (time queued for a pool's connection excluded: that is
-//! pool_queueing's), in `MIN_REQUEST_SHARE` of the requests calling it. A
-//! server whose slow calls are a rare tail is periodic_stall's to name, not
-//! this detector's; time that N+1 storms and repeated calls explain is
-//! theirs.
+//! pool_queueing's), in `MIN_REQUEST_SHARE` of the requests calling it.
+//! Time that N+1 storms and repeated calls explain is theirs. A server whose
+//! slow calls are a rare tail is periodic_stall's to name: whether the tail
+//! is rare is judged over the whole capture, so that is decided there too
+//! (`periodic_stall::not_slow_where_stalling`), never per window.
 
 use crate::breakdown::parts;
-use crate::periodic_stall;
 use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, quote_median, Hit};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
@@ -36,10 +36,6 @@ const FIX: &str = "look inside that service (its own diagnosis, slow log, EXPLAI
 /// One finding per backing service that dominated requests.
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     let mut slow: BTreeMap<SocketAddr, Vec<Hit<(u64, Protocol)>>> = BTreeMap::new();
-    let stalling: Vec<SocketAddr> = periodic_stall::tails(requests)
-        .iter()
-        .map(|t| t.server)
-        .collect();
     let mut callers: BTreeMap<SocketAddr, usize> = BTreeMap::new();
     // A request without calls has no backing time to dominate it.
     for r in with_calls(requests) {
@@ -52,10 +48,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
                     .get(&server)
                     .map_or(0, |c| avoidable(c, p.total_us)),
             );
-            if stalling.contains(&server)
-                || us < SLOW_PART_US
-                || (us as f64) <= DOMINANT_SHARE * p.total_us as f64
-            {
+            if us < SLOW_PART_US || (us as f64) <= DOMINANT_SHARE * p.total_us as f64 {
                 continue;
             }
             request_findings::push(
