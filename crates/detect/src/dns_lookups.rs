@@ -49,6 +49,7 @@ pub fn queries(t: &Timeline) -> Vec<Query<'_>> {
 }
 
 /// A timeline's DNS queries as every DNS detector reads them, built once.
+#[derive(Default)]
 pub struct Queries<'a> {
     /// By send time.
     pub all: Vec<Query<'a>>,

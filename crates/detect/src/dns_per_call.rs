@@ -48,17 +48,22 @@ fn question_name_of(request: &str) -> &str {
 }
 
 pub fn detect(t: &Timeline) -> Vec<Finding> {
-    let requests: Vec<&Exchange> = t
-        .exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound && e.response_last_at_us.is_some())
-        .collect();
+    // The lookups first: most windows have none, and then no request is
+    // gathered.
     let dns: Vec<&Exchange> = t
         .exchanges
         .iter()
         .filter(|e| e.role == ExchangeRole::Outbound && e.protocol == Protocol::Dns)
         .collect();
-    if requests.len() < MIN_REQUESTS || dns.is_empty() {
+    if dns.is_empty() {
+        return Vec::new();
+    }
+    let requests: Vec<&Exchange> = t
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound && e.response_last_at_us.is_some())
+        .collect();
+    if requests.len() < MIN_REQUESTS {
         return Vec::new();
     }
     // Queries made while a request of the service waited.

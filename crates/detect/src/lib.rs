@@ -50,7 +50,7 @@ use dns_lookups::Queries;
 use foldhash::HashMap;
 use pools::Pools;
 use request_calls::{Call, RequestCalls};
-use whyslow_model::{Finding, HostSample, RequestPhases, Timeline};
+use whyslow_model::{Finding, HostSample, Protocol, Protocols, RequestPhases, Timeline};
 
 /// What every detector reads: one stretch of a capture and what the
 /// pipeline built from it once for all of them.
@@ -76,13 +76,20 @@ impl<'a> Measured<'a> {
         ambiguous_runs: &'a [Vec<Call<'a>>],
         pools: &'a Pools,
     ) -> Self {
+        let speaks = Protocols::of(&timeline.exchanges);
         Measured {
             timeline,
             requests,
             ambiguous_runs,
             pools,
-            streams: streams::of(timeline),
-            dns: Queries::of(timeline),
+            streams: match speaks.has(Protocol::Http2) {
+                true => streams::of(timeline),
+                false => HashMap::default(),
+            },
+            dns: match speaks.has(Protocol::Dns) {
+                true => Queries::of(timeline),
+                false => Queries::default(),
+            },
         }
     }
 }

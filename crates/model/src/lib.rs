@@ -49,7 +49,8 @@ pub use sql_summary::{DnsCounts, SqlRequest, SqlShape, SqlSummary, StatementCoun
 pub use subject::{Place, Subject};
 pub use timeline::{
     AckEvent, CloseKind, Connection, Direction, DirectionStats, Exchange, ExchangeRole, Gap,
-    Protocol, Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, GAPS_KEPT, WAITED_MIN_US,
+    Protocol, Protocols, Segment, SegmentFlags, Status, Timeline, TlsFacts, TxState, GAPS_KEPT,
+    WAITED_MIN_US,
 };
 pub use trace::{
     Attribution, AttributionCounts, CutEdges, Rule, Thread, ThreadStart, TraceId, GOROUTINE_BIT,

@@ -394,6 +394,30 @@ pub enum Protocol {
     Unknown,
 }
 
+/// The protocols a set of exchanges speaks, found in one pass: the work
+/// for a protocol a window does not speak (DNS, HTTP/2) then costs it no
+/// pass of its own over a window of a few hundred thousand exchanges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Protocols(u16);
+
+impl Protocols {
+    pub fn of(exchanges: &[Exchange]) -> Self {
+        Protocols(
+            exchanges
+                .iter()
+                .fold(0, |set, e| set | Self::bit(e.protocol)),
+        )
+    }
+
+    fn bit(p: Protocol) -> u16 {
+        1 << p as u16
+    }
+
+    pub fn has(self, p: Protocol) -> bool {
+        self.0 & Self::bit(p) != 0
+    }
+}
+
 impl Protocol {
     /// An inbound request kind: HTTP requests as they are, other protocols
     /// with their name and server port ("redis :6379 GET user:?").
@@ -679,6 +703,27 @@ impl Exchange {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protocols_are_those_the_exchanges_speak() {
+        let of = |p| Exchange::new(0, p, "x".into());
+        let speaks = Protocols::of(&[
+            of(Protocol::Http1),
+            of(Protocol::Dns),
+            of(Protocol::Unknown),
+        ]);
+        let said = [Protocol::Http1, Protocol::Dns, Protocol::Unknown];
+        for p in [
+            Protocol::Http1,
+            Protocol::Http2,
+            Protocol::Dns,
+            Protocol::Mysql,
+            Protocol::Unknown,
+        ] {
+            assert_eq!(speaks.has(p), said.contains(&p), "{p:?}");
+        }
+        assert!(!Protocols::of(&[]).has(Protocol::Http1));
+    }
 
     /// Pseudo-random starts with many ties (times `time_step` apart), ids
     /// unique (`id_step` apart): sorted as a stable sort by (start, id) would.
