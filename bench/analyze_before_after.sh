@@ -11,8 +11,9 @@
 #            context: 101 statements per checkout, 16 checkouts in flight,
 #            every statement placed by deduction or declared ambiguous
 # Then RUNS (default 5) rounds, each timing before then after on every
-# capture; prints the median wall seconds of each and after/before (goal:
-# within 1.10).
+# capture; prints every round's wall seconds (a round the shared host
+# disturbed shows), the median wall seconds of each and after/before (goal:
+# within 1.10), and the median CPU seconds beside them.
 #
 #   bench/analyze_before_after.sh
 #   BASE=HEAD~3 RUNS=7 MIN_MB=500 bench/analyze_before_after.sh
@@ -74,14 +75,28 @@ for round in $(seq "$RUNS"); do
   for i in 0 1 2; do
     for side in before after; do
       bin=$before; [ "$side" = after ] && bin=$after
-      /usr/bin/time -f '%e' -o "$dir/t" "$bin" analyze "${caps[$i]}" >/dev/null 2>&1 || true
-      echo "${names[$i]} $side $(tail -n 1 "$dir/t")" >>"$dir/times"
+      /usr/bin/time -f '%e %U %S' -o "$dir/t" "$bin" analyze "${caps[$i]}" >/dev/null 2>&1 || true
+      echo "${names[$i]} $side $round $(tail -n 1 "$dir/t")" >>"$dir/times"
     done
   done
 done
 
+# Every round, so that a round the host disturbed shows as one.
 echo
-printf '%-10s %8s %12s %12s %14s\n' capture MB "before (s)" "after (s)" "after/before"
+echo "wall seconds per round (before/after):"
+awk -v order="${names[*]}" '
+  { v[$1, $3, $2] = $4; if ($3 > rounds) rounds = $3 }
+  END {
+    k = split(order, name, " ")
+    for (i = 1; i <= k; i++) {
+      line = sprintf("%-10s", name[i])
+      for (r = 1; r <= rounds; r++) line = line sprintf(" %s/%s", v[name[i], r, "before"], v[name[i], r, "after"])
+      print line
+    }
+  }' "$dir/times"
+
+echo
+printf '%-10s %6s %11s %11s %13s %12s %12s\n' capture MB "before (s)" "after (s)" "after/before" "CPU before" "CPU after"
 for i in 0 1 2; do
   mb=$(( $(stat -c %s "${caps[$i]}") / 1000000 ))
   awk -v n="${names[$i]}" -v mb="$mb" '
@@ -89,12 +104,13 @@ for i in 0 1 2; do
       for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
       return a[int((k + 1) / 2)]
     }
-    $1 == n && $2 == "before" { b[++nb] = $3 }
-    $1 == n && $2 == "after" { a[++na] = $3 }
+    $1 == n && $2 == "before" { b[++nb] = $4; cb[nb] = $5 + $6 }
+    $1 == n && $2 == "after" { a[++na] = $4; ca[na] = $5 + $6 }
     END {
-      mb_ = median(b, nb); ma = median(a, na)
-      printf "%-10s %8d %12.2f %12.2f %13.2fx %s\n", n, mb, mb_, ma, ma / (mb_ > 0 ? mb_ : 0.01),
-        (ma <= 1.10 * mb_ ? "(goal <= 1.10: kept)" : "(goal <= 1.10: NOT kept)")
+      mb_ = median(b, nb); ma = median(a, na); cb_ = median(cb, nb); ca_ = median(ca, na)
+      printf "%-10s %6d %11.2f %11.2f %12.2fx %12.2f %12.2f %s\n", n, mb, mb_, ma, ma / (mb_ > 0 ? mb_ : 0.01),
+        cb_, ca_, (ma <= 1.10 * mb_ ? "(goal <= 1.10: kept)" : "(goal <= 1.10: NOT kept)")
     }' "$dir/times"
 done
+echo "medians over the rounds; CPU: user + system seconds"
 echo "before: $base_rev  after: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' + working tree')"
