@@ -67,14 +67,10 @@ pub fn decide_service(timeline: &Timeline, given: Option<&[u16]>) -> Service {
 }
 
 /// Analyzes one window with the service already decided (as the first
-/// window decided it): attributes calls to requests (setting roles and
-/// parents), runs every detector, marks background findings and breaks
-/// requests' time down. A whole capture goes through `windowed`.
-pub fn analyze_as(timeline: &mut Timeline, service: Service) -> Analysis {
-    analyze_within(timeline, service, CutEdges::default())
-}
-
-/// `analyze_as` on a window whose `edges` forced cuts made.
+/// window decided it), `edges`: the cuts forced on it: attributes calls to
+/// requests (setting roles and parents), runs every detector, marks
+/// background findings and breaks requests' time down. A whole capture
+/// goes through `windowed`, which judges the windows' findings once.
 pub fn analyze_within(timeline: &mut Timeline, service: Service, edges: CutEdges) -> Analysis {
     let service_ports = service.ports();
     let (backing, attributed) = if service_ports.is_empty() {
