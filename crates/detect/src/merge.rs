@@ -137,7 +137,7 @@ impl MergedFindings {
                 let mut f = m.finish();
                 f.population = Some(*p);
                 if let Some(sentence) = sentence::of(&f) {
-                    f.summary = (sentence.tell)(&f);
+                    sentence.tell(&mut f);
                 }
                 f.facts.set("population_hits", p.hits as f64);
                 f.facts.set("population_size", p.of as f64);
@@ -224,7 +224,7 @@ impl Merging {
         match self.facts {
             Some((sentence, facts)) => {
                 f.facts = merged_facts(sentence, facts);
-                f.summary = (sentence.tell)(&f);
+                sentence.tell(&mut f);
             }
             None if self.windows > 1 => {
                 let w = self.windows;
@@ -619,6 +619,36 @@ mod tests {
         assert_eq!(
             (f.facts.get("population_hits"), f.facts.get("windows")),
             (9.0, 3.0)
+        );
+    }
+
+    #[test]
+    fn a_fix_that_quotes_numbers_is_told_again_from_the_captures() {
+        let pool = |hits, peak: Option<f64>| {
+            let mut f = queued(hits, 11.0, 5.0, 40_000.0);
+            f.protocol = Some(whyslow_model::Protocol::Postgres);
+            if let Some(peak) = peak {
+                f.facts.set("peak_demand", peak);
+            }
+            f.fix = "the window's own".into();
+            f
+        };
+        // The worst window (5 requests) saw 12 calls wanted at once; a
+        // lesser one saw 30.
+        let mut m = MergedFindings::default();
+        m.add(vec![pool(5, Some(12.0))]);
+        m.add(vec![pool(1, Some(30.0))]);
+        let f = &m.finish()[0];
+        assert!(
+            f.summary.contains("at least 30 calls wanted"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.fix
+                .starts_with("raise the pool's size for 127.0.0.1:5432 toward 30 connections"),
+            "{}",
+            f.fix
         );
     }
 

@@ -269,7 +269,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 /// `enough` of them wanted at once: an HTTP client's limit per host, which
 /// HTTP/2 lifts; a database or cache pool's size, or how long each request
 /// holds its connection.
-fn fix(server: SocketAddr, protocol: Protocol, enough: u64) -> String {
+fn fix(server: impl std::fmt::Display, protocol: Protocol, enough: u64) -> String {
     match protocol {
         Protocol::Http1 | Protocol::Tls | Protocol::Unknown => format!(
             "let the calls run at once: raise the client's connection limit for {server} to at \
@@ -293,28 +293,39 @@ fn finding(server: SocketAddr, protocol: Protocol, waits: Vec<Hit<Lost>>) -> Fin
         facts.set("calls", calls as f64);
         facts.set("connections", pool as f64);
         facts.set("request_us", median_of(waits, |f| f.request_us) as f64);
-        if peak as u64 > pool {
+        if peak > 0 {
             facts.set("peak_demand", peak as f64);
         }
     };
-    let fix = fix(server, protocol, calls.max(peak as u64));
     let kind = FindingKind::PoolQueueing;
-    request_findings::told(
+    let mut f = request_findings::told(
         kind,
         Severity::Critical,
         server,
         waits,
         facts,
         &SENTENCE,
-        &fix,
-    )
+        "",
+    );
+    // Its fix's words depend on the protocol: told again, knowing it.
+    f.protocol = Some(protocol);
+    SENTENCE.tell(&mut f);
+    f
 }
 
 /// Told from the numbers alone, a window's or the whole capture's.
 pub const SENTENCE: Sentence = Sentence {
     maxed: &["peak_demand"],
+    fix: Some(advise),
     ..Sentence::summing(REQUESTS_HIT, tell)
 };
+
+/// The fix for as many connections as the calls wanted: those of one
+/// request, or of all requests at once where more.
+fn advise(f: &Finding) -> String {
+    let enough = count(f, "calls").max(count(f, "peak_demand"));
+    fix(&f.subject, f.protocol.unwrap_or(Protocol::Unknown), enough)
+}
 
 fn tell(f: &Finding) -> String {
     let (calls, pool) = (count(f, "calls"), count(f, "connections"));

@@ -113,7 +113,7 @@ pub fn told<T>(
     };
     let mut f = finding(kind, severity, hits, quoted, fix);
     f.subject = Subject::server(server);
-    f.summary = (sentence.tell)(&f);
+    sentence.tell(&mut f);
     f
 }
 

@@ -15,6 +15,9 @@ pub struct Sentence {
     /// Any other fact is a median: the windows' values, weighted by their
     /// occurrences, as the time per occurrence merges.
     pub tell: fn(&Finding) -> String,
+    /// Its fix, where the fix quotes numbers too ("raise it to at least
+    /// N"): told with the sentence. None: the fix is words alone.
+    pub fix: Option<fn(&Finding) -> String>,
 }
 
 impl Sentence {
@@ -25,6 +28,16 @@ impl Sentence {
             summed,
             maxed: &[],
             tell,
+            fix: None,
+        }
+    }
+
+    /// `f`'s sentence, and its fix where that quotes numbers, told from its
+    /// subject and facts: a window's, or the capture's once merged.
+    pub fn tell(&self, f: &mut Finding) {
+        f.summary = (self.tell)(f);
+        if let Some(fix) = self.fix {
+            f.fix = fix(f);
         }
     }
 }

@@ -169,7 +169,7 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
 
 /// What to change where calls to `server` queued for one of `streams`
 /// HTTP/2 streams, `calls` of them per request where known.
-pub(crate) fn fix(server: SocketAddr, streams: usize, calls: Option<u64>) -> String {
+pub(crate) fn fix(server: impl std::fmt::Display, streams: usize, calls: Option<u64>) -> String {
     let enough = calls.map_or(String::new(), |c| format!(" to at least {c}"));
     format!(
         "the connection to {server} carried at most {streams} streams at once: the server's \
@@ -190,21 +190,20 @@ fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
         facts.set("connections", connections as f64);
         facts.set("request_us", median_of(hits, |l| l.request_us) as f64);
     };
-    let fix = fix(server, streams as usize, Some(calls));
     let kind = FindingKind::StreamQueueing;
-    request_findings::told(
-        kind,
-        Severity::Critical,
-        server,
-        hits,
-        facts,
-        &SENTENCE,
-        &fix,
-    )
+    request_findings::told(kind, Severity::Critical, server, hits, facts, &SENTENCE, "")
 }
 
 /// Told from the numbers alone, a window's or the whole capture's.
-pub const SENTENCE: Sentence = Sentence::summing(REQUESTS_HIT, tell);
+pub const SENTENCE: Sentence = Sentence {
+    fix: Some(advise),
+    ..Sentence::summing(REQUESTS_HIT, tell)
+};
+
+fn advise(f: &Finding) -> String {
+    let (streams, calls) = (count(f, "streams"), count(f, "calls"));
+    fix(&f.subject, streams as usize, Some(calls))
+}
 
 fn tell(f: &Finding) -> String {
     let (calls, streams) = (count(f, "calls"), count(f, "streams"));

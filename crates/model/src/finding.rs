@@ -268,6 +268,11 @@ pub struct Finding {
     /// (`Population::judged`). None: the evidence names it alone.
     #[serde(skip)]
     pub population: Option<Population>,
+    /// The protocol of the server it is about, where its fix's words depend
+    /// on it (an HTTP client's connection limit, a database pool's size):
+    /// so that the fix is told again from the capture's numbers.
+    #[serde(skip)]
+    pub protocol: Option<crate::Protocol>,
 }
 
 /// How common a cause is: in `hits` of `of` (requests, connections,
@@ -329,6 +334,7 @@ impl Finding {
             subject: Subject::default(),
             facts: Facts::default(),
             population: None,
+            protocol: None,
         }
     }
 
