@@ -298,19 +298,8 @@ fn finding(server: SocketAddr, protocol: Protocol, waits: Vec<Hit<Lost>>) -> Fin
         }
     };
     let kind = FindingKind::PoolQueueing;
-    let mut f = request_findings::told(
-        kind,
-        Severity::Critical,
-        server,
-        waits,
-        facts,
-        &SENTENCE,
-        "",
-    );
-    // Its fix's words depend on the protocol: told again, knowing it.
-    f.protocol = Some(protocol);
-    SENTENCE.tell(&mut f);
-    f
+    let at = (server, Some(protocol));
+    request_findings::told(kind, Severity::Critical, at, waits, facts, &SENTENCE, "")
 }
 
 /// Told from the numbers alone, a window's or the whole capture's.

@@ -7,7 +7,7 @@ use crate::sentence::Sentence;
 use crate::thresholds::requests_seen;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{Evidence, Facts, Finding, FindingKind, Severity, Subject};
+use whyslow_model::{Evidence, Facts, Finding, FindingKind, Protocol, Severity, Subject};
 
 /// Requests kept as evidence (the JSON report carries them all up to this).
 pub const EVIDENCE_KEPT: usize = 20;
@@ -69,21 +69,6 @@ pub fn per_server<T>(
         .collect()
 }
 
-/// `per_server` for a warning with one fix, each server's summary told by
-/// `summary(server, its hits, the median loss, the facts)`.
-pub fn warnings_per_server<T>(
-    kind: FindingKind,
-    callers: impl IntoIterator<Item = (SocketAddr, usize)>,
-    hits: BTreeMap<SocketAddr, Vec<Hit<T>>>,
-    fix: &str,
-    summary: impl Fn(SocketAddr, &[Hit<T>], u64, &mut Facts) -> String,
-) -> Vec<Finding> {
-    per_server(kind, callers, hits, |server, hits| {
-        let told = |hits: &[Hit<T>], per, facts: &mut Facts| summary(server, hits, per, facts);
-        finding(kind, Severity::Warning, hits, told, fix)
-    })
-}
-
 /// `median_of`, quoted in the finding's facts as `name`.
 pub fn quote_median<T>(
     hits: &[Hit<T>],
@@ -96,12 +81,13 @@ pub fn quote_median<T>(
     m
 }
 
-/// A finding from its hits about `server`: `facts` sets what its sentence
-/// quotes, and the sentence is told from them (`Sentence`).
+/// A finding from its hits about `server` (speaking `protocol`, where its
+/// words name it): `facts` sets what its sentence quotes, and the sentence
+/// is told from them (`Sentence`).
 pub fn told<T>(
     kind: FindingKind,
     severity: Severity,
-    server: SocketAddr,
+    (server, protocol): (SocketAddr, Option<Protocol>),
     hits: Vec<Hit<T>>,
     facts: impl FnOnce(&[Hit<T>], &mut Facts),
     sentence: &Sentence,
@@ -113,6 +99,7 @@ pub fn told<T>(
     };
     let mut f = finding(kind, severity, hits, quoted, fix);
     f.subject = Subject::server(server);
+    f.protocol = protocol;
     sentence.tell(&mut f);
     f
 }

@@ -73,6 +73,7 @@ pub fn of(f: &Finding) -> Option<&'static Sentence> {
         FindingKind::NPlusOne => Some(&crate::n_plus_one::SENTENCE),
         FindingKind::DuplicateCalls => Some(&crate::duplicate_calls::SENTENCE),
         FindingKind::SequentialCalls => Some(&crate::sequential_calls::SENTENCE),
+        FindingKind::SlowDependency => Some(&crate::slow_dependency::SENTENCE),
         _ => None,
     }
 }

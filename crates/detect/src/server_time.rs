@@ -72,7 +72,15 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             facts.set("requests_with_calls", with_calls as f64);
         };
         let kind = FindingKind::ServerTime;
-        request_findings::told(kind, Severity::Warning, server, hits, facts, &SENTENCE, FIX)
+        request_findings::told(
+            kind,
+            Severity::Warning,
+            (server, None),
+            hits,
+            facts,
+            &SENTENCE,
+            FIX,
+        )
     })
 }
 

@@ -10,11 +10,12 @@
 use crate::breakdown::parts;
 use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, quote_median, Hit};
+use crate::sentence::{count, median_of_requests, Sentence, REQUESTS_HIT};
 use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US};
 use crate::{duplicate_calls, n_plus_one};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol};
+use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity};
 
 /// Time a request's calls to one server would not need without their N+1
 /// storms and repeats: n_plus_one's and duplicate_calls' to name. A service
@@ -72,18 +73,25 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
             );
         }
     }
-    let summary = |server, hits: &[Hit<(u64, Protocol)>], per, facts: &mut Facts| {
-        let request = quote_median(hits, |f| f.0, "request_us", facts);
-        format!(
-            "{server} ({}) took {} of the request's {} (median of {} requests)",
-            hits[0].facts.1.name(),
-            fmt_ms(per),
-            fmt_ms(request),
-            hits.len()
-        )
-    };
     let kind = FindingKind::SlowDependency;
-    request_findings::warnings_per_server(kind, callers, slow, FIX, summary)
+    request_findings::per_server(kind, callers, slow, |server, hits| {
+        let at = (server, Some(hits[0].facts.1));
+        let facts = |hits: &[Hit<(u64, Protocol)>], facts: &mut Facts| {
+            quote_median(hits, |f| f.0, "request_us", facts);
+        };
+        request_findings::told(kind, Severity::Warning, at, hits, facts, &SENTENCE, FIX)
+    })
+}
+
+/// Told from the numbers alone, a window's or the whole capture's.
+pub const SENTENCE: Sentence = Sentence::summing(REQUESTS_HIT, tell);
+
+fn tell(f: &Finding) -> String {
+    let protocol = f.protocol.map_or("?", Protocol::name);
+    let per = fmt_ms(f.time_lost_per_occurrence_us);
+    let request = fmt_ms(count(f, "request_us"));
+    let (at, median) = (&f.subject, median_of_requests(f));
+    format!("{at} ({protocol}) took {per} of the request's {request} {median}")
 }
 
 #[cfg(test)]

@@ -191,7 +191,8 @@ fn finding(server: SocketAddr, hits: Vec<Hit<Lost>>) -> Finding {
         facts.set("request_us", median_of(hits, |l| l.request_us) as f64);
     };
     let kind = FindingKind::StreamQueueing;
-    request_findings::told(kind, Severity::Critical, server, hits, facts, &SENTENCE, "")
+    let at = (server, Some(Protocol::Http2));
+    request_findings::told(kind, Severity::Critical, at, hits, facts, &SENTENCE, "")
 }
 
 /// Told from the numbers alone, a window's or the whole capture's.
