@@ -75,8 +75,15 @@ for round in $(seq "$RUNS"); do
   for i in 0 1 2; do
     for side in before after; do
       bin=$before; [ "$side" = after ] && bin=$after
-      /usr/bin/time -f '%e %U %S' -o "$dir/t" "$bin" analyze "${caps[$i]}" >/dev/null 2>&1 || true
-      echo "${names[$i]} $side $round $(tail -n 1 "$dir/t")" >>"$dir/times"
+      # A run that failed is no sample: it is listed as FAIL, and left out
+      # (exit 9, a capture cut short, still analyzed all it holds).
+      status=0
+      /usr/bin/time -f '%e %U %S' -o "$dir/t" "$bin" analyze "${caps[$i]}" >/dev/null 2>&1 || status=$?
+      if [ "$status" = 0 ] || [ "$status" = 9 ]; then
+        echo "${names[$i]} $side $round $(tail -n 1 "$dir/t")" >>"$dir/times"
+      else
+        echo "${names[$i]} $side $round FAIL" >>"$dir/times"
+      fi
     done
   done
 done
@@ -104,9 +111,11 @@ for i in 0 1 2; do
       for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
       return a[int((k + 1) / 2)]
     }
+    $4 == "FAIL" { next }
     $1 == n && $2 == "before" { b[++nb] = $4; cb[nb] = $5 + $6 }
     $1 == n && $2 == "after" { a[++na] = $4; ca[na] = $5 + $6 }
     END {
+      if (!nb || !na) { printf "%-10s %6d every run of one side failed\n", n, mb; exit }
       mb_ = median(b, nb); ma = median(a, na); cb_ = median(cb, nb); ca_ = median(ca, na)
       printf "%-10s %6d %11.2f %11.2f %12.2fx %12.2f %12.2f %s\n", n, mb, mb_, ma, ma / (mb_ > 0 ? mb_ : 0.01),
         cb_, ca_, (ma <= 1.10 * mb_ ? "(goal <= 1.10: kept)" : "(goal <= 1.10: NOT kept)")

@@ -219,6 +219,26 @@ mod tests {
         super::detect(&Queries::of(t))
     }
 
+    /// The stall of `a_dropped_query_asked_again_after_the_timeout_is_the_stall`.
+    fn dropped() -> Timeline {
+        let mut t = dns_timeline(&[
+            ("A api.internal", 1_000_000, None),
+            ("AAAA api.internal", 1_000_010, Some((150, "NOERROR"))),
+            ("A api.internal", 2_000_300, Some((200, "NOERROR"))),
+            ("AAAA api.internal", 2_000_310, Some((150, "NOERROR"))),
+        ]);
+        // The AAAA went from the lost A's socket.
+        t.exchanges[1].connection = 0;
+        t
+    }
+
+    #[test]
+    fn every_detector_run_on_a_window_that_speaks_dns_reads_its_queries() {
+        let t = dropped();
+        let f = crate::tests::ranked(&t, &crate::request_calls::by_request(&t));
+        assert!(f.iter().any(|f| f.kind == FindingKind::DnsTimeout), "{f:?}");
+    }
+
     #[test]
     fn a_dropped_query_asked_again_after_the_timeout_is_the_stall() {
         let mut t = dns_timeline(&[

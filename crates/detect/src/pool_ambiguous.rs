@@ -428,6 +428,17 @@ mod tests {
     }
 
     #[test]
+    fn every_detector_run_on_a_window_that_speaks_http2_reads_its_stream_limits() {
+        let t = one_channel(100);
+        let f = crate::tests::ranked(&t, &by_request_and_pools(&t, &Default::default()).0);
+        let kinds: Vec<_> = f.iter().map(|f| f.kind).collect();
+        assert!(
+            kinds.contains(&whyslow_model::FindingKind::StreamQueueing),
+            "{kinds:?}"
+        );
+    }
+
+    #[test]
     fn streams_opened_on_handoffs_queued_whoever_they_were_for() {
         let t = one_channel(100);
         assert!(detect(&t).is_empty(), "one connection is no pool");

@@ -391,6 +391,7 @@ pub enum Protocol {
     /// DNS, over UDP or TCP.
     Dns,
     Tls,
+    /// Last: `Protocols` gives each a bit, up to this one.
     Unknown,
 }
 
@@ -410,6 +411,8 @@ impl Protocols {
     }
 
     fn bit(p: Protocol) -> u16 {
+        // Every protocol has its own of the 16 bits: `Unknown` is the last.
+        const _: () = assert!((Protocol::Unknown as u16) < 16);
         1 << p as u16
     }
 
