@@ -135,6 +135,24 @@ mod tests {
     }
 
     #[test]
+    fn over_windows_its_sentence_is_told_from_the_capture() {
+        let window = |call_us, request_us| {
+            super::detect(&crate::request_calls::by_request(&request_with_call(
+                call_us, request_us,
+            )))
+        };
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(window(300_000, 400_000));
+        m.add(window(200_000, 250_000));
+        m.add(window(300_000, 400_000));
+        let f = m.finish();
+        assert_eq!(
+            f[0].summary,
+            "127.0.0.1:5432 (http) took 300 ms of the request's 400 ms (median of 3 requests)"
+        );
+    }
+
+    #[test]
     fn one_slow_request_among_many_quick_ones_is_not_a_slow_dependency() {
         crate::request_calls::tests::named_past_the_request_share(
             request_with_call(300_000, 400_000),
