@@ -51,6 +51,8 @@ pub struct WindowedAnalysis {
     sql: MergedSql,
     groups: ExchangeGroups,
     repeated_traces: u64,
+    /// Threads that interleaved requests in some window (`rules::thread`).
+    event_loops: BTreeSet<whyslow_model::Thread>,
     keep: Keep,
     evidence: Timeline,
     /// Position of each kept connection in `evidence.connections`.
@@ -87,6 +89,7 @@ impl WindowedAnalysis {
             sql: MergedSql::default(),
             groups: ExchangeGroups::default(),
             repeated_traces: 0,
+            event_loops: BTreeSet::new(),
             keep,
             evidence: Timeline::default(),
             kept: HashMap::new(),
@@ -153,6 +156,7 @@ impl WindowedAnalysis {
         self.sql.add(a.sql_summary);
         self.groups.add(t, headers, &a.attributed.ambiguous_kind);
         self.repeated_traces += a.attributed.repeated_traces as u64;
+        self.event_loops.extend(a.attributed.event_loops);
         self.keep_evidence(t, headers);
     }
 
@@ -206,6 +210,7 @@ impl WindowedAnalysis {
             .count() as u64;
         summary.requests_answered = self.requests_answered;
         summary.repeated_trace_ids = self.repeated_traces;
+        summary.event_loops = self.event_loops.into_iter().collect();
         let service = self.service.unwrap_or(Service::None);
         summary.service = service.choice();
         summary.backing_ports = self.backing.iter().copied().collect();

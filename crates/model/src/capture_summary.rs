@@ -71,6 +71,10 @@ pub struct CaptureSummary {
     /// reusing one `traceparent`): no call was attributed by them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub repeated_trace_ids: u64,
+    /// Threads that read a request before answering the last (event
+    /// loops): no call was given by them, only by what the wire showed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_loops: Vec<crate::Thread>,
     /// The eBPF events read beside the capture, when there were any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<ThreadSource>,

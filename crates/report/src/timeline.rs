@@ -57,6 +57,8 @@ fn span_source(s: &CaptureSummary, spans: &SpanSource) -> String {
 
 /// Ports of non-DNS UDP named in the text; the JSON lists them all.
 const OTHER_UDP_LISTED: usize = 5;
+/// Event-loop threads named in the text; the JSON lists them all.
+const EVENT_LOOPS_LISTED: usize = 8;
 
 /// A whole capture's counts and request groups (`analyze`): every exchange
 /// counted, percentiles from each group's histogram. `evidence`: the
@@ -163,6 +165,21 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
                 out,
                 "  TLS: {} library calls read in the clear (OpenSSL's SSL_read/SSL_write, Go's crypto/tls; by eBPF), no keys needed",
                 t.plaintext_calls
+            );
+        }
+        if !s.event_loops.is_empty() {
+            let named: Vec<String> = s
+                .event_loops
+                .iter()
+                .take(EVENT_LOOPS_LISTED)
+                .map(|t| format!("{}/{}", t.pid, t.tid))
+                .collect();
+            let more = s.event_loops.len().saturating_sub(EVENT_LOOPS_LISTED);
+            let _ = writeln!(
+                out,
+                "  event loops: thread(s) {}{} read a request before answering the last: their calls were given by the wire alone, not by thread",
+                named.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
             );
         }
         if t.goroutines > 0 {

@@ -69,6 +69,9 @@ pub struct Attributed {
     /// given by it.
     pub repeated_traces: usize,
     pub held_runs: HeldRuns,
+    /// Threads that interleaved requests (event loops): no call was given
+    /// by them (`rules::thread`).
+    pub event_loops: Vec<whyslow_model::Thread>,
 }
 
 /// Runs of calls on held connections (`runs`): a request holds one per
@@ -149,6 +152,7 @@ pub fn attribute_within(
     near_cut_edges(&scene, edges, &mut table);
     let out = Attributed {
         repeated_traces: rules::trace_context::repeated(exchanges),
+        event_loops: rules::thread::event_loops(exchanges),
         ..Attributed::default()
     };
     let units = std::mem::take(&mut scene.units);

@@ -412,8 +412,31 @@ fn label(fields: Fields) -> (String, Option<u64>) {
         return (format!("{method} {}", hpack::PLACEHOLDER), None);
     };
     let mut d = ParamDigest::new();
-    let label = crate::http1::request_label_digest(method, &path, &mut d);
+    let label = match grpc_method(&path).filter(|_| fields.grpc) {
+        // A gRPC method names code, not data (its parameters travel in
+        // the messages): shown whole, as tshark shows it.
+        Some(method_path) => format!("{method} {method_path}"),
+        None => crate::http1::request_label_digest(method, &path, &mut d),
+    };
     (label, (!d.is_empty()).then(|| d.finish()))
+}
+
+/// Longest gRPC method path kept whole: the protobuf names of a package,
+/// service and method, far shorter in every real API; longer is data.
+const MAX_GRPC_METHOD: usize = 200;
+
+/// `path` if it is a gRPC method, "/package.Service/Method" (the gRPC over
+/// HTTP/2 spec's `Path`): two non-empty segments of identifier characters,
+/// no query. Anything else is templated as any path is.
+fn grpc_method(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix('/')?;
+    let (service, method) = rest.split_once('/')?;
+    let name = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+    };
+    (path.len() <= MAX_GRPC_METHOD && name(service) && name(method)).then_some(path)
 }
 
 impl StreamAnalyzer for Http2Analyzer {

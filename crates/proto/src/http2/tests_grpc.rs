@@ -213,3 +213,36 @@ fn a_direction_that_stops_leaves_its_messages_uncounted() {
     assert_eq!(ex.len(), 1);
     assert_eq!(ex[0].rows, None);
 }
+
+/// The label of a request's header block of `path`, as gRPC or not.
+fn label_of(path: &str, grpc: bool) -> String {
+    let fields = hpack::Fields {
+        method: Some("POST".into()),
+        path: Some(path.into()),
+        grpc,
+        ..Default::default()
+    };
+    super::label(fields).0
+}
+
+#[test]
+fn a_grpc_method_is_shown_whole() {
+    // Method paths of real APIs: a versioned package, digits in a name,
+    // PascalCase words that a token heuristic could take for base64.
+    for path in [
+        "/timeseriesquery.TimeSeriesQueryService/ServerStreamQuery",
+        "/google.pubsub.v1.Publisher/Publish",
+        "/grpc.health.v1.Health/Check",
+        "/routeguide2.RouteGuide/ListFeatures",
+        "/lab.Prices/Quote",
+    ] {
+        assert_eq!(label_of(path, true), format!("POST {path}"));
+    }
+    // Not gRPC, or not a method's shape: templated as any path.
+    assert_eq!(
+        label_of("/routeguide2.RouteGuide/ListFeatures", false),
+        "POST /?.RouteGuide/ListFeatures"
+    );
+    assert_eq!(label_of("/users/42/orders", true), "POST /users/?/orders");
+    assert_eq!(label_of("/a.B/C?token=s3cr3t", true), "POST /a.B/C");
+}

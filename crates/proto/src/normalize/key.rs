@@ -95,6 +95,21 @@ fn is_variable(p: &[u8]) -> bool {
         return true;
     }
     // Random base64 changes case about every other letter; camelCase words
-    // (`userPreferencesCache`: 4 in 20) far less.
-    token && upper && lower && p.len() >= MIN_TOKEN && case_changes * 4 >= p.len()
+    // (`userPreferencesCache`: 4 in 20) far less. Short PascalCase words
+    // change as often (`TimeSeriesQueryService`: 7 in 22) but never hold a
+    // one-letter lower-case word between capitals, which random letters
+    // do within 16 letters six times in seven.
+    token
+        && upper
+        && lower
+        && p.len() >= MIN_TOKEN
+        && case_changes * 4 >= p.len()
+        && has_lone_lower(p)
+}
+
+/// A lower-case letter between two capitals (`AbC`).
+fn has_lone_lower(p: &[u8]) -> bool {
+    p.windows(3).any(|w| {
+        w[0].is_ascii_uppercase() && w[1].is_ascii_lowercase() && w[2].is_ascii_uppercase()
+    })
 }

@@ -512,6 +512,16 @@ fn key_examples() {
         k(b"cfg:userPreferencesCache|HTTPServerConfig"),
         "cfg:userPreferencesCache|HTTPServerConfig"
     );
+    // PascalCase names of gRPC services and REST resources are words.
+    assert_eq!(
+        k(b"/timeseriesquery.TimeSeriesQueryService/ServerStreamQuery"),
+        "/timeseriesquery.TimeSeriesQueryService/ServerStreamQuery"
+    );
+    assert_eq!(
+        k(b"/api/UserAccountSettings/7f3a9c2e11d4/NotificationPreferences"),
+        "/api/UserAccountSettings/?/NotificationPreferences"
+    );
+    assert_eq!(k(b"tok:QwErTyUiOpAsDfGh"), "tok:?");
     assert_eq!(k(b"q=new york,page=3"), "q=?,page=?");
     assert_eq!(k(b"a::b#"), "a::b#");
     assert_eq!(k(b""), "");

@@ -9,6 +9,14 @@
 //! executor's): then it worked for that request alone. A pool thread first
 //! started by one request lives on to serve others, and is not that
 //! request's.
+//!
+//! A thread is evidence only while it serves one request at a time. An
+//! event loop (Node.js, asyncio, tokio, Netty) reads the next request
+//! before it answers the last, and a call it makes at a moment when one of
+//! its requests happens to be open alone may still be another's, answered
+//! already (a write after the answer) or not yet read: such a thread
+//! (`interleaves`) gives nothing, and its calls go to the other rules
+//! exactly as they would without eBPF.
 
 use crate::attribution::table::{Decision, Table};
 use foldhash::{HashMap, HashMapExt};
@@ -24,8 +32,15 @@ pub const THREAD_END_SLACK_US: u64 = 100_000;
 
 /// An inbound request's time on its thread: from when the thread read it
 /// (the request's first byte where the source did not say) to its last
-/// response byte (or to the end, while unanswered), and its id.
-type Held = (u64, u64, u32);
+/// response byte (or to the end, while unanswered), its id, and its first
+/// response byte (when the thread had answered it).
+type Held = (u64, u64, u32, u64);
+
+/// How far a request may seem read before the last one on its thread was
+/// answered and the thread still count as serving one at a time: the
+/// slack of the two clocks an eBPF read time and a packet are stamped with
+/// (`whyslow_ebpf::CLOCK_SLACK_US`).
+pub const INTERLEAVE_SLACK_US: u64 = 50;
 
 /// One thread's inbound requests, by start, and for each the latest end
 /// of those before it: a thread serves one request at a time, and where
@@ -34,6 +49,9 @@ type Held = (u64, u64, u32);
 struct ThreadRequests {
     held: Vec<Held>,
     ended_by: Vec<u64>,
+    /// The thread read a request before it had begun to answer an
+    /// earlier one: an event loop's, no evidence by identity.
+    interleaves: bool,
 }
 
 impl ThreadRequests {
@@ -41,11 +59,11 @@ impl ThreadRequests {
     /// it began before and had not yet answered, if none before it was
     /// still open. (answered at, id)
     fn open_at(&self, at: u64) -> Option<(u64, u32)> {
-        let k = self.held.partition_point(|&(start, _, _)| start <= at);
+        let k = self.held.partition_point(|&(start, ..)| start <= at);
         let i = (k.saturating_sub(MAX_LOOK_BACK)..k)
             .rev()
             .find(|&i| self.held[i].1 >= at || self.ended_by[i] < at)?;
-        let (_, end, id) = self.held[i];
+        let (_, end, id, _) = self.held[i];
         (end >= at && (i == 0 || self.ended_by[i] < at)).then_some((end, id))
     }
 }
@@ -63,7 +81,11 @@ fn requests_by_thread(exchanges: &[Exchange]) -> HashMap<Thread, ThreadRequests>
                 .or(e.response_first_at_us)
                 .unwrap_or(u64::MAX);
             let start = e.read_at_us.unwrap_or(e.request_first_at_us);
-            out.entry(t).or_default().held.push((start, end, e.id));
+            let answered = e.response_first_at_us.unwrap_or(end);
+            out.entry(t)
+                .or_default()
+                .held
+                .push((start, end, e.id, answered));
         }
     }
     for t in out.values_mut() {
@@ -73,8 +95,15 @@ fn requests_by_thread(exchanges: &[Exchange]) -> HashMap<Thread, ThreadRequests>
         for i in 1..t.held.len() {
             if t.held[i - 1].1 == u64::MAX {
                 t.held[i - 1].1 = t.held[i].0;
+                t.held[i - 1].3 = t.held[i - 1].3.min(t.held[i].0);
             }
         }
+        let mut answering = 0;
+        t.interleaves = t.held.iter().any(|h| {
+            let read_early = answering > h.0.saturating_add(INTERLEAVE_SLACK_US);
+            answering = answering.max(h.3);
+            read_early
+        });
         let mut latest = 0;
         t.ended_by = t
             .held
@@ -104,7 +133,8 @@ pub fn given(exchanges: &[Exchange], todo: &mut Vec<usize>) -> Vec<(usize, u32)>
     if !todo.iter().any(|&i| exchanges[i].thread.is_some()) {
         return Vec::new();
     }
-    let by_thread = requests_by_thread(exchanges);
+    let mut by_thread = requests_by_thread(exchanges);
+    by_thread.retain(|_, held| !held.interleaves);
     let mut out = Vec::new();
     todo.retain(|&i| {
         let e = &exchanges[i];
@@ -123,6 +153,21 @@ pub fn given(exchanges: &[Exchange], todo: &mut Vec<usize>) -> Vec<(usize, u32)>
             None => true,
         }
     });
+    out
+}
+
+/// The threads that read a request before answering the last (`interleaves`):
+/// event loops, whose calls were left to the other rules.
+pub fn event_loops(exchanges: &[Exchange]) -> Vec<Thread> {
+    if !exchanges.iter().any(|e| e.thread.is_some()) {
+        return Vec::new();
+    }
+    let mut out: Vec<Thread> = requests_by_thread(exchanges)
+        .into_iter()
+        .filter(|(_, held)| held.interleaves)
+        .map(|(t, _)| t)
+        .collect();
+    out.sort_unstable();
     out
 }
 
@@ -285,14 +330,42 @@ mod tests {
     }
 
     #[test]
-    fn an_event_loops_calls_while_requests_overlap_on_it_are_left() {
+    fn an_event_loop_gives_no_call_even_where_one_request_is_open() {
         // One thread reads both requests and serves them together; after
-        // request 1 is answered, request 0 alone is open again.
+        // request 1 is answered, request 0 alone is open again, but the
+        // call at 150 may still be request 1's (written after its answer):
+        // the thread says nothing. Thread 2 serves one request at a time
+        // in the same window and still gives its call.
         let t = threads(
-            &[(1, (0, 300)), (1, (10, 100))],
-            &[(1, (20, 30)), (1, (150, 160))],
+            &[(1, (0, 300)), (1, (10, 100)), (2, (0, 400))],
+            &[(1, (20, 30)), (1, (150, 160)), (2, (150, 160))],
         );
-        assert_eq!(run(&t, &[2, 3]), (vec![(3, 0)], vec![2]));
+        assert_eq!(run(&t, &[3, 4, 5]), (vec![(5, 2)], vec![3, 4]));
+        assert_eq!(event_loops(&t), vec![Thread { pid: 7, tid: 1 }]);
+    }
+
+    #[test]
+    fn a_thread_that_reads_the_next_request_as_it_answers_is_no_event_loop() {
+        // Thread 1 answers request 0 at 100 and reads request 1 at 120,
+        // while request 0's last bytes still drain on the wire (to 150);
+        // request 1 read within the clocks' slack of the answer too.
+        let mut t = threads(
+            &[(1, (0, 150)), (1, (120, 300)), (1, (340, 400))],
+            &[(1, (200, 210)), (1, (360, 370))],
+        );
+        t[0].response_first_at_us = Some(100);
+        t[1].response_first_at_us = Some(330 + INTERLEAVE_SLACK_US);
+        assert_eq!(run(&t, &[3, 4]), (vec![(3, 1), (4, 2)], vec![]));
+        assert!(event_loops(&t).is_empty());
+    }
+
+    #[test]
+    fn a_thread_started_by_an_event_loop_is_no_requests() {
+        // Thread 11 was started by the loop while request 0 was open
+        // alone, and ended with it: the loop says nothing of whose it was.
+        let mut t = threads(&[(1, (0, 300)), (1, (10, 100))], &[(11, (20, 30))]);
+        t[2] = started(t[2].clone(), 1, 5, Some(290));
+        assert_eq!(run(&t, &[2]), (vec![], vec![2]));
     }
 
     #[test]
