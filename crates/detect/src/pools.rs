@@ -196,12 +196,16 @@ pub fn of(t: &Timeline, server_of: &HashMap<u32, SocketAddr>, runs: &HeldRuns) -
 
 /// Calls (by connection, then start) with consecutive calls of one holder
 /// on one connection as one: it held the connection between them (an ORM's
-/// session), so no other request's call could take it then.
+/// session), so no other request's call could take it then. So are calls
+/// sent in one message (the statements of one simple query, asyncpg's
+/// reset of a connection taken back), whoever held them.
 fn held(calls: Vec<(PoolCall, Option<HeldBy>)>) -> Vec<PoolCall> {
     let mut out: Vec<(PoolCall, Option<HeldBy>)> = Vec::with_capacity(calls.len());
     for (c, holder) in calls {
         match out.last_mut() {
-            Some((last, h)) if last.0 == c.0 && holder.is_some() && *h == holder => {
+            Some((last, h))
+                if last.0 == c.0 && ((holder.is_some() && *h == holder) || last.1 == c.1) =>
+            {
                 last.2 = last.2.max(c.2)
             }
             _ => out.push((c, holder)),

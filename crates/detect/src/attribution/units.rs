@@ -6,7 +6,7 @@
 use super::servers::NO_SERVER;
 use super::table::Table;
 use super::windows::{Window, Windows};
-use foldhash::{HashMap, HashMapExt, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::net::SocketAddr;
 use whyslow_model::{Attribution, Exchange, ExchangeRole, TraceId, TxState};
 
@@ -124,9 +124,15 @@ pub fn build(
         }
         units.push(u);
     }
-    let interleaved = interleaved(todo.iter().map(|&i| {
-        let (start, end) = call_span(&exchanges[i]);
-        (exchanges[i].connection, start, end)
+    // The statements of one simple query ("BEGIN; …; COMMIT", asyncpg's
+    // reset of a connection taken back) go out in one message and share
+    // its start: one caller's statements, not calls in flight together.
+    let mut message: HashSet<(u32, u64)> = HashSet::new();
+    let interleaved = interleaved(todo.iter().filter_map(|&i| {
+        let e = &exchanges[i];
+        let (start, end) = call_span(e);
+        let again = e.protocol.is_sql() && !message.insert((e.connection, e.request_first_at_us));
+        (!again).then_some((e.connection, start, end))
     }));
     // Per connection: the transaction being read, if any.
     let mut open: HashMap<u32, Unit> = HashMap::new();
