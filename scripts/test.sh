@@ -37,18 +37,30 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # libpq brings its own libssl, which the eBPF source must find) come from
 # PyPI: into a virtual environment over Debian's Python, which brings the rest;
 # so does MySQL Connector/Python (prepared statements on the binary protocol),
-# which Debian does not package, and grpcio (a real gRPC server and client).
+# which Debian does not package, grpcio (a real gRPC server and client), and
+# the asyncio app's aiohttp, asyncpg and redis-py (apps/asyncio_app.py).
 otel=(opentelemetry-sdk==1.45.1 opentelemetry-instrumentation-requests==0.66b1
   opentelemetry-instrumentation-psycopg2==0.66b1 opentelemetry-instrumentation-threading==0.66b1
   opentelemetry-proto==1.45.1 opentelemetry-exporter-otlp-proto-http==1.45.1
   opentelemetry-instrumentation-sqlalchemy==0.66b1 psycopg2-binary==2.9.10
-  mysql-connector-python==9.1.0 grpcio==1.85.1)
-if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.instrumentation.sqlalchemy, mysql.connector, grpc" 2>/dev/null \
+  mysql-connector-python==9.1.0 grpcio==1.85.1
+  aiohttp==3.14.5 asyncpg==0.32.0 redis==8.2.0)
+if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.instrumentation.sqlalchemy, mysql.connector, grpc, aiohttp, asyncpg, redis.asyncio" 2>/dev/null \
   || ! target/pyenv/bin/pip show -q psycopg2-binary >/dev/null 2>&1; then
   echo "== installing ${otel[*]} into target/pyenv"
   mkdir -p target
   /usr/bin/python3 -m venv --system-site-packages target/pyenv
   target/pyenv/bin/pip install -q "${otel[@]}"
+fi
+
+# The Node.js app's pg and ioredis (apps/node), from the npm registry at
+# the versions its lock file pins, into target/nodeapp.
+if [ ! -d target/nodeapp/node_modules/ioredis ] \
+  || ! cmp -s crates/whyslow/tests/apps/node/package-lock.json target/nodeapp/package-lock.json; then
+  echo "== installing the Node app's packages into target/nodeapp"
+  mkdir -p target/nodeapp
+  cp crates/whyslow/tests/apps/node/package.json crates/whyslow/tests/apps/node/package-lock.json target/nodeapp/
+  (cd target/nodeapp && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 echo "== eBPF object"

@@ -158,6 +158,7 @@ impl ExchangeGroups {
                     gaps: c.to_server.gaps + c.to_client.gaps,
                     to_server_bytes: c.to_server.gap_bytes,
                     to_client_bytes: c.to_client.gap_bytes,
+                    seen_bytes: c.to_server.payload_bytes + c.to_client.payload_bytes,
                 });
             }
             self.server_counts[slot].0 += 1;

@@ -5,6 +5,7 @@ pub mod attribution;
 pub mod background;
 pub mod breakdown;
 pub mod critical_path;
+pub mod damage;
 pub mod dns_lookups;
 pub mod dns_per_call;
 pub mod dns_search_expansion;

@@ -170,7 +170,7 @@ pub fn analyze_capture(
         s.exchanges_joined = joined;
     }
     let CaptureResult {
-        analysis,
+        mut analysis,
         mut summary,
         evidence,
     } = whole.finish();
@@ -195,6 +195,11 @@ pub fn analyze_capture(
         .iter()
         .any(|f| f.kind == FindingKind::PeriodicStall);
     let has_service = !summary.service.ports.is_empty();
+    skipped.extend(whyslow_detect::damage::withhold(
+        &summary.gaps,
+        has_service,
+        &mut analysis.findings,
+    ));
     if let Some((why, facts)) = stall_coverage::unseen(summary.requests_answered as usize)
         .filter(|_| has_service && !stall_seen)
     {

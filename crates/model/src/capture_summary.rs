@@ -323,11 +323,19 @@ pub struct ConnectionGaps {
     pub gaps: u64,
     pub to_server_bytes: u64,
     pub to_client_bytes: u64,
+    /// Payload bytes the capture held on the connection, both ways.
+    #[serde(default)]
+    pub seen_bytes: u64,
 }
 
 impl ConnectionGaps {
     pub fn bytes(&self) -> u64 {
         self.to_server_bytes + self.to_client_bytes
+    }
+
+    /// Share of the connection's bytes the capture never held.
+    pub fn lost_share(&self) -> f64 {
+        self.bytes() as f64 / (self.bytes() + self.seen_bytes).max(1) as f64
     }
 }
 

@@ -469,9 +469,15 @@ fn thinned(capture: &Path, packets: u64, share: f64, seed: u64) -> PathBuf {
         state ^= state << 17;
         (state >> 11) as f64 / (1u64 << 53) as f64
     };
-    let mut drop: Vec<u64> = (1..=packets).filter(|_| next() < share).collect();
+    let drop: Vec<u64> = (1..=packets).filter(|_| next() < share).collect();
+    let tag = format!("less{}", (share * 100.0) as u32);
+    without(capture, drop, &tag)
+}
+
+/// `capture` less the packets numbered in `drop` (ascending).
+fn without(capture: &Path, mut drop: Vec<u64>, tag: &str) -> PathBuf {
     drop.reverse();
-    let out = capture.with_extension(format!("less{}.pcapng", (share * 100.0) as u32));
+    let out = capture.with_extension(format!("{tag}.pcapng"));
     std::fs::copy(capture, &out).unwrap();
     let step = out.with_extension("step.pcapng");
     for chunk in drop.chunks(400) {
@@ -554,4 +560,61 @@ fn a_capture_that_lost_packets_finds_the_service_and_makes_up_no_cause() {
         );
         assert_eq!(named.first(), declared.as_ref(), "{name}: {named:?}");
     }
+    most_of_a_connection_lost(&cap, running.ports[1], &whole_causes, analyzed);
+}
+
+/// Three in four of the packets that carried the database's bytes removed
+/// (tshark numbers them): a connection lost most of its bytes (counted by
+/// tshark, not by whyslow), so no cause about whole requests is named, the
+/// loss and what it prevented are said, and nothing is named that the
+/// whole capture did not name.
+fn most_of_a_connection_lost(
+    cap: &Path,
+    db_port: u16,
+    whole_causes: &[String],
+    analyzed: impl Fn(&Path) -> serde_json::Value,
+) {
+    let filter = format!("tcp.port == {db_port} && tcp.len > 0");
+    let decode = format!("tcp.port=={db_port},pgsql");
+    let field = |name| common::real::tshark_fields(cap, &decode, &filter, name);
+    let (frames, lens, streams) = (field("frame.number"), field("tcp.len"), field("tcp.stream"));
+    // Per connection (tshark's stream): bytes in all, bytes removed.
+    let mut bytes: HashMap<&str, (u64, u64)> = HashMap::new();
+    let mut drop = Vec::new();
+    for (n, ((frame, len), stream)) in frames.iter().zip(&lens).zip(&streams).enumerate() {
+        let len: u64 = len.parse().unwrap();
+        let b = bytes.entry(stream).or_default();
+        b.0 += len;
+        if n % 4 != 0 {
+            b.1 += len;
+            drop.push(frame.parse().unwrap());
+        }
+    }
+    let worst = bytes
+        .values()
+        .map(|&(all, lost)| lost as f64 / all as f64)
+        .fold(0.0, f64::max);
+    assert!(worst >= 0.5, "{worst}");
+    let report = analyzed(&without(cap, drop, "mostlost"));
+    let named = causes(&report);
+    let kinds = finding_kinds(&report);
+    eprintln!("most of a connection lost ({worst:.2}): {kinds:?} (whole: {whole_causes:?})");
+    let whole_request = [
+        "server_time",
+        "slow_dependency",
+        "periodic_stall",
+        "large_response",
+    ];
+    assert!(
+        kinds.iter().all(|k| !whole_request.contains(&k.as_str())),
+        "{kinds:?}"
+    );
+    assert!(named.iter().all(|k| whole_causes.contains(k)), "{named:?}");
+    let said = not_examined(&report);
+    assert!(
+        said.iter()
+            .any(|s| s["what"].as_str().unwrap().contains("server_time")
+                && s["why"].as_str().unwrap().contains("not seen whole")),
+        "{said:?}"
+    );
 }
