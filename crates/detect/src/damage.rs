@@ -97,10 +97,12 @@ mod tests {
     use whyslow_model::{ConnectionGaps, Severity};
 
     fn gaps(lost: u64, seen: u64) -> CaptureGaps {
-        let mut g = CaptureGaps::default();
-        g.gaps = 10;
-        g.bytes = lost;
-        g.connections = 1;
+        let mut g = CaptureGaps {
+            gaps: 10,
+            bytes: lost,
+            connections: 1,
+            ..CaptureGaps::default()
+        };
         g.add(ConnectionGaps {
             client: "127.0.0.1:5000".into(),
             server: "127.0.0.1:5432".into(),

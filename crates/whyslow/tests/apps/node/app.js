@@ -8,7 +8,7 @@
 //     connection, then (broken) each order's items one SELECT at a time, an
 //     N+1, or (fixed) all of them in one JOIN; then the cart from Redis.
 //   fanout, GET /dashboard: (broken) FANOUT concurrent 4 ms statements,
-//     each on a connection of its own from a pool of POOL_FANOUT, so they
+//     each on a connection of its own from a pool of 5 (POOL), so they
 //     queue for one; or (fixed) one statement that sleeps 4 ms once and
 //     returns the FANOUT rows; then the cart from Redis.
 //
@@ -51,6 +51,7 @@ class Page {
     this.received_us = nowUs();
     this.calls = [];
     this.pool_wait_us = 0;
+    this.waiting = 0; // checkouts of this page queued for a connection now
   }
 
   /** `send()` on the connection from `localPort`, timed and numbered. */
@@ -76,14 +77,17 @@ const pool = new Pool({ ...pg, max: POOL });
 const redis = new Redis({ host: "127.0.0.1", port: Number(redisPort) });
 
 /** A pooled connection for `page`. Asked for with all checked out (none
- * idle, none left to open), it waits for one to be returned: that wait is
- * the page's (summed over its checkouts, which may run at once). */
+ * idle, none left to open), it waits for one to be returned. The page's
+ * pool_wait_us is the time it had such a checkout waiting: its checkouts
+ * at once (fanout) count once, as the request's own clock sees them. */
 async function checkout(page) {
   const queued = pool.idleCount === 0 && pool.totalCount >= POOL;
-  const asked = nowUs();
-  const client = await pool.connect();
-  if (queued) page.pool_wait_us += nowUs() - asked;
-  return client;
+  if (queued && page.waiting++ === 0) page.waitingSince = nowUs();
+  try {
+    return await pool.connect();
+  } finally {
+    if (queued && --page.waiting === 0) page.pool_wait_us += nowUs() - page.waitingSince;
+  }
 }
 
 async function query(page, client, text, values) {
