@@ -46,15 +46,7 @@ fn orm_app_at_16_clients_attributed_by_thread() {
         let cap = dir.join("load.pcapng");
         let url = format!("http://127.0.0.1:{port}/checkout");
         let (port_s, pg_s) = (port.to_string(), pg.port.to_string());
-        let load = [
-            "-c",
-            CLIENTS,
-            "-n",
-            REQUESTS,
-            "--trace-context",
-            "off",
-            &url,
-        ];
+        let load = untraced_closed_load(CLIENTS, REQUESTS, &url);
         let out = ebpf_captured_under_load(app.pid(), &[port, pg.port], &cap, &load);
         assert!(out.status.success(), "{variant}: {}", stderr(&out));
         assert!(

@@ -53,16 +53,9 @@ fn analyzed_spans(
     };
     let servers = apps(&target);
     let url = url(&servers);
-    let out = whyslow(&[
-        "load",
-        "-c",
-        CLIENTS,
-        "-n",
-        REQUESTS,
-        "--trace-context",
-        "off",
-        &url,
-    ]);
+    let mut load = vec!["load"];
+    load.extend(untraced_closed_load(CLIENTS, REQUESTS, &url));
+    let out = whyslow(&load);
     assert!(out.status.success(), "{test}: {}", stderr(&out));
     drop(servers);
     match (receiver, sink) {

@@ -489,6 +489,12 @@ pub fn top_cause(report: &serde_json::Value, capture: &Path) -> (String, Option<
     (first, per_request)
 }
 
+/// `whyslow load` arguments for a closed load of `requests` from `clients`
+/// connections, with no trace context (attribution from the wire alone).
+pub fn untraced_closed_load<'a>(clients: &'a str, requests: &'a str, url: &'a str) -> [&'a str; 7] {
+    ["-c", clients, "-n", requests, "--trace-context", "off", url]
+}
+
 /// `pages` requests of `url` through `whyslow load`, `rate` a second over
 /// `clients` connections, bounded in time.
 pub fn load_paced(url: &str, pages: u64, clients: u64, rate: u64) {
