@@ -17,6 +17,13 @@ use whyslow_model::{
 /// whatever the number of windows.
 pub const MAX_EVIDENCE: usize = 20;
 
+/// A cause measured on the requests told apart stands for the same cause
+/// judged across all calls (a pool's queue estimated over every request)
+/// when it covers at least this share of the requests that judgment does;
+/// measured on fewer (1 request of 24 at 4 clients sharing one pool), the
+/// estimate over all of them is told instead of a few requests' exact wait.
+const MEASURED_SHARE: f64 = 0.5;
+
 /// What one finding is about, beyond its kind: its subject, else the server
 /// or request its first evidence names. Connection ids and packet numbers
 /// differ from window to window and do not name a subject.
@@ -113,17 +120,31 @@ impl MergedFindings {
     /// The merged findings, each judged once against its population over
     /// everything added, ranked. A cause its population names is named
     /// once: a finding of the same kind and subject on evidence alone is
-    /// dropped.
+    /// dropped, unless it covers more than twice the requests
+    /// (`MEASURED_SHARE`): then it stands and the population's is dropped.
     pub fn finish(self) -> Vec<Finding> {
         let populations = self.populations;
         let judged = |k: &PopulationKey| populations.get(k).is_some_and(Population::judged);
+        // Requests each cause named on evidence alone covers.
+        let alone: HashMap<PopulationKey, u64> = self
+            .merging
+            .iter()
+            .filter(|(k, _)| !k.3)
+            .map(|((kind, _, subject, _), m)| ((*kind, subject.clone()), m.occurrences))
+            .collect();
+        let outnumbered = |k: &PopulationKey, m: &Merging| {
+            alone
+                .get(k)
+                .is_some_and(|&a| (m.occurrences as f64) < MEASURED_SHARE * a as f64)
+        };
         let named: HashSet<PopulationKey> = self
             .merging
-            .keys()
-            .filter(|(kind, _, subject, by_population)| {
-                *by_population && judged(&(*kind, subject.clone()))
+            .iter()
+            .filter(|((kind, _, subject, by_population), m)| {
+                let key = (*kind, subject.clone());
+                *by_population && judged(&key) && !outnumbered(&key, m)
             })
-            .map(|(kind, _, subject, _)| (*kind, subject.clone()))
+            .map(|((kind, _, subject, _), _)| (*kind, subject.clone()))
             .collect();
         let mut out: Vec<Finding> = self
             .merging
@@ -132,6 +153,9 @@ impl MergedFindings {
                 let key = (kind, subject);
                 if !by_population {
                     return (!named.contains(&key)).then(|| m.finish());
+                }
+                if !named.contains(&key) {
+                    return None; // not judged, or outnumbered (above)
                 }
                 let p = populations.get(&key).filter(|p| p.judged())?;
                 let mut f = m.finish();

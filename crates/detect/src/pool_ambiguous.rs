@@ -8,6 +8,13 @@
 //! average request holds a connection itself (it cannot wait for the pool
 //! while in a call of its own); the finding says it is an estimate.
 //!
+//! A request whose calls run at once (a fan-out) is in a call of its own
+//! for all its wait, yet its other calls queue: there the held time says
+//! nothing. Every moment the pool was full, some call queued for it (most
+//! calls took a connection the moment one came back), so each such moment
+//! is shared among the requests waiting on the service then; a request's
+//! loss is at least its share, and the larger of the two estimates is told.
+//!
 //! While exactly as many requests wait on the service as the pool has
 //! connections, each may hold one of its own — calls made one after another
 //! hand their connection back to their own request's next call, and look
@@ -131,6 +138,7 @@ fn judged<'a>(shared: impl Iterator<Item = Shared<'a>>, requests: &[RequestCalls
             continue;
         }
         let held_per_request = pool.held_us / requests.len() as u64;
+        let steps = in_flight(requests);
         let mut hits: Vec<Hit<Wait>> = Vec::new();
         let mut full_spans = Vec::new();
         for r in requests.iter().filter(|r| !r.told_apart()) {
@@ -138,7 +146,9 @@ fn judged<'a>(shared: impl Iterator<Item = Shared<'a>>, requests: &[RequestCalls
             full_spans.clear();
             within(&contested, from, to, &mut full_spans);
             let full_us = covered_us(full_spans.iter().copied(), (from, to));
-            let lost = full_us.saturating_sub(held_per_request);
+            let lost = full_us
+                .saturating_sub(held_per_request)
+                .max(shared_us(&full_spans, &steps));
             let total = r.total_us();
             if lost < MIN_TIME_LOST_US || (lost as f64) < WORTH_SHARE * total as f64 {
                 continue;
@@ -178,11 +188,17 @@ fn judged<'a>(shared: impl Iterator<Item = Shared<'a>>, requests: &[RequestCalls
 /// waiting on the service as it has connections (each could hold one of
 /// its own).
 fn contested_full(pool: &Shared, requests: &[RequestCalls]) -> Vec<(u64, u64)> {
-    minus(pool.full, &in_flight_exactly(requests, pool.size))
+    let exactly: Vec<(u64, u64)> = in_flight(requests)
+        .into_iter()
+        .filter(|s| s.2 == pool.size)
+        .map(|s| (s.0, s.1))
+        .collect();
+    minus(pool.full, &exactly)
 }
 
-/// When exactly `n` requests were waiting on the service, disjoint, by start.
-fn in_flight_exactly(requests: &[RequestCalls], n: usize) -> Vec<(u64, u64)> {
+/// How many requests were waiting on the service, as steps (from, to,
+/// count) of at least one, disjoint, by start.
+fn in_flight(requests: &[RequestCalls]) -> Vec<(u64, u64, usize)> {
     let mut edges: Vec<(u64, i32)> = Vec::with_capacity(requests.len() * 2);
     for (from, to) in requests.iter().map(RequestCalls::waiting) {
         if to > from {
@@ -191,22 +207,29 @@ fn in_flight_exactly(requests: &[RequestCalls], n: usize) -> Vec<(u64, u64)> {
         }
     }
     edges.sort_unstable(); // at equal times, ends (-1) come first
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    let (mut now, mut since) = (0i64, None);
+    let mut out = Vec::new();
+    let (mut now, mut since) = (0usize, 0u64);
     for (at, step) in edges {
-        now += i64::from(step);
-        match (now == n as i64, since) {
-            (true, None) => since = Some(at),
-            (false, Some(s)) => {
-                since = None;
-                if at > s {
-                    out.push((s, at));
-                }
-            }
-            _ => {}
+        if now > 0 && at > since {
+            out.push((since, at, now));
         }
+        now = now.saturating_add_signed(step as isize);
+        since = at;
     }
     out
+}
+
+/// `spans` (disjoint, by start), each moment divided among the requests
+/// in flight then (`steps`): one request's share of them.
+fn shared_us(spans: &[(u64, u64)], steps: &[(u64, u64, usize)]) -> u64 {
+    let mut share = 0.0;
+    for &(a, b) in spans {
+        let i = steps.partition_point(|s| s.1 <= a);
+        for &(from, to, n) in steps[i..].iter().take_while(|s| s.0 < b) {
+            share += (to.min(b) - from.max(a)) as f64 / n as f64;
+        }
+    }
+    share as u64
 }
 
 /// `spans` less `holes`; both disjoint and by start.
@@ -259,7 +282,8 @@ fn finding(pool: &Shared, full_us: u64, hits: Vec<Hit<Wait>>) -> Finding {
             "calls to {server} queued for one of {size} {unit}: all {size} {busy} for {} in \
              all, and {} of {} calls {took} the moment another came back; about {} of the \
              request's {} (median of {} requests not told apart: an estimate from the time all \
-             were {busy} in each wait)",
+             were {busy} in each wait, less a request's own hold or shared among the requests \
+             waiting then)",
             fmt_ms(full_us),
             pool.handoffs,
             pool.calls,
@@ -336,6 +360,36 @@ mod tests {
         assert!(f[0].summary.contains("an estimate"), "{}", f[0].summary);
     }
 
+    /// Four requests in flight for 300 ms whose calls run at once (a
+    /// fan-out) on a pool of five connections busy throughout: each request
+    /// holds more than one connection at a time, so its held time exceeds
+    /// its wait, yet the pool was full all along; each request is given its
+    /// share of that, a quarter.
+    #[test]
+    fn a_fan_out_sharing_a_full_pool_loses_its_share_of_the_full_time() {
+        let mut t = Timeline::default();
+        for c in 0..4 {
+            t.connections.push(conn(c, 8080));
+            t.exchanges
+                .push(exchange(c, c, (0, 100), (300 * MS, 300 * MS + 100)));
+        }
+        let mut id = 100;
+        for connection in 10..15 {
+            t.connections.push(conn(connection, 9090));
+            for k in 0..10 {
+                let start = MS + k * (29 * MS + 100);
+                t.exchanges
+                    .push(ambiguous_call(id, connection, (start, start + 29 * MS)));
+                id += 1;
+            }
+        }
+        let f = detect(&t);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].occurrences, 4);
+        let per = f[0].time_lost_per_occurrence_us;
+        assert!((70 * MS..=75 * MS).contains(&per), "{per}");
+    }
+
     /// As many requests in flight as connections, each making its calls one
     /// after another on one of them: every call takes a connection back
     /// from a full pool, its own request's.
@@ -407,6 +461,25 @@ mod tests {
         let kept = m.finish();
         assert_eq!(kept.len(), 1, "{kept:?}");
         assert_eq!(kept[0].summary, across[0].summary);
+    }
+
+    /// Measured on 1 request told apart of the 4 the pool judged across its
+    /// calls: the judgement over all of them is the one told.
+    #[test]
+    fn a_pool_measured_on_few_of_its_requests_is_told_from_all() {
+        let across = detect(&shared(100));
+        let told = Finding {
+            population: Some(crate::thresholds::requests_seen(1, 1)),
+            occurrences: 1,
+            ..told_apart_too(&across[0])
+        };
+        let mut m = crate::merge::MergedFindings::default();
+        m.add(vec![told]);
+        m.add(across.clone());
+        let kept = m.finish();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].summary, across[0].summary);
+        assert_eq!(kept[0].occurrences, 4);
     }
 
     /// The same calls over one HTTP/2 connection (10) that carries two

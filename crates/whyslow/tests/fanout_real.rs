@@ -162,3 +162,57 @@ fn analyze_finds_it_in_a_tcpdump_capture_with_no_flags() {
         }
     }
 }
+
+/// Clients of the shared-pool test, and the pages each capture holds.
+const SHARED_CLIENTS: u64 = 4;
+const SHARED_PAGES: &str = "24";
+const SHARED_RUNS: usize = 5;
+
+/// One pool of 5 shared by 4 pages in flight, packets alone: no page's
+/// calls can be told from another's (every page calls the same URLs on
+/// the same connections), so the pool is judged from its own timeline.
+/// pool_queueing named first in each of 5 captures; a pool as large as
+/// every page's calls at once names nothing.
+#[test]
+fn a_pool_shared_by_4_clients_is_named_every_run() {
+    let _one = serial();
+    if !requirements_met("shared_pool_4_clients", NEEDS) {
+        return;
+    }
+    let dir = tmpdir("shared_pool");
+    for (pool, runs) in [(SMALL_POOL, SHARED_RUNS), (CALLS * SHARED_CLIENTS, 1)] {
+        let (api, front) = start(pool);
+        let url = format!("http://127.0.0.1:{}/dashboard", front.port);
+        curl_each(&url, 2);
+        for n in 1..=runs {
+            let run = format!("pool {pool} run {n}");
+            let cap = dir.join(format!("pool{pool}-{n}.pcapng"));
+            let clients = SHARED_CLIENTS.to_string();
+            let load = untraced_closed_load(&clients, SHARED_PAGES, &url);
+            let out = captured_under_load(&[front.port, api.port], &cap, &load);
+            assert!(out.status.success(), "{run}: {}", stderr(&out));
+            let report = analyzed_timeline(&cap, &front.port.to_string());
+            let kinds = causes_less_real_tcp(&report, &cap);
+            eprintln!("{run}: {kinds:?}");
+            if pool == SMALL_POOL {
+                assert_eq!(
+                    kinds.first().map(String::as_str),
+                    Some("pool_queueing"),
+                    "{run}"
+                );
+                let f = pool_queueing(&report).unwrap();
+                assert_eq!(f["facts"]["connections"], SMALL_POOL as f64, "{run}: {f}");
+                // Never more than a page took beyond one call's latency (its
+                // calls all at once).
+                let page = report["time_breakdown"][0]["total_us"].as_u64().unwrap();
+                let lost = f["time_lost_per_occurrence_us"].as_u64().unwrap();
+                assert!(
+                    lost > 0 && lost <= page - DELAY_MS * 1000,
+                    "{run}: {lost} µs of {page}"
+                );
+            } else {
+                assert!(kinds.is_empty(), "{run}: {kinds:?}");
+            }
+        }
+    }
+}

@@ -220,7 +220,7 @@ fn pgjdbc_on_postgres_at_8_clients_given_by_thread() {
     let (pg, _data) = postgres();
     let app = JdbcApp {
         source: "PgPage.java",
-        classpath: vec![pgjdbc_jar()],
+        classpath: pgjdbc_jars(),
         db_port: pg.port,
         // The orders query and COMMIT.
         other_calls: 2,

@@ -47,7 +47,7 @@ enum Driver {
 fn start(driver: Driver, port: u16, pg: u16) -> Server {
     let args = [port, pg, ORDERS as u16, POOL as u16].map(|n| n.to_string());
     match driver {
-        Driver::PgJdbc => java_app("PgPage.java", &[pgjdbc_jar()], port, &args),
+        Driver::PgJdbc => java_app("PgPage.java", &pgjdbc_jars(), port, &args),
         Driver::Pgx => go_app("pgpage", port, &args),
     }
 }
@@ -81,7 +81,7 @@ fn captured_midlife(driver: Driver, test: &str, tools: &[&'static str]) {
         return;
     }
     if let Driver::PgJdbc = driver {
-        pgjdbc_jar();
+        pgjdbc_jars();
     } else {
         go_binary("pgpage");
     }

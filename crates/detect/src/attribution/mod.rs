@@ -380,4 +380,26 @@ mod tests {
         }
         assert_eq!(nested_servers(&t, &[8080]), vec![6379]);
     }
+
+    #[test]
+    fn a_pool_that_lends_few_of_its_connections_is_still_backing() {
+        // Five pooled connections (1–5) each run a set-up statement before
+        // the first request; only two are ever lent to requests.
+        let mut t = servers(&[8080, 5432, 5432, 5432, 5432, 5432]).with(Vec::new());
+        for c in 1..=5u32 {
+            let at = u64::from(c) * 10;
+            t.exchanges
+                .push(exchange(100 + c, c, (at, at + 1), (at + 5, at + 6)));
+        }
+        for k in 0..30u32 {
+            let at = 1_000 + u64::from(k) * 1_000;
+            t.exchanges
+                .push(exchange(2 * k, 0, (at, at + 1), (at + 500, at + 501)));
+            let call = (at + 100, at + 101);
+            t.exchanges
+                .push(exchange(2 * k + 1, 1 + k % 2, call, (at + 200, at + 201)));
+        }
+        assert_eq!(nested_servers(&t, &[8080]), vec![5432]);
+        assert_eq!(find_service(&t), Some(8080));
+    }
 }

@@ -10,12 +10,10 @@ use std::sync::OnceLock;
 
 /// pgJDBC, the PostgreSQL JDBC driver.
 const PGJDBC: &str = "org.postgresql:postgresql:42.7.14";
-/// MariaDB Connector/J, the HikariCP pool and the logging API it needs.
-const MARIADB_JDBC: [&str; 3] = [
-    "org.mariadb.jdbc:mariadb-java-client:3.5.8",
-    "com.zaxxer:HikariCP:6.3.3",
-    "org.slf4j:slf4j-api:2.0.17",
-];
+/// MariaDB Connector/J.
+const MARIADB_JDBC: &str = "org.mariadb.jdbc:mariadb-java-client:3.5.8";
+/// The HikariCP pool and the logging API it needs.
+const HIKARI: [&str; 2] = ["com.zaxxer:HikariCP:6.3.3", "org.slf4j:slf4j-api:2.0.17"];
 
 fn apps() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps")
@@ -38,17 +36,23 @@ fn run(cmd: &mut Command) {
     );
 }
 
-/// The pgJDBC JAR, fetched by Maven once.
-pub fn pgjdbc_jar() -> PathBuf {
-    static JAR: OnceLock<PathBuf> = OnceLock::new();
-    JAR.get_or_init(|| maven_jar(PGJDBC)).clone()
+/// pgJDBC, HikariCP and slf4j's API, fetched by Maven once.
+pub fn pgjdbc_jars() -> Vec<PathBuf> {
+    static JARS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    JARS.get_or_init(|| with_hikari(PGJDBC)).clone()
 }
 
 /// MariaDB Connector/J, HikariCP and slf4j's API, fetched by Maven once.
 pub fn mariadb_jdbc_jars() -> Vec<PathBuf> {
     static JARS: OnceLock<Vec<PathBuf>> = OnceLock::new();
-    JARS.get_or_init(|| MARIADB_JDBC.iter().map(|a| maven_jar(a)).collect())
-        .clone()
+    JARS.get_or_init(|| with_hikari(MARIADB_JDBC)).clone()
+}
+
+fn with_hikari(driver: &str) -> Vec<PathBuf> {
+    std::iter::once(driver)
+        .chain(HIKARI)
+        .map(maven_jar)
+        .collect()
 }
 
 /// The JAR of `artifact` (group:name:version) from Maven Central, kept

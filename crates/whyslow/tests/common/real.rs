@@ -731,8 +731,18 @@ pub fn pypi_python_run(script: &str, args: &[String]) -> std::process::Output {
 /// `whyslow capture --ebpf --pid PID` on `ports` into `file` while
 /// `whyslow load LOAD…` runs: the socket calls of the app beside its packets.
 pub fn ebpf_captured_under_load(pid: u32, ports: &[u16], file: &Path, load: &[&str]) -> Output {
-    let pid = pid.to_string();
-    let mut args = vec!["capture".to_string(), "--ebpf".into(), "--pid".into(), pid];
+    captured_with(&["--ebpf", "--pid", &pid.to_string()], ports, file, load)
+}
+
+/// `whyslow capture` on `ports` into `file` while `whyslow load LOAD…`
+/// runs: packets alone.
+pub fn captured_under_load(ports: &[u16], file: &Path, load: &[&str]) -> Output {
+    captured_with(&[], ports, file, load)
+}
+
+fn captured_with(options: &[&str], ports: &[u16], file: &Path, load: &[&str]) -> Output {
+    let mut args = vec!["capture".to_string()];
+    args.extend(options.iter().map(|o| o.to_string()));
     for p in ports {
         args.extend(["-p".to_string(), p.to_string()]);
     }

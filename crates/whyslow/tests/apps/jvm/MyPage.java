@@ -4,13 +4,14 @@
 // connection pipelines its COM_STMT_PREPARE with its first execution; later
 // ones execute the cached statement by id). A page reads a customer's orders,
 // then each order's items one query at a time (an N+1 of ORDERS); `fixed`
-// reads the items in one IN query. Each answer says how many statements the
+// reads the items in one IN query; `-tx` runs the page in a transaction
+// (autocommit switched off and on around it). Each answer says how many statements the
 // page sent. With WHYSLOW_TRUTH set, each page is recorded out of band as
 // apps/truth.py records one: its client port, when it was read and answered,
 // its wait for a pooled connection, and each statement with the local port
 // of the connection it ran on (asked of the server once per connection,
 // before any capture: the pool is opened at start-up).
-// Usage: java -cp mariadb.jar:hikari.jar:slf4j.jar MyPage.java PORT DB_PORT ORDERS POOL broken|fixed [RENDER_MS]
+// Usage: java -cp mariadb.jar:hikari.jar:slf4j.jar MyPage.java PORT DB_PORT ORDERS POOL broken|fixed[-tx] [RENDER_MS]
 import com.sun.net.httpserver.HttpServer;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
@@ -101,7 +102,10 @@ public class MyPage {
                 + "/shop?user=app&password=app&useServerPrepStmts=true";
         int orders = Integer.parseInt(args[2]);
         int poolSize = Integer.parseInt(args[3]);
-        boolean fixed = args[4].equals("fixed");
+        boolean fixed = args[4].startsWith("fixed");
+        // A transaction a page as Spring's @Transactional runs one on a
+        // pooled connection: autocommit off, COMMIT, autocommit back on.
+        boolean tx = args[4].endsWith("-tx");
         // Its own work after the statements (ms): a test that paces requests
         // sets it above their spacing, so that they overlap on any host.
         long renderMs = args.length > 5 ? Long.parseLong(args[5]) : 0;
@@ -137,9 +141,17 @@ public class MyPage {
             int code = 200;
             Page page = new Page(exchange.getRemoteAddress().getPort());
             long asked = nowUs();
-            try (Connection c = pool.getConnection()) {
+            Connection c = null;
+            int dbPort = 0;
+            try {
+                c = pool.getConnection();
                 page.poolWaitUs = nowUs() - asked;
-                int dbPort = localPort(c);
+                dbPort = localPort(c);
+                if (tx) {
+                    long[] call = page.start();
+                    c.setAutoCommit(false);
+                    page.done(dbPort, call);
+                }
                 List<Integer> ids = new ArrayList<>();
                 try (PreparedStatement q = c.prepareStatement(
                         "SELECT id FROM orders WHERE customer = ? ORDER BY id")) {
@@ -178,8 +190,25 @@ public class MyPage {
                         }
                     }
                 }
+                if (tx) {
+                    long[] call = page.start();
+                    c.commit();
+                    page.done(dbPort, call);
+                }
             } catch (Exception e) {
                 code = 500;
+            } finally {
+                if (c != null) {
+                    // With `tx`, the pool puts autocommit back as it takes
+                    // the connection back: one more statement.
+                    long[] call = page.start();
+                    try {
+                        c.close();
+                    } catch (Exception e) {
+                        code = 500;
+                    }
+                    if (tx) page.done(dbPort, call);
+                }
             }
             if (renderMs > 0) {
                 try {

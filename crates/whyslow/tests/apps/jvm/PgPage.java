@@ -1,5 +1,5 @@
-// A JDBC service as production runs one: the JDK's HTTP server, a fixed pool
-// of pgJDBC connections opened at start-up, the driver's defaults (server-side
+// A JDBC service as production runs one: the JDK's HTTP server, a HikariCP
+// pool of pgJDBC connections opened at start-up, the driver's defaults (server-side
 // named statements from a statement's fifth execution on a connection,
 // autocommit off: BEGIN sent in the same write as the first query). A page
 // reads a customer's orders, then each order's items one query at a time (an
@@ -8,8 +8,10 @@
 // each page is recorded out of band as apps/truth.py records one: its client
 // port, when it was read and answered, its wait for a pooled connection, and
 // each statement (COMMIT too) with the local port of its connection.
-// Usage: java -cp postgresql.jar PgPage.java PORT PG_PORT ORDERS POOL [broken|fixed [RENDER_MS]]
+// Usage: java -cp postgresql.jar:hikari.jar:slf4j.jar PgPage.java PORT PG_PORT ORDERS POOL [broken|fixed [RENDER_MS]]
 import com.sun.net.httpserver.HttpServer;
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
 import java.io.FileWriter;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -22,11 +24,9 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ArrayBlockingQueue;
-import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 
 public class PgPage {
@@ -94,17 +94,24 @@ public class PgPage {
             s.execute("INSERT INTO items SELECT o, 'sku-' || o || '-' || k, k"
                     + " FROM generate_series(1, " + orders + ") o, generate_series(1, 3) k");
         }
-        BlockingQueue<Connection> pool = new ArrayBlockingQueue<>(poolSize);
-        // Each connection's local port, asked of the server before any page.
-        Map<Connection, Integer> ports = new IdentityHashMap<>();
-        for (int i = 0; i < poolSize; i++) {
-            Connection c = DriverManager.getConnection(url);
+        HikariConfig config = new HikariConfig();
+        config.setJdbcUrl(url);
+        config.setMaximumPoolSize(poolSize);
+        config.setMinimumIdle(poolSize);
+        config.setAutoCommit(false);
+        HikariDataSource pool = new HikariDataSource(config);
+        // Each connection's local port, asked of the server before any page
+        // (every connection open before the first page).
+        Map<Object, Integer> ports = new ConcurrentHashMap<>();
+        List<Connection> warm = new ArrayList<>();
+        for (int i = 0; i < poolSize; i++) warm.add(pool.getConnection());
+        for (Connection c : warm) {
             try (Statement s = c.createStatement(); ResultSet r = s.executeQuery("SELECT inet_client_port()")) {
                 r.next();
-                ports.put(c, r.getInt(1));
+                ports.put(c.unwrap(org.postgresql.PGConnection.class), r.getInt(1));
             }
-            c.setAutoCommit(false);
-            pool.add(c);
+            c.commit();
+            c.close();
         }
         HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 64);
         server.setExecutor(Executors.newFixedThreadPool(16));
@@ -116,9 +123,9 @@ public class PgPage {
             Connection c = null;
             try {
                 long asked = nowUs();
-                c = pool.take();
+                c = pool.getConnection();
                 page.poolWaitUs = nowUs() - asked;
-                int dbPort = ports.get(c);
+                int dbPort = ports.get(c.unwrap(org.postgresql.PGConnection.class));
                 List<Integer> ids = new ArrayList<>();
                 try (PreparedStatement q = c.prepareStatement(
                         "SELECT id FROM orders WHERE customer = ? ORDER BY id")) {
@@ -163,7 +170,13 @@ public class PgPage {
             } catch (Exception e) {
                 code = 500;
             } finally {
-                if (c != null) pool.add(c);
+                if (c != null) {
+                    try {
+                        c.close();
+                    } catch (Exception e) {
+                        code = 500;
+                    }
+                }
             }
             if (renderMs > 0) {
                 try {
