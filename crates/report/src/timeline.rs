@@ -283,10 +283,15 @@ fn group_line(out: &mut String, g: &ExchangeGroup, indent: &str) {
         Some(ExchangeGroup::AMBIGUOUS_KINDS) => format!("{indent}{} (ambiguous)", g.label),
         _ => format!("{indent}{}", g.label),
     };
+    let label = if label.chars().count() > LABEL_WIDTH && names_a_target(&label) {
+        let _ = writeln!(out, "  {label}");
+        String::new()
+    } else {
+        truncate(&label, LABEL_WIDTH)
+    };
     let _ = writeln!(
         out,
-        "  {:<44} {:>8} {per:>7} {:>9} {:>9} {:>9} {:>9}",
-        truncate(&label, 44),
+        "  {label:<44} {:>8} {per:>7} {:>9} {:>9} {:>9} {:>9}",
         g.count,
         fmt_ms(g.p50_us),
         fmt_ms(g.p90_us),
@@ -332,10 +337,59 @@ fn tls_note(conns: &[&Connection]) -> String {
     out
 }
 
+/// The request table's first column.
+const LABEL_WIDTH: usize = 44;
+
+/// Whether a group's label ends in a request target (an HTTP path, a gRPC
+/// method): a name, shown whole on a line of its own where it does not
+/// fit, where a statement is clipped.
+fn names_a_target(label: &str) -> bool {
+    label.rsplit(' ').next().is_some_and(|w| w.starts_with('/'))
+}
+
 fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
         s.chars().take(n - 1).chain(['…']).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(label: &str) -> ExchangeGroup {
+        ExchangeGroup {
+            label: label.into(),
+            made_for: None,
+            requests_of_kind: None,
+            count: 2,
+            per_request: None,
+            min_us: 1,
+            p50_us: 1,
+            p90_us: 1,
+            p99_us: 1,
+            max_us: 1,
+            mean_us: 1,
+            attribution: None,
+            calls_given_percent: None,
+        }
+    }
+
+    #[test]
+    fn a_method_too_long_for_the_column_is_shown_whole_a_statement_clipped() {
+        let method = "POST /timeseriesquery.TimeSeriesQueryService/ServerStreamQuery";
+        let mut out = String::new();
+        group_line(&mut out, &group(method), "");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert_eq!(lines[0].trim(), method);
+        assert!(lines[1].trim_start().starts_with('2'), "{out}");
+        let statement = "postgres :5432 SELECT sku, qty, price, name FROM items WHERE id = $1";
+        let mut out = String::new();
+        group_line(&mut out, &group(statement), "");
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(out.contains('…'), "{out}");
     }
 }

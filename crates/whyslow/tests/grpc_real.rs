@@ -2,7 +2,8 @@
 //! on loopback (apps/grpc/shop.py). Every call is counted as tshark's gRPC
 //! dissector counts its messages, with the same methods and statuses; calls
 //! of one method with different messages are told apart, the same message
-//! asked again is a repeat.
+//! asked again is a repeat. Every method is shown whole, in JSON and text
+//! (a server-streaming one with a long PascalCase name among them).
 
 mod common;
 use common::real::*;
@@ -83,7 +84,13 @@ fn grpc_calls_are_counted_as_tshark_counts_them() {
         let r = e["request"].as_str().unwrap();
         r.strip_prefix("POST ").unwrap_or(r).to_string()
     }));
-    assert_eq!(methods, tally(paths));
+    assert_eq!(methods, tally(paths.clone()));
+    // And whole in the text: a method is a name, never a template.
+    let text = whyslow(&["analyze", file.to_str().unwrap()]);
+    let shown = stdout(&text);
+    for path in &paths {
+        assert!(shown.contains(&format!("POST {path}")), "{path}: {shown}");
+    }
     assert_eq!(
         methods,
         tally(

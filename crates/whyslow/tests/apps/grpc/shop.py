@@ -1,6 +1,8 @@
 """A gRPC service and its callers, on grpcio with generic handlers: each
 message is raw bytes, so no code is generated. Service `shop.Items`:
 `Get` answers its request after ITEM_MS, `Missing` answers NOT_FOUND.
+Service `timeseriesquery.TimeSeriesQueryService`: `ServerStreamQuery`
+streams POINTS messages back (a long name, as production services have).
 
   shop.py server PORT MAX_STREAMS      serves h2c on 127.0.0.1:PORT; MAX_STREAMS
                                        is its SETTINGS_MAX_CONCURRENT_STREAMS
@@ -28,11 +30,16 @@ import time
 import grpc
 
 ITEM_MS = 10
-# (method, message): ten different items, one asked three times more, and
-# two that are missing.
-CALLS = [("Get", b"item-%d" % i) for i in range(10)] + [("Get", b"item-3")] * 3 + [
-    ("Missing", b"item-x"),
-    ("Missing", b"item-y"),
+POINTS = 3
+GET, MISSING = "/shop.Items/Get", "/shop.Items/Missing"
+QUERY = "/timeseriesquery.TimeSeriesQueryService/ServerStreamQuery"
+# (method, message): ten different items, one asked three times more, two
+# that are missing, and two streamed queries.
+CALLS = [(GET, b"item-%d" % i) for i in range(10)] + [(GET, b"item-3")] * 3 + [
+    (MISSING, b"item-x"),
+    (MISSING, b"item-y"),
+    (QUERY, b"cpu"),
+    (QUERY, b"memory"),
 ]
 
 
@@ -49,6 +56,11 @@ def missing(request, context):
     context.abort(grpc.StatusCode.NOT_FOUND, "no such item")
 
 
+def query(request, context):
+    for i in range(POINTS):
+        yield b"%s point %d" % (request, i)
+
+
 def server(port, max_streams):
     options = [("grpc.max_concurrent_streams", max_streams)] if max_streams else []
     s = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=64), options=options)
@@ -57,33 +69,40 @@ def server(port, max_streams):
         "Missing": grpc.unary_unary_rpc_method_handler(missing, ident, ident),
     }
     s.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("shop.Items", handlers),))
+    streams = {"ServerStreamQuery": grpc.unary_stream_rpc_method_handler(query, ident, ident)}
+    s.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("timeseriesquery.TimeSeriesQueryService", streams),))
     s.add_insecure_port("127.0.0.1:%d" % port)
     s.start()
     s.wait_for_termination()
 
 
-def method(channel, name):
-    return channel.unary_unary("/shop.Items/" + name, request_serializer=ident, response_deserializer=ident)
+def method(channel, path):
+    return channel.unary_unary(path, request_serializer=ident, response_deserializer=ident)
 
 
 def calls(port):
     with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
         grpc.channel_ready_future(ch).result(timeout=10)
         sent = []
-        for name, message in CALLS:
+        for path, message in CALLS:
             try:
-                method(ch, name)(message, timeout=10)
+                if path == QUERY:
+                    stream = ch.unary_stream(path, request_serializer=ident, response_deserializer=ident)
+                    list(stream(message, timeout=10))
+                else:
+                    method(ch, path)(message, timeout=10)
                 code = 0
             except grpc.RpcError as e:
                 code = e.code().value[0]
-            sent.append({"method": "/shop.Items/" + name, "status": code})
+            sent.append({"method": path, "status": code})
         print(json.dumps(sent))
 
 
 def front(port, grpc_port, fanout, at_once):
     ch = grpc.insecure_channel("127.0.0.1:%d" % grpc_port)
     grpc.channel_ready_future(ch).result(timeout=10)
-    item = method(ch, "Get")
+    item = method(ch, GET)
     workers = concurrent.futures.ThreadPoolExecutor(max_workers=at_once) if at_once else None
 
     def call(i):
