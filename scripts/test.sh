@@ -63,6 +63,11 @@ if [ ! -d target/nodeapp/node_modules/ioredis ] \
   (cd target/nodeapp && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# The tokio app's crates (apps/tokio, its own lock file), from crates.io:
+# the tests build it.
+echo "== fetching the tokio app's crates"
+cargo fetch --locked --manifest-path crates/whyslow/tests/apps/tokio/Cargo.toml
+
 echo "== eBPF object"
 crates/ebpf/bpf/build.sh --check
 echo "== cargo fmt"

@@ -1,7 +1,9 @@
 //! Event-loop runtimes under eBPF: a Node.js service (http, pg's Pool,
 //! ioredis) and a Python asyncio one (aiohttp, asyncpg, redis.asyncio) serve
-//! every request on one thread, so the thread that read a request is no
-//! evidence of which request a call was made for. Each runs broken (an N+1,
+//! every request on one thread, and a tokio one (axum, tokio-postgres,
+//! deadpool) runs many requests' tasks on each of its workers, moving them
+//! between workers, so the thread that read a request is no evidence of
+//! which request a call was made for. Each runs broken (an N+1,
 //! calls queued on a pool of 5) and fixed at 8 clients under
 //! `whyslow capture --ebpf --pid APP`, and the one capture is analyzed with
 //! its socket calls and without them (packets alone). With them: the thread
@@ -11,6 +13,7 @@
 //! to what the app recorded out of band (apps/truth.py's format).
 
 mod common;
+use common::polyglot::rust_binary;
 use common::real::*;
 use common::truth::{made_for, read_app_truth, score, Score};
 use common::*;
@@ -84,6 +87,29 @@ fn asyncio_app_at_8_clients() {
         return;
     }
     every_shape("asyncio", asyncio_app);
+}
+
+fn tokio_app(shape: &str, variant: &str, port: u16, pg: u16, _redis: u16) -> Command {
+    let mut cmd = Command::new(rust_binary("tokio"));
+    cmd.args([shape, variant])
+        .args([port, pg].map(|p| p.to_string()));
+    cmd
+}
+
+#[test]
+fn tokio_app_at_8_clients() {
+    let test = "tokio_app_at_8_clients";
+    let _one = serial();
+    let needs = [
+        Need::Postgres,
+        Need::Tool("redis-server"),
+        Need::Capture,
+        Need::Ebpf,
+    ];
+    if !requirements_met(test, &needs) {
+        return;
+    }
+    every_shape("tokio", tokio_app);
 }
 
 #[test]

@@ -104,21 +104,42 @@ fn java_command(source: &str, classpath: &[PathBuf], args: &[String]) -> Command
     java
 }
 
+/// Runs `build` for `what` once per test binary.
+fn built_once(what: &str, build: impl FnOnce()) {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
+    let mut done = BUILT.get_or_init(Default::default).lock().unwrap();
+    if !done.iter().any(|d| d == what) {
+        build();
+        done.push(what.to_string());
+    }
+}
+
 /// The Go app in tests/apps/go/`name`, built once per test binary (Go's
 /// build cache makes a rebuild of unchanged sources quick).
 pub fn go_binary(name: &str) -> PathBuf {
-    static BUILT: OnceLock<std::sync::Mutex<Vec<String>>> = OnceLock::new();
-    let mut done = BUILT.get_or_init(Default::default).lock().unwrap();
     let bin = built().join(name);
-    if !done.iter().any(|d| d == name) {
+    built_once(&format!("go {name}"), || {
         run(Command::new("go")
             .args(["build", "-o"])
             .arg(&bin)
             .arg(".")
-            .current_dir(apps().join("go").join(name)));
-        done.push(name.to_string());
-    }
+            .current_dir(apps().join("go").join(name)))
+    });
     bin
+}
+
+/// The Rust app in tests/apps/`name` (its own Cargo workspace and lock
+/// file), built once per test binary into the target directory.
+pub fn rust_binary(name: &str) -> PathBuf {
+    let target = built().join("cargo");
+    built_once(&format!("rust {name}"), || {
+        run(Command::new(env!("CARGO"))
+            .args(["build", "--locked", "--manifest-path"])
+            .arg(apps().join(name).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target))
+    });
+    target.join("debug").join(format!("{name}-app"))
 }
 
 /// The Go app `name` (`go_binary`), serving on `port`, recording what it
