@@ -76,7 +76,7 @@ pub fn analyze_within(timeline: &mut Timeline, service: Service, edges: CutEdges
     let (backing, attributed) = if service_ports.is_empty() {
         (Vec::new(), attribution::Attributed::default())
     } else {
-        let attributed = attribution::attribute_within(timeline, &service_ports, edges);
+        let attributed = attribution::attribute_through(timeline, &service_ports, edges);
         (
             attribution::nested_servers(timeline, &service_ports),
             attributed,

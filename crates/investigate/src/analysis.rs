@@ -12,7 +12,7 @@ use whyslow_detect::stall_coverage;
 use whyslow_detect::windowed::{CaptureResult, Keep, Scope, WindowedAnalysis};
 use whyslow_ebpf::ThreadIndex;
 use whyslow_model::{CaptureSummary, FindingKind, Protocol, Report, Skipped, Timeline};
-use whyslow_wire::{windows_from_file, FlowOptions, Window, WindowSink};
+use whyslow_wire::{windows_from_file, AnalyzeOutcome, FlowOptions, Window, WindowSink};
 
 /// Where the connections and exchanges come from.
 #[derive(Debug, Clone, Copy)]
@@ -107,7 +107,7 @@ impl WindowSink for Sink<'_> {
 }
 
 /// Whether `path` holds OTLP traces rather than packets (by its first bytes).
-fn is_trace_file(path: &Path) -> bool {
+pub(crate) fn is_trace_file(path: &Path) -> bool {
     use std::io::Read;
     let mut head = [0u8; 64];
     let n = std::fs::File::open(path)
@@ -145,6 +145,17 @@ pub fn analyze_capture(
         let set = whyslow_otlp::import::read_file(path)?;
         return crate::spans::analyze_spans(set, &path.display().to_string(), opts);
     }
+    analyze_windows(opts, |flow, sink| {
+        windows_from_file(path, flow, sink).map_err(|e| format!("{}: {e}", path.display()))
+    })
+}
+
+/// The windows `read` hands out (from `opts.flow`, with what the events
+/// file adds), analyzed as one capture.
+pub(crate) fn analyze_windows(
+    opts: &AnalysisOptions,
+    read: impl FnOnce(&FlowOptions, &mut (dyn WindowSink + Send)) -> Result<AnalyzeOutcome, String>,
+) -> Result<CaptureAnalysis, String> {
     let keep = evidence_keep(opts);
     let mut whole = WindowedAnalysis::new(opts.service.as_deref(), opts.scope.clone(), keep);
     // An events file that cannot be read is a note: the packets still tell
@@ -164,8 +175,7 @@ pub fn analyze_capture(
         whole: &mut whole,
         threads,
     };
-    let outcome = windows_from_file(path, &flow, &mut sink)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let outcome = read(&flow, &mut sink)?;
     if let (Some(s), Some((_, joined))) = (thread_source.as_mut(), sink.threads) {
         s.exchanges_joined = joined;
     }

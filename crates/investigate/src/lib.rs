@@ -10,6 +10,7 @@ pub mod demo;
 pub mod diagnose;
 mod events;
 pub mod host;
+mod joined;
 pub mod keylog;
 pub mod load;
 pub mod probe;
@@ -19,6 +20,7 @@ pub mod send;
 pub mod spans;
 
 pub use analysis::{analyze_capture, AnalysisOptions, CaptureAnalysis, CaptureSource};
+pub use joined::analyze_hosts;
 pub use spans::analyze_spans;
 pub use whyslow_detect::windowed::Scope;
 

@@ -75,6 +75,11 @@ pub struct CaptureSummary {
     /// loops): no call was given by them, only by what the wire showed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub event_loops: Vec<crate::Thread>,
+    /// Captures of several hosts analyzed as one (`analyze A B C`): each
+    /// host, its clock against the first file's, and the connections it
+    /// shares with the others. Empty for one capture.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostClock>,
     /// The eBPF events read beside the capture, when there were any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<ThreadSource>,
@@ -368,4 +373,34 @@ mod tests {
         assert_eq!(g.seconds.len(), GAP_SECONDS_LISTED);
         assert_eq!(g.seconds[0].second, 10, "the first seconds are kept");
     }
+}
+
+/// One host of a capture of several (`analyze A B C`), as its shared
+/// connections placed its clock.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostClock {
+    pub name: String,
+    pub files: Vec<String>,
+    /// What is subtracted from this host's timestamps to put them on the
+    /// first file's clock (µs): the midpoint of what its shared connections
+    /// allow. None when it shares no connection with a host placed already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_us: Option<i64>,
+    /// How far the true offset may lie from `clock_offset_us` (µs): half
+    /// the range the one-way delays leave, summed along the chain of hosts
+    /// it was placed through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_bound_us: Option<u64>,
+    /// The host whose shared connections placed it (none for the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed_by: Option<String>,
+    /// Connections it shares with the other hosts' captures.
+    pub shared_connections: u64,
+    /// Of those, the copies left out of the analysis: another host holds
+    /// the connection's client end, whose view is kept.
+    pub copies_left_out: u64,
+    /// Its shared connections disagreed on the offset (a clock that stepped
+    /// or drifted during the captures): the offset told is their median.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clock_disagrees: bool,
 }

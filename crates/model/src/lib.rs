@@ -26,8 +26,8 @@ pub mod unix_socket;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{
-    CaptureGaps, CaptureSummary, ConnectionGaps, ExchangeGroup, PortPackets, ServerCount,
-    ServiceChoice, ServiceHow, SpanSource, ThreadSource, TunnelPackets,
+    CaptureGaps, CaptureSummary, ConnectionGaps, ExchangeGroup, HostClock, PortPackets,
+    ServerCount, ServiceChoice, ServiceHow, SpanSource, ThreadSource, TunnelPackets,
 };
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{

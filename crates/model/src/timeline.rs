@@ -232,6 +232,10 @@ pub struct DirectionStats {
     pub gap_bytes: u64,
 }
 
+fn is_zero_u16(n: &u16) -> bool {
+    *n == 0
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -297,6 +301,10 @@ pub struct Connection {
     /// acknowledgement or close (its "connection" facts are empty).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub udp: bool,
+    /// Of captures of several hosts (`capture.hosts`): the index of the
+    /// host whose capture it was read from; 0 for the first, or the only one.
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub host: u16,
 }
 
 /// What a TLS handshake said, read from its cleartext messages (and
@@ -355,6 +363,7 @@ impl Connection {
             socket_path: None,
             gaps: Vec::new(),
             udp: false,
+            host: 0,
         }
     }
 

@@ -104,6 +104,10 @@ pub enum Rule {
     /// A call of a fingerprint each request of one kind made once, placed
     /// by deduction among the requests of that kind.
     Fingerprint,
+    /// A backing connection only one inbound connection's requests used
+    /// (a thread per client connection, a backing connection per thread):
+    /// given to the request on that connection that enclosed the call.
+    Affinity,
     /// Only one request was waiting while the call ran.
     SoleCandidate,
     /// One request's arrival and answer bracket the call far more tightly
@@ -117,11 +121,12 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in the order attribution runs them.
-    pub const ALL: [Rule; 10] = [
+    pub const ALL: [Rule; 11] = [
         Rule::SpanParent,
         Rule::TraceContext,
         Rule::Thread,
         Rule::TraceGroup,
+        Rule::Affinity,
         Rule::Transaction,
         Rule::Checkout,
         Rule::Fingerprint,
@@ -140,6 +145,7 @@ impl Rule {
             Rule::Transaction => "transaction",
             Rule::Checkout => "checkout",
             Rule::Fingerprint => "fingerprint",
+            Rule::Affinity => "affinity",
             Rule::SoleCandidate => "sole_candidate",
             Rule::Bracket => "bracket",
             Rule::Lookup => "lookup",

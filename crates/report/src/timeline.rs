@@ -154,6 +154,7 @@ pub fn capture_summary(s: &CaptureSummary, evidence: &Timeline) -> String {
             );
         }
     }
+    hosts_lines(&mut out, &s.hosts);
     if let Some(t) = &s.threads {
         let _ = writeln!(
             out,
@@ -335,6 +336,47 @@ fn tls_note(conns: &[&Connection]) -> String {
         let _ = write!(out, ", median {}", fmt_ms(median));
     }
     out
+}
+
+/// "hosts: 3 captures joined, each on front's clock" and a line per host:
+/// its offset and the bound on it, what placed it, the connections it
+/// shares and the copies left out.
+fn hosts_lines(out: &mut String, hosts: &[whyslow_model::HostClock]) {
+    let Some(first) = hosts.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "  hosts: {} captures joined by the connections they share, on {}'s clock",
+        hosts.len(),
+        first.name
+    );
+    for h in hosts {
+        let clock = match (h.clock_offset_us, h.clock_offset_bound_us, &h.placed_by) {
+            (_, _, None) if h.name == first.name => "the reference clock".to_string(),
+            (Some(o), Some(b), Some(by)) => format!(
+                "clock {}{} ± {} (placed by {by}{})",
+                if o < 0 { "-" } else { "+" },
+                fmt_ms(o.unsigned_abs()),
+                fmt_ms(b),
+                if h.clock_disagrees {
+                    "; its connections disagree"
+                } else {
+                    ""
+                }
+            ),
+            _ if h.shared_connections > 0 => {
+                "its shared connections fit no one clock offset (a step or drift): left out"
+                    .to_string()
+            }
+            _ => "shares no connection with a placed host: left out".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "    {}: {clock}; {} shared connection(s), {} copies read from another host",
+            h.name, h.shared_connections, h.copies_left_out
+        );
+    }
 }
 
 /// The request table's first column.

@@ -1,36 +1,78 @@
-//! `whyslow analyze FILE` (a pcap/pcapng capture or OTLP traces) and
+//! `whyslow analyze FILE…` (a pcap/pcapng capture or OTLP traces; several
+//! hosts' captures joined into one) and
 //! `whyslow receive` (OTLP/HTTP spans), through the one analysis path, rendered.
 
 use crate::flags::commands::{AnalyzeArgs, ReceiveArgs};
 use crate::flags::exit::Exit;
 use crate::flags::output::TimelineOutput;
 use crate::stdout::{self, Done};
+use std::path::PathBuf;
 use whyslow_investigate::{
-    analyze_capture, analyze_spans, receive, AnalysisOptions, CaptureAnalysis,
+    analyze_capture, analyze_hosts, analyze_spans, receive, AnalysisOptions, CaptureAnalysis,
 };
 use whyslow_investigate::{CaptureSource, Scope};
 use whyslow_model::Report;
 
 pub fn run(args: AnalyzeArgs) -> Done {
     let json = args.output.json();
-    let file = Some(args.file.display().to_string());
+    let hosts = match hosts(&args) {
+        Ok(h) => h,
+        Err(e) => return stdout::fail(json, "analyze", None, Exit::Usage, &e),
+    };
+    let names: Vec<String> = hosts.iter().map(|h| h.1.display().to_string()).collect();
+    let file = Some(names.join(" "));
     let flow = match args.limits.with_keylog(&args.keylog) {
         Ok(l) => l,
         Err(e) => return stdout::fail(json, "analyze", file, Exit::Usage, &e),
     };
+    let first = &hosts[0].1;
     let opts = AnalysisOptions {
         service: (!args.service.is_empty()).then(|| args.service.clone()),
         service_name: args.service_name.clone(),
         scope: Scope::Everything,
         flow,
         evidence: args.output.evidence(),
-        events: AnalysisOptions::events_for(&args.file, args.events.clone()),
+        events: AnalysisOptions::events_for(first, args.events.clone()),
     };
-    let analysis = match analyze_capture(CaptureSource::File(&args.file), &opts) {
+    let analysis = match hosts.len() {
+        1 => analyze_capture(CaptureSource::File(first), &opts),
+        _ => analyze_hosts(&hosts, &opts),
+    };
+    let analysis = match analysis {
         Ok(a) => a,
         Err(e) => return stdout::fail(json, "analyze", file, Exit::NotACapture, &e),
     };
     emit("analyze", file, analysis, &args.output)
+}
+
+/// The captures to analyze, one per host: the FILEs (each named by its
+/// stem), then `--host NAME=FILE`. Two hosts of one name, or one file
+/// given twice, is a usage error: nothing would tell them apart.
+fn hosts(args: &AnalyzeArgs) -> Result<Vec<(String, PathBuf)>, String> {
+    let stem = |p: &PathBuf| {
+        p.file_stem().map_or_else(
+            || p.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        )
+    };
+    let mut out: Vec<(String, PathBuf)> = args.files.iter().map(|p| (stem(p), p.clone())).collect();
+    out.extend(args.host.iter().cloned());
+    for (i, (name, path)) in out.iter().enumerate() {
+        for (other, other_path) in &out[..i] {
+            if other_path == path {
+                return Err(format!("{} is given twice", path.display()));
+            }
+            if other == name {
+                return Err(format!(
+                    "two captures of one host name, {name}: name them with --host NAME=FILE"
+                ));
+            }
+        }
+    }
+    if out.len() > 1 && args.events.is_some() {
+        return Err("--events goes with one capture".into());
+    }
+    Ok(out)
 }
 
 pub fn receive(args: ReceiveArgs) -> Done {

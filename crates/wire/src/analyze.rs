@@ -4,6 +4,8 @@
 use crate::decode::decode;
 use crate::flow::FlowCounts;
 use crate::flow::{FlowOptions, FlowTable, StreamEvents, Streams, Window, SERVICE_SAMPLE};
+use crate::merged::{self, Feed};
+use crate::packet::Packet;
 use crate::read::{read_packets_buffered, ReadOutcome, INITIAL_BUFFER};
 use crate::tunnel::Tunnel;
 use crate::WireError;
@@ -68,7 +70,12 @@ pub fn windows_from_file(
     options: &FlowOptions,
     sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
-    windows_from(File::open(path)?, FILE_BUFFER, options, sink)
+    let reader = File::open(path)?;
+    windows_from(
+        |f| read_packets_buffered(reader, FILE_BUFFER, f),
+        options,
+        sink,
+    )
 }
 
 /// As `windows_from_file`, from any reader.
@@ -77,7 +84,25 @@ pub fn windows_from_reader<R: Read + Send>(
     options: &FlowOptions,
     sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
-    windows_from(reader, INITIAL_BUFFER, options, sink)
+    windows_from(
+        |f| read_packets_buffered(reader, INITIAL_BUFFER, f),
+        options,
+        sink,
+    )
+}
+
+/// As `windows_from_file`, from the captures of several hosts read as one
+/// (`merged::read`): each host's packets on the first one's clock, in time
+/// order, less the copies of connections another host's capture holds.
+pub fn windows_from_files(
+    feeds: &[Feed],
+    options: &FlowOptions,
+    sink: &mut (dyn WindowSink + Send),
+) -> Result<AnalyzeOutcome, WireError> {
+    for feed in feeds {
+        File::open(&feed.path)?;
+    }
+    windows_from(|f| merged::read(feeds, f), options, sink)
 }
 
 /// Windows queued for the sink's thread beyond the one it analyzes: none,
@@ -90,9 +115,8 @@ const WINDOWS_IN_FLIGHT: usize = 0;
 /// 109–110 MB).
 const VECTORS_BACK: usize = 2;
 
-fn windows_from<R: Read + Send>(
-    reader: R,
-    buffer: usize,
+fn windows_from(
+    source: impl FnOnce(&mut dyn FnMut(&Packet)) -> ReadOutcome + Send,
     options: &FlowOptions,
     sink: &mut (dyn WindowSink + Send),
 ) -> Result<AnalyzeOutcome, WireError> {
@@ -151,7 +175,7 @@ fn windows_from<R: Read + Send>(
             let _ = to_sink.send(w);
             table.make_room(emptied.try_recv().ok());
         };
-        let read = drive(reader, buffer, &mut table, |table| {
+        let read = drive(source, &mut table, |table| {
             if table.window_ready() {
                 cut(table, false);
             }
@@ -216,7 +240,11 @@ fn timeline_from<R: Read + Send>(
     options: &FlowOptions,
 ) -> Result<AnalyzeOutcome, WireError> {
     let mut table = FlowTable::new(options.clone());
-    let read = drive(reader, buffer, &mut table, |_| {});
+    let read = drive(
+        |f| read_packets_buffered(reader, buffer, f),
+        &mut table,
+        |_| {},
+    );
     let timeline = table.take_timeline();
     outcome_of(read, table, timeline)
 }
@@ -229,9 +257,8 @@ fn timeline_from<R: Read + Send>(
 /// the other runs the protocol analyzers on those bytes and keeps the
 /// exchanges (its protocol half). What passes between them goes in small
 /// batches, so memory stays bounded and the two halves of the work overlap.
-fn drive<R: Read + Send>(
-    reader: R,
-    buffer: usize,
+fn drive(
+    source: impl FnOnce(&mut dyn FnMut(&Packet)) -> ReadOutcome + Send,
     table: &mut FlowTable,
     mut after_batch: impl FnMut(&mut Streams),
 ) -> ReadOutcome {
@@ -241,7 +268,8 @@ fn drive<R: Read + Send>(
         let (free_tx, free_rx) = sync_channel::<StreamEvents>(BATCHES_IN_FLIGHT + 1);
         let reading = s.spawn(move || {
             let mut batch = StreamEvents::default();
-            let outcome = read_packets_buffered(reader, buffer, |p| {
+            let outcome = source(&mut |p: &Packet| {
+                tcp.host = p.host;
                 let decoded = decode(p.link, &p.data);
                 tcp.push_decoded(decoded, p.is_cut(), p.at_us, p.number, &mut batch);
                 if batch.list.len() >= BATCH_EVENTS || batch.bytes.len() >= BATCH_BYTES {

@@ -63,6 +63,7 @@ fn push_segments(mut table: FlowTable, data: &[u8]) {
             link: LinkType::RAW,
             orig_len: frame.len() as u32 + u32::from(ctl & 0x40 != 0) * 7,
             data: frame,
+            host: 0,
         };
         table.push(&p);
     }

@@ -27,6 +27,9 @@ pub struct Packet {
     pub data: Vec<u8>,
     /// Length of the packet on the wire.
     pub orig_len: u32,
+    /// Which capture it came from, of several hosts' read as one
+    /// (`merged`); 0 otherwise.
+    pub host: u16,
 }
 
 impl Packet {
@@ -38,6 +41,7 @@ impl Packet {
             link: LinkType::RAW,
             data: Vec::new(),
             orig_len: 0,
+            host: 0,
         }
     }
 

@@ -19,14 +19,14 @@ use whyslow_model::Rule;
 /// open: one hole may hide several requests, and deduction, which lets each
 /// candidate hold one unit, cannot count them.
 pub fn place_each<'u, K: Eq + Hash>(
-    units: &'u [Unit],
+    s: &'u Scene,
     table: &mut Table,
     rule: Rule,
     pick: impl Fn(&Unit) -> Option<(K, Vec<u32>)>,
 ) -> Vec<&'u Unit> {
     let mut groups: HashMap<K, (Vec<&Unit>, Vec<Vec<u32>>)> = HashMap::new();
     let mut left = Vec::new();
-    for u in units.iter().filter(|u| table.unit_open(u)) {
+    for u in s.units.iter().filter(|u| table.unit_open(u)) {
         if let Some((key, cands)) = pick(u) {
             if cands.iter().any(|&id| is_lost(id)) {
                 left.push(u);
@@ -38,7 +38,7 @@ pub fn place_each<'u, K: Eq + Hash>(
         }
     }
     for (members, cands) in groups.values() {
-        left.extend(place(members, cands, rule, table));
+        left.extend(place(s, members, cands, rule, table));
     }
     left
 }
@@ -48,6 +48,7 @@ pub fn place_each<'u, K: Eq + Hash>(
 /// transactions), the rule is wrong for this group: a unit is then given
 /// only when one request alone encloses it. Returns the units left open.
 fn place<'u>(
+    s: &Scene,
     members: &[&'u Unit],
     cands: &[Vec<u32>],
     rule: Rule,
@@ -61,7 +62,8 @@ fn place<'u>(
     let placed = if one_each {
         matching::forced(cands)
     } else {
-        cands.iter().map(|c| (c.len() == 1).then(|| c[0])).collect()
+        let alone = |(u, c): (&&Unit, &Vec<u32>)| (c.len() == 1 && s.alone_tells(u)).then(|| c[0]);
+        members.iter().zip(cands).map(alone).collect()
     };
     let mut left = Vec::new();
     for (u, placed) in members.iter().zip(placed) {
@@ -84,7 +86,7 @@ pub fn place_per_server(
     rule: Rule,
     server_of: impl Fn(Holder) -> Option<SocketAddr>,
 ) {
-    let left = place_each(&s.units, table, rule, |u| {
+    let left = place_each(s, table, rule, |u| {
         let server = server_of(u.holder).filter(|_| held_whole(u))?;
         Some((server, ids(u)))
     });

@@ -9,6 +9,7 @@
 mod deduction;
 mod fingerprints;
 mod fit;
+mod hops;
 mod matching;
 mod rules;
 mod runs;
@@ -20,6 +21,7 @@ mod windows;
 
 pub use fit::BRACKET_MARGIN;
 use foldhash::{HashMap, HashSet};
+pub use hops::attribute_through;
 pub use rules::bracket::FILL_SHARE;
 pub use runs::{MIN_RUN_OPENERS, RUN_OPENER_SHARE};
 use scene::Scene;
@@ -49,8 +51,9 @@ const CALL_RULES: [CallRule; 3] = [
 /// fingerprint, a single call): deduction for what a request holds one of,
 /// then a sole candidate, then timing; last, a DNS lookup goes with the
 /// call it preceded, once that call is placed.
-const UNIT_RULES: [UnitRule; 7] = [
+const UNIT_RULES: [UnitRule; 8] = [
     rules::trace_group::place,
+    rules::affinity::place,
     rules::transaction::place,
     rules::checkout::place,
     rules::fingerprint::place,
@@ -140,7 +143,7 @@ pub fn attribute_within(
     for u in units.iter().filter(|u| u.complete && u.cands.is_empty()) {
         table.decide_unit(u, Decision::Outside);
     }
-    scene.units = units;
+    scene.set_units(units);
     for rule in UNIT_RULES {
         rule(&scene, &mut table);
     }
@@ -249,8 +252,9 @@ fn holes(t: &Timeline) -> runs::Holes {
     out
 }
 
-/// When the inbound requests were answered (first response byte), and the
-/// share of requests whose answer the capture holds. A hole toward the
+/// When the inbound requests were answered (first response byte) and, where
+/// an eBPF source saw it, read by the service, and the share of requests
+/// whose answer the capture holds. A hole toward the
 /// service on an inbound connection hid a request's bytes: where it hid a
 /// whole request, its answer was skipped as a response without one, so
 /// each such hole noticed while these requests came counts as a request
@@ -258,6 +262,7 @@ fn holes(t: &Timeline) -> runs::Holes {
 fn answers(t: &Timeline, service_ports: &[u16]) -> runs::Answers {
     let mut requests = 0u64;
     let mut at: Vec<u64> = Vec::new();
+    let mut taken_up: Vec<u64> = Vec::new();
     let (mut first, mut last) = (u64::MAX, 0);
     for e in t
         .exchanges
@@ -266,6 +271,7 @@ fn answers(t: &Timeline, service_ports: &[u16]) -> runs::Answers {
     {
         requests += 1;
         at.extend(e.response_first_at_us);
+        taken_up.extend(e.read_at_us);
         first = first.min(e.request_first_at_us);
         last = last.max(e.response_first_at_us.unwrap_or(e.request_last_at_us));
     }
@@ -277,12 +283,17 @@ fn answers(t: &Timeline, service_ports: &[u16]) -> runs::Answers {
         .filter(|g| g.direction == Direction::ToServer && (first..=last).contains(&g.after_us))
         .count() as u64;
     at.sort_unstable();
+    taken_up.sort_unstable();
     let captured = if requests == 0 {
         1.0
     } else {
         at.len() as f64 / (requests + hidden) as f64
     };
-    runs::Answers { at, captured }
+    runs::Answers {
+        at,
+        taken_up,
+        captured,
+    }
 }
 
 #[cfg(test)]
@@ -379,6 +390,27 @@ mod tests {
                 .push(exchange(10 + i, i, (at, at + 5), (at + 10, at + 20)));
         }
         assert_eq!(nested_servers(&t, &[8080]), vec![6379]);
+    }
+
+    #[test]
+    fn a_connection_with_calls_no_request_waited_for_gives_none_by_sole_candidate() {
+        // Requests at 0–1 ms, 2–3 ms and 4–5 ms. A writer connection (1)
+        // sends a stash at 1.2 ms, while no request waits, and another
+        // inside the second request alone; a reader connection (2) reads
+        // inside the second request alone.
+        let mut t = servers(&[8080, 6379, 6379]).with(vec![
+            exchange(0, 0, (0, 10), (1_000, 1_010)),
+            exchange(1, 0, (2_000, 2_010), (3_000, 3_010)),
+            exchange(2, 0, (4_000, 4_010), (5_000, 5_010)),
+            exchange(10, 1, (1_200, 1_210), (1_500, 1_510)),
+            exchange(11, 1, (2_200, 2_210), (2_500, 2_510)),
+            exchange(12, 2, (2_600, 2_610), (2_700, 2_710)),
+        ]);
+        attribute(&mut t, &[8080]);
+        let parent = |id: u32| t.exchanges.iter().find(|e| e.id == id).unwrap().parent;
+        assert_eq!(parent(12), Some(1), "the reader's call: its one request's");
+        let rule = t.exchanges.iter().find(|e| e.id == 11).unwrap().rule;
+        assert_eq!(parent(11), None, "the writer's, given by {rule:?}");
     }
 
     #[test]

@@ -107,7 +107,7 @@ const SERVICE_CANDIDATES: usize = 16;
 /// encloses another kind's exchanges encloses them by chance: a client
 /// streaming a large write to it while unrelated requests come and go.
 /// A proxy of its own protocol (pgbouncer, twemproxy) still may be the service.
-fn is_datastore(p: Protocol) -> bool {
+pub(super) fn is_datastore(p: Protocol) -> bool {
     matches!(
         p,
         Protocol::Redis | Protocol::Postgres | Protocol::Mysql | Protocol::Memcached

@@ -73,8 +73,14 @@ pub struct CaptureArgs {
 #[derive(Args, Debug)]
 pub struct AnalyzeArgs {
     /// pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture), or OTLP
-    /// traces (the Collector's file exporter: JSON lines or framed protobuf, gzip or not)
-    pub file: PathBuf,
+    /// traces (the Collector's file exporter: JSON lines or framed protobuf, gzip or not).
+    /// Several captures: one host each, joined into one analysis by the
+    /// connections they share (the host named by the file's stem)
+    #[arg(required_unless_present = "host", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// One host's capture, named: NAME=FILE (repeatable; with the FILEs)
+    #[arg(long = "host", value_name = "NAME=FILE", value_parser = parse_host)]
+    pub host: Vec<(String, PathBuf)>,
     /// Port(s) of the service under investigation: its exchanges are the
     /// inbound requests, the others its backing calls (default: found from
     /// the wire, as the server whose requests enclose other servers' exchanges)
@@ -307,4 +313,14 @@ pub struct MergeArgs {
 pub struct CompletionsArgs {
     /// The shell to complete in
     pub shell: clap_complete::Shell,
+}
+
+/// `NAME=FILE` of `analyze --host`.
+fn parse_host(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, file)) if !name.is_empty() && !file.is_empty() => {
+            Ok((name.to_string(), PathBuf::from(file)))
+        }
+        _ => Err(format!("{s}: expected NAME=FILE")),
+    }
 }

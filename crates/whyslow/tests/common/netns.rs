@@ -148,13 +148,18 @@ impl NsServer {
     /// Runs `cmd` (a namespace's command) and returns once something
     /// accepts on the namespace's 127.0.0.1:`port`.
     pub fn start(ns: &Netns, cmd: &mut Command, port: u16) -> NsServer {
+        Self::start_on(ns, cmd, "127.0.0.1", port)
+    }
+
+    /// As `start`, waiting for `addr`:`port` in the namespace.
+    pub fn start_on(ns: &Netns, cmd: &mut Command, addr: &str, port: u16) -> NsServer {
         let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start a server in the namespace");
         let s = NsServer { child };
-        let probe = format!("import socket; socket.create_connection(('127.0.0.1', {port}), 1)");
+        let probe = format!("import socket; socket.create_connection(('{addr}', {port}), 1)");
         for _ in 0..200 {
             let up = ns
                 .command(python())
@@ -194,5 +199,23 @@ impl Drop for NsServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A veth pair joining namespaces `a` and `b`, its ends addressed `a_addr`
+/// and `b_addr` (CIDR) and up; gone with either namespace.
+pub fn link(a: &Netns, a_addr: &str, b: &Netns, b_addr: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    // Interface names are at most 15 bytes, and created in the host's
+    // namespace first: unique to this process and pair.
+    let pid = std::process::id() % 1_000_000;
+    let (x, y) = (format!("wv{pid}a{n}"), format!("wv{pid}b{n}"));
+    run_ok(Command::new("ip").args(["link", "add", &x, "type", "veth", "peer", "name", &y]));
+    for (ns, end, addr) in [(a, &x, a_addr), (b, &y, b_addr)] {
+        run_ok(Command::new("ip").args(["link", "set", end, "netns", &ns.name]));
+        run_ok(ns.command("ip").args(["addr", "add", addr, "dev", end]));
+        run_ok(ns.command("ip").args(["link", "set", end, "up"]));
     }
 }

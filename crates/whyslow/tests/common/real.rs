@@ -218,9 +218,16 @@ pub fn tcpdump_on(
         .expect("tcpdump");
     // tcpdump says "listening on IFACE" once its socket is bound; immediate
     // mode hands each packet over at once instead of in timed blocks.
+    // (On `any` it first names the link type it chose.)
     let mut line = String::new();
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let _ = err.read_line(&mut line);
+    for _ in 0..3 {
+        line.clear();
+        let _ = err.read_line(&mut line);
+        if line.contains("listening") || line.is_empty() {
+            break;
+        }
+    }
     assert!(line.contains("listening"), "tcpdump: {line}");
     run();
     std::thread::sleep(Duration::from_millis(200));

@@ -163,7 +163,9 @@ pub struct FlowCounts {
     pub late_packets: u64,
 }
 
-type Key = (SocketAddr, SocketAddr);
+/// A flow's two ends in a fixed order, and the capture (host) it is in:
+/// two hosts' loopbacks may carry one 4-tuple each.
+type Key = (SocketAddr, SocketAddr, u16);
 
 /// Hasher of flow keys: FxHash's rotate-xor-multiply (as in rustc-hash), a
 /// few times faster than SipHash on these small keys, which are looked up
@@ -239,11 +241,11 @@ impl BuildHasher for FlowHashState {
     }
 }
 
-fn key(a: SocketAddr, b: SocketAddr) -> Key {
+fn key(a: SocketAddr, b: SocketAddr, host: u16) -> Key {
     if a <= b {
-        (a, b)
+        (a, b, host)
     } else {
-        (b, a)
+        (b, a, host)
     }
 }
 

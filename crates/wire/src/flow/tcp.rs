@@ -38,6 +38,8 @@ pub(crate) struct TcpFlows {
     /// Server ports of connections whose SYN was seen: which side of a
     /// connection first seen mid-stream is the server.
     listeners: HashSet<u16>,
+    /// The capture the packets being pushed come from (`Packet::host`).
+    pub(crate) host: u16,
     /// Per port, connections seen with it at either end (saturating): a
     /// server's port recurs on every connection to it, a client's
     /// ephemeral port on one.
@@ -48,6 +50,7 @@ impl TcpFlows {
     pub(super) fn new(options: FlowOptions, budget: Budget) -> Self {
         TcpFlows {
             listeners: options.listening.iter().copied().collect(),
+            host: 0,
             port_flows: vec![0; 1 << 16],
             options,
             flows: HashMap::with_hasher(FlowHashState::new()),
@@ -98,7 +101,7 @@ impl TcpFlows {
     /// Accounts one decoded TCP segment (`number`: 1-based packet number).
     pub(crate) fn push_tcp(&mut self, tcp: &TcpPacket, at_us: u64, number: u64, ev: &mut Events) {
         self.counters.tcp_packets += 1;
-        let k = key(tcp.src, tcp.dst);
+        let k = key(tcp.src, tcp.dst, self.host);
         // Common case, one lookup: a packet of a flow already tracked.
         if let Some(f) = self.flows.get_mut(&k) {
             if f.contradicted_by(tcp) {
@@ -111,6 +114,7 @@ impl TcpFlows {
                     flows: &self.port_flows,
                 };
                 *f = Flow::new(id, slot, tcp, first, known, ev);
+                f.conn.host = self.host;
             }
             if !f.is_new_syn(tcp) {
                 let was_closed = f.is_closed();
@@ -152,6 +156,7 @@ impl TcpFlows {
             flows: &self.port_flows,
         };
         let mut f = Flow::new(id, slot, tcp, at_us, known, ev);
+        f.conn.host = self.host;
         for port in [tcp.src.port(), tcp.dst.port()] {
             let n = &mut self.port_flows[usize::from(port)];
             *n = n.saturating_add(1);

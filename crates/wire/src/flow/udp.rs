@@ -77,7 +77,7 @@ impl TcpFlows {
     pub(crate) fn push_udp(&mut self, u: &UdpPacket, at_us: u64, number: u64, ev: &mut Events) {
         self.counters.udp_packets += 1;
         self.expire_udp(at_us, ev);
-        let k = key(u.src, u.dst);
+        let k = key(u.src, u.dst, self.host);
         if !self.udp.flows.contains_key(&k) {
             if !is_dns(u) {
                 return self.count_other(u);
@@ -138,6 +138,7 @@ impl TcpFlows {
         let slot = self.take_slot();
         let mut conn = Connection::new(id, client, server, at_us);
         conn.udp = true;
+        conn.host = self.host;
         ev.list.push(StreamEvent::Open {
             slot,
             id,

@@ -137,6 +137,7 @@ impl LiveCapture {
                 link: LinkType::RAW,
                 data: raw.data.to_vec(),
                 orig_len: raw.len,
+                host: 0,
             };
             self.number += 1;
             self.stats.packets += 1;

@@ -14,7 +14,7 @@ use crate::attribution::windows::is_lost;
 use whyslow_model::Rule;
 
 pub fn place(s: &Scene, table: &mut Table) {
-    deduction::place_each(&s.units, table, Rule::Fingerprint, |u| match u.holder {
+    deduction::place_each(s, table, Rule::Fingerprint, |u| match u.holder {
         Holder::Fingerprint(_, kind) if u.complete => {
             let cands = u.cands.iter().map(|w| w.id);
             Some((

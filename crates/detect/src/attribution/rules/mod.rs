@@ -2,6 +2,7 @@
 //! units of calls left after the call rules) and the side table, and
 //! decides only what no earlier rule decided; the order is in `super`.
 
+pub mod affinity;
 pub mod bracket;
 pub mod checkout;
 pub mod fingerprint;

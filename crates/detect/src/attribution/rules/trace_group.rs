@@ -11,7 +11,7 @@ use whyslow_model::Rule;
 
 pub fn place(s: &Scene, table: &mut Table) {
     let held = table.requests_given_by(Rule::TraceContext);
-    let left = deduction::place_each(&s.units, table, Rule::TraceGroup, |u| {
+    let left = deduction::place_each(s, table, Rule::TraceGroup, |u| {
         let cands = u.cands.iter().map(|w| w.id).filter(|id| !held.contains(id));
         (u.holder == Holder::Trace && held_whole(u)).then(|| ((), cands.collect()))
     });

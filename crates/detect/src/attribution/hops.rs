@@ -1,0 +1,265 @@
+//! Calls through hops: a backing server of the service whose own requests
+//! enclose other servers' exchanges (an API the front calls, which calls a
+//! database) is a service in turn. Its calls are given to its requests
+//! first, as the service's are (every rule, on that hop alone); then its
+//! requests, calls of the service, are given to the service's requests; a
+//! call two hops down goes to the request its hop's request was made for,
+//! at the weaker of the two levels. Given to the entry's requests directly,
+//! by time alone, the database's calls of an API shared by 4 fronts' requests
+//! in flight were nearly all ambiguous: each lies inside several front
+//! requests, but inside only one of the API's.
+
+use super::{attribute_within, nested_servers, server_ports, Attributed};
+use foldhash::{HashMap, HashMapExt, HashSet};
+use whyslow_model::{Attribution, CutEdges, ExchangeRole, Timeline};
+
+/// Hops looked through below the service: front → API → database is one.
+const MAX_DEPTH: usize = 3;
+
+/// `attribute_within`, through the hops below the service (see the module
+/// comment).
+pub fn attribute_through(
+    timeline: &mut Timeline,
+    service_ports: &[u16],
+    edges: CutEdges,
+) -> Attributed {
+    attribute_at(timeline, service_ports, edges, MAX_DEPTH)
+}
+
+fn attribute_at(
+    timeline: &mut Timeline,
+    service_ports: &[u16],
+    edges: CutEdges,
+    depth: usize,
+) -> Attributed {
+    let hops: Vec<u16> = match depth {
+        0 => Vec::new(),
+        _ => nested_servers(timeline, service_ports)
+            .into_iter()
+            .filter(|p| !service_ports.contains(p))
+            .filter(|&p| answers_from_others(timeline, p))
+            .collect(),
+    };
+    if hops.is_empty() {
+        return attribute_within(timeline, service_ports, edges);
+    }
+    // Each hop's calls, given to its own requests (or ambiguous among them).
+    let mut below: HashMap<u32, (Option<u32>, Attribution, Option<whyslow_model::Rule>)> =
+        HashMap::new();
+    let mut runs = Vec::new();
+    for &hop in &hops {
+        let mut sub = hop_timeline(timeline, hop, service_ports);
+        let inner = attribute_at(&mut sub, &[hop], edges, depth - 1);
+        runs.push(inner.held_runs.ambiguous);
+        for e in sub
+            .exchanges
+            .iter()
+            .filter(|e| e.role == ExchangeRole::Outbound)
+        {
+            if let Some(level) = e.attribution {
+                below.entry(e.id).or_insert((e.parent, level, e.rule));
+            }
+        }
+    }
+    // A hop's call that carries the trace of one of the service's requests
+    // (propagated through the hop) is given by it there, exactly.
+    let port = server_ports(timeline);
+    let traces: HashSet<whyslow_model::TraceId> = timeline
+        .exchanges
+        .iter()
+        .filter(|e| {
+            port.get(&e.connection)
+                .is_some_and(|p| service_ports.contains(p))
+        })
+        .filter_map(|e| e.trace)
+        .collect();
+    if !traces.is_empty() {
+        let exact: Vec<u32> = timeline
+            .exchanges
+            .iter()
+            .filter(|e| below.contains_key(&e.id) && e.trace.is_some_and(|t| traces.contains(&t)))
+            .map(|e| e.id)
+            .collect();
+        for id in exact {
+            below.remove(&id);
+        }
+    }
+    // The service's own calls, its hops' requests among them, without what
+    // the hops made.
+    let held: Vec<_> = std::mem::take(&mut timeline.exchanges);
+    let (hop_calls, own): (Vec<_>, Vec<_>) =
+        held.into_iter().partition(|e| below.contains_key(&e.id));
+    timeline.exchanges = own;
+    let mut out = attribute_within(timeline, service_ports, edges);
+    let made_for: HashMap<u32, (Option<u32>, Option<Attribution>)> = timeline
+        .exchanges
+        .iter()
+        .map(|e| (e.id, (e.parent, e.attribution)))
+        .collect();
+    for mut e in hop_calls {
+        let (hop_request, level, rule) = below[&e.id];
+        let up = hop_request.and_then(|r| made_for.get(&r)).copied();
+        e.role = ExchangeRole::Outbound;
+        match up {
+            Some((Some(parent), Some(up_level))) if level != Attribution::Ambiguous => {
+                e.parent = Some(parent);
+                e.attribution = Some(weaker(up_level, level));
+                e.rule = rule;
+            }
+            _ => {
+                e.parent = None;
+                e.attribution = Some(Attribution::Ambiguous);
+                e.rule = None;
+            }
+        }
+        timeline.exchanges.push(e);
+    }
+    timeline.sort();
+    // Runs of the hops' calls on held connections, numbered after the
+    // service's own.
+    let mut next = out
+        .held_runs
+        .ambiguous
+        .values()
+        .map(|r| r.1 + 1)
+        .max()
+        .unwrap_or(0);
+    for hop_runs in runs {
+        let base = next;
+        for (call, (server, run)) in hop_runs {
+            out.held_runs.ambiguous.insert(call, (server, base + run));
+            next = next.max(base + run + 1);
+        }
+    }
+    out
+}
+
+/// Whether the server on `port` calls other servers while its clients
+/// wait: some servers' exchanges nest inside its requests, and it is no
+/// cache or database enclosing another kind of server's by chance (a long
+/// write to Redis while pages come and go; `servers::is_datastore`).
+fn answers_from_others(t: &Timeline, port: u16) -> bool {
+    let protocol = |p: u16| {
+        t.connections
+            .iter()
+            .find(|c| c.server.port() == p)
+            .map(|c| c.protocol)
+    };
+    let nested = nested_servers(t, &[port]);
+    let own = protocol(port);
+    match own {
+        Some(p) if super::servers::is_datastore(p) => {
+            !nested.is_empty() && nested.iter().all(|&n| protocol(n) == own)
+        }
+        _ => !nested.is_empty(),
+    }
+}
+
+/// The hop's requests and the exchanges of the servers they enclose, on
+/// their own: the service's requests left out.
+fn hop_timeline(t: &Timeline, hop: u16, service_ports: &[u16]) -> Timeline {
+    let port = server_ports(t);
+    let mut servers: HashSet<u16> = nested_servers(t, &[hop]).into_iter().collect();
+    servers.insert(hop);
+    for p in service_ports {
+        servers.remove(p);
+    }
+    let keep = |conn: &u32| port.get(conn).is_some_and(|p| servers.contains(p));
+    Timeline {
+        connections: t
+            .connections
+            .iter()
+            .filter(|c| keep(&c.id))
+            .cloned()
+            .collect(),
+        exchanges: t
+            .exchanges
+            .iter()
+            .filter(|e| keep(&e.connection))
+            .cloned()
+            .collect(),
+    }
+}
+
+/// The weaker of two levels: a call is only as sure as each hop that led
+/// to it.
+fn weaker(a: Attribution, b: Attribution) -> Attribution {
+    let rank = |l: Attribution| match l {
+        Attribution::TraceContext | Attribution::Thread | Attribution::Span => 0,
+        Attribution::TraceGroup => 1,
+        Attribution::Inferred => 2,
+        Attribution::Ambiguous => 3,
+    };
+    if rank(a) > rank(b) {
+        a
+    } else {
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::attribution::attribute_through;
+    use crate::testkit::{conn, exchange};
+    use whyslow_model::{Attribution, CutEdges, Timeline};
+
+    const MS: u64 = 1_000;
+
+    /// Front requests A (0–9 ms) and B (1–17 ms) on 8080; each calls the
+    /// API on 9000 once, A at 2–8 ms, B at 10–16 ms; each API request reads
+    /// the database on 5432 three times inside it.
+    fn three_tiers() -> Timeline {
+        let mut t = Timeline::default();
+        for (id, port) in [(0, 8080), (1, 8080), (10, 9000), (11, 9000), (20, 5432)] {
+            t.connections.push(conn(id, port));
+        }
+        t.exchanges = vec![
+            exchange(0, 0, (0, 10), (9 * MS, 9 * MS + 10)),
+            exchange(1, 1, (MS, MS + 10), (17 * MS, 17 * MS + 10)),
+            exchange(10, 10, (2 * MS, 2 * MS + 10), (8 * MS, 8 * MS + 10)),
+            exchange(11, 11, (10 * MS, 10 * MS + 10), (16 * MS, 16 * MS + 10)),
+        ];
+        for (api, from) in [(10u32, 3u64), (11, 11)] {
+            for n in 0..3u32 {
+                let at = (from + u64::from(n)) * MS;
+                let id = 100 + (api - 10) * 10 + n;
+                t.exchanges
+                    .push(exchange(id, 20, (at, at + 10), (at + 500, at + 510)));
+            }
+        }
+        t.sort();
+        t
+    }
+
+    #[test]
+    fn a_call_two_hops_down_goes_to_the_request_its_hops_request_was_made_for() {
+        let mut t = three_tiers();
+        attribute_through(&mut t, &[8080], CutEdges::default());
+        let parent = |id: u32| t.exchanges.iter().find(|e| e.id == id).unwrap().parent;
+        assert_eq!((parent(10), parent(11)), (Some(0), Some(1)));
+        for n in 0..3 {
+            assert_eq!(
+                parent(100 + n),
+                Some(0),
+                "database call {n} of A's API call"
+            );
+            assert_eq!(
+                parent(110 + n),
+                Some(1),
+                "database call {n} of B's API call"
+            );
+        }
+        let mut levels = t.exchanges.iter().filter(|e| e.id >= 100);
+        assert!(levels.all(|e| e.attribution == Some(Attribution::Inferred)));
+    }
+
+    #[test]
+    fn without_the_hop_the_database_calls_lie_inside_both_front_requests() {
+        // Told by time alone against the front's requests: A's database
+        // calls lie inside A and B alike.
+        let mut t = three_tiers();
+        crate::attribution::attribute(&mut t, &[8080]);
+        let parent = |id: u32| t.exchanges.iter().find(|e| e.id == id).unwrap().parent;
+        assert!((0..3).all(|n| parent(100 + n) != Some(0)));
+    }
+}

@@ -1,0 +1,258 @@
+//! A backing connection that only one inbound connection's requests used:
+//! a server that serves each client connection on a thread of its own, and
+//! each thread on a backing connection of its own (a client per thread, a
+//! framework's per-thread persistent connection). Every call on it lay
+//! inside a request of that inbound connection, and such a connection
+//! (HTTP/1.1, a database session) carries one request at a time: the one
+//! of its requests that encloses a call made it. Behind an API shared by 8
+//! fronts' requests in flight, each call of the API's lies inside 8 of its
+//! requests, and inside one of them on the connection its thread serves.
+
+use crate::attribution::scene::Scene;
+use crate::attribution::table::{Decision, Table};
+use crate::attribution::windows::is_lost;
+use foldhash::{HashMap, HashMapExt};
+use std::net::SocketAddr;
+use whyslow_model::{Attribution, ExchangeRole, Rule};
+
+/// Calls a backing connection must have carried, each inside a request of
+/// the same inbound connection, before that is taken for its owner: fewer
+/// share one by chance when few clients stay connected.
+pub const MIN_CALLS: usize = 8;
+
+pub fn place(s: &Scene, table: &mut Table) {
+    let inbound_conn: HashMap<u32, u32> = s
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound)
+        .map(|e| (e.id, e.connection))
+        .collect();
+    // Backing connection → (inbound connections every call lay inside a
+    // request of, calls, first call's start, last call's end).
+    let mut owners: HashMap<u32, (Vec<u32>, usize, u64, u64)> = HashMap::new();
+    for u in s.units.iter().filter(|u| u.complete) {
+        let Some(&first) = u.calls.first() else {
+            continue;
+        };
+        // A request the capture lost may be the owner: no word on it.
+        if u.cands.is_empty() || u.cands.iter().any(|w| is_lost(w.id)) {
+            continue;
+        }
+        let mut around: Vec<u32> = u
+            .cands
+            .iter()
+            .filter_map(|w| inbound_conn.get(&w.id).copied())
+            .collect();
+        around.sort_unstable();
+        around.dedup();
+        let entry = owners
+            .entry(s.exchanges[first].connection)
+            .or_insert_with(|| (around.clone(), 0, u.start, u.end));
+        entry.0.retain(|c| around.binary_search(c).is_ok());
+        entry.1 += u.calls.len();
+        entry.2 = entry.2.min(u.start);
+        entry.3 = entry.3.max(u.end);
+    }
+    let owned = owned(s, &owners);
+    for u in &s.units {
+        let Some(&first) = u.calls.first() else {
+            continue;
+        };
+        let Some(owner) = owned.get(&s.exchanges[first].connection) else {
+            continue;
+        };
+        if !table.unit_open(u) {
+            continue;
+        }
+        let mut on_owner = u
+            .cands
+            .iter()
+            .filter(|w| inbound_conn.get(&w.id) == Some(owner));
+        if let (Some(w), None) = (on_owner.next(), on_owner.next()) {
+            let d = Decision::Given(w.id, Attribution::Inferred, Rule::Affinity);
+            table.decide_unit(u, d);
+        }
+    }
+}
+
+/// How unlikely it must be that every call fell inside the owner's
+/// requests by chance, were the calls anyone's: the share of the time the
+/// owner had a request in flight, to the power of the calls. A client in
+/// a closed loop is in flight nearly always (95 % of the time: 24 calls of
+/// a pooled event-loop app's connection all fell inside one client's
+/// requests, a third of such connections would); a thread's own connection
+/// carries hundreds of calls.
+pub const MAX_CHANCE: f64 = 1e-6;
+
+/// The chance that `calls` calls made between `from` and `to` all fell
+/// inside `owner`'s requests by chance: the share of that time it had one
+/// in flight, to the power of `calls`.
+fn by_chance(s: &Scene, owner: u32, calls: usize, from: u64, to: u64) -> f64 {
+    let spans = s
+        .exchanges
+        .iter()
+        .filter(|e| e.role == ExchangeRole::Inbound && e.connection == owner)
+        .map(|e| {
+            let answer = e.response_first_at_us.unwrap_or(u64::MAX);
+            (e.request_first_at_us, answer)
+        });
+    let inside = crate::intervals::covered_us(spans, (from, to));
+    let duty = inside as f64 / (to.saturating_sub(from)).max(1) as f64;
+    duty.min(1.0).powi(calls.min(i32::MAX as usize) as i32)
+}
+
+/// A backing connection and when it carried its first and last call.
+type Used = (u32, u64, u64);
+
+/// Backing connection → the inbound connection that owns it: the one
+/// inbound connection every one of its (at least `MIN_CALLS`) calls lay
+/// inside a request of, and not by chance (`MAX_CHANCE`),
+/// unless another connection to the same server, used at the same time,
+/// has that owner too: then the owner was merely always in flight (one
+/// client's back-to-back requests beside a pool's connections), not a
+/// thread with a connection of its own.
+fn owned(s: &Scene, owners: &HashMap<u32, (Vec<u32>, usize, u64, u64)>) -> HashMap<u32, u32> {
+    let server: HashMap<u32, SocketAddr> = s.connections.iter().map(|c| (c.id, c.server)).collect();
+    // (owner, server) → the backing connections it would own.
+    let mut claims: HashMap<(u32, SocketAddr), Vec<Used>> = HashMap::new();
+    for (&conn, (only, calls, from, to)) in owners {
+        if let ([owner], true) = (only.as_slice(), *calls >= MIN_CALLS) {
+            let Some(&srv) = server.get(&conn) else {
+                continue;
+            };
+            claims
+                .entry((*owner, srv))
+                .or_default()
+                .push((conn, *from, *to));
+        }
+    }
+    let mut out = HashMap::new();
+    for ((owner, _), mut list) in claims {
+        list.sort_unstable_by_key(|c| c.1);
+        let apart = list.windows(2).all(|w| w[0].2 <= w[1].1);
+        if apart {
+            let calls = |c: &Used| owners.get(&c.0).map_or(0, |o| o.1);
+            let unlikely = |c: &Used| by_chance(s, owner, calls(c), c.1, c.2) <= MAX_CHANCE;
+            out.extend(list.iter().filter(|c| unlikely(c)).map(|c| (c.0, owner)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::attribution::attribute;
+    use crate::testkit::{conn, exchange};
+    use whyslow_model::{Rule, Timeline};
+
+    const MS: u64 = 1_000;
+
+    /// `clients` inbound connections (0..), each sending `pages` requests
+    /// one after another, 1 to 3 ms apart, all in flight together, each
+    /// lasting 4 to 8 ms (as varied as real ones: which requests overlap
+    /// changes). Client c's
+    /// requests make 3 calls each, 1 ms apart, on backing connection 100 + c
+    /// (a thread per client connection, a backing connection per thread),
+    /// unless `pooled`: then on connection 100 + (k + c) % clients.
+    fn threads(clients: u32, pages: u32, pooled: bool) -> Timeline {
+        let mut t = Timeline::default();
+        let mut id = 1_000;
+        for c in 0..clients {
+            t.connections.push(conn(c, 8080));
+            t.connections.push(conn(100 + c, 5432));
+        }
+        for c in 0..clients {
+            let mut at = u64::from(c) * 300;
+            for k in 0..pages {
+                let long = (4 + (c * 7 + k * 13) % 5) as u64 * MS;
+                let request = c * 100 + k;
+                t.exchanges.push(exchange(
+                    request,
+                    c,
+                    (at, at + 10),
+                    (at + long, at + long + 10),
+                ));
+                let backing = 100 + if pooled { (k + c) % clients } else { c };
+                for n in 0..3u32 {
+                    let call = at + 200 + u64::from(n) * MS;
+                    t.exchanges.push(exchange(
+                        id,
+                        backing,
+                        (call, call + 10),
+                        (call + 500, call + 510),
+                    ));
+                    id += 1;
+                }
+                at += long + (1 + (c * 3 + k * 5) % 3) as u64 * MS;
+            }
+        }
+        t.sort();
+        t
+    }
+
+    #[test]
+    fn a_connection_of_ones_own_names_the_request_on_its_owners_connection() {
+        let mut t = threads(4, 30, false);
+        attribute(&mut t, &[8080]);
+        for e in t.exchanges.iter().filter(|e| e.id >= 1_000) {
+            let client = e.connection - 100;
+            let owner = e.parent.map(|p| p / 100);
+            assert_eq!(owner, Some(client), "{e:?}");
+            assert_eq!(e.rule, Some(Rule::Affinity), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn a_pool_shared_by_the_clients_has_no_owner() {
+        let mut t = threads(4, 10, true);
+        attribute(&mut t, &[8080]);
+        let by_affinity = t
+            .exchanges
+            .iter()
+            .filter(|e| e.rule == Some(Rule::Affinity));
+        assert_eq!(by_affinity.count(), 0);
+    }
+
+    #[test]
+    fn a_client_always_in_flight_owns_no_pooled_connection() {
+        // Client 0 sends requests back to back (always one in flight), client
+        // 1 now and then; both call through a pool of two connections used
+        // at once. Every pooled call lies inside a request of client 0: both
+        // connections seem its own, which a thread holding one connection
+        // could not make so; client 1's calls must not go to client 0.
+        let mut t = Timeline::default();
+        for c in [0, 1, 100, 101] {
+            t.connections
+                .push(conn(c, if c < 100 { 8080 } else { 5432 }));
+        }
+        let mut id = 1_000;
+        let mut call = |t: &mut Timeline, backing: u32, at: u64| {
+            t.exchanges
+                .push(exchange(id, backing, (at, at + 10), (at + 300, at + 310)));
+            id += 1;
+        };
+        for k in 0..30u32 {
+            let at = u64::from(k) * 5 * MS;
+            t.exchanges
+                .push(exchange(k, 0, (at, at + 10), (at + 4_900, at + 4_910)));
+            call(&mut t, 100 + k % 2, at + MS);
+        }
+        for k in 0..10u32 {
+            let at = u64::from(k) * 15 * MS + 2 * MS;
+            t.exchanges.push(exchange(
+                100 + k,
+                1,
+                (at, at + 10),
+                (at + 2 * MS, at + 2 * MS + 10),
+            ));
+            call(&mut t, 100 + (k + 1) % 2, at + 500);
+        }
+        t.sort();
+        attribute(&mut t, &[8080]);
+        let by_affinity = t
+            .exchanges
+            .iter()
+            .filter(|e| e.rule == Some(Rule::Affinity));
+        assert_eq!(by_affinity.count(), 0);
+    }
+}

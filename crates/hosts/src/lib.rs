@@ -1,0 +1,259 @@
+//! Several hosts' captures made one (`analyze A B C`): the connections they
+//! share found by the wire (`matching`), each host's clock placed against
+//! the first file's through them (`clock`), chained through the hosts in
+//! between (front – API – database), and for each shared connection the
+//! copy to read: the one captured nearest its client, whose times are the
+//! caller's. What comes out is what the merged read needs (`Feed`s) and
+//! what the report tells of each host (`HostClock`).
+
+pub mod clock;
+pub mod matching;
+
+use clock::Range;
+use matching::{FlowRef, Shared};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use whyslow_model::HostClock;
+use whyslow_proto::sniff::sender_is_client;
+use whyslow_wire::scan::{ends, FlowScan, HostScan};
+use whyslow_wire::Feed;
+
+/// One host's capture and its first pass.
+#[derive(Debug)]
+pub struct Host {
+    pub name: String,
+    pub path: PathBuf,
+    pub scan: HostScan,
+}
+
+/// The hosts joined: each host's clock and what the merged read takes
+/// (the placed hosts' captures only).
+#[derive(Debug)]
+pub struct Joined {
+    pub clocks: Vec<HostClock>,
+    pub feeds: Vec<Feed>,
+}
+
+/// Joins `hosts` (the first is the clock reference).
+pub fn join(hosts: &[Host]) -> Joined {
+    let scans: Vec<&HostScan> = hosts.iter().map(|h| &h.scan).collect();
+    let shared = matching::shared(&scans);
+    let placed = place_clocks(hosts.len(), &shared);
+    let mut clocks: Vec<HostClock> = hosts
+        .iter()
+        .zip(&placed)
+        .map(|(h, p)| HostClock {
+            name: h.name.clone(),
+            files: vec![h.path.display().to_string()],
+            clock_offset_us: p.map(|p| p.offset),
+            clock_offset_bound_us: p.map(|p| p.bound),
+            placed_by: p.and_then(|p| p.by).map(|b| hosts[b].name.clone()),
+            clock_disagrees: p.is_some_and(|p| p.disagrees),
+            ..HostClock::default()
+        })
+        .collect();
+    let mut feeds: Vec<Feed> = hosts
+        .iter()
+        .zip(&placed)
+        .zip(0u16..)
+        .map(|((h, p), host)| Feed {
+            path: h.path.clone(),
+            shift_us: p.map_or(0, |p| p.offset),
+            host,
+            ..Feed::default()
+        })
+        .collect();
+    let offsets: Vec<i64> = placed.iter().map(|p| p.map_or(0, |p| p.offset)).collect();
+    // A host whose clock could not be placed is not joined: its copies
+    // neither stand for others nor are left out for them. One that shared
+    // connections all the same had a clock no one offset fits.
+    for s in &shared {
+        for h in [s.x.0, s.y.0].into_iter().filter(|&h| placed[h].is_none()) {
+            clocks[h].shared_connections += 1;
+            clocks[h].clock_disagrees = true;
+        }
+    }
+    let shared: Vec<Shared> = shared
+        .into_iter()
+        .filter(|s| placed[s.x.0].is_some() && placed[s.y.0].is_some())
+        .collect();
+    for group in groups(&shared) {
+        let keep = nearest_client(&group, &shared, &scans, &offsets);
+        for &(h, f) in &group.members {
+            clocks[h].shared_connections += 1;
+            if (h, f) != keep {
+                clocks[h].copies_left_out += 1;
+                let flow = &scans[h].flows[f];
+                feeds[h].skip.insert(ends(flow.a, flow.b));
+            }
+        }
+    }
+    // Only the placed hosts are read: one on its own clock would misplace
+    // every exchange it holds against the others'.
+    let feeds = feeds
+        .into_iter()
+        .zip(&placed)
+        .filter(|(_, p)| p.is_some())
+        .map(|(f, _)| f)
+        .collect();
+    Joined { clocks, feeds }
+}
+
+/// A host's clock against the first's.
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    offset: i64,
+    bound: u64,
+    by: Option<usize>,
+    disagrees: bool,
+}
+
+/// Each host placed, nearest (smallest bound) first, through the host pairs
+/// whose shared connections bound their clocks; None for a host sharing no
+/// connection with a placed one.
+fn place_clocks(n: usize, shared: &[Shared]) -> Vec<Option<Placed>> {
+    let mut per_pair: BTreeMap<(usize, usize), Vec<Range>> = BTreeMap::new();
+    for s in shared {
+        if let Some((r, _)) = clock::of(s) {
+            per_pair.entry((s.x.0, s.y.0)).or_default().push(r);
+        }
+    }
+    let pairs: Vec<((usize, usize), Range, bool)> = per_pair
+        .iter()
+        .filter_map(|(&k, ranges)| clock::combined(ranges).map(|(r, d)| (k, r, d)))
+        .collect();
+    let mut placed: Vec<Option<Placed>> = vec![None; n];
+    if n == 0 {
+        return placed;
+    }
+    placed[0] = Some(Placed {
+        offset: 0,
+        bound: 0,
+        by: None,
+        disagrees: false,
+    });
+    loop {
+        // The unplaced host reached with the smallest bound.
+        let next = pairs
+            .iter()
+            .flat_map(|&((x, y), r, d)| {
+                let from_x = placed[x]
+                    .filter(|_| placed[y].is_none())
+                    .map(|p| (y, x, r.mid(), p, d, r));
+                let from_y = placed[y]
+                    .filter(|_| placed[x].is_none())
+                    .map(|p| (x, y, -r.mid(), p, d, r));
+                from_x.into_iter().chain(from_y)
+            })
+            .min_by_key(|&(to, _, _, p, _, r)| (p.bound + r.bound(), to));
+        let Some((to, from, theta, p, disagrees, r)) = next else {
+            break;
+        };
+        placed[to] = Some(Placed {
+            offset: p.offset + theta,
+            bound: p.bound + r.bound(),
+            by: Some(from),
+            disagrees,
+        });
+    }
+    placed
+}
+
+/// Copies of one connection on several hosts.
+struct Group {
+    members: Vec<FlowRef>,
+}
+
+/// The shared connections' copies grouped (a connection seen on three
+/// hosts is one group of three).
+fn groups(shared: &[Shared]) -> Vec<Group> {
+    let mut parent: HashMap<FlowRef, FlowRef> = HashMap::new();
+    fn root(parent: &mut HashMap<FlowRef, FlowRef>, x: FlowRef) -> FlowRef {
+        let p = *parent.entry(x).or_insert(x);
+        if p == x {
+            return x;
+        }
+        let r = root(parent, p);
+        parent.insert(x, r);
+        r
+    }
+    for s in shared {
+        let (a, b) = (root(&mut parent, s.x), root(&mut parent, s.y));
+        if a != b {
+            parent.insert(a.max(b), a.min(b));
+        }
+    }
+    let mut by_root: BTreeMap<FlowRef, Vec<FlowRef>> = BTreeMap::new();
+    let keys: Vec<FlowRef> = parent.keys().copied().collect();
+    for k in keys {
+        let r = root(&mut parent, k);
+        by_root.entry(r).or_default().push(k);
+    }
+    by_root
+        .into_values()
+        .map(|mut members| {
+            members.sort_unstable();
+            Group { members }
+        })
+        .collect()
+}
+
+/// Of a group's copies, the one captured nearest the connection's client:
+/// it sees the client's segments first, on the placed clocks. The client's
+/// direction is the SYN's, else the one whose first bytes read as a
+/// request, else the one that spoke first. Ties and the unknown keep the
+/// first host's copy.
+fn nearest_client(
+    group: &Group,
+    shared: &[Shared],
+    scans: &[&HostScan],
+    offsets: &[i64],
+) -> FlowRef {
+    let flow = |r: FlowRef| &scans[r.0].flows[r.1];
+    // Wins of x over y in the client's direction, per member.
+    let mut earlier: HashMap<FlowRef, (usize, usize)> = HashMap::new();
+    for s in shared.iter().filter(|s| group.members.contains(&s.x)) {
+        let Some(side) =
+            client_side(flow(s.x)).or_else(|| client_side(flow(s.y)).map(|d| d ^ s.flip))
+        else {
+            continue;
+        };
+        for &(tx, ty) in &s.times[side] {
+            let (cx, cy) = (tx as i64 - offsets[s.x.0], ty as i64 - offsets[s.y.0]);
+            let won = if cx <= cy { s.x } else { s.y };
+            let lost = if cx <= cy { s.y } else { s.x };
+            earlier.entry(won).or_default().0 += 1;
+            earlier.entry(lost).or_default().1 += 1;
+        }
+    }
+    group
+        .members
+        .iter()
+        .copied()
+        .max_by_key(|m| {
+            let (won, lost) = earlier.get(m).copied().unwrap_or_default();
+            (won as i64 - lost as i64, std::cmp::Reverse(*m))
+        })
+        .unwrap_or(group.members[0])
+}
+
+/// The side of `f` its client sent from, as this copy shows it.
+fn client_side(f: &FlowScan) -> Option<usize> {
+    if let Some(syn) = f.syn_from {
+        return Some(f.side_of(syn));
+    }
+    for (side, s) in f.sides.iter().enumerate() {
+        match sender_is_client(&s.head) {
+            Some(true) => return Some(side),
+            Some(false) => return Some(side ^ 1),
+            None => {}
+        }
+    }
+    let first = |side: usize| f.sides[side].segs.first().map(|g| g.at_us);
+    match (first(0), first(1)) {
+        (Some(a), Some(b)) => Some(usize::from(b < a)),
+        (Some(_), None) => Some(0),
+        (None, Some(_)) => Some(1),
+        (None, None) => None,
+    }
+}

@@ -1,0 +1,408 @@
+//! Three hosts, one answer: a front, an API and a database in three
+//! network namespaces joined by veth pairs (front — API — database), real
+//! software on each (apps/tiers.py: Python's HTTP server, requests,
+//! redis-py; Redis from Debian's package), tcpdump on each host. The API's
+//! capture is shifted +41 ms and the database's −7.5 ms, as `editcap -t`
+//! shifts a capture (clocks that disagree). `analyze front api db` must
+//! place both clocks within the bound it reports (under a millisecond:
+//! veth's round trip is tens of µs), join the hosts' connections, and
+//! name the API's N+1 on the database for the front's request kind with
+//! its count, sequentially and at 8 clients: no call given to the wrong front
+//! request (none holds more than its 20 different GETs and its one API
+//! call), every call given sequentially; the fixed API (one MGET) names
+//! nothing. Unrelated hosts, one file twice and a clock
+//! that steps mid-capture are said so, and nothing is joined wrongly.
+
+mod common;
+use common::netns::{link, netns_allowed, Netns, NsServer};
+use common::real::*;
+use common::*;
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FRONT: &str = "10.77.1.1";
+const API: &str = "10.77.1.2";
+const API_DB_SIDE: &str = "10.77.2.1";
+const DB: &str = "10.77.2.2";
+const FRONT_PORT: u16 = 8000;
+const API_PORT: u16 = 8080;
+const REDIS_PORT: u16 = 6379;
+/// Keys the API reads per request (its N+1).
+const ITEMS: u64 = 20;
+/// The shifts editcap gives the API's and the database's captures (µs).
+const API_SHIFT_US: i64 = 41_000;
+const DB_SHIFT_US: i64 = -7_500;
+/// A bound on each offset: the hop's minimum round trip (tens of µs on
+/// veth) plus a millisecond.
+const MAX_BOUND_US: u64 = 1_000;
+
+struct Tiers {
+    front: Netns,
+    api: Netns,
+    db: Netns,
+    _redis: NsServer,
+}
+
+impl Tiers {
+    fn new() -> Tiers {
+        let (front, api, db) = (Netns::new("tf"), Netns::new("ta"), Netns::new("td"));
+        link(&front, &format!("{FRONT}/24"), &api, &format!("{API}/24"));
+        link(&api, &format!("{API_DB_SIDE}/24"), &db, &format!("{DB}/24"));
+        let port = REDIS_PORT.to_string();
+        let mut redis = db.command("redis-server");
+        redis.args([
+            "--bind",
+            DB,
+            "--port",
+            &port,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            // Its clients come from another host, not loopback.
+            "--protected-mode",
+            "no",
+        ]);
+        let redis = NsServer::start_on(&db, &mut redis, DB, REDIS_PORT);
+        Tiers {
+            front,
+            api,
+            db,
+            _redis: redis,
+        }
+    }
+
+    /// The front and the API (`variant`), serving until dropped.
+    fn apps(&self, variant: &str) -> (NsServer, NsServer) {
+        let app = |ns: &Netns, args: &[String], addr: &str, port: u16| {
+            let mut cmd = ns.command(pypi_python().to_str().unwrap());
+            cmd.arg("tiers.py")
+                .args(args)
+                .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps"));
+            NsServer::start_on(ns, &mut cmd, addr, port)
+        };
+        let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        let (api_port, redis_port, items) = (
+            API_PORT.to_string(),
+            REDIS_PORT.to_string(),
+            ITEMS.to_string(),
+        );
+        let api_args = s(&["api", API, &api_port, DB, &redis_port, &items, variant]);
+        let api = app(&self.api, &api_args, API, API_PORT);
+        let front_args = s(&["front", FRONT, &FRONT_PORT.to_string(), API, &api_port]);
+        let front = app(&self.front, &front_args, FRONT, FRONT_PORT);
+        (front, api)
+    }
+
+    /// `requests` pages from `clients` clients in the front's namespace,
+    /// captured on each host: (front, api, db) captures, the API's and the
+    /// database's shifted as editcap shifts them.
+    fn captured(&self, dir: &Path, clients: &str, requests: &str) -> [PathBuf; 3] {
+        let raw = ["front", "api-raw", "db-raw"].map(|n| dir.join(format!("{n}.pcap")));
+        let url = format!("http://{FRONT}:{FRONT_PORT}/report");
+        let load = || {
+            let out = self
+                .front
+                .command(env!("CARGO_BIN_EXE_whyslow"))
+                .args([
+                    "load",
+                    "-c",
+                    clients,
+                    "-n",
+                    requests,
+                    "--trace-context",
+                    "off",
+                    &url,
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let dropped = tcpdump_on(self.front.command("tcpdump"), "any", &raw[0], "tcp", || {
+            tcpdump_on(self.api.command("tcpdump"), "any", &raw[1], "tcp", || {
+                tcpdump_on(self.db.command("tcpdump"), "any", &raw[2], "tcp", load);
+            });
+        });
+        assert_eq!(dropped, 0, "tcpdump dropped packets");
+        let shifted = [dir.join("api.pcap"), dir.join("db.pcap")];
+        for (from, to, shift) in [
+            (&raw[1], &shifted[0], API_SHIFT_US),
+            (&raw[2], &shifted[1], DB_SHIFT_US),
+        ] {
+            let secs = format!("{:.6}", shift as f64 / 1e6);
+            let out = Command::new("editcap")
+                .args(["-t", &secs])
+                .arg(from)
+                .arg(to)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "editcap: {out:?}");
+        }
+        let [front, ..] = raw;
+        let [api, db] = shifted;
+        [front, api, db]
+    }
+}
+
+fn analyzed(files: &[PathBuf; 3]) -> Value {
+    let mut args = vec!["analyze", "--json", "--timeline"];
+    args.extend(files.iter().map(|f| f.to_str().unwrap()));
+    let out = whyslow(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    json(&out)
+}
+
+/// The causes named, less a retransmission or a zero window tshark reads
+/// in the capture of the host whose copy of the connection was read (each
+/// evidence's connection says which host's, and its packet numbers are
+/// that file's).
+fn causes_less_real_tcp_on(report: &Value, files: &[PathBuf; 3]) -> Vec<String> {
+    let host_of: HashMap<u64, usize> = report["timeline"]["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_u64().unwrap(),
+                c["host"].as_u64().unwrap_or(0) as usize,
+            )
+        })
+        .collect();
+    causes(report)
+        .into_iter()
+        .filter(|kind| {
+            let f = finding(report, kind).unwrap();
+            match kind.as_str() {
+                "tcp_retransmission" => !(0..3).all(|h| {
+                    let mut mine = f.clone();
+                    let evidence = f["evidence"].as_array().unwrap().iter().filter(|e| {
+                        e["connection"].as_u64().and_then(|c| host_of.get(&c)) == Some(&h)
+                    });
+                    mine["evidence"] = Value::Array(evidence.cloned().collect());
+                    mine["evidence"].as_array().unwrap().is_empty()
+                        || retransmission_on_the_wire(&mine, &files[h]).is_ok()
+                }),
+                "zero_window" => {
+                    let seen: u64 = files
+                        .iter()
+                        .map(|f| tshark_zero_windows(f).unwrap_or(0))
+                        .sum();
+                    seen < f["occurrences"].as_u64().unwrap_or(0).max(1)
+                }
+                _ => true,
+            }
+        })
+        .collect()
+}
+
+/// Each host's clock recovered within the bound it reports.
+fn clocks_placed(run: &str, report: &Value) {
+    let hosts = report["capture"]["hosts"].as_array().unwrap();
+    let names: Vec<&str> = hosts.iter().map(|h| h["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["front", "api", "db"], "{run}");
+    for (h, truth) in hosts[1..].iter().zip([API_SHIFT_US, DB_SHIFT_US]) {
+        let offset = h["clock_offset_us"].as_i64().unwrap();
+        let bound = h["clock_offset_bound_us"].as_u64().unwrap();
+        eprintln!(
+            "{run}: {} {offset} µs ± {bound} (shifted {truth})",
+            h["name"]
+        );
+        assert!(offset.abs_diff(truth) <= bound, "{run}: {h}");
+        assert!(bound <= MAX_BOUND_US, "{run}: {h}");
+    }
+}
+
+/// No call given to the wrong front request: none holds more than its
+/// ITEMS GETs (all different) and its one API call. `all`: sequentially,
+/// every call is given. Returns the front requests given exactly theirs.
+fn calls_placed(run: &str, report: &Value, all: bool) -> usize {
+    let t = &report["timeline"];
+    let port: HashMap<u64, String> = t["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_u64().unwrap(),
+                c["server"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut per_request: HashMap<u64, (BTreeSet<String>, u64, u64)> = HashMap::new();
+    let mut front_requests = 0;
+    for e in t["exchanges"].as_array().unwrap() {
+        let server = &port[&e["connection"].as_u64().unwrap()];
+        if e["role"] == "inbound" {
+            front_requests += 1;
+            continue;
+        }
+        let is_get = e["request"] == "GET item:?";
+        let is_api = server.ends_with(&format!(":{API_PORT}"));
+        if !is_get && !is_api {
+            continue; // the client's handshake (HELLO, CLIENT SETINFO)
+        }
+        let Some(parent) = e["parent"].as_u64() else {
+            assert!(!all, "{run}: a call given to no request: {e}");
+            continue;
+        };
+        let entry = per_request.entry(parent).or_default();
+        if is_get {
+            entry
+                .0
+                .insert(e["params_digest"].as_str().unwrap().to_string());
+            entry.1 += 1;
+        } else {
+            entry.2 += 1;
+        }
+    }
+    if all {
+        assert_eq!(per_request.len(), front_requests, "{run}");
+    }
+    let mut exact = 0;
+    for (request, (keys, gets, api_calls)) in per_request {
+        assert!(
+            gets <= ITEMS && keys.len() as u64 == gets && api_calls <= 1,
+            "{run}: {request}"
+        );
+        exact += usize::from(gets == ITEMS && api_calls == 1);
+    }
+    if all {
+        assert_eq!(exact, front_requests, "{run}");
+    }
+    eprintln!("{run}: {exact} of {front_requests} front requests given exactly their calls");
+    exact
+}
+
+/// Runs `tool` with `args`, which must succeed.
+fn run_tool(tool: &str, args: &[&str]) {
+    let out = Command::new(tool).args(args).output().unwrap();
+    assert!(out.status.success(), "{tool} {args:?}: {out:?}");
+}
+
+/// What a capture of unrelated hosts, the same file twice, and a host whose
+/// clock stepped mid-capture give: a clear statement, nothing joined that
+/// should not be.
+fn bad_input(dir: &Path, [front, api, db]: &[PathBuf; 3]) {
+    let s = |p: &PathBuf| p.to_str().unwrap().to_string();
+    // The front and the database share no connection.
+    let out = whyslow(&["analyze", "--json", &s(front), &s(db)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    let hosts = &report["capture"]["hosts"];
+    assert!(hosts[1]["clock_offset_us"].is_null(), "{hosts}");
+    let errors = report["errors"].to_string();
+    assert!(errors.contains("shares no connection"), "{errors}");
+    let conns = report["capture"]["servers"].to_string();
+    assert!(
+        !conns.contains(&format!(":{REDIS_PORT}")),
+        "the database left out: {conns}"
+    );
+    // One file twice.
+    let out = whyslow(&["analyze", &s(front), &s(front)]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("given twice"), "{}", stderr(&out));
+    // The API's clock steps 5 ms forward halfway through its capture.
+    let packets = Command::new("capinfos")
+        .args(["-c", "-M", "-T"])
+        .arg(api)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&packets.stdout);
+    let n: u64 = text
+        .lines()
+        .next_back()
+        .unwrap()
+        .split('\t')
+        .next_back()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let half = n / 2;
+    let [a, b, b5, stepped] = ["a1", "a2", "a2s", "stepped"].map(|x| dir.join(format!("{x}.pcap")));
+    run_tool("editcap", &["-r", &s(api), &s(&a), &format!("1-{half}")]);
+    run_tool(
+        "editcap",
+        &["-r", &s(api), &s(&b), &format!("{}-{n}", half + 1)],
+    );
+    run_tool("editcap", &["-t", "0.005", &s(&b), &s(&b5)]);
+    run_tool(
+        "mergecap",
+        &["-a", "-F", "pcap", "-w", &s(&stepped), &s(&a), &s(&b5)],
+    );
+    let out = whyslow(&["analyze", "--json", &s(front), &s(&stepped)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    let api_host = &report["capture"]["hosts"][1];
+    assert_eq!(api_host["clock_disagrees"], true, "{api_host}");
+    if let Some(bound) = api_host["clock_offset_bound_us"].as_u64() {
+        assert!(bound >= 2_500, "a bound that covers the step: {api_host}");
+    }
+}
+
+#[test]
+fn three_hosts_one_answer() {
+    let _one = serial();
+    let test = "three_hosts_one_answer";
+    let needs = [
+        Need::Tool("tcpdump"),
+        Need::Tool("editcap"),
+        Need::Tool("redis-server"),
+        Need::Capture,
+    ];
+    if !netns_allowed(test)
+        || !requirements_met(test, &needs)
+        || !["redis", "requests"]
+            .iter()
+            .all(|m| pypi_python_has(test, m))
+    {
+        return;
+    }
+    let tiers = Tiers::new();
+    let dir = tmpdir(test);
+    for variant in ["broken", "fixed"] {
+        let apps = tiers.apps(variant);
+        for (clients, requests) in [("1", "30"), ("8", "160")] {
+            let run = format!("{variant} at {clients} client(s)");
+            let runs = dir.join(format!("{variant}-{clients}"));
+            std::fs::create_dir_all(&runs).unwrap();
+            let files = tiers.captured(&runs, clients, requests);
+            let report = analyzed(&files);
+            clocks_placed(&run, &report);
+            let kinds = causes_less_real_tcp_on(&report, &files);
+            eprintln!("{run}: {kinds:?}");
+            if variant == "fixed" {
+                assert!(kinds.is_empty(), "{run}: {kinds:?}");
+                continue;
+            }
+            assert_eq!(
+                kinds.first().map(String::as_str),
+                Some("n_plus_one"),
+                "{run}"
+            );
+            let f = finding(&report, "n_plus_one").unwrap();
+            let summary = f["summary"].as_str().unwrap();
+            assert!(
+                summary.contains(&format!("ran {ITEMS} times per request")),
+                "{run}: {f}"
+            );
+            let subject = f["subject"].as_str().unwrap();
+            assert!(
+                subject.starts_with(&format!("{DB}:{REDIS_PORT} ")),
+                "{run}: {f}"
+            );
+            let exact = calls_placed(&run, &report, clients == "1");
+            assert!(exact > 0, "{run}");
+            if clients == "8" {
+                bad_input(&runs, &files);
+            }
+        }
+        drop(apps);
+    }
+}
