@@ -406,3 +406,156 @@ fn three_hosts_one_answer() {
         drop(apps);
     }
 }
+
+/// One hop behind NAT: the front calls the API at a service address
+/// (10.78.9.9:80) that a router between them rewrites to the API's own
+/// (10.78.2.2:8080), as kube-proxy and load balancers do. Only the front
+/// and the API capture (the API's shifted +41 ms); the API's Redis is on
+/// its own loopback. The front's copy and the API's of each connection
+/// differ in their addresses, not in their sequence numbers: still joined,
+/// the clock still placed, the API's N+1 still named for the front's
+/// requests.
+#[test]
+fn a_hop_behind_nat_is_still_joined() {
+    let _one = serial();
+    let test = "a_hop_behind_nat_is_still_joined";
+    let needs = [
+        Need::Tool("tcpdump"),
+        Need::Tool("editcap"),
+        Need::Tool("redis-server"),
+        Need::Tool("nft"),
+        Need::Capture,
+    ];
+    if !netns_allowed(test)
+        || !requirements_met(test, &needs)
+        || !["redis", "requests"]
+            .iter()
+            .all(|m| pypi_python_has(test, m))
+    {
+        return;
+    }
+    let (front, router, api) = (Netns::new("nf"), Netns::new("nr"), Netns::new("na"));
+    link(&front, "10.78.1.1/24", &router, "10.78.1.254/24");
+    link(&router, "10.78.2.254/24", &api, "10.78.2.2/24");
+    for (ns, via) in [(&front, "10.78.1.254"), (&api, "10.78.2.254")] {
+        let out = ns
+            .command("ip")
+            .args(["route", "add", "default", "via", via])
+            .output();
+        assert!(out.unwrap().status.success());
+    }
+    let out = router
+        .command("sysctl")
+        .args(["-qw", "net.ipv4.ip_forward=1"])
+        .output();
+    assert!(out.unwrap().status.success());
+    router.nft(
+        "table ip nat {\n chain prerouting {\n  type nat hook prerouting priority -100;\n  \
+         ip daddr 10.78.9.9 tcp dport 80 dnat to 10.78.2.2:8080\n }\n}\n",
+    );
+    let mut redis = api.command("redis-server");
+    redis.args([
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        "6379",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]);
+    let _redis = NsServer::start(&api, &mut redis, 6379);
+    let app = |ns: &Netns, args: &[&str], addr: &str, port: u16| {
+        let mut cmd = ns.command(pypi_python().to_str().unwrap());
+        cmd.arg("tiers.py")
+            .args(args)
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps"));
+        NsServer::start_on(ns, &mut cmd, addr, port)
+    };
+    let items = ITEMS.to_string();
+    let api_args = [
+        "api",
+        "10.78.2.2",
+        "8080",
+        "127.0.0.1",
+        "6379",
+        &items,
+        "broken",
+    ];
+    let _api = app(&api, &api_args, "10.78.2.2", 8080);
+    let _front = app(
+        &front,
+        &["front", "10.78.1.1", "8000", "10.78.9.9", "80"],
+        "10.78.1.1",
+        8000,
+    );
+    let dir = tmpdir(test);
+    let (front_cap, api_raw, api_cap) = (
+        dir.join("front.pcap"),
+        dir.join("api-raw.pcap"),
+        dir.join("api.pcap"),
+    );
+    let load = || {
+        let out = front
+            .command(env!("CARGO_BIN_EXE_whyslow"))
+            .args(["load", "-c", "4", "-n", "80", "--trace-context", "off"])
+            .arg("http://10.78.1.1:8000/report")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let dropped = tcpdump_on(front.command("tcpdump"), "any", &front_cap, "tcp", || {
+        tcpdump_on(api.command("tcpdump"), "any", &api_raw, "tcp", load);
+    });
+    assert_eq!(dropped, 0, "tcpdump dropped packets");
+    run_tool(
+        "editcap",
+        &[
+            "-t",
+            "0.041",
+            api_raw.to_str().unwrap(),
+            api_cap.to_str().unwrap(),
+        ],
+    );
+    let out = whyslow(&[
+        "analyze",
+        "--json",
+        front_cap.to_str().unwrap(),
+        api_cap.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    let api_host = &report["capture"]["hosts"][1];
+    let offset = api_host["clock_offset_us"].as_i64().unwrap();
+    let bound = api_host["clock_offset_bound_us"].as_u64().unwrap();
+    assert!(
+        offset.abs_diff(API_SHIFT_US) <= bound && bound <= MAX_BOUND_US,
+        "{api_host}"
+    );
+    assert!(api_host["copies_left_out"].as_u64() > Some(0), "{api_host}");
+    let kinds = causes(&report);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("n_plus_one"),
+        "{kinds:?}"
+    );
+    let f = finding(&report, "n_plus_one").unwrap();
+    assert!(
+        f["subject"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:6379 "),
+        "{f}"
+    );
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("ran {ITEMS} times")),
+        "{f}"
+    );
+}

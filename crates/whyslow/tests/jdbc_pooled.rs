@@ -14,7 +14,6 @@ use common::polyglot::*;
 use common::real::*;
 use common::truth::read_app_truth;
 use common::*;
-use std::path::PathBuf;
 
 /// Orders per page: the items query runs this many times per broken page.
 const ORDERS: u64 = 12;
@@ -30,25 +29,20 @@ const WARM_RATE: u64 = 80;
 const PAGES: &str = "200";
 const BROKEN_RUNS: usize = 5;
 
-struct JdbcApp {
-    source: &'static str,
-    classpath: Vec<PathBuf>,
-    db_port: u16,
-    /// Calls of every page besides the items statements of its N+1.
-    other_calls: usize,
-    /// What the app's variant argument ends with (its transaction mode).
-    mode: &'static str,
-}
+/// MariaDB's app runs each page in a transaction as Spring does
+/// (`-tx`): autocommit switched off, COMMIT, autocommit switched on.
+const TX_CALLS: usize = 3;
 
 fn named_every_run(test: &str, app: JdbcApp) {
     let dir = tmpdir(test);
+    let other_calls = app.other_calls + if app.mysql { TX_CALLS } else { 0 };
     for (variant, runs) in [("broken", BROKEN_RUNS), ("fixed", 1)] {
         let port = free_port();
         let truth = dir.join(format!("{variant}.jsonl"));
         let mut args: Vec<String> = [port, app.db_port, ORDERS as u16, POOL as u16]
             .map(|n| n.to_string())
             .to_vec();
-        args.push(format!("{variant}{}", app.mode));
+        args.push(format!("{variant}{}", if app.mysql { "-tx" } else { "" }));
         let server = java_app_recording(app.source, &app.classpath, port, &args, &truth);
         let url = format!("http://127.0.0.1:{port}/orders");
         load_paced(&url, WARM_PAGES, POOL, WARM_RATE);
@@ -68,10 +62,8 @@ fn named_every_run(test: &str, app: JdbcApp) {
                 assert!(kinds.is_empty(), "{run}: {kinds:?}");
                 continue;
             }
-            let per_page: std::collections::BTreeSet<usize> = pages
-                .iter()
-                .map(|p| p.calls.len() - app.other_calls)
-                .collect();
+            let per_page: std::collections::BTreeSet<usize> =
+                pages.iter().map(|p| p.calls.len() - other_calls).collect();
             assert_eq!(per_page.into_iter().collect::<Vec<_>>(), [ORDERS as usize]);
             let (cause, per_request) = top_cause(&report, &cap);
             assert_eq!(
@@ -84,51 +76,24 @@ fn named_every_run(test: &str, app: JdbcApp) {
     }
 }
 
-fn needs(db: Need<'static>) -> [Need<'static>; 5] {
-    [
-        Need::Tool("tshark"),
-        Need::Tool("java"),
-        Need::Tool("mvn"),
-        db,
-        Need::Capture,
-    ]
-}
-
 #[test]
 fn hikari_on_postgres_at_4_clients_from_packets() {
     let _one = serial();
     let test = "hikari_postgres_packets";
-    if !requirements_met(test, &needs(Need::Postgres)) {
+    if !requirements_met(test, &jdbc_needs(Need::Postgres, false)) {
         return;
     }
     let (pg, _data) = postgres();
-    let app = JdbcApp {
-        source: "PgPage.java",
-        classpath: pgjdbc_jars(),
-        db_port: pg.port,
-        // The orders query and COMMIT (BEGIN goes out with the first).
-        other_calls: 2,
-        mode: "",
-    };
-    named_every_run(test, app);
+    named_every_run(test, JdbcApp::postgres(pg.port));
 }
 
 #[test]
 fn hikari_on_mariadb_at_4_clients_from_packets() {
     let _one = serial();
     let test = "hikari_mariadb_packets";
-    if !requirements_met(test, &needs(Need::Mariadb)) {
+    if !requirements_met(test, &jdbc_needs(Need::Mariadb, false)) {
         return;
     }
     let db = mariadb();
-    let app = JdbcApp {
-        source: "MyPage.java",
-        classpath: mariadb_jdbc_jars(),
-        db_port: db.port,
-        // The orders query, and autocommit switched off, COMMIT and
-        // autocommit switched on around it.
-        other_calls: 4,
-        mode: "-tx",
-    };
-    named_every_run(test, app);
+    named_every_run(test, JdbcApp::mariadb(db.port));
 }

@@ -23,7 +23,7 @@ use common::real::*;
 use common::truth::{app_pool_waits, held_to_truth_by_thread, read_app_truth};
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Orders per page: the items query runs this many times per broken page.
 const ORDERS: u64 = 6;
@@ -45,17 +45,6 @@ const DIAGNOSE_RENDER_MS: u64 = 10;
 /// What a page's statements and bookkeeping may add to the wait the app
 /// measured around its pool's checkout (ebpf_real.rs: the same margin).
 const POOL_WAIT_MARGIN_US: u64 = 1_000;
-
-/// A JDBC app of tests/apps/jvm and what it needs.
-struct JdbcApp {
-    source: &'static str,
-    classpath: Vec<PathBuf>,
-    db_port: u16,
-    /// Calls of every page besides the items statements of its N+1.
-    other_calls: usize,
-    /// Whether tshark's MySQL dissector counts the driver's commands too.
-    mysql: bool,
-}
 
 fn held_to_its_record(test: &str, app: JdbcApp) {
     diagnosed(test, &app);
@@ -180,51 +169,24 @@ fn items_statements(truth: &Path, other: usize) -> u64 {
     *counts.first().unwrap() as u64
 }
 
-fn needs(db: Need<'static>) -> [Need<'static>; 6] {
-    [
-        Need::Tool("tshark"),
-        Need::Tool("java"),
-        Need::Tool("mvn"),
-        db,
-        Need::Capture,
-        Need::Ebpf,
-    ]
-}
-
 #[test]
 fn jdbc_on_mariadb_at_8_clients_given_by_thread() {
     let _one = serial();
     let test = "jvm_mariadb_ebpf";
-    if !requirements_met(test, &needs(Need::Mariadb)) {
+    if !requirements_met(test, &jdbc_needs(Need::Mariadb, true)) {
         return;
     }
     let db = mariadb();
-    let app = JdbcApp {
-        source: "MyPage.java",
-        classpath: mariadb_jdbc_jars(),
-        db_port: db.port,
-        // The orders query.
-        other_calls: 1,
-        mysql: true,
-    };
-    held_to_its_record(test, app);
+    held_to_its_record(test, JdbcApp::mariadb(db.port));
 }
 
 #[test]
 fn pgjdbc_on_postgres_at_8_clients_given_by_thread() {
     let _one = serial();
     let test = "jvm_postgres_ebpf";
-    if !requirements_met(test, &needs(Need::Postgres)) {
+    if !requirements_met(test, &jdbc_needs(Need::Postgres, true)) {
         return;
     }
     let (pg, _data) = postgres();
-    let app = JdbcApp {
-        source: "PgPage.java",
-        classpath: pgjdbc_jars(),
-        db_port: pg.port,
-        // The orders query and COMMIT.
-        other_calls: 2,
-        mysql: false,
-    };
-    held_to_its_record(test, app);
+    held_to_its_record(test, JdbcApp::postgres(pg.port));
 }

@@ -134,10 +134,25 @@ fn attribute_at(
     out
 }
 
+/// The hosts whose captures hold the connections to the server on `port`
+/// (each copy read is the one nearest its client: the callers' hosts).
+fn caller_hosts(t: &Timeline, port: u16) -> HashSet<u16> {
+    t.connections
+        .iter()
+        .filter(|c| c.server.port() == port)
+        .map(|c| c.host)
+        .collect()
+}
+
 /// Whether the server on `port` calls other servers while its clients
-/// wait: some servers' exchanges nest inside its requests, and it is no
-/// cache or database enclosing another kind of server's by chance (a long
-/// write to Redis while pages come and go; `servers::is_datastore`).
+/// wait: some servers' exchanges nest inside its requests, made from a host
+/// other than its callers' (where several hosts were captured, a connection
+/// is read from its client's host), and it is no cache or database
+/// enclosing another kind of server's by chance (a long write to Redis while
+/// pages come and go; `servers::is_datastore`). Within one host's capture
+/// nothing tells a hop's calls from its caller's own made meanwhile (under
+/// load, a front's DNS lookups fell inside its calls to the price API): no
+/// hop is taken there.
 fn answers_from_others(t: &Timeline, port: u16) -> bool {
     let protocol = |p: u16| {
         t.connections
@@ -145,7 +160,15 @@ fn answers_from_others(t: &Timeline, port: u16) -> bool {
             .find(|c| c.server.port() == p)
             .map(|c| c.protocol)
     };
-    let nested = nested_servers(t, &[port]);
+    let callers = caller_hosts(t, port);
+    let nested: Vec<u16> = nested_servers(t, &[port])
+        .into_iter()
+        .filter(|&n| {
+            t.connections
+                .iter()
+                .any(|c| c.server.port() == n && !callers.contains(&c.host))
+        })
+        .collect();
     let own = protocol(port);
     match own {
         Some(p) if super::servers::is_datastore(p) => {
@@ -160,16 +183,26 @@ fn answers_from_others(t: &Timeline, port: u16) -> bool {
 fn hop_timeline(t: &Timeline, hop: u16, service_ports: &[u16]) -> Timeline {
     let port = server_ports(t);
     let mut servers: HashSet<u16> = nested_servers(t, &[hop]).into_iter().collect();
-    servers.insert(hop);
     for p in service_ports {
         servers.remove(p);
     }
-    let keep = |conn: &u32| port.get(conn).is_some_and(|p| servers.contains(p));
+    let callers = caller_hosts(t, hop);
+    let keep = |c: &whyslow_model::Connection| {
+        let p = c.server.port();
+        p == hop || (servers.contains(&p) && !callers.contains(&c.host))
+    };
+    let kept: HashSet<u32> = t
+        .connections
+        .iter()
+        .filter(|c| keep(c))
+        .map(|c| c.id)
+        .collect();
+    let keep = |conn: &u32| kept.contains(conn) && port.contains_key(conn);
     Timeline {
         connections: t
             .connections
             .iter()
-            .filter(|c| keep(&c.id))
+            .filter(|c| kept.contains(&c.id))
             .cloned()
             .collect(),
         exchanges: t
@@ -207,12 +240,14 @@ mod tests {
 
     /// Front requests A (0–9 ms) and B (1–17 ms) on 8080; each calls the
     /// API on 9000 once, A at 2–8 ms, B at 10–16 ms; each API request reads
-    /// the database on 5432 three times inside it.
-    fn three_tiers() -> Timeline {
+    /// the database on 5432 three times inside it. The database connection
+    /// read from `db_host`'s capture (1: the API's host, 0: all on one).
+    fn three_tiers(db_host: u16) -> Timeline {
         let mut t = Timeline::default();
         for (id, port) in [(0, 8080), (1, 8080), (10, 9000), (11, 9000), (20, 5432)] {
             t.connections.push(conn(id, port));
         }
+        t.connections[4].host = db_host;
         t.exchanges = vec![
             exchange(0, 0, (0, 10), (9 * MS, 9 * MS + 10)),
             exchange(1, 1, (MS, MS + 10), (17 * MS, 17 * MS + 10)),
@@ -233,7 +268,7 @@ mod tests {
 
     #[test]
     fn a_call_two_hops_down_goes_to_the_request_its_hops_request_was_made_for() {
-        let mut t = three_tiers();
+        let mut t = three_tiers(1);
         attribute_through(&mut t, &[8080], CutEdges::default());
         let parent = |id: u32| t.exchanges.iter().find(|e| e.id == id).unwrap().parent;
         assert_eq!((parent(10), parent(11)), (Some(0), Some(1)));
@@ -254,11 +289,12 @@ mod tests {
     }
 
     #[test]
-    fn without_the_hop_the_database_calls_lie_inside_both_front_requests() {
+    fn within_one_hosts_capture_no_hop_is_taken() {
         // Told by time alone against the front's requests: A's database
-        // calls lie inside A and B alike.
-        let mut t = three_tiers();
-        crate::attribution::attribute(&mut t, &[8080]);
+        // calls lie inside A and B alike, and one host's capture does not
+        // say they were the API's rather than the front's own.
+        let mut t = three_tiers(0);
+        attribute_through(&mut t, &[8080], CutEdges::default());
         let parent = |id: u32| t.exchanges.iter().find(|e| e.id == id).unwrap().parent;
         assert!((0..3).all(|n| parent(100 + n) != Some(0)));
     }

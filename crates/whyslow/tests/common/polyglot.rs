@@ -3,7 +3,7 @@
 //! from Maven Central and the Go module proxy (pinned: the JAR's version
 //! here, the Go modules' in go.sum).
 
-use super::real::{spawn, Server};
+use super::real::{spawn, Need, Server};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -156,4 +156,55 @@ pub fn go_app_recording(name: &str, port: u16, args: &[String], truth: &Path) ->
 /// The Go app `name` (`go_binary`), serving on `port`.
 pub fn go_app(name: &str, port: u16, args: &[String]) -> Server {
     spawn(Command::new(go_binary(name)).args(args), port)
+}
+
+/// A JDBC app of tests/apps/jvm on its database, on HikariCP.
+pub struct JdbcApp {
+    pub source: &'static str,
+    pub classpath: Vec<PathBuf>,
+    pub db_port: u16,
+    /// Calls of every page besides the items statements of its N+1.
+    pub other_calls: usize,
+    /// MariaDB: tshark's MySQL dissector counts the driver's commands too.
+    pub mysql: bool,
+}
+
+impl JdbcApp {
+    /// PgPage on pgJDBC: besides its items statements, the orders query
+    /// and COMMIT (BEGIN goes out with the first).
+    pub fn postgres(db_port: u16) -> JdbcApp {
+        JdbcApp {
+            source: "PgPage.java",
+            classpath: pgjdbc_jars(),
+            db_port,
+            other_calls: 2,
+            mysql: false,
+        }
+    }
+
+    /// MyPage on MariaDB Connector/J: besides its items statements, the
+    /// orders query.
+    pub fn mariadb(db_port: u16) -> JdbcApp {
+        JdbcApp {
+            source: "MyPage.java",
+            classpath: mariadb_jdbc_jars(),
+            db_port,
+            other_calls: 1,
+            mysql: true,
+        }
+    }
+}
+
+/// What a JDBC test needs: tshark, a JDK, Maven, `db`, capture rights,
+/// and eBPF where `ebpf`.
+pub fn jdbc_needs(db: Need<'static>, ebpf: bool) -> Vec<Need<'static>> {
+    let mut needs = vec![
+        Need::Tool("tshark"),
+        Need::Tool("java"),
+        Need::Tool("mvn"),
+        db,
+        Need::Capture,
+    ];
+    needs.extend(ebpf.then_some(Need::Ebpf));
+    needs
 }
