@@ -38,6 +38,33 @@ const DB_SHIFT_US: i64 = -7_500;
 /// veth) plus a millisecond.
 const MAX_BOUND_US: u64 = 1_000;
 
+/// A tier of apps/tiers.py (`args`) in `ns`, once it accepts on
+/// `addr`:`port`; killed when dropped.
+fn tiers_app(ns: &Netns, args: &[&str], addr: &str, port: u16) -> NsServer {
+    let mut cmd = ns.command(pypi_python().to_str().unwrap());
+    cmd.arg("tiers.py")
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps"));
+    NsServer::start_on(ns, &mut cmd, addr, port)
+}
+
+/// Whether `test` can run here: namespaces, tcpdump, editcap, Redis,
+/// capture rights, redis-py and requests, and `more`.
+fn can_run(test: &str, more: &[Need<'static>]) -> bool {
+    let mut needs = vec![
+        Need::Tool("tcpdump"),
+        Need::Tool("editcap"),
+        Need::Tool("redis-server"),
+        Need::Capture,
+    ];
+    needs.extend_from_slice(more);
+    netns_allowed(test)
+        && requirements_met(test, &needs)
+        && ["redis", "requests"]
+            .iter()
+            .all(|m| pypi_python_has(test, m))
+}
+
 struct Tiers {
     front: Netns,
     api: Netns,
@@ -76,23 +103,15 @@ impl Tiers {
 
     /// The front and the API (`variant`), serving until dropped.
     fn apps(&self, variant: &str) -> (NsServer, NsServer) {
-        let app = |ns: &Netns, args: &[String], addr: &str, port: u16| {
-            let mut cmd = ns.command(pypi_python().to_str().unwrap());
-            cmd.arg("tiers.py")
-                .args(args)
-                .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps"));
-            NsServer::start_on(ns, &mut cmd, addr, port)
-        };
-        let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
         let (api_port, redis_port, items) = (
             API_PORT.to_string(),
             REDIS_PORT.to_string(),
             ITEMS.to_string(),
         );
-        let api_args = s(&["api", API, &api_port, DB, &redis_port, &items, variant]);
-        let api = app(&self.api, &api_args, API, API_PORT);
-        let front_args = s(&["front", FRONT, &FRONT_PORT.to_string(), API, &api_port]);
-        let front = app(&self.front, &front_args, FRONT, FRONT_PORT);
+        let api_args = ["api", API, &api_port, DB, &redis_port, &items, variant];
+        let api = tiers_app(&self.api, &api_args, API, API_PORT);
+        let front_args = ["front", FRONT, &FRONT_PORT.to_string(), API, &api_port];
+        let front = tiers_app(&self.front, &front_args, FRONT, FRONT_PORT);
         (front, api)
     }
 
@@ -350,18 +369,7 @@ fn bad_input(dir: &Path, [front, api, db]: &[PathBuf; 3]) {
 fn three_hosts_one_answer() {
     let _one = serial();
     let test = "three_hosts_one_answer";
-    let needs = [
-        Need::Tool("tcpdump"),
-        Need::Tool("editcap"),
-        Need::Tool("redis-server"),
-        Need::Capture,
-    ];
-    if !netns_allowed(test)
-        || !requirements_met(test, &needs)
-        || !["redis", "requests"]
-            .iter()
-            .all(|m| pypi_python_has(test, m))
-    {
+    if !can_run(test, &[]) {
         return;
     }
     let tiers = Tiers::new();
@@ -419,19 +427,7 @@ fn three_hosts_one_answer() {
 fn a_hop_behind_nat_is_still_joined() {
     let _one = serial();
     let test = "a_hop_behind_nat_is_still_joined";
-    let needs = [
-        Need::Tool("tcpdump"),
-        Need::Tool("editcap"),
-        Need::Tool("redis-server"),
-        Need::Tool("nft"),
-        Need::Capture,
-    ];
-    if !netns_allowed(test)
-        || !requirements_met(test, &needs)
-        || !["redis", "requests"]
-            .iter()
-            .all(|m| pypi_python_has(test, m))
-    {
+    if !can_run(test, &[Need::Tool("nft")]) {
         return;
     }
     let (front, router, api) = (Netns::new("nf"), Netns::new("nr"), Netns::new("na"));
@@ -465,13 +461,6 @@ fn a_hop_behind_nat_is_still_joined() {
         "no",
     ]);
     let _redis = NsServer::start(&api, &mut redis, 6379);
-    let app = |ns: &Netns, args: &[&str], addr: &str, port: u16| {
-        let mut cmd = ns.command(pypi_python().to_str().unwrap());
-        cmd.arg("tiers.py")
-            .args(args)
-            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps"));
-        NsServer::start_on(ns, &mut cmd, addr, port)
-    };
     let items = ITEMS.to_string();
     let api_args = [
         "api",
@@ -482,8 +471,8 @@ fn a_hop_behind_nat_is_still_joined() {
         &items,
         "broken",
     ];
-    let _api = app(&api, &api_args, "10.78.2.2", 8080);
-    let _front = app(
+    let _api = tiers_app(&api, &api_args, "10.78.2.2", 8080);
+    let _front = tiers_app(
         &front,
         &["front", "10.78.1.1", "8000", "10.78.9.9", "80"],
         "10.78.1.1",
