@@ -21,6 +21,16 @@ use whyslow_model::{Attribution, ExchangeRole, Rule};
 pub const MIN_CALLS: usize = 8;
 
 pub fn place(s: &Scene, table: &mut Table) {
+    // A capture that lost requests, or their answers, says too little of
+    // which request an inbound connection had in flight: a request whose
+    // answer is missing seems in flight to the end, around every later call.
+    let lost = s
+        .units
+        .iter()
+        .any(|u| u.cands.iter().any(|w| is_lost(w.id)));
+    if lost || answer_missed(s) {
+        return;
+    }
     let inbound_conn: HashMap<u32, u32> = s
         .exchanges
         .iter()
@@ -34,8 +44,7 @@ pub fn place(s: &Scene, table: &mut Table) {
         let Some(&first) = u.calls.first() else {
             continue;
         };
-        // A request the capture lost may be the owner: no word on it.
-        if u.cands.is_empty() || u.cands.iter().any(|w| is_lost(w.id)) {
+        if u.cands.is_empty() {
             continue;
         }
         let mut around: Vec<u32> = u
@@ -99,6 +108,27 @@ fn by_chance(s: &Scene, owner: u32, calls: usize, from: u64, to: u64) -> f64 {
     let inside = crate::intervals::covered_us(spans, (from, to));
     let duty = inside as f64 / (to.saturating_sub(from)).max(1) as f64;
     duty.min(1.0).powi(calls.min(i32::MAX as usize) as i32)
+}
+
+/// Whether an inbound request has no answer though its connection carried
+/// a later request (one still open when the capture ended is not missed).
+fn answer_missed(s: &Scene) -> bool {
+    let mut last_start: HashMap<u32, u64> = HashMap::new();
+    let inbound = || {
+        s.exchanges
+            .iter()
+            .filter(|e| e.role == ExchangeRole::Inbound)
+    };
+    for e in inbound() {
+        let at = last_start.entry(e.connection).or_insert(0);
+        *at = (*at).max(e.request_first_at_us);
+    }
+    inbound().any(|e| {
+        e.response_first_at_us.is_none()
+            && last_start
+                .get(&e.connection)
+                .is_some_and(|&l| l > e.request_first_at_us)
+    })
 }
 
 /// A backing connection and when it carried its first and last call.
