@@ -21,6 +21,40 @@ pub struct Parts {
     /// Per backing server: (protocol, calls, critical time).
     pub backing: BTreeMap<SocketAddr, (Protocol, usize, u64)>,
     pub network_us: u64,
+    /// Per backing server whose callee end was captured for some calls:
+    /// (those calls' time, the network's part of it).
+    pub split: BTreeMap<SocketAddr, Split>,
+}
+
+/// Calls' time and the network's part of it, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Split {
+    pub seen_us: u64,
+    pub network_us: u64,
+}
+
+impl Split {
+    fn add(&mut self, other: Split) {
+        self.seen_us += other.seen_us;
+        self.network_us += other.network_us;
+    }
+
+    /// The network's share of the calls' time.
+    pub fn share(&self) -> Option<f64> {
+        (self.seen_us > 0).then(|| self.network_us as f64 / self.seen_us as f64)
+    }
+
+    /// Of the calls whose callee end was captured.
+    pub fn of(calls: &[Call]) -> Split {
+        let mut s = Split::default();
+        for c in calls {
+            if let Some(net) = c.network_us() {
+                s.seen_us += c.duration_us();
+                s.network_us += net;
+            }
+        }
+        s
+    }
 }
 
 /// Splits one request's time. While the service waits, each instant goes
@@ -42,7 +76,12 @@ pub fn parts(r: &RequestCalls) -> Parts {
     };
     let mut backing = critical_shares(&r.calls, (from, to));
     let mut queued = 0;
+    let mut split = BTreeMap::new();
     for (server, calls) in r.per_server() {
+        let s = Split::of(&calls);
+        if s.seen_us > 0 {
+            split.insert(server, s);
+        }
         let entry = backing.entry(server).or_insert((calls[0].protocol(), 0, 0));
         entry.1 = calls.len();
         if let Some(w) = pool_wait(&calls, total) {
@@ -61,6 +100,7 @@ pub fn parts(r: &RequestCalls) -> Parts {
         ambiguous_us: ambiguous,
         backing,
         network_us: total.saturating_sub(waiting),
+        split,
     }
 }
 
@@ -118,6 +158,7 @@ struct Sums {
     ambiguous: u64,
     network: u64,
     backing: BTreeMap<SocketAddr, (Protocol, u64, u64)>,
+    split: BTreeMap<SocketAddr, Split>,
 }
 
 /// Mean parts per (service, request kind), busiest kind first.
@@ -139,6 +180,9 @@ pub fn summarize(requests: &[RequestCalls]) -> Vec<TimeBreakdown> {
             b.1 += calls as u64;
             b.2 += us;
         }
+        for (server, split) in p.split {
+            s.split.entry(server).or_default().add(split);
+        }
     }
     let mut out: Vec<TimeBreakdown> = kinds
         .into_iter()
@@ -153,12 +197,17 @@ fn mean(server: SocketAddr, request: String, s: Sums) -> TimeBreakdown {
     let mut backing: Vec<BackingTime> = s
         .backing
         .into_iter()
-        .map(|(server, (protocol, calls, us))| BackingTime {
-            server: server.to_string(),
-            protocol,
-            calls_per_request: calls as f64 / n as f64,
-            critical_us: us / n,
-            share: 0.0,
+        .map(|(server, (protocol, calls, us))| {
+            BackingTime {
+                server: server.to_string(),
+                protocol,
+                calls_per_request: calls as f64 / n as f64,
+                critical_us: us / n,
+                share: 0.0,
+                network_us: None,
+                server_us: None,
+            }
+            .with_network_share(s.split.get(&server).and_then(Split::share))
         })
         .collect();
     backing.sort_by_key(|b| std::cmp::Reverse(b.critical_us));

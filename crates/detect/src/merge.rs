@@ -403,13 +403,19 @@ fn weighted(parts: Vec<TimeBreakdown>) -> TimeBreakdown {
                         .sum();
                     sum / requests.max(1) as f64
                 };
-                backing.push(whyslow_model::BackingTime {
-                    server: s.server.clone(),
-                    protocol: s.protocol,
-                    calls_per_request: share(&|x| x.calls_per_request),
-                    critical_us: share(&|x| x.critical_us as f64) as u64,
-                    share: 0.0,
-                });
+                let network_share = split_share(&parts, &s.server);
+                backing.push(
+                    whyslow_model::BackingTime {
+                        server: s.server.clone(),
+                        protocol: s.protocol,
+                        calls_per_request: share(&|x| x.calls_per_request),
+                        critical_us: share(&|x| x.critical_us as f64) as u64,
+                        share: 0.0,
+                        network_us: None,
+                        server_us: None,
+                    }
+                    .with_network_share(network_share),
+                );
             }
         }
     }
@@ -430,6 +436,21 @@ fn weighted(parts: Vec<TimeBreakdown>) -> TimeBreakdown {
         network_share: 0.0,
     }
     .with_shares()
+}
+
+/// The network's share of `server`'s critical time over the windows that
+/// split it, weighted by their requests.
+fn split_share(parts: &[TimeBreakdown], server: &str) -> Option<f64> {
+    let (mut network, mut critical) = (0f64, 0f64);
+    for p in parts {
+        for b in p.backing.iter().filter(|b| b.server == server) {
+            if let Some(n) = b.network_us {
+                network += n as f64 * f64::from(p.requests);
+                critical += b.critical_us as f64 * f64::from(p.requests);
+            }
+        }
+    }
+    (critical > 0.0).then(|| network / critical)
 }
 
 /// SQL summaries merged: requests summed, the slowest request of all,

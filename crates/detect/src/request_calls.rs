@@ -49,6 +49,13 @@ impl<'a> Call<'a> {
         self.end.saturating_sub(self.start)
     }
 
+    /// What the network took of it, where the callee's end was captured
+    /// too: what the caller saw past the callee's own time.
+    pub fn network_us(&self) -> Option<u64> {
+        let callee = self.exchange.callee_us?;
+        Some(self.duration_us().saturating_sub(callee))
+    }
+
     pub fn protocol(&self) -> Protocol {
         self.exchange.protocol
     }

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use whyslow_model::HostClock;
 use whyslow_proto::sniff::sender_is_client;
+use whyslow_wire::merged::SharedCopy;
 use whyslow_wire::scan::{ends, FlowScan, HostScan};
 use whyslow_wire::Feed;
 
@@ -77,15 +78,18 @@ pub fn join(hosts: &[Host]) -> Joined {
         .into_iter()
         .filter(|s| placed[s.x.0].is_some() && placed[s.y.0].is_some())
         .collect();
-    for group in groups(&shared) {
+    for (group, number) in groups(&shared).into_iter().zip(0u32..) {
         let keep = nearest_client(&group, &shared, &scans, &offsets);
         for &(h, f) in &group.members {
             clocks[h].shared_connections += 1;
-            if (h, f) != keep {
-                clocks[h].copies_left_out += 1;
-                let flow = &scans[h].flows[f];
-                feeds[h].skip.insert(ends(flow.a, flow.b));
-            }
+            let mirror = (h, f) != keep;
+            clocks[h].copies_left_out += u64::from(mirror);
+            let flow = &scans[h].flows[f];
+            let copy = SharedCopy {
+                shared: number,
+                mirror,
+            };
+            feeds[h].copies.insert(ends(flow.a, flow.b), copy);
         }
     }
     // Only the placed hosts are read: one on its own clock would misplace

@@ -67,6 +67,28 @@ pub struct BackingTime {
     /// `critical_us`'s share of the request's total (0–1).
     #[serde(default)]
     pub share: f64,
+    /// Of `critical_us`, the network's part: the calls' time the caller saw
+    /// and the callee did not, where another host's capture holds the
+    /// callee's end (`Exchange::callee_us`), in proportion. None: no call's
+    /// callee end was captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_us: Option<u64>,
+    /// Of `critical_us`, the callee's own part (the rest), where
+    /// `network_us` is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_us: Option<u64>,
+}
+
+impl BackingTime {
+    /// Splits `critical_us` by `network_share` (0–1) of the calls' time.
+    pub fn with_network_share(mut self, network_share: Option<f64>) -> BackingTime {
+        if let Some(share) = network_share {
+            let network = (self.critical_us as f64 * share.clamp(0.0, 1.0)).round() as u64;
+            self.network_us = Some(network);
+            self.server_us = Some(self.critical_us - network.min(self.critical_us));
+        }
+        self
+    }
 }
 
 #[cfg(test)]

@@ -305,6 +305,15 @@ pub struct Connection {
     /// host whose capture it was read from; 0 for the first, or the only one.
     #[serde(default, skip_serializing_if = "is_zero_u16")]
     pub host: u16,
+    /// Of captures of several hosts: the connection, as one, that two or more
+    /// hosts captured (the same number on each copy), when this is a copy.
+    #[serde(skip)]
+    pub shared: Option<u32>,
+    /// A shared connection's copy that is not read as the connection (the
+    /// one captured farther from its client): its exchanges only tell the
+    /// callee's own time of each call (`Exchange::callee_us`).
+    #[serde(skip)]
+    pub mirror: bool,
 }
 
 /// What a TLS handshake said, read from its cleartext messages (and
@@ -364,6 +373,8 @@ impl Connection {
             gaps: Vec::new(),
             udp: false,
             host: 0,
+            shared: None,
+            mirror: false,
         }
     }
 
@@ -624,6 +635,11 @@ pub struct Exchange {
     /// call that follows a lookup goes to. Boxed: few exchanges have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_to: Option<Box<[IpAddr]>>,
+    /// For a call whose callee's end another host's capture holds too: the
+    /// time the callee took, its first request byte → last response byte as
+    /// it saw them. What the caller saw past it was the network's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callee_us: Option<u64>,
 }
 
 /// Digests travel as 16 hex digits: JSON numbers lose precision past 2^53.
@@ -680,6 +696,7 @@ impl Exchange {
             resolved_to: None,
             params_unknown: false,
             due_at_us: None,
+            callee_us: None,
         }
     }
 

@@ -220,6 +220,25 @@ fn causes_less_real_tcp_on(report: &Value, files: &[PathBuf; 3]) -> Vec<String> 
         .collect()
 }
 
+/// The front's calls to `api` split into network and server (µs per
+/// request), as the front's request kind's breakdown gives them.
+fn split_of(report: &Value, api: &str) -> (u64, u64) {
+    let kinds = report["time_breakdown"].as_array().unwrap();
+    let front = kinds
+        .iter()
+        .find(|k| k["server"] == format!("{FRONT}:{FRONT_PORT}").as_str())
+        .unwrap_or_else(|| panic!("no breakdown of the front: {kinds:?}"));
+    let backing = front["backing"].as_array().unwrap();
+    let b = backing
+        .iter()
+        .find(|b| b["server"] == api)
+        .unwrap_or_else(|| panic!("no backing {api}: {front}"));
+    let part = |name: &str| b[name].as_u64().unwrap_or_else(|| panic!("no {name}: {b}"));
+    let (network, server) = (part("network_us"), part("server_us"));
+    assert_eq!(network + server, part("critical_us"), "{b}");
+    (network, server)
+}
+
 /// Each host's clock recovered within the bound it reports.
 fn clocks_placed(run: &str, report: &Value) {
     let hosts = report["capture"]["hosts"].as_array().unwrap();
@@ -383,6 +402,14 @@ fn three_hosts_one_answer() {
             let files = tiers.captured(&runs, clients, requests);
             let report = analyzed(&files);
             clocks_placed(&run, &report);
+            // The API's 20 reads (or one) are its own time: on veth, with a
+            // round trip of tens of µs, the server's part is most of the call.
+            let (network, server) = split_of(&report, &format!("{API}:{API_PORT}"));
+            eprintln!("{run}: calls to the API: network {network} µs, server {server} µs");
+            assert!(
+                server > network,
+                "{run}: network {network} µs, server {server} µs"
+            );
             let kinds = causes_less_real_tcp_on(&report, &files);
             eprintln!("{run}: {kinds:?}");
             if variant == "fixed" {

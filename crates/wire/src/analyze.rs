@@ -3,7 +3,7 @@
 
 use crate::decode::decode;
 use crate::flow::FlowCounts;
-use crate::flow::{FlowOptions, FlowTable, StreamEvents, Streams, Window, SERVICE_SAMPLE};
+use crate::flow::{Copies, FlowOptions, FlowTable, StreamEvents, Streams, Window, SERVICE_SAMPLE};
 use crate::merged::{self, Feed};
 use crate::packet::Packet;
 use crate::read::{read_packets_buffered, ReadOutcome, INITIAL_BUFFER};
@@ -75,6 +75,7 @@ pub fn windows_from_file(
         |f| read_packets_buffered(reader, FILE_BUFFER, f),
         options,
         sink,
+        Default::default(),
     )
 }
 
@@ -88,12 +89,14 @@ pub fn windows_from_reader<R: Read + Send>(
         |f| read_packets_buffered(reader, INITIAL_BUFFER, f),
         options,
         sink,
+        Default::default(),
     )
 }
 
 /// As `windows_from_file`, from the captures of several hosts read as one
 /// (`merged::read`): each host's packets on the first one's clock, in time
-/// order, less the copies of connections another host's capture holds.
+/// order; of a connection two hosts captured, one copy read as the
+/// connection and the other for the callee's times (`Feed::copies`).
 pub fn windows_from_files(
     feeds: &[Feed],
     options: &FlowOptions,
@@ -102,7 +105,11 @@ pub fn windows_from_files(
     for feed in feeds {
         File::open(&feed.path)?;
     }
-    windows_from(|f| merged::read(feeds, f), options, sink)
+    let copies = feeds
+        .iter()
+        .flat_map(|f| f.copies.iter().map(|(&(a, b), &c)| ((a, b, f.host), c)))
+        .collect();
+    windows_from(|f| merged::read(feeds, f), options, sink, copies)
 }
 
 /// Windows queued for the sink's thread beyond the one it analyzes: none,
@@ -119,8 +126,10 @@ fn windows_from(
     source: impl FnOnce(&mut dyn FnMut(&Packet)) -> ReadOutcome + Send,
     options: &FlowOptions,
     sink: &mut (dyn WindowSink + Send),
+    copies: Copies,
 ) -> Result<AnalyzeOutcome, WireError> {
     let mut table = FlowTable::windowed(options.clone());
+    table.set_copies(copies);
     let (mut windows, mut forced) = (0u64, 0u64);
     // Once the service is decided, windows are analyzed on their own thread
     // while the next one is rebuilt: the two halves of the work overlap.

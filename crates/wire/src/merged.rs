@@ -1,16 +1,13 @@
 //! Several hosts' captures read as one stream of packets: each host's
 //! timestamps moved onto the first host's clock before anything reads them,
-//! the packets of all files in time order (one pending packet per file), and
-//! a connection that two hosts captured read from one copy only: the flow
-//! table would take the second copy's packets for retransmissions.
+//! the packets of all files in time order (one pending packet per file).
 //! Packets keep their numbers in their own file, and say which file
-//! (`Packet::host`): the flow table keeps each host's flows apart.
+//! (`Packet::host`): the flow table keeps each host's flows apart, and
+//! reads a connection that two hosts captured from one copy (`Feed::copies`).
 
-use crate::decode::{decode, Decoded};
 use crate::packet::Packet;
 use crate::read::{CaptureReader, ReadOutcome};
-use crate::scan::ends;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -20,11 +17,21 @@ pub struct Feed {
     pub path: PathBuf,
     /// Subtracted from every timestamp of the file (µs).
     pub shift_us: i64,
-    /// Connections (by `scan::ends`) whose packets are left out: another
-    /// file's copy is read instead.
-    pub skip: HashSet<(SocketAddr, SocketAddr)>,
+    /// Connections (by `scan::ends`) another host captured too: which
+    /// shared connection each is, and whether this copy is the mirror.
+    pub copies: HashMap<(SocketAddr, SocketAddr), SharedCopy>,
     /// The host it is, as its packets say (`Packet::host`).
     pub host: u16,
+}
+
+/// A copy of a connection that several hosts captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedCopy {
+    /// The shared connection, the same number on every copy.
+    pub shared: u32,
+    /// Not the copy read as the connection (the one captured farther from
+    /// its client): its exchanges tell the callee's time only.
+    pub mirror: bool,
 }
 
 struct Pending {
@@ -79,10 +86,6 @@ pub fn read(feeds: &[Feed], f: &mut dyn FnMut(&Packet)) -> ReadOutcome {
             .map(|(i, _)| i);
         let Some(i) = next else { break };
         let (p, feed) = (&mut pending[i], &feeds[i]);
-        if !feed.skip.is_empty() && skipped(&p.packet, &feed.skip) {
-            advance(p, &mut error);
-            continue;
-        }
         p.packet.host = feed.host;
         p.packet.at_us = shifted(p.packet.at_us, feed.shift_us);
         f(&p.packet);
@@ -95,12 +98,5 @@ pub fn read(feeds: &[Feed], f: &mut dyn FnMut(&Packet)) -> ReadOutcome {
             .filter_map(|p| p.reader.dropped_while_capturing())
             .reduce(|a, b| a + b),
         error,
-    }
-}
-
-fn skipped(p: &Packet, skip: &HashSet<(SocketAddr, SocketAddr)>) -> bool {
-    match decode(p.link, &p.data) {
-        Ok(Decoded::Tcp(t)) => skip.contains(&ends(t.src, t.dst)),
-        _ => false,
     }
 }

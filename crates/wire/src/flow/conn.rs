@@ -6,6 +6,7 @@ use super::analysis::{analyze, Seg, SeqState, Verdict};
 use super::events::{Events, StreamEvent};
 use super::Bounds;
 use crate::decode::TcpPacket;
+use crate::merged::SharedCopy;
 use crate::reassembly::{Budget, Reassembler};
 use std::collections::HashSet;
 use whyslow_model::{AckEvent, CloseKind, Connection, Direction, Segment, SegmentFlags};
@@ -52,6 +53,33 @@ pub struct Flow {
     guessed: bool,
 }
 
+/// Which capture a flow is in, and which copy of a shared connection it
+/// is, if several hosts captured it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Origin {
+    pub host: u16,
+    pub copy: Option<SharedCopy>,
+}
+
+impl Origin {
+    pub fn of(c: &Connection) -> Origin {
+        Origin {
+            host: c.host,
+            copy: c.shared.map(|shared| SharedCopy {
+                shared,
+                mirror: c.mirror,
+            }),
+        }
+    }
+
+    /// Stamps `c` with where it was captured.
+    pub fn stamp(&self, c: &mut Connection) {
+        c.host = self.host;
+        c.shared = self.copy.map(|s| s.shared);
+        c.mirror = self.copy.is_some_and(|s| s.mirror);
+    }
+}
+
 /// What the flow table knows of ports when a connection first shows.
 pub struct PortsKnown<'a> {
     /// Server ports seen on connections whose SYN was captured.
@@ -87,6 +115,7 @@ impl Flow {
         p: &TcpPacket,
         at_us: u64,
         known: PortsKnown,
+        origin: Origin,
         ev: &mut Events,
     ) -> Flow {
         // The SYN sender is the client; a SYN/ACK's sender is the server.
@@ -121,9 +150,12 @@ impl Flow {
             // A flow first seen without its SYN began before the capture did.
             mid_stream: !p.syn,
             udp: false,
+            origin,
         });
+        let mut conn = Connection::new(id, client, server, at_us);
+        origin.stamp(&mut conn);
         Flow {
-            conn: Connection::new(id, client, server, at_us),
+            conn,
             slot,
             last_seen_us: at_us,
             client_isn: None,

@@ -24,6 +24,7 @@ pub(crate) enum StreamEvent {
         mid_stream: bool,
         /// A UDP flow of DNS datagrams, each one length-prefixed message.
         udp: bool,
+        origin: super::conn::Origin,
     },
     Data {
         slot: u32,

@@ -2,6 +2,7 @@
 //! analysis, reassembled streams → protocol `Exchange`s.
 
 mod analysis;
+mod callee;
 mod conn;
 mod events;
 pub mod plaintext;
@@ -11,6 +12,7 @@ mod udp;
 mod window;
 
 use crate::decode::{decode, Decoded, Skip, TcpPacket};
+use crate::merged::SharedCopy;
 use crate::packet::{LinkType, Packet};
 use crate::reassembly::Budget;
 use crate::tunnel::Tunnel;
@@ -167,6 +169,10 @@ pub struct FlowCounts {
 /// two hosts' loopbacks may carry one 4-tuple each.
 type Key = (SocketAddr, SocketAddr, u16);
 
+/// Connections several hosts captured, by each copy's ends (in either
+/// order) and host.
+pub type Copies = std::collections::HashMap<(SocketAddr, SocketAddr, u16), SharedCopy>;
+
 /// Hasher of flow keys: FxHash's rotate-xor-multiply (as in rustc-hash), a
 /// few times faster than SipHash on these small keys, which are looked up
 /// once per packet. Seeded per table; the table's size bound (`max_flows`)
@@ -292,6 +298,12 @@ impl FlowTable {
     /// to a `StreamEvents` goes, in order, to the protocol half's `apply`.
     pub(crate) fn halves(&mut self) -> (&mut TcpFlows, &mut Streams) {
         (&mut self.tcp, &mut self.streams)
+    }
+
+    /// The connections several hosts captured (`merged`): each read from
+    /// one copy, the other copies kept for the callee's times.
+    pub fn set_copies(&mut self, copies: Copies) {
+        self.tcp.copies = copies;
     }
 
     /// The protocol half: windows are cut from it.

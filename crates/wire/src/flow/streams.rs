@@ -82,6 +82,8 @@ pub struct Streams {
     /// Connections no packet shows (Unix-domain sockets), opened from the
     /// feed, by feed connection; ended with the capture.
     alone: Vec<Option<Stream>>,
+    /// Callee times read from mirrors of shared connections (`callee`).
+    pub(super) callees: super::callee::Callees,
 }
 
 /// Where an open connection is kept.
@@ -152,6 +154,7 @@ impl Streams {
             windowed,
             plain,
             alone: Vec::new(),
+            callees: Default::default(),
         }
     }
 
@@ -178,6 +181,7 @@ impl Streams {
                     at_us,
                     mid_stream,
                     udp,
+                    origin,
                 } => {
                     let start = match mid_stream {
                         true => Start::MidStream,
@@ -194,6 +198,7 @@ impl Streams {
                     let keys = self.options.keylog.clone().filter(|_| plain.is_none());
                     let mut header = Connection::new(id, client, server, at_us);
                     header.udp = udp;
+                    origin.stamp(&mut header);
                     let proto = match udp {
                         true => Sniffer::dns(id),
                         false => Sniffer::with_keys(id, server.port(), start, keys),
@@ -391,6 +396,9 @@ impl Streams {
         s.proto.drain_exchanges(&mut out);
         s.exchanges += (out.len() - from) as u64;
         let port = s.header.server.port();
+        if let (true, Some(shared)) = (s.header.mirror, s.header.shared) {
+            self.callees.take(shared, &mut out, from);
+        }
         self.add_exchanges(out, from, port);
     }
 
@@ -438,7 +446,12 @@ impl Streams {
             }
         }
         let port = conn.server.port();
-        if self.keeps_connection(conn.id) {
+        let (mirror, shared) = (conn.mirror, conn.shared);
+        if mirror {
+            // Counted on the copy read as the connection.
+            let events = conn.segments.len() + conn.acks.len();
+            self.released.fetch_add(events, Ordering::Relaxed);
+        } else if self.keeps_connection(conn.id) {
             self.connections.push(conn);
         } else {
             self.counters.connections_dropped += 1;
@@ -447,6 +460,9 @@ impl Streams {
         }
         let (mut out, from) = sink(self.windowed, &mut self.exchanges, &mut self.scratch);
         out.append(&mut ex);
+        if let (true, Some(shared)) = (mirror, shared) {
+            self.callees.take(shared, &mut out, from);
+        }
         self.add_exchanges(out, from, port);
     }
 

@@ -3,7 +3,7 @@
 //! bounds on open flows. What it rebuilds in order goes to the protocol
 //! half as `Events`.
 
-use super::conn::{Flow, PortsKnown};
+use super::conn::{Flow, Origin, PortsKnown};
 use super::events::Events;
 use super::udp::UdpFlows;
 use super::{key, FlowCounts, FlowHashState, FlowOptions, Key, MAX_CLOSED_FLOWS, RECENTLY_RETIRED};
@@ -40,6 +40,8 @@ pub(crate) struct TcpFlows {
     listeners: HashSet<u16>,
     /// The capture the packets being pushed come from (`Packet::host`).
     pub(crate) host: u16,
+    /// Connections several hosts captured (`FlowTable::set_copies`).
+    pub(super) copies: super::Copies,
     /// Per port, connections seen with it at either end (saturating): a
     /// server's port recurs on every connection to it, a client's
     /// ephemeral port on one.
@@ -51,6 +53,7 @@ impl TcpFlows {
         TcpFlows {
             listeners: options.listening.iter().copied().collect(),
             host: 0,
+            copies: Default::default(),
             port_flows: vec![0; 1 << 16],
             options,
             flows: HashMap::with_hasher(FlowHashState::new()),
@@ -113,8 +116,8 @@ impl TcpFlows {
                     listening: &self.listeners,
                     flows: &self.port_flows,
                 };
-                *f = Flow::new(id, slot, tcp, first, known, ev);
-                f.conn.host = self.host;
+                let origin = Origin::of(&f.conn);
+                *f = Flow::new(id, slot, tcp, first, known, origin, ev);
             }
             if !f.is_new_syn(tcp) {
                 let was_closed = f.is_closed();
@@ -145,8 +148,14 @@ impl TcpFlows {
         }
         let id = self.next_connection;
         self.next_connection = self.next_connection.saturating_add(1);
-        self.counters.connections_seen += 1;
-        if tcp.syn {
+        let origin = Origin {
+            host: self.host,
+            copy: self.copies.get(&k).copied(),
+        };
+        // A mirror is a second look at a connection counted on its read copy.
+        let mirror = origin.copy.is_some_and(|c| c.mirror);
+        self.counters.connections_seen += u64::from(!mirror);
+        if tcp.syn && !mirror {
             let server = if tcp.ack_flag { tcp.src } else { tcp.dst };
             self.listeners.insert(server.port());
         }
@@ -155,8 +164,7 @@ impl TcpFlows {
             listening: &self.listeners,
             flows: &self.port_flows,
         };
-        let mut f = Flow::new(id, slot, tcp, at_us, known, ev);
-        f.conn.host = self.host;
+        let mut f = Flow::new(id, slot, tcp, at_us, known, origin, ev);
         for port in [tcp.src.port(), tcp.dst.port()] {
             let n = &mut self.port_flows[usize::from(port)];
             *n = n.saturating_add(1);

@@ -147,6 +147,10 @@ impl TcpFlows {
             at_us,
             mid_stream: false,
             udp: true,
+            origin: super::conn::Origin {
+                host: self.host,
+                copy: None,
+            },
         });
         let flow = UdpFlow {
             slot,

@@ -251,6 +251,7 @@ impl Streams {
             exchanges: out,
         };
         let headers = self.add_headers(&mut t, in_window);
+        self.callees.pair(&mut t);
         // An empty window (a cut that took nothing) leaves the edge of the
         // last forced cut to the next window that holds exchanges.
         let mut edges = CutEdges {
