@@ -3,6 +3,7 @@
 //! injects so a diagnosis can be checked against it.
 
 pub mod cache;
+pub mod delay_line;
 pub mod dnsmini;
 pub mod grpc;
 pub mod http1;

@@ -1,4 +1,4 @@
-//! `whyslow lab list | run NAME [--fixed]`.
+//! `whyslow lab list | run NAME [--fixed] | link A B --delay D`.
 
 use crate::flags::commands::LabCommand;
 use crate::flags::exit::Exit;
@@ -12,6 +12,7 @@ pub fn run(cmd: LabCommand) -> Done {
             return Ok(Exit::Ok);
         }
         LabCommand::Run { name, fixed, tls } => (name, fixed, tls),
+        LabCommand::Link { a, b, delay } => return link(&a, &b, delay),
     };
     let s = match whyslow_lab::named(&name) {
         Ok(s) => s,
@@ -39,4 +40,26 @@ pub fn run(cmd: LabCommand) -> Done {
         crate::ctrl_c().await;
         Ok(Exit::Ok)
     })
+}
+
+/// `lab link`: the two devices made, "ready" said, frames carried until
+/// the process is stopped.
+fn link(a: &str, b: &str, delay: std::time::Duration) -> Done {
+    use whyslow_lab::delay_line::{carry, open_tap};
+    let opened = open_tap(a).and_then(|ta| Ok((ta, open_tap(b)?)));
+    let (ta, tb) = match opened {
+        Ok(t) => t,
+        Err(e) => {
+            let msg = format!("cannot make TAP devices {a} and {b}: {e} (needs CAP_NET_ADMIN)");
+            return stdout::fail(false, "lab", None, Exit::Usage, &msg);
+        }
+    };
+    out!(
+        "ready: {a} <-> {b}, {} each way\n",
+        whyslow_model::fmt_ms(delay.as_micros() as u64)
+    )?;
+    match carry(ta, tb, delay) {
+        Ok(()) => Ok(Exit::Ok),
+        Err(e) => stdout::fail(false, "lab", None, Exit::Scenario, &format!("link: {e}")),
+    }
 }

@@ -14,8 +14,9 @@
 //! that steps mid-capture are said so, and nothing is joined wrongly.
 
 mod common;
-use common::netns::{link, netns_allowed, Netns, NsServer};
+use common::netns::{link, Netns, NsServer};
 use common::real::*;
+use common::tiers::*;
 use common::*;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
@@ -29,6 +30,7 @@ const DB: &str = "10.77.2.2";
 const FRONT_PORT: u16 = 8000;
 const API_PORT: u16 = 8080;
 const REDIS_PORT: u16 = 6379;
+const PG_PORT: u16 = 5432;
 /// Keys the API reads per request (its N+1).
 const ITEMS: u64 = 20;
 /// The shifts editcap gives the API's and the database's captures (µs).
@@ -38,77 +40,105 @@ const DB_SHIFT_US: i64 = -7_500;
 /// veth) plus a millisecond.
 const MAX_BOUND_US: u64 = 1_000;
 
-/// A tier of apps/tiers.py (`args`) in `ns`, once it accepts on
-/// `addr`:`port`; killed when dropped.
-fn tiers_app(ns: &Netns, args: &[&str], addr: &str, port: u16) -> NsServer {
-    let mut cmd = ns.command(pypi_python().to_str().unwrap());
-    cmd.arg("tiers.py")
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps"));
-    NsServer::start_on(ns, &mut cmd, addr, port)
+/// Whether `test` can run here: the tiers, Redis, redis-py and `more`.
+fn can_run(test: &str, more: &[Need<'static>]) -> bool {
+    let mut needs = vec![Need::Tool("redis-server")];
+    needs.extend_from_slice(more);
+    tiers_can_run(test, &["redis"], &needs)
 }
 
-/// Whether `test` can run here: namespaces, tcpdump, editcap, Redis,
-/// capture rights, redis-py and requests, and `more`.
-fn can_run(test: &str, more: &[Need<'static>]) -> bool {
-    let mut needs = vec![
-        Need::Tool("tcpdump"),
-        Need::Tool("editcap"),
-        Need::Tool("redis-server"),
-        Need::Capture,
-    ];
-    needs.extend_from_slice(more);
-    netns_allowed(test)
-        && requirements_met(test, &needs)
-        && ["redis", "requests"]
-            .iter()
-            .all(|m| pypi_python_has(test, m))
+/// The database tier: Redis (read with GET, an N+1 of keys) or
+/// PostgreSQL (read with SELECT, an N+1 of statements).
+#[derive(Clone, Copy, PartialEq)]
+enum Db {
+    Redis,
+    Postgres,
+}
+
+impl Db {
+    fn port(self) -> u16 {
+        match self {
+            Db::Redis => REDIS_PORT,
+            Db::Postgres => PG_PORT,
+        }
+    }
+
+    /// How the API's per-item read is named.
+    fn per_item(self) -> &'static str {
+        match self {
+            Db::Redis => "GET item:?",
+            Db::Postgres => "SELECT value FROM items WHERE id = ",
+        }
+    }
+
+    /// The server, in `ns` on DB, until dropped.
+    fn start(self, ns: &Netns) -> NsServer {
+        let port = self.port().to_string();
+        let mut cmd = match self {
+            Db::Redis => {
+                let mut redis = ns.command("redis-server");
+                redis.args(["--bind", DB, "--port", &port, "--save", ""]);
+                // Its clients come from another host, not loopback.
+                redis.args(["--appendonly", "no", "--protected-mode", "no"]);
+                redis
+            }
+            Db::Postgres => {
+                let dir = tmpdir("pg-tier");
+                pg_cluster(&dir);
+                let as_postgres = |program: &Path| {
+                    let mut c = ns.command("runuser");
+                    c.args(["-u", "postgres", "--"]).arg(program);
+                    c
+                };
+                let mut pg = pg_server(as_postgres, &dir, DB, PG_PORT);
+                // Its clients come from another host: trust them too.
+                let hba = dir.join("data/pg_hba.conf");
+                let mut rules = std::fs::read_to_string(&hba).unwrap();
+                rules.push_str("host all all 10.77.0.0/16 trust\n");
+                std::fs::write(&hba, rules).unwrap();
+                pg.args(["-c", "max_connections=200"]);
+                pg
+            }
+        };
+        NsServer::start_on(ns, &mut cmd, DB, self.port())
+    }
 }
 
 struct Tiers {
     front: Netns,
     api: Netns,
     db: Netns,
-    _redis: NsServer,
+    kind: Db,
+    _db: NsServer,
 }
 
 impl Tiers {
-    fn new() -> Tiers {
+    fn new(kind: Db) -> Tiers {
         let (front, api, db) = (Netns::new("tf"), Netns::new("ta"), Netns::new("td"));
         link(&front, &format!("{FRONT}/24"), &api, &format!("{API}/24"));
         link(&api, &format!("{API_DB_SIDE}/24"), &db, &format!("{DB}/24"));
-        let port = REDIS_PORT.to_string();
-        let mut redis = db.command("redis-server");
-        redis.args([
-            "--bind",
-            DB,
-            "--port",
-            &port,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            // Its clients come from another host, not loopback.
-            "--protected-mode",
-            "no",
-        ]);
-        let redis = NsServer::start_on(&db, &mut redis, DB, REDIS_PORT);
+        let server = kind.start(&db);
         Tiers {
             front,
             api,
             db,
-            _redis: redis,
+            kind,
+            _db: server,
         }
     }
 
     /// The front and the API (`variant`), serving until dropped.
     fn apps(&self, variant: &str) -> (NsServer, NsServer) {
-        let (api_port, redis_port, items) = (
+        let (api_port, db_port, items) = (
             API_PORT.to_string(),
-            REDIS_PORT.to_string(),
+            self.kind.port().to_string(),
             ITEMS.to_string(),
         );
-        let api_args = ["api", API, &api_port, DB, &redis_port, &items, variant];
+        let db = match self.kind {
+            Db::Redis => "redis",
+            Db::Postgres => "postgres",
+        };
+        let api_args = ["api", API, &api_port, DB, &db_port, &items, variant, db];
         let api = tiers_app(&self.api, &api_args, API, API_PORT);
         let front_args = ["front", FRONT, &FRONT_PORT.to_string(), API, &api_port];
         let front = tiers_app(&self.front, &front_args, FRONT, FRONT_PORT);
@@ -121,60 +151,20 @@ impl Tiers {
     fn captured(&self, dir: &Path, clients: &str, requests: &str) -> [PathBuf; 3] {
         let raw = ["front", "api-raw", "db-raw"].map(|n| dir.join(format!("{n}.pcap")));
         let url = format!("http://{FRONT}:{FRONT_PORT}/report");
-        let load = || {
-            let out = self
-                .front
-                .command(env!("CARGO_BIN_EXE_whyslow"))
-                .args([
-                    "load",
-                    "-c",
-                    clients,
-                    "-n",
-                    requests,
-                    "--trace-context",
-                    "off",
-                    &url,
-                ])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        let dropped = tcpdump_on(self.front.command("tcpdump"), "any", &raw[0], "tcp", || {
-            tcpdump_on(self.api.command("tcpdump"), "any", &raw[1], "tcp", || {
-                tcpdump_on(self.db.command("tcpdump"), "any", &raw[2], "tcp", load);
-            });
+        let hosts = [
+            (&self.front, &*raw[0]),
+            (&self.api, &raw[1]),
+            (&self.db, &raw[2]),
+        ];
+        captured_on(&hosts, &mut || {
+            load_in(&self.front, clients, requests, &url)
         });
-        assert_eq!(dropped, 0, "tcpdump dropped packets");
-        let shifted = [dir.join("api.pcap"), dir.join("db.pcap")];
-        for (from, to, shift) in [
-            (&raw[1], &shifted[0], API_SHIFT_US),
-            (&raw[2], &shifted[1], DB_SHIFT_US),
-        ] {
-            let secs = format!("{:.6}", shift as f64 / 1e6);
-            let out = Command::new("editcap")
-                .args(["-t", &secs])
-                .arg(from)
-                .arg(to)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "editcap: {out:?}");
-        }
-        let [front, ..] = raw;
-        let [api, db] = shifted;
-        [front, api, db]
+        let [front, api, db] = raw;
+        let (api_shifted, db_shifted) = (dir.join("api.pcap"), dir.join("db.pcap"));
+        shifted(&api, &api_shifted, API_SHIFT_US);
+        shifted(&db, &db_shifted, DB_SHIFT_US);
+        [front, api_shifted, db_shifted]
     }
-}
-
-fn analyzed(files: &[PathBuf; 3]) -> Value {
-    let mut args = vec!["analyze", "--json", "--timeline"];
-    args.extend(files.iter().map(|f| f.to_str().unwrap()));
-    let out = whyslow(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    json(&out)
 }
 
 /// The causes named, less a retransmission or a zero window tshark reads
@@ -220,46 +210,19 @@ fn causes_less_real_tcp_on(report: &Value, files: &[PathBuf; 3]) -> Vec<String> 
         .collect()
 }
 
-/// The front's calls to `api` split into network and server (µs per
-/// request), as the front's request kind's breakdown gives them.
-fn split_of(report: &Value, api: &str) -> (u64, u64) {
-    let kinds = report["time_breakdown"].as_array().unwrap();
-    let front = kinds
-        .iter()
-        .find(|k| k["server"] == format!("{FRONT}:{FRONT_PORT}").as_str())
-        .unwrap_or_else(|| panic!("no breakdown of the front: {kinds:?}"));
-    let backing = front["backing"].as_array().unwrap();
-    let b = backing
-        .iter()
-        .find(|b| b["server"] == api)
-        .unwrap_or_else(|| panic!("no backing {api}: {front}"));
-    let part = |name: &str| b[name].as_u64().unwrap_or_else(|| panic!("no {name}: {b}"));
-    let (network, server) = (part("network_us"), part("server_us"));
-    assert_eq!(network + server, part("critical_us"), "{b}");
-    (network, server)
-}
-
 /// Each host's clock recovered within the bound it reports.
 fn clocks_placed(run: &str, report: &Value) {
     let hosts = report["capture"]["hosts"].as_array().unwrap();
     let names: Vec<&str> = hosts.iter().map(|h| h["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["front", "api", "db"], "{run}");
-    for (h, truth) in hosts[1..].iter().zip([API_SHIFT_US, DB_SHIFT_US]) {
-        let offset = h["clock_offset_us"].as_i64().unwrap();
-        let bound = h["clock_offset_bound_us"].as_u64().unwrap();
-        eprintln!(
-            "{run}: {} {offset} µs ± {bound} (shifted {truth})",
-            h["name"]
-        );
-        assert!(offset.abs_diff(truth) <= bound, "{run}: {h}");
-        assert!(bound <= MAX_BOUND_US, "{run}: {h}");
-    }
+    clock_placed(run, report, 1, API_SHIFT_US, MAX_BOUND_US);
+    clock_placed(run, report, 2, DB_SHIFT_US, MAX_BOUND_US);
 }
 
 /// No call given to the wrong front request: none holds more than its
 /// ITEMS GETs (all different) and its one API call. `all`: sequentially,
 /// every call is given. Returns the front requests given exactly theirs.
-fn calls_placed(run: &str, report: &Value, all: bool) -> usize {
+fn calls_placed(run: &str, report: &Value, db: Db, all: bool) -> usize {
     let t = &report["timeline"];
     let port: HashMap<u64, String> = t["connections"]
         .as_array()
@@ -280,7 +243,9 @@ fn calls_placed(run: &str, report: &Value, all: bool) -> usize {
             front_requests += 1;
             continue;
         }
-        let is_get = e["request"] == "GET item:?";
+        let is_get = e["request"]
+            .as_str()
+            .is_some_and(|r| r.starts_with(db.per_item()));
         let is_api = server.ends_with(&format!(":{API_PORT}"));
         if !is_get && !is_api {
             continue; // the client's handshake (HELLO, CLIENT SETINFO)
@@ -388,10 +353,28 @@ fn bad_input(dir: &Path, [front, api, db]: &[PathBuf; 3]) {
 fn three_hosts_one_answer() {
     let _one = serial();
     let test = "three_hosts_one_answer";
-    if !can_run(test, &[]) {
-        return;
+    if can_run(test, &[]) {
+        three_tiers(test, Db::Redis);
     }
-    let tiers = Tiers::new();
+}
+
+/// The same three tiers with PostgreSQL as the database (psycopg2 in the
+/// API, one statement a round trip): its N+1 of SELECTs named for the
+/// front's request kind with its count.
+#[test]
+fn three_hosts_on_postgres() {
+    let _one = serial();
+    let test = "three_hosts_on_postgres";
+    let more = [Need::Postgres, Need::Tool("runuser")];
+    if tiers_can_run(test, &["psycopg2"], &more) {
+        three_tiers(test, Db::Postgres);
+    }
+}
+
+/// The three tiers on `db`, broken and fixed, sequentially and at 8
+/// clients (see the module comment).
+fn three_tiers(test: &str, db: Db) {
+    let tiers = Tiers::new(db);
     let dir = tmpdir(test);
     for variant in ["broken", "fixed"] {
         let apps = tiers.apps(variant);
@@ -400,11 +383,12 @@ fn three_hosts_one_answer() {
             let runs = dir.join(format!("{variant}-{clients}"));
             std::fs::create_dir_all(&runs).unwrap();
             let files = tiers.captured(&runs, clients, requests);
-            let report = analyzed(&files);
+            let report = analyzed_hosts(&files);
             clocks_placed(&run, &report);
             // The API's 20 reads (or one) are its own time: on veth, with a
             // round trip of tens of µs, the server's part is most of the call.
-            let (network, server) = split_of(&report, &format!("{API}:{API_PORT}"));
+            let (front, api) = (format!("{FRONT}:{FRONT_PORT}"), format!("{API}:{API_PORT}"));
+            let (network, server) = split_of(&report, &front, &api);
             eprintln!("{run}: calls to the API: network {network} µs, server {server} µs");
             assert!(
                 server > network,
@@ -429,12 +413,12 @@ fn three_hosts_one_answer() {
             );
             let subject = f["subject"].as_str().unwrap();
             assert!(
-                subject.starts_with(&format!("{DB}:{REDIS_PORT} ")),
+                subject.starts_with(&format!("{DB}:{} ", db.port())),
                 "{run}: {f}"
             );
-            let exact = calls_placed(&run, &report, clients == "1");
+            let exact = calls_placed(&run, &report, db, clients == "1");
             assert!(exact > 0, "{run}");
-            if clients == "8" {
+            if clients == "8" && db == Db::Redis {
                 bad_input(&runs, &files);
             }
         }
@@ -511,47 +495,13 @@ fn a_hop_behind_nat_is_still_joined() {
         dir.join("api-raw.pcap"),
         dir.join("api.pcap"),
     );
-    let load = || {
-        let out = front
-            .command(env!("CARGO_BIN_EXE_whyslow"))
-            .args(["load", "-c", "4", "-n", "80", "--trace-context", "off"])
-            .arg("http://10.78.1.1:8000/report")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let dropped = tcpdump_on(front.command("tcpdump"), "any", &front_cap, "tcp", || {
-        tcpdump_on(api.command("tcpdump"), "any", &api_raw, "tcp", load);
-    });
-    assert_eq!(dropped, 0, "tcpdump dropped packets");
-    run_tool(
-        "editcap",
-        &[
-            "-t",
-            "0.041",
-            api_raw.to_str().unwrap(),
-            api_cap.to_str().unwrap(),
-        ],
-    );
-    let out = whyslow(&[
-        "analyze",
-        "--json",
-        front_cap.to_str().unwrap(),
-        api_cap.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report = json(&out);
+    let hosts = [(&front, &*front_cap), (&api, &api_raw)];
+    let url = "http://10.78.1.1:8000/report";
+    captured_on(&hosts, &mut || load_in(&front, "4", "80", url));
+    shifted(&api_raw, &api_cap, API_SHIFT_US);
+    let report = analyzed_hosts(&[front_cap, api_cap]);
+    clock_placed("behind NAT", &report, 1, API_SHIFT_US, MAX_BOUND_US);
     let api_host = &report["capture"]["hosts"][1];
-    let offset = api_host["clock_offset_us"].as_i64().unwrap();
-    let bound = api_host["clock_offset_bound_us"].as_u64().unwrap();
-    assert!(
-        offset.abs_diff(API_SHIFT_US) <= bound && bound <= MAX_BOUND_US,
-        "{api_host}"
-    );
     assert!(api_host["copies_left_out"].as_u64() > Some(0), "{api_host}");
     let kinds = causes(&report);
     assert_eq!(

@@ -212,6 +212,17 @@ pub enum LabCommand {
         #[arg(long)]
         tls: bool,
     },
+    /// A slow link for hosts in network namespaces: TAP devices A and B,
+    /// each frame carried to the other DELAY late (as netem's delay, where
+    /// the kernel has none); move each into a namespace with `ip link set
+    /// A netns NS`. Runs until stopped
+    Link {
+        a: String,
+        b: String,
+        /// One-way delay, each way (10ms)
+        #[arg(long, value_parser = whyslow_check::parse_duration)]
+        delay: std::time::Duration,
+    },
 }
 
 #[derive(Args, Debug)]

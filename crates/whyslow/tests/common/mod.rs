@@ -298,6 +298,7 @@ pub mod numbers;
 pub mod otlp;
 pub mod polyglot;
 pub mod real;
+pub mod tiers;
 pub mod truth;
 
 /// `whyslow analyze --json --timeline --service SERVICE CAPTURE`, which must succeed.

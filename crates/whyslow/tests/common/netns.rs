@@ -219,3 +219,42 @@ pub fn link(a: &Netns, a_addr: &str, b: &Netns, b_addr: &str) {
         run_ok(ns.command("ip").args(["link", "set", end, "up"]));
     }
 }
+
+/// A slow link joining namespaces `a` and `b` (`whyslow lab link`: two
+/// TAP devices, each frame carried `delay` late each way, as netem would
+/// delay it), its ends addressed `a_addr` and `b_addr` (CIDR) and up; the
+/// link's process ends when dropped.
+pub struct SlowLink {
+    child: Child,
+}
+
+impl SlowLink {
+    pub fn new(a: &Netns, a_addr: &str, b: &Netns, b_addr: &str, delay: &str) -> SlowLink {
+        use std::io::BufRead;
+        let pid = std::process::id() % 1_000_000;
+        let (x, y) = (format!("wt{pid}a"), format!("wt{pid}b"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_whyslow"))
+            .args(["lab", "link", &x, &y, "--delay", delay])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("whyslow lab link");
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        let link = SlowLink { child };
+        assert!(line.starts_with("ready"), "lab link: {line:?}");
+        for (ns, dev, addr) in [(a, &x, a_addr), (b, &y, b_addr)] {
+            run_ok(Command::new("ip").args(["link", "set", dev, "netns", &ns.name]));
+            run_ok(ns.command("ip").args(["addr", "add", addr, "dev", dev]));
+            run_ok(ns.command("ip").args(["link", "set", dev, "up"]));
+        }
+        link
+    }
+}
+
+impl Drop for SlowLink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -380,7 +380,7 @@ pub fn ebpf_allowed(test: &str) -> bool {
 }
 
 /// Runs `cmd` as the `postgres` user when we are root (the server refuses root).
-fn as_pg_user(program: &Path) -> Command {
+pub fn as_pg_user(program: &Path) -> Command {
     // SAFETY: getuid(2) has no preconditions.
     if unsafe { libc::getuid() } == 0 {
         let mut c = Command::new("runuser");
@@ -440,26 +440,9 @@ pub fn redis_tls(dir: &Path) -> Server {
     )
 }
 
-/// A throwaway cluster (trust auth, no fsync) on a free loopback port.
-pub fn postgres() -> (Server, PathBuf) {
-    postgres_with(false)
-}
-
-/// As `postgres`; `ssl`: TLS on (`ssl=on`) with a self-signed certificate.
-pub fn postgres_with(ssl: bool) -> (Server, PathBuf) {
-    let dir = tmpdir("pg");
-    let mut settings = Vec::new();
-    if ssl {
-        let (cert, key) = self_signed(&dir);
-        use std::os::unix::fs::PermissionsExt;
-        // The server refuses a key others can read.
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        settings.extend([
-            "ssl=on".to_string(),
-            format!("ssl_cert_file={}", cert.display()),
-            format!("ssl_key_file={}", key.display()),
-        ]);
-    }
+/// A new cluster in `dir` (trust auth, no fsync), owned by postgres when
+/// run as root; its data directory.
+pub fn pg_cluster(dir: &Path) -> PathBuf {
     // SAFETY: getuid(2) has no preconditions.
     if unsafe { libc::getuid() } == 0 {
         let ok = Command::new("chown")
@@ -485,22 +468,45 @@ pub fn postgres_with(ssl: bool) -> (Server, PathBuf) {
         "initdb: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    data
+}
+
+/// The server of the cluster in `dir` (`pg_cluster`), listening on
+/// `addr`:`port`, its socket in `dir`; `wrap` makes the command that runs
+/// a program as postgres (in a namespace, say).
+pub fn pg_server(wrap: impl Fn(&Path) -> Command, dir: &Path, addr: &str, port: u16) -> Command {
+    let mut cmd = wrap(&pg_bin("postgres"));
+    cmd.args(["-D", dir.join("data").to_str().unwrap()])
+        .args(["-p", &port.to_string(), "-k", dir.to_str().unwrap()])
+        .args(["-c", &format!("listen_addresses={addr}"), "-c", "fsync=off"]);
+    cmd
+}
+
+/// A throwaway cluster (trust auth, no fsync) on a free loopback port.
+pub fn postgres() -> (Server, PathBuf) {
+    postgres_with(false)
+}
+
+/// As `postgres`; `ssl`: TLS on (`ssl=on`) with a self-signed certificate.
+pub fn postgres_with(ssl: bool) -> (Server, PathBuf) {
+    let dir = tmpdir("pg");
+    let mut settings = Vec::new();
+    if ssl {
+        let (cert, key) = self_signed(&dir);
+        use std::os::unix::fs::PermissionsExt;
+        // The server refuses a key others can read.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        settings.extend([
+            "ssl=on".to_string(),
+            format!("ssl_cert_file={}", cert.display()),
+            format!("ssl_key_file={}", key.display()),
+        ]);
+    }
+    pg_cluster(&dir);
     let port = free_port();
+    let mut cmd = pg_server(as_pg_user, &dir, "127.0.0.1", port);
     let server = spawn(
-        as_pg_user(&pg_bin("postgres"))
-            .args([
-                "-D",
-                data.to_str().unwrap(),
-                "-p",
-                &port.to_string(),
-                "-k",
-                dir.to_str().unwrap(),
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=off",
-            ])
-            .args(settings.iter().flat_map(|s| ["-c", s.as_str()])),
+        cmd.args(settings.iter().flat_map(|s| ["-c", s.as_str()])),
         port,
     );
     // Accepting TCP is not accepting queries yet: wait for a query to pass.

@@ -157,16 +157,64 @@ fn owned(s: &Scene, owners: &HashMap<u32, (Vec<u32>, usize, u64, u64)>) -> HashM
         }
     }
     let mut out = HashMap::new();
-    for ((owner, _), mut list) in claims {
+    // Per server: (backing connection, owner, chance) of each claim whose
+    // connections were used one after another.
+    let mut per_server: HashMap<SocketAddr, Vec<(u32, u32, f64)>> = HashMap::new();
+    for ((owner, srv), mut list) in claims {
         list.sort_unstable_by_key(|c| c.1);
         let apart = list.windows(2).all(|w| w[0].2 <= w[1].1);
         if apart {
             let calls = |c: &Used| owners.get(&c.0).map_or(0, |o| o.1);
-            let unlikely = |c: &Used| by_chance(s, owner, calls(c), c.1, c.2) <= MAX_CHANCE;
-            out.extend(list.iter().filter(|c| unlikely(c)).map(|c| (c.0, owner)));
+            for c in &list {
+                let chance = by_chance(s, owner, calls(c), c.1, c.2);
+                per_server
+                    .entry(srv)
+                    .or_default()
+                    .push((c.0, owner, chance));
+            }
+        }
+    }
+    for (srv, claimed) in per_server {
+        let all = every_one_owned(owners, &server, srv, &claimed);
+        for &(conn, owner, chance) in &claimed {
+            if chance <= MAX_CHANCE || all {
+                out.insert(conn, owner);
+            }
         }
     }
     out
+}
+
+/// A claim taken with all its server's others, though not unlikely alone:
+/// at most an even chance of being by chance.
+pub const MAX_CHANCE_TOGETHER: f64 = 0.5;
+
+/// Whether every connection to `srv` that carried `MIN_CALLS` calls has an
+/// owner of its own, each claim no likelier by chance than
+/// `MAX_CHANCE_TOGETHER`, and all of them together no likelier than
+/// `MAX_CHANCE`: a thread per client connection, each on its backing
+/// connection, under a closed loop of clients always in flight (each claim
+/// alone 0.9^20), where a pool shared by requests gives an owner to some
+/// of its connections by chance (a third of them), never to all.
+fn every_one_owned(
+    owners: &HashMap<u32, (Vec<u32>, usize, u64, u64)>,
+    server: &HashMap<u32, SocketAddr>,
+    srv: SocketAddr,
+    claimed: &[(u32, u32, f64)],
+) -> bool {
+    let busy = owners
+        .iter()
+        .filter(|(c, o)| o.1 >= MIN_CALLS && server.get(c) == Some(&srv))
+        .count();
+    let mut distinct: Vec<u32> = claimed.iter().map(|c| c.1).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let together: f64 = claimed.iter().map(|c| c.2).product();
+    claimed.len() >= 2
+        && claimed.len() == busy
+        && distinct.len() == claimed.len()
+        && claimed.iter().all(|c| c.2 <= MAX_CHANCE_TOGETHER)
+        && together <= MAX_CHANCE
 }
 
 #[cfg(test)]
@@ -284,5 +332,51 @@ mod tests {
             .iter()
             .filter(|e| e.rule == Some(Rule::Affinity));
         assert_eq!(by_affinity.count(), 0);
+    }
+
+    #[test]
+    fn clients_always_in_flight_each_own_a_connection_together() {
+        // 8 clients back to back, requests of 3–9 ms about 0.6 ms apart, a
+        // call somewhere in each: each client is in flight 90 % of the
+        // time, so no claim alone is unlikely (0.9^25), but every
+        // connection having an owner of its own is (0.9^200).
+        let mut t = Timeline::default();
+        let mut id = 1_000;
+        let mut seed = 7u64;
+        let mut random = |below: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % below
+        };
+        for c in 0..8u32 {
+            t.connections.push(conn(c, 8080));
+            t.connections.push(conn(100 + c, 5432));
+        }
+        for c in 0..8u32 {
+            let mut at = u64::from(c) * 300;
+            for k in 0..25u32 {
+                let long = 3 * MS + random(6 * MS);
+                let (start, end) = (at, at + long);
+                t.exchanges.push(exchange(
+                    c * 100 + k,
+                    c,
+                    (start, start + 10),
+                    (end, end + 10),
+                ));
+                let call = start + 100 + random(long - 800);
+                t.exchanges.push(exchange(
+                    id,
+                    100 + c,
+                    (call, call + 10),
+                    (call + 500, call + 510),
+                ));
+                id += 1;
+                at = end + 300 + random(600);
+            }
+        }
+        t.sort();
+        attribute(&mut t, &[8080]);
+        for e in t.exchanges.iter().filter(|e| e.id >= 1_000) {
+            assert_eq!(e.parent.map(|p| p / 100), Some(e.connection - 100), "{e:?}");
+        }
     }
 }
