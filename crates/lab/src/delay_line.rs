@@ -57,8 +57,8 @@ pub fn carry(a: File, b: File, delay: Duration) -> io::Result<()> {
     let (a2, b2) = (a.try_clone()?, b.try_clone()?);
     let one = std::thread::spawn(move || one_way(a, b2, delay));
     let other = std::thread::spawn(move || one_way(b, a2, delay));
-    let first = one.join().unwrap_or_else(|_| Ok(()));
-    let second = other.join().unwrap_or_else(|_| Ok(()));
+    let first = one.join().unwrap_or(Ok(()));
+    let second = other.join().unwrap_or(Ok(()));
     first.and(second)
 }
 
