@@ -7,7 +7,7 @@
 use crate::request_calls::{issued_at_once_max, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, Hit};
 use crate::sentence::{Sentence, REQUESTS_HIT};
-use crate::thresholds::{SLOW_PART_US, WORTH_SHARE};
+use crate::thresholds::{DOMINANT_SHARE, SLOW_PART_US, WORTH_SHARE};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use whyslow_model::{fmt_ms, Facts, Finding, FindingKind, Protocol, Severity, Subject};
@@ -39,13 +39,15 @@ const FIX: &str =
      raise it";
 
 pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
-    let mut hits: BTreeMap<SocketAddr, Vec<Hit<()>>> = BTreeMap::new();
+    let mut hits: BTreeMap<SocketAddr, Vec<Hit<Option<Network>>>> = BTreeMap::new();
     for r in with_calls(requests) {
         let Some(saving) = saving_us(&r.calls, r.total_us()) else {
             continue;
         };
-        let n = r.calls.iter().filter(|c| is_http(c)).count();
-        request_findings::push(hits.entry(r.server).or_default(), saving, (), |_| {
+        let http: Vec<Call> = r.calls.iter().copied().filter(is_http).collect();
+        let n = http.len();
+        let network = Network::of(&http);
+        request_findings::push(hits.entry(r.server).or_default(), saving, network, |_| {
             r.inbound_evidence(
                 format!(
                     "{n} HTTP calls one after another; at once they would take {} less",
@@ -57,7 +59,19 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
     }
     hits.into_iter()
         .map(|(server, hits)| {
-            let quoted = |_: &[Hit<()>], _, _: &mut Facts| String::new();
+            let quoted = |hits: &[Hit<Option<Network>>], _, facts: &mut Facts| {
+                let split: Vec<Network> = hits.iter().filter_map(|h| h.facts).collect();
+                if !split.is_empty() {
+                    let median = |f: fn(&Network) -> f64| {
+                        let mut v: Vec<f64> = split.iter().map(f).collect();
+                        v.sort_by(f64::total_cmp);
+                        v[v.len() / 2]
+                    };
+                    facts.set("network_share", median(|n| n.share));
+                    facts.set("network_per_call_us", median(|n| n.per_call_us));
+                }
+                String::new()
+            };
             let kind = FindingKind::SequentialCalls;
             let mut f = request_findings::finding(kind, Severity::Warning, hits, quoted, FIX);
             f.subject = Subject::server(server);
@@ -67,13 +81,49 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         .collect()
 }
 
+/// Where the callee's end of the calls was captured too (another host's
+/// capture): the network's share of the calls' time, and its time per call
+/// (about the link's round trip for small requests and answers).
+#[derive(Debug, Clone, Copy)]
+struct Network {
+    share: f64,
+    per_call_us: f64,
+}
+
+impl Network {
+    fn of(calls: &[Call]) -> Option<Network> {
+        let split: Vec<(u64, u64)> = calls
+            .iter()
+            .filter_map(|c| Some((c.duration_us(), c.network_us()?)))
+            .collect();
+        let seen: u64 = split.iter().map(|s| s.0).sum();
+        let network: u64 = split.iter().map(|s| s.1).sum();
+        (seen > 0).then(|| Network {
+            share: network as f64 / seen as f64,
+            per_call_us: network as f64 / split.len() as f64,
+        })
+    }
+}
+
 /// Told from the subject and numbers alone, a window's or the capture's.
 pub const SENTENCE: Sentence = Sentence::summing(REQUESTS_HIT, tell);
 
 fn tell(f: &Finding) -> String {
+    let share = f.facts.get("network_share");
+    // Where the network took most of the calls' time, batching saves the
+    // round trips that running them at once would overlap.
+    let network = match share >= DOMINANT_SHARE {
+        true => format!(
+            "; the network took {:.0} % of these calls' time ({} a call, about the link's round \
+             trip): batch them into one call, or make them at once",
+            share * 100.0,
+            fmt_ms(f.facts.get("network_per_call_us") as u64)
+        ),
+        false => String::new(),
+    };
     format!(
         "requests to {} made their HTTP calls one at a time: {} per request could be saved \
-         by making them at once (median of {} requests)",
+         by making them at once (median of {} requests){network}",
         f.subject,
         fmt_ms(f.time_lost_per_occurrence_us),
         f.occurrences
@@ -123,5 +173,27 @@ mod tests {
             e.due_at_us = Some(e.request_first_at_us);
         }
         assert_eq!(detect(&t).len(), 1, "each due when sent");
+    }
+
+    #[test]
+    fn calls_the_network_took_say_so_with_the_round_trip() {
+        let mut t = chain(4, 100_000, 0);
+        // The callee's end was captured: it took 5 ms of each 100 ms call.
+        for e in t.exchanges.iter_mut().skip(1) {
+            e.callee_us = Some(5_000);
+        }
+        let f = detect(&t);
+        assert_eq!(f[0].facts.get("network_per_call_us"), 95_000.0);
+        assert!(
+            f[0].summary.contains("the network took 95 %"),
+            "{}",
+            f[0].summary
+        );
+        // The callee's own time, most of it: nothing said of the network.
+        for e in t.exchanges.iter_mut().skip(1) {
+            e.callee_us = Some(90_000);
+        }
+        let f = detect(&t);
+        assert!(!f[0].summary.contains("network"), "{}", f[0].summary);
     }
 }

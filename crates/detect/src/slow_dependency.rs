@@ -5,9 +5,12 @@
 //! Time that N+1 storms and repeated calls explain is theirs. A server whose
 //! slow calls are a rare tail is periodic_stall's to name: whether the tail
 //! is rare is judged over the whole capture, so that is decided there too
-//! (`periodic_stall::not_slow_where_stalling`), never per window.
+//! (`periodic_stall::not_slow_where_stalling`), never per window. Where
+//! another host's capture holds the service's end of the calls, only its
+//! own part counts: the network's is no sign of a slow service (a slow
+//! link is told by the finding its calls' shape makes, sequential_calls).
 
-use crate::breakdown::parts;
+use crate::breakdown::{parts, Split};
 use crate::request_calls::{by_shape, with_calls, Call, RequestCalls};
 use crate::request_findings::{self, quote_median, Hit};
 use crate::sentence::{count, median_of_requests, Sentence, REQUESTS_HIT};
@@ -44,11 +47,10 @@ pub fn detect(requests: &[RequestCalls]) -> Vec<Finding> {
         let per_server = r.per_server();
         for (server, (protocol, calls, us)) in p.backing {
             *callers.entry(server).or_default() += 1;
-            let us = us.saturating_sub(
-                per_server
-                    .get(&server)
-                    .map_or(0, |c| avoidable(c, p.total_us)),
-            );
+            let made = per_server.get(&server);
+            let us = us.saturating_sub(made.map_or(0, |c| avoidable(c, p.total_us)));
+            let network = made.and_then(|c| Split::of(c).share()).unwrap_or(0.0);
+            let us = (us as f64 * (1.0 - network)) as u64;
             if us < SLOW_PART_US || (us as f64) <= DOMINANT_SHARE * p.total_us as f64 {
                 continue;
             }
@@ -122,6 +124,16 @@ mod tests {
         }
         let t = servers(&[8080, 5432]).with(exchanges);
         assert!(detect(&t).is_empty());
+    }
+
+    #[test]
+    fn a_call_the_network_took_is_no_slow_service() {
+        let mut t = request_with_call(300_000, 400_000);
+        // The service's end was captured too: it answered in 20 ms.
+        t.exchanges[1].callee_us = Some(20_000);
+        assert!(detect(&t).is_empty());
+        t.exchanges[1].callee_us = Some(280_000);
+        assert_eq!(detect(&t).len(), 1, "its own 280 ms are slow");
     }
 
     #[test]

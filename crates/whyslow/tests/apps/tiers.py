@@ -49,7 +49,9 @@ def front(addr, port, api_addr, api_port):
 def page(addr, port, api_addr, api_port, parts, variant):
     local = threading.local()
     base = f"http://{api_addr}:{api_port}"
-    names = [f"part{i}" for i in range(parts)]
+    # Different endpoints (not one with different ids: that is an N+1).
+    names = ["user", "cart", "prices", "stock", "shipping", "offers", "reviews", "tax",
+             "banner", "menu", "footer", "flags"][:parts]
 
     class Page(JsonHandler):
         def do_GET(self):
@@ -60,7 +62,7 @@ def page(addr, port, api_addr, api_port, parts, variant):
             if variant == "fixed":
                 body = get("/parts?names=" + ",".join(names))
             else:
-                body = b"[" + b",".join(get("/part/" + n) for n in names) + b"]"
+                body = b"[" + b",".join(get("/" + n) for n in names) + b"]"
             self.answer(b'{"page":' + body + b"}\n")
 
     serve(addr, port, Page)
