@@ -8,9 +8,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use whyslow_client::{RequestSpec, TlsOptions};
 use whyslow_compare::run::Run;
+use whyslow_lab::hosts::{HostsScenario, HOSTS_SCENARIOS};
 use whyslow_lab::{Scenario, SCENARIOS};
 use whyslow_model::{
-    AttributionCounts, ConcurrentRow, DemoDocument, DemoRow, Metric, Report, AS_GIVEN,
+    AttributionCounts, ConcurrentRow, DemoDocument, DemoRow, HostsRow, Metric, Report, AS_GIVEN,
     SCHEMA_VERSION, SPLIT_NO_NODELAY,
 };
 
@@ -209,11 +210,12 @@ fn attribution(report: &Report) -> AttributionCounts {
 
 /// Diagnoses each scenario broken and then fixed (healthy ones as they
 /// are, twice), one request at a time and then under many clients at once,
-/// saying each step to `progress`; stops between runs when `stop` turns
+/// then runs each of `hosts` on its hosts, saying each step to `progress`; stops between runs when `stop` turns
 /// true. `reports`: keep each run's whole report (`--html`); `save`: keep
 /// each run's capture in this directory.
 pub async fn run(
     scenarios: &[&Scenario],
+    hosts: &[&HostsScenario],
     reports: bool,
     save: Option<&Path>,
     stop: &watch::Receiver<bool>,
@@ -253,7 +255,107 @@ pub async fn run(
             progress(e);
         }
     }
-    document(runs, under_load)
+    let mut doc = document(runs, under_load);
+    if !hosts.is_empty() && !*stop.borrow() {
+        match whyslow_lab::hosts::available() {
+            Ok(()) => doc.hosts = run_hosts(hosts, save, stop, &mut progress),
+            Err(why) => {
+                progress(format!("scenarios on several hosts not run: {why}"));
+                doc.hosts_not_run = Some(why);
+            }
+        }
+    }
+    doc
+}
+
+/// Requests of each run on several hosts: one client at a time, enough
+/// for a median.
+const HOSTS_REQUESTS: u64 = 20;
+
+/// The scenarios on several hosts `only` names, or all of them.
+pub fn hosts_scenarios(only: &[String]) -> Vec<&'static HostsScenario> {
+    HOSTS_SCENARIOS
+        .iter()
+        .filter(|s| only.is_empty() || only.iter().any(|o| o == s.name))
+        .collect()
+}
+
+/// Each scenario on several hosts, broken and fixed: its hosts captured
+/// apart, analyzed together.
+fn run_hosts(
+    scenarios: &[&HostsScenario],
+    save: Option<&Path>,
+    stop: &watch::Receiver<bool>,
+    progress: &mut impl FnMut(String),
+) -> Vec<HostsRow> {
+    let mut rows = Vec::new();
+    let Ok(exe) = std::env::current_exe() else {
+        progress("scenarios on several hosts not run: where is this program?".into());
+        return rows;
+    };
+    for s in scenarios {
+        for fixed in [false, true] {
+            if *stop.borrow() {
+                return rows;
+            }
+            let variant = if fixed { "fixed" } else { "broken" };
+            progress(format!(
+                "{} ({variant}, on {} hosts) …",
+                s.name,
+                s.hosts.len()
+            ));
+            match run_on_hosts(s, fixed, save, &exe) {
+                Ok(row) => rows.push(row),
+                Err(e) => progress(e),
+            }
+        }
+    }
+    rows
+}
+
+fn run_on_hosts(
+    s: &HostsScenario,
+    fixed: bool,
+    save: Option<&Path>,
+    exe: &Path,
+) -> Result<HostsRow, String> {
+    let variant = if fixed { "fixed" } else { "broken" };
+    let scratch = std::env::temp_dir().join(format!("whyslow-demo-{}", std::process::id()));
+    let dir = save.map_or(scratch.clone(), |d| d.join(format!("{}-{variant}", s.name)));
+    let load = whyslow_lab::hosts::Load {
+        clients: 1,
+        requests: HOSTS_REQUESTS,
+    };
+    let files = whyslow_lab::hosts::run(s, fixed, load, &dir, exe)?;
+    let named: Vec<(String, PathBuf)> = s
+        .hosts
+        .iter()
+        .zip(&files)
+        .map(|(h, f)| (h.name.to_string(), f.clone()))
+        .collect();
+    let analysis = crate::joined::analyze_hosts(&named, &crate::AnalysisOptions::default());
+    if save.is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    let analysis = analysis?;
+    let hosts = analysis.summary.hosts.clone();
+    let mut report = Report::new("demo", None);
+    analysis.fill(&mut report, false);
+    Ok(HostsRow {
+        scenario: s.name.into(),
+        variant: variant.into(),
+        clients: load.clients,
+        hosts,
+        findings: report.findings,
+        declared: match fixed {
+            true => Vec::new(),
+            false => s.truth.kind.iter().map(|k| k.to_string()).collect(),
+        },
+        capture_files: match save {
+            Some(_) => files.iter().map(|f| f.display().to_string()).collect(),
+            None => Vec::new(),
+        },
+    })
 }
 
 /// The scenarios `only` names, or all of them.
@@ -281,6 +383,8 @@ fn document(runs: Vec<(DemoRow, Run)>, under_load: Vec<ConcurrentRow>) -> DemoDo
         rows: runs.into_iter().map(|(row, _)| row).collect(),
         comparisons,
         under_load,
+        hosts: Vec::new(),
+        hosts_not_run: None,
     }
 }
 

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod delay_line;
 pub mod dnsmini;
 pub mod grpc;
+pub mod hosts;
 pub mod http1;
 pub mod latency;
 pub mod line;

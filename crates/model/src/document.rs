@@ -152,6 +152,29 @@ pub struct DemoDocument {
     /// Each scenario run again with many clients at once.
     #[serde(default)]
     pub under_load: Vec<ConcurrentRow>,
+    /// The scenarios on several hosts, each host captured apart and the
+    /// captures analyzed together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostsRow>,
+    /// Why the scenarios on several hosts did not run, if they did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts_not_run: Option<String>,
+}
+
+/// One scenario on several hosts, broken or fixed: the hosts' clocks as
+/// placed, and what the analysis of their captures named.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostsRow {
+    pub scenario: String,
+    pub variant: String,
+    pub clients: u32,
+    pub hosts: Vec<crate::HostClock>,
+    pub findings: Vec<crate::Finding>,
+    /// What the scenario injects (broken), or nothing (fixed).
+    pub declared: Vec<String>,
+    /// The captures, one per host, when kept (`--save`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capture_files: Vec<String>,
 }
 
 /// One scenario, broken or fixed, diagnosed while `clients` connections
@@ -194,6 +217,15 @@ impl ConcurrentRow {
         self.findings
             .iter()
             .filter(|f| f.kind.is_about_measurement())
+    }
+}
+
+impl HostsRow {
+    /// The causes named in the foreground.
+    pub fn named(&self) -> impl Iterator<Item = &crate::Finding> {
+        self.findings
+            .iter()
+            .filter(|f| !f.background && !f.kind.is_about_measurement())
     }
 }
 

@@ -31,8 +31,8 @@ pub use capture_summary::{
 };
 pub use comparison::{Change, ComparedRun, ComparedStat, Comparison, FindingChange, ShiftTest};
 pub use document::{
-    CaptureInfo, ClientView, ConcurrentRow, DemoDocument, DemoRow, DiagnoseDocument, LoadDocument,
-    AS_GIVEN, FRESH, SPLIT_NO_NODELAY,
+    CaptureInfo, ClientView, ConcurrentRow, DemoDocument, DemoRow, DiagnoseDocument, HostsRow,
+    LoadDocument, AS_GIVEN, FRESH, SPLIT_NO_NODELAY,
 };
 pub use finding::{Evidence, Facts, Finding, FindingKind, Population, Severity};
 pub use host::{HostReport, HostSample, ResourceUse};

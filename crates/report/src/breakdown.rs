@@ -58,7 +58,15 @@ pub fn text(kinds: &[TimeBreakdown]) -> String {
         }
         for b in &k.backing {
             let what = format!("→ {} {}", b.protocol.name(), b.server);
-            let note = format!("   {:.1} calls per request", b.calls_per_request);
+            let mut note = format!("   {:.1} calls per request", b.calls_per_request);
+            // Where another host's capture held the callee's end.
+            if let (Some(network), Some(server)) = (b.network_us, b.server_us) {
+                note.push_str(&format!(
+                    "; network {}, server {}",
+                    whyslow_model::fmt_ms(network),
+                    whyslow_model::fmt_ms(server)
+                ));
+            }
             line(&mut out, &what, b.critical_us, b.share, &note);
         }
         line(

@@ -53,6 +53,10 @@ fn scenario_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
 
 pub fn text(doc: &DemoDocument) -> String {
     let mut out = String::new();
+    if doc.rows.is_empty() {
+        on_hosts(&mut out, doc);
+        return out;
+    }
     let w = scenario_width(doc.rows.iter().map(|r| r.scenario.as_str()));
     let _ = writeln!(
         out,
@@ -107,7 +111,59 @@ pub fn text(doc: &DemoDocument) -> String {
         under_load(&mut out, &doc.under_load);
         measurement_notes(&mut out, &doc.under_load);
     }
+    on_hosts(&mut out, doc);
     out
+}
+
+/// The scenarios on several hosts: each host's clock as placed, what the
+/// analysis of their captures named, what the scenario declares.
+fn on_hosts(out: &mut String, doc: &DemoDocument) {
+    if let Some(why) = &doc.hosts_not_run {
+        let _ = writeln!(out, "\nscenarios on several hosts not run: {why}");
+    }
+    if doc.hosts.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\non several hosts (network namespaces, each host captured apart, the captures analyzed \
+         together):"
+    );
+    let w = scenario_width(doc.hosts.iter().map(|r| r.scenario.as_str()));
+    let _ = writeln!(
+        out,
+        "{:<w$} {:<7} {:<50} {:<20} declared",
+        "scenario", "variant", "clocks placed", "named"
+    );
+    for r in &doc.hosts {
+        let clocks: Vec<String> = r
+            .hosts
+            .iter()
+            .skip(1)
+            .map(|h| match (h.clock_offset_us, h.clock_offset_bound_us) {
+                (Some(o), Some(b)) => {
+                    format!("{} {:+.2} ms ± {}", h.name, o as f64 / 1e3, fmt_ms(b))
+                }
+                _ => format!("{} not placed", h.name),
+            })
+            .collect();
+        let mut named: Vec<String> = Vec::new();
+        for f in r.named() {
+            let kind = f.kind.to_string();
+            if !named.contains(&kind) {
+                named.push(kind);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{:<w$} {:<7} {:<50} {:<20} {}",
+            r.scenario,
+            r.variant,
+            clocks.join(", "),
+            list_or_nothing(&named),
+            list_or_nothing(&r.declared)
+        );
+    }
 }
 
 /// The concurrent runs: what each named, what its scenario declares it

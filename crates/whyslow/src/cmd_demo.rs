@@ -8,6 +8,7 @@ use whyslow_investigate::demo;
 
 pub fn run(args: DemoArgs) -> Done {
     let scenarios = demo::scenarios(&args.only);
+    let hosts = demo::hosts_scenarios(&args.only);
     let reports = args.output.html.is_some();
     if let Some(dir) = &args.save {
         if let Err(e) = std::fs::create_dir_all(dir) {
@@ -18,6 +19,7 @@ pub fn run(args: DemoArgs) -> Done {
     let doc = runtime(2).block_on(async {
         demo::run(
             &scenarios,
+            &hosts,
             reports,
             args.save.as_deref(),
             &interrupt_flag(),
@@ -31,7 +33,10 @@ pub fn run(args: DemoArgs) -> Done {
     } else {
         out!("{}", whyslow_report::demo::text(&doc))?;
     }
-    let all_ran = doc.rows.len() == scenarios.len() * 2 && doc.under_load.len() == doc.rows.len();
+    let hosts_ran = doc.hosts.len() == hosts.len() * 2 || doc.hosts_not_run.is_some();
+    let all_ran = doc.rows.len() == scenarios.len() * 2
+        && doc.under_load.len() == doc.rows.len()
+        && hosts_ran;
     Ok(match all_ran {
         true => Exit::Ok,
         false => Exit::Scenario,

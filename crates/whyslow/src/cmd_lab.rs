@@ -1,4 +1,5 @@
-//! `whyslow lab list | run NAME [--fixed] | link A B --delay D`.
+//! `whyslow lab list | run NAME [--fixed] | hosts NAME -w DIR | link A B
+//! --delay D | tier KIND --listen ADDR`.
 
 use crate::flags::commands::LabCommand;
 use crate::flags::exit::Exit;
@@ -13,6 +14,19 @@ pub fn run(cmd: LabCommand) -> Done {
         }
         LabCommand::Run { name, fixed, tls } => (name, fixed, tls),
         LabCommand::Link { a, b, delay } => return link(&a, &b, delay),
+        LabCommand::Hosts {
+            name,
+            fixed,
+            clients,
+            requests,
+            dir,
+        } => return hosts(&name, fixed, clients, requests, &dir),
+        LabCommand::Tier {
+            kind,
+            listen,
+            to,
+            fixed,
+        } => return tier(&kind, listen, to, fixed),
     };
     let s = match whyslow_lab::named(&name) {
         Ok(s) => s,
@@ -62,4 +76,57 @@ fn link(a: &str, b: &str, delay: std::time::Duration) -> Done {
         Ok(()) => Ok(Exit::Ok),
         Err(e) => stdout::fail(false, "lab", None, Exit::Scenario, &format!("link: {e}")),
     }
+}
+
+/// `lab hosts`: the scenario run on its hosts, their captures written.
+fn hosts(name: &str, fixed: bool, clients: u32, requests: u64, dir: &std::path::Path) -> Done {
+    use whyslow_lab::hosts;
+    let s = match hosts::named(name) {
+        Ok(s) => s,
+        Err(e) => return stdout::fail(false, "lab", None, Exit::Usage, &e),
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return stdout::fail(false, "lab", None, Exit::Scenario, &e.to_string()),
+    };
+    let load = hosts::Load { clients, requests };
+    match hosts::run(s, fixed, load, dir, &exe) {
+        Ok(files) => {
+            for f in files {
+                out!("{}\n", f.display())?;
+            }
+            Ok(Exit::Ok)
+        }
+        Err(e) => stdout::fail(false, "lab", None, Exit::Scenario, &e),
+    }
+}
+
+/// `lab tier`: one service of a scenario on several hosts, "ready" said
+/// once it listens.
+fn tier(
+    kind: &str,
+    listen: std::net::SocketAddr,
+    to: Option<std::net::SocketAddr>,
+    fixed: bool,
+) -> Done {
+    use whyslow_lab::hosts::tiers;
+    let tier = match tiers::Tier::parse(kind, to, fixed) {
+        Ok(t) => t,
+        Err(e) => return stdout::fail(false, "lab", None, Exit::Usage, &e),
+    };
+    runtime(2).block_on(async {
+        let listener = match tokio::net::TcpListener::bind(listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                let msg = format!("cannot listen on {listen}: {e}");
+                return stdout::fail(false, "lab", None, Exit::Scenario, &msg);
+            }
+        };
+        out!("ready: {kind} on {listen}\n")?;
+        tokio::select! {
+            _ = tiers::serve(tier, listener) => {}
+            _ = crate::ctrl_c() => {}
+        }
+        Ok(Exit::Ok)
+    })
 }

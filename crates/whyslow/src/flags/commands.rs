@@ -223,6 +223,38 @@ pub enum LabCommand {
         #[arg(long, value_parser = whyslow_check::parse_duration)]
         delay: std::time::Duration,
     },
+    /// Run a scenario on several hosts (network namespaces, root): each
+    /// service on its host, each host captured apart while a load runs from
+    /// the front; writes DIR/HOST.pcapng, to `analyze` together
+    Hosts {
+        /// three-tier or slow-link
+        name: String,
+        /// Run the fixed variant
+        #[arg(long)]
+        fixed: bool,
+        /// Clients at once
+        #[arg(short = 'c', long, default_value_t = 1)]
+        clients: u32,
+        /// Requests in all
+        #[arg(short = 'n', long, default_value_t = 30)]
+        requests: u64,
+        /// Directory for the captures
+        #[arg(short = 'w', long = "write")]
+        dir: std::path::PathBuf,
+    },
+    /// Serve one tier of a scenario on several hosts (what `lab hosts`
+    /// starts on each host): front, page, api, parts or db
+    #[command(hide = true)]
+    Tier {
+        kind: String,
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// The tier it calls
+        #[arg(long)]
+        to: Option<std::net::SocketAddr>,
+        #[arg(long)]
+        fixed: bool,
+    },
 }
 
 #[derive(Args, Debug)]
