@@ -325,6 +325,7 @@ fn run_on_hosts(
     let load = whyslow_lab::hosts::Load {
         clients: 1,
         requests: HOSTS_REQUESTS,
+        duration: None,
     };
     let files = whyslow_lab::hosts::run(s, fixed, load, &dir, exe)?;
     let named: Vec<(String, PathBuf)> = s

@@ -349,6 +349,37 @@ impl Connection {
         }
     }
 
+    /// A copy without its packets' events (`segments`, `acks`), which are
+    /// most of a connection's memory: what reads no event holds no copy.
+    pub fn without_events(&self) -> Connection {
+        Connection {
+            id: self.id,
+            client: self.client,
+            server: self.server,
+            first_at_us: self.first_at_us,
+            last_at_us: self.last_at_us,
+            syn_at_us: self.syn_at_us,
+            syn_ack_at_us: self.syn_ack_at_us,
+            established_at_us: self.established_at_us,
+            closed_by: self.closed_by,
+            to_server: self.to_server.clone(),
+            to_client: self.to_client.clone(),
+            segments: Vec::new(),
+            acks: Vec::new(),
+            events_truncated: self.events_truncated,
+            tls: self.tls,
+            tls_facts: self.tls_facts.clone(),
+            protocol: self.protocol,
+            exchanges: self.exchanges,
+            socket_path: self.socket_path.clone(),
+            gaps: self.gaps.clone(),
+            udp: self.udp,
+            host: self.host,
+            shared: self.shared,
+            mirror: self.mirror,
+        }
+    }
+
     pub fn new(id: u32, client: SocketAddr, server: SocketAddr, at_us: u64) -> Self {
         Connection {
             id,

@@ -19,8 +19,16 @@ pub fn run(cmd: LabCommand) -> Done {
             fixed,
             clients,
             requests,
+            duration,
             dir,
-        } => return hosts(&name, fixed, clients, requests, &dir),
+        } => {
+            let load = whyslow_lab::hosts::Load {
+                clients,
+                requests,
+                duration,
+            };
+            return hosts(&name, fixed, load, &dir);
+        }
         LabCommand::Tier {
             kind,
             listen,
@@ -79,7 +87,7 @@ fn link(a: &str, b: &str, delay: std::time::Duration) -> Done {
 }
 
 /// `lab hosts`: the scenario run on its hosts, their captures written.
-fn hosts(name: &str, fixed: bool, clients: u32, requests: u64, dir: &std::path::Path) -> Done {
+fn hosts(name: &str, fixed: bool, load: whyslow_lab::hosts::Load, dir: &std::path::Path) -> Done {
     use whyslow_lab::hosts;
     let s = match hosts::named(name) {
         Ok(s) => s,
@@ -89,7 +97,6 @@ fn hosts(name: &str, fixed: bool, clients: u32, requests: u64, dir: &std::path::
         Ok(exe) => exe,
         Err(e) => return stdout::fail(false, "lab", None, Exit::Scenario, &e.to_string()),
     };
-    let load = hosts::Load { clients, requests };
     match hosts::run(s, fixed, load, dir, &exe) {
         Ok(files) => {
             for f in files {

@@ -9,7 +9,7 @@
 use crate::decode::{decode, Decoded};
 use crate::error::WireError;
 use crate::read::read_packets_buffered;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::Path;

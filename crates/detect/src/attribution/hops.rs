@@ -32,37 +32,49 @@ fn attribute_at(
     edges: CutEdges,
     depth: usize,
 ) -> Attributed {
-    let hops: Vec<u16> = match depth {
+    // Each hop with the servers nested in its requests (found once: each
+    // search is a pass over the window).
+    let hops: Vec<(u16, Vec<u16>)> = match depth {
         0 => Vec::new(),
         _ => nested_servers(timeline, service_ports)
             .into_iter()
             .filter(|p| !service_ports.contains(p))
-            .filter(|&p| answers_from_others(timeline, p))
+            .map(|p| (p, nested_servers(timeline, &[p])))
+            .filter(|(p, nested)| answers_from_others(timeline, *p, nested))
             .collect(),
     };
     if hops.is_empty() {
         return attribute_within(timeline, service_ports, edges);
     }
     // Each hop's calls, given to its own requests (or ambiguous among them).
+    // They move into the hop's timeline (its requests, calls of the
+    // service, are copied): a window's exchanges are not held twice.
     let mut below: HashMap<u32, (Option<u32>, Attribution, Option<whyslow_model::Rule>)> =
         HashMap::new();
+    let mut hop_calls = Vec::new();
     let mut runs = Vec::new();
-    for &hop in &hops {
-        let mut sub = hop_timeline(timeline, hop, service_ports);
+    for (hop, nested) in &hops {
+        let hop = *hop;
+        let mut sub = hop_timeline(timeline, hop, nested, service_ports);
         let inner = attribute_at(&mut sub, &[hop], edges, depth - 1);
         runs.push(inner.held_runs.ambiguous);
-        for e in sub
-            .exchanges
-            .iter()
-            .filter(|e| e.role == ExchangeRole::Outbound)
-        {
+        // The hop's requests are the service's calls, kept above.
+        let port = server_ports(&sub);
+        sub.exchanges
+            .retain(|e| port.get(&e.connection) != Some(&hop));
+        for e in &sub.exchanges {
             if let Some(level) = e.attribution {
                 below.entry(e.id).or_insert((e.parent, level, e.rule));
             }
         }
+        match hop_calls.is_empty() {
+            true => hop_calls = sub.exchanges,
+            false => hop_calls.append(&mut sub.exchanges),
+        }
     }
     // A hop's call that carries the trace of one of the service's requests
-    // (propagated through the hop) is given by it there, exactly.
+    // (propagated through the hop) is given by it there, exactly: it goes
+    // back among the service's own.
     let port = server_ports(timeline);
     let traces: HashSet<whyslow_model::TraceId> = timeline
         .exchanges
@@ -73,23 +85,10 @@ fn attribute_at(
         })
         .filter_map(|e| e.trace)
         .collect();
-    if !traces.is_empty() {
-        let exact: Vec<u32> = timeline
-            .exchanges
-            .iter()
-            .filter(|e| below.contains_key(&e.id) && e.trace.is_some_and(|t| traces.contains(&t)))
-            .map(|e| e.id)
-            .collect();
-        for id in exact {
-            below.remove(&id);
-        }
-    }
-    // The service's own calls, its hops' requests among them, without what
-    // the hops made.
-    let held: Vec<_> = std::mem::take(&mut timeline.exchanges);
-    let (hop_calls, own): (Vec<_>, Vec<_>) =
-        held.into_iter().partition(|e| below.contains_key(&e.id));
-    timeline.exchanges = own;
+    let back = |e: &mut whyslow_model::Exchange| {
+        !below.contains_key(&e.id) || e.trace.is_some_and(|t| traces.contains(&t))
+    };
+    timeline.exchanges.extend(hop_calls.extract_if(.., back));
     let mut out = attribute_within(timeline, service_ports, edges);
     let made_for: HashMap<u32, (Option<u32>, Option<Attribution>)> = timeline
         .exchanges
@@ -153,7 +152,7 @@ fn caller_hosts(t: &Timeline, port: u16) -> HashSet<u16> {
 /// nothing tells a hop's calls from its caller's own made meanwhile (under
 /// load, a front's DNS lookups fell inside its calls to the price API): no
 /// hop is taken there.
-fn answers_from_others(t: &Timeline, port: u16) -> bool {
+fn answers_from_others(t: &Timeline, port: u16, nested: &[u16]) -> bool {
     let protocol = |p: u16| {
         t.connections
             .iter()
@@ -161,8 +160,9 @@ fn answers_from_others(t: &Timeline, port: u16) -> bool {
             .map(|c| c.protocol)
     };
     let callers = caller_hosts(t, port);
-    let nested: Vec<u16> = nested_servers(t, &[port])
-        .into_iter()
+    let nested: Vec<u16> = nested
+        .iter()
+        .copied()
         .filter(|&n| {
             t.connections
                 .iter()
@@ -178,11 +178,11 @@ fn answers_from_others(t: &Timeline, port: u16) -> bool {
     }
 }
 
-/// The hop's requests and the exchanges of the servers they enclose, on
-/// their own: the service's requests left out.
-fn hop_timeline(t: &Timeline, hop: u16, service_ports: &[u16]) -> Timeline {
+/// The hop's requests (copied) and the exchanges of the servers they
+/// enclose (moved out of `t`), on their own: the service's requests left out.
+fn hop_timeline(t: &mut Timeline, hop: u16, nested: &[u16], service_ports: &[u16]) -> Timeline {
     let port = server_ports(t);
-    let mut servers: HashSet<u16> = nested_servers(t, &[hop]).into_iter().collect();
+    let mut servers: HashSet<u16> = nested.iter().copied().collect();
     for p in service_ports {
         servers.remove(p);
     }
@@ -197,21 +197,29 @@ fn hop_timeline(t: &Timeline, hop: u16, service_ports: &[u16]) -> Timeline {
         .filter(|c| keep(c))
         .map(|c| c.id)
         .collect();
-    let keep = |conn: &u32| kept.contains(conn) && port.contains_key(conn);
-    Timeline {
+    let on_hop = |e: &whyslow_model::Exchange| port.get(&e.connection) == Some(&hop);
+    let nested = |e: &whyslow_model::Exchange| {
+        kept.contains(&e.connection) && port.contains_key(&e.connection) && !on_hop(e)
+    };
+    let size = t
+        .exchanges
+        .iter()
+        .filter(|e| nested(e) || on_hop(e))
+        .count();
+    let mut exchanges = Vec::with_capacity(size);
+    exchanges.extend(t.exchanges.extract_if(.., |e| nested(e)));
+    exchanges.extend(t.exchanges.iter().filter(|e| on_hop(e)).cloned());
+    let mut sub = Timeline {
         connections: t
             .connections
             .iter()
             .filter(|c| kept.contains(&c.id))
-            .cloned()
+            .map(whyslow_model::Connection::without_events)
             .collect(),
-        exchanges: t
-            .exchanges
-            .iter()
-            .filter(|e| keep(&e.connection))
-            .cloned()
-            .collect(),
-    }
+        exchanges,
+    };
+    sub.sort();
+    sub
 }
 
 /// The weaker of two levels: a call is only as sure as each hop that led

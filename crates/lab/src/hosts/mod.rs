@@ -194,7 +194,10 @@ pub fn available() -> Result<(), String> {
 #[derive(Debug, Clone, Copy)]
 pub struct Load {
     pub clients: u32,
+    /// Requests in all, at most.
     pub requests: u64,
+    /// How long the load runs at most (None: until `requests` are done).
+    pub duration: Option<Duration>,
 }
 
 /// Runs `s` (fixed or not) with `exe` (the whyslow binary) under `load`,
@@ -230,9 +233,16 @@ pub fn run(
     // Each host's capture runs the next one's, the last the load: every
     // capture is listening before the load begins, and ends after it.
     let mut cmd = hosts[0].command(exe);
-    cmd.args(["load", "-c", &load.clients.to_string()])
-        .args(["-n", &load.requests.to_string(), "--trace-context", "off"])
-        .arg(s.url);
+    cmd.args(["load", "-c", &load.clients.to_string()]).args([
+        "-n",
+        &load.requests.to_string(),
+        "--trace-context",
+        "off",
+    ]);
+    if let Some(d) = load.duration {
+        cmd.args(["--duration", &format!("{}ms", d.as_millis())]);
+    }
+    cmd.arg(s.url);
     for (ns, file) in hosts.iter().zip(&files).rev() {
         let mut outer = ns.command(exe);
         outer
@@ -257,6 +267,3 @@ pub fn run(
     }
     Ok(files)
 }
-
-/// Time a tier has to bind before it is taken for dead.
-pub const START_TIMEOUT: Duration = Duration::from_secs(10);

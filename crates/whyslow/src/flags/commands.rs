@@ -235,9 +235,12 @@ pub enum LabCommand {
         /// Clients at once
         #[arg(short = 'c', long, default_value_t = 1)]
         clients: u32,
-        /// Requests in all
+        /// Requests in all, at most
         #[arg(short = 'n', long, default_value_t = 30)]
         requests: u64,
+        /// Load for this long at most (10s)
+        #[arg(long, value_parser = whyslow_check::parse_duration)]
+        duration: Option<std::time::Duration>,
         /// Directory for the captures
         #[arg(short = 'w', long = "write")]
         dir: std::path::PathBuf,

@@ -6,7 +6,9 @@
 //! lies inside it (within the placed clocks' slack), the oldest first: the
 //! connection carries them in the same order on both hosts.
 
-use std::collections::{HashMap, VecDeque};
+use super::window::DEFAULT_WINDOW_EXCHANGES;
+use foldhash::HashMap;
+use std::collections::VecDeque;
 use whyslow_model::{Exchange, Timeline};
 
 /// Slack allowed between two hosts' placed clocks when one's exchange must
@@ -15,13 +17,14 @@ use whyslow_model::{Exchange, Timeline};
 /// host a little farther away.
 const CLOCK_SLACK_US: u64 = 2_000;
 /// Callee times waiting for their caller's exchange, per shared connection
-/// at most: a window of exchanges is cut at most a few seconds after the
-/// callee answered, and one connection carries few exchanges in that time
-/// except under pipelining, where pairing past this many is given up.
-const MAX_WAITING_PER_CONNECTION: usize = 4_096;
-/// Callee times waiting in all, at most (about 50 bytes each): those of
-/// connections whose caller's copy told no exchange stay until pushed out.
-const MAX_WAITING: usize = 100_000;
+/// at most: the callers' exchanges are paired when their window is cut,
+/// and one connection may carry a whole window's (4096 lost the first
+/// window's oldest on a database connection, 5 000 of them in its 3 s).
+const MAX_WAITING_PER_CONNECTION: usize = DEFAULT_WINDOW_EXCHANGES;
+/// Callee times waiting in all, at most (about 50 bytes each): two
+/// windows' worth; those of connections whose caller's copy told no
+/// exchange stay until pushed out.
+const MAX_WAITING: usize = 2 * DEFAULT_WINDOW_EXCHANGES;
 
 /// What the callee saw of one exchange.
 #[derive(Debug, Clone)]
@@ -119,7 +122,12 @@ fn pair_one(q: &mut VecDeque<Seen>, e: &mut Exchange) {
             && s.first_us + CLOCK_SLACK_US >= begin
             && s.last_us <= end + CLOCK_SLACK_US
     };
-    if let Some(k) = q.iter().position(inside) {
+    // They wait in the order they ended: none past the call's end fits.
+    let fits = q
+        .iter()
+        .take_while(|s| s.last_us <= end + CLOCK_SLACK_US)
+        .position(inside);
+    if let Some(k) = fits {
         let s = q.remove(k).expect("position is in range");
         let own = s.last_us.saturating_sub(s.first_us);
         e.callee_us = Some(own.min(end.saturating_sub(begin)));

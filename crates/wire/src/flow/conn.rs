@@ -243,8 +243,12 @@ impl Flow {
         if p.fin {
             self.fin_offset[i] = Some(offset.saturating_add(u64::from(p.seg_len)));
         }
-        self.record_segment(d, p, &v, offset, at, pkt, lim, budget);
-        self.record_ack(d, p, prev_ack, prev_win, window, at, pkt, lim, budget);
+        // A mirror's exchanges are read for the callee's times alone: its
+        // events would hold the connection's a second time.
+        if !self.conn.mirror {
+            self.record_segment(d, p, &v, offset, at, pkt, lim, budget);
+            self.record_ack(d, p, prev_ack, prev_win, window, at, pkt, lim, budget);
+        }
         self.skip_unseen(d.reverse(), p, budget, ev);
         self.close(d, p);
         if !p.payload.is_empty() && !p.rst {

@@ -175,7 +175,11 @@ impl Streams {
     /// first cut.
     pub fn peek(&self) -> Timeline {
         let mut t = Timeline {
-            connections: self.connections.iter().map(without_events).collect(),
+            connections: self
+                .connections
+                .iter()
+                .map(Connection::without_events)
+                .collect(),
             exchanges: self.exchanges.clone(),
         };
         let ids = &self.waiting;
@@ -391,15 +395,8 @@ pub(super) fn header(c: &Connection) -> Connection {
     h.tls = c.tls;
     h.socket_path.clone_from(&c.socket_path);
     h.gaps.clone_from(&c.gaps);
+    (h.host, h.shared, h.mirror) = (c.host, c.shared, c.mirror);
     h
-}
-
-fn without_events(c: &Connection) -> Connection {
-    Connection {
-        segments: Vec::new(),
-        acks: Vec::new(),
-        ..c.clone()
-    }
 }
 
 #[cfg(test)]
