@@ -95,7 +95,7 @@ fn attribute_at(
         .iter()
         .map(|e| (e.id, (e.parent, e.attribution)))
         .collect();
-    for mut e in hop_calls {
+    for e in hop_calls.iter_mut() {
         let (hop_request, level, rule) = below[&e.id];
         let up = hop_request.and_then(|r| made_for.get(&r)).copied();
         e.role = ExchangeRole::Outbound;
@@ -111,8 +111,10 @@ fn attribute_at(
                 e.rule = None;
             }
         }
-        timeline.exchanges.push(e);
     }
+    // Back in the hops' vector, the window's own: no second one grows.
+    hop_calls.append(&mut timeline.exchanges);
+    timeline.exchanges = hop_calls;
     timeline.sort();
     // Runs of the hops' calls on held connections, numbered after the
     // service's own.
@@ -179,7 +181,8 @@ fn answers_from_others(t: &Timeline, port: u16, nested: &[u16]) -> bool {
 }
 
 /// The hop's requests (copied) and the exchanges of the servers they
-/// enclose (moved out of `t`), on their own: the service's requests left out.
+/// enclose (moved out of `t`, in `t`'s vector), on their own: the
+/// service's requests left out.
 fn hop_timeline(t: &mut Timeline, hop: u16, nested: &[u16], service_ports: &[u16]) -> Timeline {
     let port = server_ports(t);
     let mut servers: HashSet<u16> = nested.iter().copied().collect();
@@ -201,13 +204,10 @@ fn hop_timeline(t: &mut Timeline, hop: u16, nested: &[u16], service_ports: &[u16
     let nested = |e: &whyslow_model::Exchange| {
         kept.contains(&e.connection) && port.contains_key(&e.connection) && !on_hop(e)
     };
-    let size = t
-        .exchanges
-        .iter()
-        .filter(|e| nested(e) || on_hop(e))
-        .count();
-    let mut exchanges = Vec::with_capacity(size);
-    exchanges.extend(t.exchanges.extract_if(.., |e| nested(e)));
+    // The window's vector goes to the hop (most of it is the hop's calls);
+    // the service's own move to a new one.
+    let mut exchanges = std::mem::take(&mut t.exchanges);
+    t.exchanges = exchanges.extract_if(.., |e| !nested(e)).collect();
     exchanges.extend(t.exchanges.iter().filter(|e| on_hop(e)).cloned());
     let mut sub = Timeline {
         connections: t
