@@ -83,6 +83,16 @@ def pcapng(frames):
     return out
 
 
+def two_hosts(frames):
+    """One connection captured on its client's host and, 300 µs later, on
+    its server's: the first's length (u16, little-endian), then both."""
+    a = pcap(frames)
+    later = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    for i, f in enumerate(frames):
+        later += struct.pack("<IIII", 1700000000, 1000 * i + 300, len(f), len(f)) + f
+    return struct.pack("<H", len(a)) + a + later
+
+
 def flow_records():
     """fuzz::flow_table records: [ctl, flags, dseq, dack, win, payload]."""
     def seg(to_client, flags, dseq, dack, payload=b""):
@@ -391,6 +401,7 @@ if __name__ == "__main__":
     vxlan, gre = tunnel_frames()
     write("read_capture", "vxlan.pcap", pcap(vxlan))
     write("read_capture", "gre.pcap", pcap(gre))
+    write("hosts_join", "two_hosts", two_hosts(frames))
     for name, data in http1_chunks().items():
         write("http1", name, data)
     write("lab_postgres_server", "checkout", lab_postgres_messages())

@@ -261,3 +261,104 @@ fn client_side(f: &FlowScan) -> Option<usize> {
         (None, None) => None,
     }
 }
+
+/// Entry point of the cargo-fuzz target (fuzz/) and of the in-tree test
+/// that runs it on pseudo-random input: no bytes may make it panic or
+/// allocate without bound.
+pub mod fuzz {
+    use super::{join, Host};
+    use whyslow_wire::flow::{Copies, FlowOptions, FlowTable};
+    use whyslow_wire::read::read_packets;
+    use whyslow_wire::scan::scan_reader;
+
+    /// Bytes as two hosts' captures (the first two bytes, little-endian,
+    /// the first one's length): each scanned, the two joined, then both read
+    /// through one flow table with the joined copies (a mirror's exchanges
+    /// taken for its callee times), each host's timestamps shifted as the
+    /// join placed them.
+    pub fn join_two(data: &[u8]) {
+        let Some((len, rest)) = data.split_first_chunk::<2>() else {
+            return;
+        };
+        let at = usize::from(u16::from_le_bytes(*len)).min(rest.len());
+        let parts = [&rest[..at], &rest[at..]];
+        let mut hosts = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let Ok(scan) = scan_reader(*part) else {
+                return;
+            };
+            hosts.push(Host {
+                name: format!("h{i}"),
+                path: format!("h{i}").into(),
+                scan,
+            });
+        }
+        let joined = join(&hosts);
+        let copies: Copies = joined
+            .feeds
+            .iter()
+            .flat_map(|f| {
+                f.copies
+                    .iter()
+                    .map(move |(&(a, b), &c)| ((a, b, f.host), c))
+            })
+            .collect();
+        let mut table = FlowTable::new(FlowOptions::default());
+        table.set_copies(copies);
+        for feed in &joined.feeds {
+            let part = parts[usize::from(feed.host)];
+            let _ = read_packets(part, |p| {
+                let mut p = p.clone();
+                p.host = feed.host;
+                p.at_us = (p.at_us as i64).saturating_sub(feed.shift_us).max(0) as u64;
+                table.push(&p);
+            });
+        }
+        let _ = table.finish();
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_seed_is_one_connection_on_two_hosts_placed_300_us_apart() {
+            let seed = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../fuzz/seeds/hosts_join/two_hosts"
+            );
+            let data = std::fs::read(seed).unwrap();
+            let len = usize::from(u16::from_le_bytes([data[0], data[1]]));
+            let (a, b) = data[2..].split_at(len);
+            let hosts: Vec<Host> = [a, b]
+                .iter()
+                .enumerate()
+                .map(|(i, part)| Host {
+                    name: format!("h{i}"),
+                    path: format!("h{i}").into(),
+                    scan: scan_reader(*part).unwrap(),
+                })
+                .collect();
+            let joined = join(&hosts);
+            assert_eq!(joined.clocks[1].shared_connections, 1);
+            let offset = joined.clocks[1].clock_offset_us.unwrap();
+            let bound = joined.clocks[1].clock_offset_bound_us.unwrap();
+            assert!(offset.abs_diff(300) <= bound, "{:?}", joined.clocks[1]);
+            join_two(&data);
+        }
+
+        #[test]
+        fn pseudo_random_bytes_never_panic() {
+            let mut seed = 1u64;
+            for n in 0..200 {
+                let bytes: Vec<u8> = (0..n * 7)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                        (seed >> 56) as u8
+                    })
+                    .collect();
+                super::join_two(&bytes);
+            }
+        }
+    }
+}

@@ -306,6 +306,22 @@ fn bad_input(dir: &Path, [front, api, db]: &[PathBuf; 3]) {
         !conns.contains(&format!(":{REDIS_PORT}")),
         "the database left out: {conns}"
     );
+    // A host's capture cut mid-packet: what was read is joined, and the
+    // cut is said with the file's name.
+    let cut = dir.join("api-cut.pcap");
+    let bytes = std::fs::read(api).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2 + 7]).unwrap();
+    let out = whyslow(&["analyze", "--json", &s(front), &s(&cut)]);
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    let report = json(&out);
+    let said = report["errors"].to_string();
+    assert!(said.contains("api-cut.pcap"), "{said}");
+    assert!(
+        report["capture"]["hosts"][1]["clock_offset_us"].is_i64(),
+        "{}",
+        report["capture"]["hosts"]
+    );
+    assert!(report["capture"]["exchanges"].as_u64() > Some(0));
     // One file twice.
     let out = whyslow(&["analyze", &s(front), &s(front)]);
     assert!(!out.status.success());

@@ -80,9 +80,14 @@ pub fn ends(x: SocketAddr, y: SocketAddr) -> (SocketAddr, SocketAddr) {
 
 /// Scans the capture at `path`. Err: it cannot be opened or is no capture.
 pub fn scan_file(path: &Path) -> Result<HostScan, WireError> {
+    scan_reader(File::open(path)?)
+}
+
+/// Scans a capture read from `reader`. Err: it is no capture.
+pub fn scan_reader<R: std::io::Read>(reader: R) -> Result<HostScan, WireError> {
     let mut index: HashMap<(SocketAddr, SocketAddr), usize> = HashMap::new();
     let mut flows: Vec<FlowScan> = Vec::new();
-    let read = read_packets_buffered(File::open(path)?, 1 << 20, |p| {
+    let read = read_packets_buffered(reader, 1 << 20, |p| {
         let Ok(Decoded::Tcp(t)) = decode(p.link, &p.data) else {
             return;
         };
