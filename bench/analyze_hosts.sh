@@ -20,12 +20,7 @@ export RUNS
 
 . bench/lib.sh
 need_packages time tshark
-if [ -n "${BIN:-}" ]; then
-  bin=$(realpath "$BIN")
-else
-  cargo build --release -q -p whyslow
-  bin=$PWD/target/release/whyslow
-fi
+bin=$(whyslow_bin)
 [ "$(id -u)" -eq 0 ] || { echo "needs root (network namespaces)" >&2; exit 1; }
 
 dir=$(mktemp -d /tmp/whyslow-hosts.XXXXXX)

@@ -23,12 +23,7 @@ export RUNS
 
 . bench/lib.sh
 need_packages time tshark
-if [ -n "${BIN:-}" ]; then
-  bin=$(realpath "$BIN")
-else
-  cargo build --release -q -p whyslow
-  bin=$PWD/target/release/whyslow
-fi
+bin=$(whyslow_bin)
 
 dir=$(mktemp -d /tmp/whyslow-long.XXXXXX)
 lab_pid=

@@ -2,6 +2,17 @@
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
+# whyslow_bin: the binary to measure, $BIN if set, else the release build
+# (built first).
+whyslow_bin() {
+  if [ -n "${BIN:-}" ]; then
+    realpath "$BIN"
+  else
+    cargo build --release -q -p whyslow >&2
+    echo "$PWD/target/release/whyslow"
+  fi
+}
+
 # need_packages PKG…: apt-get install the Debian packages that are missing.
 need_packages() {
   local missing=() p

@@ -78,6 +78,17 @@ fn front_and_api(s: &HostsScenario) -> (String, String) {
     (listen(0), listen(1))
 }
 
+/// The finding of `kind`, which must be the first cause named.
+fn named_first<'a>(run: &str, report: &'a Value, kind: &str) -> &'a Value {
+    let kinds = causes(report);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some(kind),
+        "{run}: {kinds:?}"
+    );
+    finding(report, kind).unwrap()
+}
+
 fn assert_nothing_named(run: &str, report: &Value) {
     let kinds = causes(report);
     assert!(kinds.is_empty(), "{run}: {kinds:?}");
@@ -112,13 +123,7 @@ fn three_tier_lab_on_three_hosts() {
                 assert_nothing_named(&run, &report);
                 continue;
             }
-            let kinds = causes(&report);
-            assert_eq!(
-                kinds.first().map(String::as_str),
-                Some("n_plus_one"),
-                "{run}: {kinds:?}"
-            );
-            let f = finding(&report, "n_plus_one").unwrap();
+            let f = named_first(&run, &report, "n_plus_one");
             let per_request = format!("ran {} times per request", fact(s, "statements"));
             assert!(
                 f["summary"].as_str().unwrap().contains(&per_request),
@@ -151,19 +156,13 @@ fn slow_link_lab_on_two_hosts() {
             assert_nothing_named(&run, &report);
             continue;
         }
-        let kinds = causes(&report);
-        assert_eq!(
-            kinds.first().map(String::as_str),
-            Some("sequential_calls"),
-            "{run}: {kinds:?}"
-        );
+        let f = named_first(&run, &report, "sequential_calls");
         let (network, server) = split_of(&report, &front, &api);
         let share = network as f64 / (network + server) as f64;
         assert!(
             share >= MIN_NETWORK_SHARE,
             "{run}: network {network} µs, server {server} µs"
         );
-        let f = finding(&report, "sequential_calls").unwrap();
         let per_call = f["facts"]["network_per_call_us"].as_f64().unwrap();
         let rtt = round_trip as f64;
         assert!((rtt..rtt * 1.5).contains(&per_call), "{run}: {f}");
