@@ -51,6 +51,17 @@ pub fn open_tap(name: &str) -> io::Result<File> {
     Ok(file)
 }
 
+/// `whyslow lab link`: devices `a` and `b` made, `ready` told so, then
+/// frames carried until the process is stopped.
+pub fn link(a: &str, b: &str, delay: Duration, ready: &mut dyn FnMut(&str)) -> Result<(), String> {
+    let opened = open_tap(a).and_then(|ta| Ok((ta, open_tap(b)?)));
+    let (ta, tb) = opened
+        .map_err(|e| format!("cannot make TAP devices {a} and {b}: {e} (needs CAP_NET_ADMIN)"))?;
+    let each = whyslow_model::fmt_ms(delay.as_micros() as u64);
+    ready(&format!("ready: {a} <-> {b}, {each} each way"));
+    carry(ta, tb, delay).map_err(|e| format!("link: {e}"))
+}
+
 /// Carries frames between `a` and `b`, each way `delay` late, until the
 /// process ends (a read error ends that direction).
 pub fn carry(a: File, b: File, delay: Duration) -> io::Result<()> {

@@ -194,6 +194,38 @@ where
 }
 
 impl Scenario {
+    /// `whyslow lab run`: started on loopback (every hop over TLS with
+    /// `tls`), its URL and request told to `said`, served until Ctrl-C.
+    pub fn serve_until_stopped(
+        &self,
+        fixed: bool,
+        tls: bool,
+        said: &mut dyn FnMut(&str),
+    ) -> Result<(), String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async {
+            let started = match tls {
+                true => self.start_tls(fixed).await,
+                false => self.start(fixed).await,
+            };
+            let running = started.map_err(|e| format!("cannot start {}: {e}", self.name))?;
+            let keys = running.keylog.as_ref().map_or(String::new(), |k| {
+                format!("key log: {} (removed on exit)\n", k.display())
+            });
+            let variant = if fixed { self.fixed } else { self.broken };
+            let (method, path, url) = (self.method, self.path, &running.url);
+            said(&format!(
+                "{url}\n{keys}{method} {path} ({variant}); Ctrl-C to stop"
+            ));
+            let _ = tokio::signal::ctrl_c().await;
+            Ok(())
+        })
+    }
+
     /// Starts the scenario's servers on loopback (ephemeral ports).
     pub async fn start(&self, fixed: bool) -> std::io::Result<Running> {
         (self.start)(fixed).await

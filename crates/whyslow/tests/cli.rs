@@ -305,9 +305,11 @@ fn compare_reads_every_command_s_results() {
 }
 
 /// Lines the binary's source may hold: thirteen commands of flag parsing
-/// and wiring, ~130 lines each at most. The one bound; it moves only with a
-/// reason in the commit that moves it.
-const BINARY_MAX_LINES: usize = 1_700;
+/// and wiring, ~130 lines each at most, and `lab`'s three commands for
+/// scenarios on several hosts (hosts, link, tier: their flags, and a call
+/// into the lab crate each). The one bound; it moves only with a reason in
+/// the commit that moves it.
+const BINARY_MAX_LINES: usize = 1_750;
 
 /// The binary holds flags, wiring and exit codes (under `BINARY_MAX_LINES`),
 /// and nothing in it reaches the detectors, the protocol parsers or /proc.

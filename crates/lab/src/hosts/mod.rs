@@ -176,6 +176,12 @@ pub fn named(name: &str) -> Result<&'static HostsScenario, String> {
         })
 }
 
+/// `whyslow lab hosts`: the scenario `name` run with this program.
+pub fn run_named(name: &str, fixed: bool, load: Load, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("where is this program? {e}"))?;
+    run(named(name)?, fixed, load, dir, &exe)
+}
+
 /// Why scenarios on several hosts cannot run here, if they cannot: they
 /// need root (namespaces, devices) and iproute2's `ip`.
 pub fn available() -> Result<(), String> {

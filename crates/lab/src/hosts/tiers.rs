@@ -53,6 +53,34 @@ pub enum Tier {
     Db,
 }
 
+/// `whyslow lab tier`: `kind` (calling `to`) served on `listen`, `ready`
+/// told once it listens, until Ctrl-C.
+pub fn run(
+    kind: &str,
+    listen: SocketAddr,
+    to: Option<SocketAddr>,
+    fixed: bool,
+    ready: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let tier = Tier::parse(kind, to, fixed)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        ready(&format!("ready: {kind} on {listen}"));
+        tokio::select! {
+            _ = serve(tier, listener) => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        Ok(())
+    })
+}
+
 /// Serves `tier` on `listener` until the process ends.
 pub async fn serve(tier: Tier, listener: TcpListener) {
     match tier {

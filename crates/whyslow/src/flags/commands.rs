@@ -212,47 +212,36 @@ pub enum LabCommand {
         #[arg(long)]
         tls: bool,
     },
-    /// A slow link for hosts in network namespaces: TAP devices A and B,
-    /// each frame carried to the other DELAY late (as netem's delay, where
-    /// the kernel has none); move each into a namespace with `ip link set
-    /// A netns NS`. Runs until stopped
+    /// A slow link (where the kernel has no netem): TAP devices A and B, each
+    /// frame carried to the other DELAY late; until stopped
     Link {
         a: String,
         b: String,
-        /// One-way delay, each way (10ms)
         #[arg(long, value_parser = whyslow_check::parse_duration)]
         delay: std::time::Duration,
     },
-    /// Run a scenario on several hosts (network namespaces, root): each
-    /// service on its host, each host captured apart while a load runs from
-    /// the front; writes DIR/HOST.pcapng, to `analyze` together
+    /// A scenario on several hosts (root: network namespaces), each host
+    /// captured apart into DIR/HOST.pcapng, to `analyze` together
     Hosts {
         /// three-tier or slow-link
         name: String,
-        /// Run the fixed variant
         #[arg(long)]
         fixed: bool,
-        /// Clients at once
         #[arg(short = 'c', long, default_value_t = 1)]
         clients: u32,
-        /// Requests in all, at most
         #[arg(short = 'n', long, default_value_t = 30)]
         requests: u64,
-        /// Load for this long at most (10s)
         #[arg(long, value_parser = whyslow_check::parse_duration)]
         duration: Option<std::time::Duration>,
-        /// Directory for the captures
         #[arg(short = 'w', long = "write")]
         dir: std::path::PathBuf,
     },
-    /// Serve one tier of a scenario on several hosts (what `lab hosts`
-    /// starts on each host): front, page, api, parts or db
+    /// One service of a scenario on several hosts: front, page, api, parts, db
     #[command(hide = true)]
     Tier {
         kind: String,
         #[arg(long)]
         listen: std::net::SocketAddr,
-        /// The tier it calls
         #[arg(long)]
         to: Option<std::net::SocketAddr>,
         #[arg(long)]
