@@ -51,6 +51,12 @@ pub fn storm(calls: &[Call], request_us: u64) -> Option<Storm> {
     let covered = covered_us(calls.iter().map(|c| (c.start, c.end)), (0, u64::MAX));
     let one = median(calls.iter().map(Call::duration_us).collect());
     let lost = covered.saturating_sub(one);
+    // Calls that took no time cost nothing to batch: no cause (an HTTP/2
+    // connection whose header table predates the capture gave nameless,
+    // timeless calls, and an N+1 of 0 ms was named first).
+    if lost == 0 {
+        return None;
+    }
     Some(Storm {
         server: first.server,
         shape: first.exchange.request.to_string(),
@@ -360,5 +366,17 @@ pub mod tests {
             "its count may be short"
         );
         assert!(crate::sql_summary::summarize(&requests).is_empty());
+    }
+
+    #[test]
+    fn calls_that_took_no_time_are_no_storm() {
+        let mut exchanges = vec![exchange(0, 0, (0, 100), (9_900, 10_000))];
+        for i in 0..10u32 {
+            let mut c = call(i + 1, 1, 0, (1_000, 1_000));
+            c.params_unknown = true;
+            exchanges.push(c);
+        }
+        let t = servers(&[8080, 5432]).with(exchanges);
+        assert!(detect(&t).is_empty());
     }
 }
