@@ -171,6 +171,16 @@ impl Drop for Running {
     }
 }
 
+/// The runtime a lab command serves on until stopped: two workers, as the
+/// lab's servers need no more.
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// A listener on an ephemeral loopback port.
 pub async fn listen() -> std::io::Result<(TcpListener, SocketAddr)> {
     let l = TcpListener::bind("127.0.0.1:0").await?;
@@ -202,12 +212,7 @@ impl Scenario {
         tls: bool,
         said: &mut dyn FnMut(&str),
     ) -> Result<(), String> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        runtime.block_on(async {
+        runtime()?.block_on(async {
             let started = match tls {
                 true => self.start_tls(fixed).await,
                 false => self.start(fixed).await,

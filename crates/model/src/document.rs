@@ -207,9 +207,7 @@ impl ConcurrentRow {
     /// The causes named in the foreground: background ones and those about
     /// the measurement aside.
     pub fn named(&self) -> impl Iterator<Item = &Finding> {
-        self.findings
-            .iter()
-            .filter(|f| !f.background && !f.kind.is_about_measurement())
+        named(&self.findings)
     }
 
     /// What it says about the measurement itself (a saturated generator).
@@ -223,10 +221,16 @@ impl ConcurrentRow {
 impl HostsRow {
     /// The causes named in the foreground.
     pub fn named(&self) -> impl Iterator<Item = &crate::Finding> {
-        self.findings
-            .iter()
-            .filter(|f| !f.background && !f.kind.is_about_measurement())
+        named(&self.findings)
     }
+}
+
+/// The causes of `findings` named in the foreground: background ones and
+/// those about the measurement aside.
+fn named(findings: &[crate::Finding]) -> impl Iterator<Item = &crate::Finding> {
+    findings
+        .iter()
+        .filter(|f| !f.background && !f.kind.is_about_measurement())
 }
 
 /// One scenario, broken or fixed, diagnosed.

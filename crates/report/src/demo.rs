@@ -147,13 +147,7 @@ fn on_hosts(out: &mut String, doc: &DemoDocument) {
                 _ => format!("{} not placed", h.name),
             })
             .collect();
-        let mut named: Vec<String> = Vec::new();
-        for f in r.named() {
-            let kind = f.kind.to_string();
-            if !named.contains(&kind) {
-                named.push(kind);
-            }
-        }
+        let named = kinds_of(r.named());
         let _ = writeln!(
             out,
             "{:<w$} {:<7} {:<50} {:<20} {}",
@@ -182,13 +176,7 @@ fn under_load(out: &mut String, rows: &[ConcurrentRow]) {
         "scenario", "variant", "pace", "p50", "p99", "named", "declared"
     );
     for r in rows {
-        let mut named: Vec<String> = Vec::new();
-        for f in r.named() {
-            let kind = f.kind.to_string();
-            if !named.contains(&kind) {
-                named.push(kind);
-            }
-        }
+        let named = kinds_of(r.named());
         let pace = match r.rate {
             Some(rate) => format!("{rate:.0}/s"),
             None => "closed".into(),
@@ -230,6 +218,18 @@ fn measurement_notes(out: &mut String, rows: &[ConcurrentRow]) {
             );
         }
     }
+}
+
+/// The kinds of `findings`, each once, in their order.
+fn kinds_of<'a>(findings: impl Iterator<Item = &'a whyslow_model::Finding>) -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for f in findings {
+        let kind = f.kind.to_string();
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
 }
 
 fn list_or_nothing(kinds: &[String]) -> String {

@@ -29,7 +29,7 @@ pub enum Link {
     Slow(u64),
 }
 
-/// A host, its addresses (CIDR, one per link it is on, in `links` order).
+/// A host of a scenario (its addresses are its links').
 #[derive(Debug, Clone, Copy)]
 pub struct HostSpec {
     pub name: &'static str,
@@ -222,9 +222,8 @@ pub fn run(
         .iter()
         .map(|h| Netns::new(h.name))
         .collect::<Result<_, _>>()?;
-    let mut links = Vec::new();
     for &(a, a_addr, b, b_addr, link) in s.links {
-        links.push(netns::link(&hosts[a], a_addr, &hosts[b], b_addr, link)?);
+        netns::link(&hosts[a], a_addr, &hosts[b], b_addr, link)?;
     }
     let mut served: Vec<Served> = Vec::new();
     for svc in s.services {
@@ -262,7 +261,6 @@ pub fn run(
         .output()
         .map_err(|e| format!("cannot run the capture: {e}"))?;
     drop(served);
-    drop(links);
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(format!(

@@ -71,18 +71,9 @@ impl Drop for Netns {
     }
 }
 
-/// A link between two namespaces; a slow one's carrier ends with its
-/// devices, which end with the namespaces.
-pub struct Joined;
-
-/// Joins `a` (at `a_addr`, CIDR) and `b` (at `b_addr`) by `link`.
-pub fn link(
-    a: &Netns,
-    a_addr: &str,
-    b: &Netns,
-    b_addr: &str,
-    link: Link,
-) -> Result<Joined, String> {
+/// Joins `a` (at `a_addr`, CIDR) and `b` (at `b_addr`) by `link`: gone
+/// with the namespaces (a slow link's carrier ends with its devices).
+pub fn link(a: &Netns, a_addr: &str, b: &Netns, b_addr: &str, link: Link) -> Result<(), String> {
     let (x, y) = (unique("wsla"), unique("wslb"));
     match link {
         Link::Veth => {
@@ -98,8 +89,7 @@ pub fn link(
         }
     }
     a.take(&x, a_addr)?;
-    b.take(&y, b_addr)?;
-    Ok(Joined)
+    b.take(&y, b_addr)
 }
 
 /// A service (`whyslow lab tier`) running in a namespace; stopped when dropped.

@@ -63,12 +63,7 @@ pub fn run(
     ready: &mut dyn FnMut(&str),
 ) -> Result<(), String> {
     let tier = Tier::parse(kind, to, fixed)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
+    crate::scenario::runtime()?.block_on(async {
         let listener = TcpListener::bind(listen)
             .await
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
