@@ -333,6 +333,13 @@ def pg_tls_seed():
             + b"".join(chunks(c, b) for c, b in wire))
 
 
+# /proc/PID/cgroup of a pod's container (both drivers), and a socket table.
+CONTAINER_TEXT = {
+    "proc_cgroup": b'12:pids:/kubepods/burstable/pod0c1d2e3f-4a5b-6c7d-8e9f-0a1b2c3d4e5f/3f2a9c0d1e4b5a6978877665544332211000ffeeddccbbaa9988776655443322\n0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod0c1d2e3f_4a5b_6c7d_8e9f_0a1b2c3d4e5f.slice/cri-containerd-3f2a9c0d1e4b5a6978877665544332211000ffeeddccbbaa9988776655443322.scope\n',
+    "net_tcp": b'  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1 0000000000000000 100 0 0 10 0\n',
+}
+
+
 def write(target, name, data):
     d = os.path.join(HERE, target)
     os.makedirs(d, exist_ok=True)
@@ -417,3 +424,5 @@ if __name__ == "__main__":
         data = b"".join(chunks(False, c) + chunks(True, s) for c, s in turns)
         write(proto, "conversation", data)
         write("sniff", proto, struct.pack("!H", ports[proto]) + b"\0" + data)
+    for name, data in CONTAINER_TEXT.items():
+        write("container_paths", name, data)

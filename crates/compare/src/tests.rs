@@ -193,6 +193,8 @@ fn diagnosis(sections: &[(&str, &[u64])]) -> String {
             seconds_with_drops: 0,
             max_drops_per_second: 0,
             file: None,
+            workload: None,
+            servers: Vec::new(),
         }),
         host: HostReport {
             schema_version: SCHEMA_VERSION,

@@ -20,14 +20,7 @@ pub struct Cgroup {
     pub dir: PathBuf,
 }
 
-/// Where the cgroup v2 hierarchy is mounted, from a mountinfo text.
-fn cgroup2_mount_in(mountinfo: &str) -> Option<PathBuf> {
-    mountinfo.lines().find_map(|line| {
-        let (mount, fs) = line.split_once(" - ")?;
-        let mount_point = mount.split(' ').nth(4)?;
-        (fs.split(' ').next() == Some("cgroup2")).then(|| PathBuf::from(mount_point))
-    })
-}
+use whyslow_container::cgroup2_mount_in;
 
 impl Cgroup {
     /// `name`: a cgroup as `/proc/PID/cgroup` shows it (`/system.slice/

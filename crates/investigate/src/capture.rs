@@ -18,6 +18,8 @@ pub struct CaptureSession {
     ports: Vec<u16>,
     path: PathBuf,
     keep: bool,
+    /// The workload whose network namespace this process entered, if any.
+    target: Option<crate::target::Target>,
 }
 
 /// A new temporary capture file only this user can read: a capture of `lo`
@@ -86,7 +88,14 @@ impl CaptureSession {
             ports: ports.to_vec(),
             path,
             keep: keep.is_some(),
+            target: None,
         })
+    }
+
+    /// Names the workload whose network namespace the capture runs in: the
+    /// capture's information says where, and who listened on each port.
+    pub fn within(&mut self, target: crate::target::Target) {
+        self.target = Some(target);
     }
 
     /// Also traces the socket calls of `pids` (and the processes they
@@ -103,6 +112,11 @@ impl CaptureSession {
         mut self,
         opts: &AnalysisOptions,
     ) -> Result<(CaptureInfo, CaptureAnalysis), String> {
+        let servers = self
+            .target
+            .as_ref()
+            .map(|t| t.servers())
+            .unwrap_or_default();
         let traced = self.tracer.take().map(Tracer::stop);
         let stats = self.handle.stop().map_err(why)?;
         let events = events_path(&self.path);
@@ -148,6 +162,8 @@ impl CaptureSession {
             seconds_with_drops: stats.seconds_with_drops,
             max_drops_per_second: stats.max_drops_per_second,
             file: self.keep.then(|| self.path.display().to_string()),
+            workload: self.target.map(|t| t.workload),
+            servers,
         };
         Ok((info, analysis))
     }

@@ -63,6 +63,7 @@ fn options(
         iface: None,
         capture: true,
         ebpf: false,
+        target: None,
         keep_capture,
         flow: crate::AnalysisOptions::default_flow(),
         evidence: html,

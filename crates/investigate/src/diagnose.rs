@@ -54,6 +54,9 @@ pub struct DiagnoseOptions {
     /// Trace the target's socket calls with eBPF (`--ebpf`): its calls are
     /// given to its requests by thread.
     pub ebpf: bool,
+    /// The workload whose network namespace this process entered before
+    /// the run (`--container`, `--pid`, `--cgroup`): named in the report.
+    pub target: Option<crate::target::Target>,
 }
 
 /// A load phase over `connections` for `duration`: `rate` requests/s on a
@@ -329,7 +332,12 @@ fn start_capture(
     };
     let udp = &opts.extra_ports;
     match CaptureSession::start(&iface, &ports, udp, opts.keep_capture.clone()) {
-        Ok(s) => Some(s),
+        Ok(mut s) => {
+            if let Some(t) = &opts.target {
+                s.within(t.clone());
+            }
+            Some(s)
+        }
         Err(why) => {
             report.skipped.push(Skipped {
                 what: "packet capture (wire-level findings)".into(),

@@ -18,6 +18,7 @@ pub mod receive;
 pub mod record;
 pub mod send;
 pub mod spans;
+pub mod target;
 
 pub use analysis::{analyze_capture, AnalysisOptions, CaptureAnalysis, CaptureSource};
 pub use joined::analyze_hosts;

@@ -7,7 +7,10 @@ use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use whyslow_ebpf::{events_path, Cgroup, Filter, Processes, TraceStats, Tracer};
+use whyslow_model::ServerWorkload;
 use whyslow_wire::live::{CaptureStats, LiveCapture};
+
+use crate::target::Target;
 
 /// How often the wait loop checks for Ctrl-C, the duration and the command.
 const TICK: Duration = Duration::from_millis(20);
@@ -22,6 +25,9 @@ pub struct Recording {
     /// Also trace socket calls with eBPF (`--ebpf`) into the capture's
     /// events file, on the capture's ports only (when it has some).
     pub ebpf: Option<Traced>,
+    /// Capture inside this workload's network namespace (`--pid`,
+    /// `--container`, `--cgroup`); None: this process's own.
+    pub target: Option<Target>,
 }
 
 /// The processes `capture --ebpf` traces: these, or a cgroup's, or with
@@ -70,6 +76,8 @@ pub struct Recorded {
     pub ebpf: Option<Result<TraceStats, String>>,
     /// The command's exit status, when one ran to its end.
     pub command: Option<ExitStatus>,
+    /// With a target: who listened on each port of its namespace at the end.
+    pub servers: Vec<ServerWorkload>,
 }
 
 impl Recorded {
@@ -84,6 +92,11 @@ impl Recorded {
             file.display(),
             s.drops_line()
         )];
+        out.extend(
+            self.servers
+                .iter()
+                .map(|s| format!("listening on :{}: {}", s.port, s.workload.label())),
+        );
         match &self.ebpf {
             Some(Ok(t)) => {
                 out.push(format!(
@@ -124,7 +137,11 @@ extern "C" fn on_sigint(_: libc::c_int) {
 /// Records until the first of: the duration, the command's exit, Ctrl-C.
 /// `waiting` is called once when only Ctrl-C can end it.
 pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, RecordError> {
-    let handle = LiveCapture::spawn(&job.iface, &job.ports, &job.file)
+    let setup = match &job.target {
+        Some(t) => t.thread_setup().map_err(RecordError::Start)?,
+        None => Box::new(|| Ok(())),
+    };
+    let handle = LiveCapture::spawn_on(setup, &job.iface, &job.ports, &job.ports, &job.file)
         .map_err(|e| RecordError::Start(format!("capture on {}: {e}", job.iface)))?;
     let mut tracer = job.ebpf.as_ref().map(|traced| {
         let filter = traced.filter(!job.command.is_empty(), &job.ports)?;
@@ -165,6 +182,7 @@ pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, Recor
         }
         std::thread::sleep(TICK);
     }
+    let servers = job.target.as_ref().map(Target::servers).unwrap_or_default();
     let ebpf = tracer.map(|t| t.and_then(Tracer::stop));
     let stats = handle
         .stop()
@@ -173,6 +191,7 @@ pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, Recor
         stats,
         ebpf,
         command: status,
+        servers,
     })
 }
 

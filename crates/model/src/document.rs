@@ -138,6 +138,13 @@ pub struct CaptureInfo {
     pub max_drops_per_second: u64,
     /// Where the capture was kept (`--save`); None when it was removed.
     pub file: Option<String>,
+    /// The container or process whose network namespace was captured
+    /// (`--container`, `--pid`, `--cgroup`); None: the host's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::Workload>,
+    /// Who listened on each port there, when the capture ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<crate::ServerWorkload>,
 }
 
 /// `demo`: one row per scenario run, and broken against fixed for each

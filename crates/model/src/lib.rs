@@ -23,6 +23,7 @@ mod subject;
 mod timeline;
 mod trace;
 pub mod unix_socket;
+mod workload;
 
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{
@@ -55,6 +56,7 @@ pub use timeline::{
 pub use trace::{
     Attribution, AttributionCounts, CutEdges, Rule, Thread, ThreadStart, TraceId, GOROUTINE_BIT,
 };
+pub use workload::{Container, Pod, ServerWorkload, Workload};
 
 /// Milliseconds for people, from microseconds kept internally.
 pub fn ms(us: u64) -> f64 {

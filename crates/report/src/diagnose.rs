@@ -101,11 +101,17 @@ fn capture_text(out: &mut String, c: &CaptureInfo) {
             c.seconds, c.max_drops_per_second
         ),
     };
+    let inside = c.workload.as_ref().map_or(String::new(), |w| {
+        format!(" in the network namespace of {} (pid {})", w.label(), w.pid)
+    });
     let _ = writeln!(
         out,
-        "\ncapture: {} packets on {} ({filter}), {} dropped by the kernel{when}{saved}",
+        "\ncapture: {} packets on {}{inside} ({filter}), {} dropped by the kernel{when}{saved}",
         c.packets, c.iface, c.kernel_drops
     );
+    for s in &c.servers {
+        let _ = writeln!(out, "  listening on :{}: {}", s.port, s.workload.label());
+    }
 }
 
 /// Ports in either list, once each, in order.

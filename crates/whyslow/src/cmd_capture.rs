@@ -7,6 +7,18 @@ use crate::stdout::Done;
 use whyslow_investigate::record::{record, RecordError, Recording, Traced};
 
 pub fn run(args: CaptureArgs) -> Done {
+    let target = match args.target.one() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("whyslow: {e}");
+            return Ok(Exit::Usage);
+        }
+    };
+    // A container is traced by its cgroup; processes by their pids.
+    let cgroup = match &target {
+        Some(t) if !args.target.container.is_empty() => t.workload.cgroup.clone(),
+        _ => args.target.cgroup.clone(),
+    };
     let job = Recording {
         iface: args.iface.clone(),
         ports: args.ports.clone(),
@@ -14,11 +26,16 @@ pub fn run(args: CaptureArgs) -> Done {
         duration: args.duration,
         command: args.command.clone(),
         ebpf: args.ebpf.then(|| Traced {
-            pids: args.pid.clone(),
-            cgroup: args.cgroup.clone(),
+            pids: args.target.pid.clone(),
+            cgroup,
         }),
+        target,
     };
-    let waiting = || eprintln!("capturing on {} until Ctrl-C …", args.iface);
+    let place = job
+        .target
+        .as_ref()
+        .map_or(String::new(), |t| format!(" {}", t.said()));
+    let waiting = || eprintln!("capturing on {}{place} until Ctrl-C …", args.iface);
     Ok(match record(&job, waiting) {
         Ok(done) => {
             eprintln!("{}", done.summary(&args.file));

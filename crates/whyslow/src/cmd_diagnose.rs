@@ -12,6 +12,15 @@ pub fn run(args: DiagnoseArgs) -> Done {
         let target = Some(redact_url(&args.url));
         stdout::fail(args.output.json(), "diagnose", target, Exit::Usage, msg)
     };
+    // Entered before any thread starts: the probes, the load and the
+    // capture all run inside the workload's network namespace.
+    let target = match args.target.one() {
+        Ok(t) => t,
+        Err(e) => return usage(&e),
+    };
+    if let Some(Err(e)) = target.as_ref().map(|t| t.enter()) {
+        return usage(&e);
+    }
     let spec = match args.request.spec(whyslow_client::TraceContext::Sampled) {
         Ok(s) => s,
         Err(e) => return usage(&e),
@@ -25,6 +34,7 @@ pub fn run(args: DiagnoseArgs) -> Done {
         iface: args.iface.clone(),
         capture: !args.no_capture,
         ebpf: args.ebpf,
+        target,
         keep_capture: args.save.clone(),
         flow: args.limits.bounds(),
         evidence: args.output.evidence(),

@@ -4,6 +4,7 @@ use super::keylog::{KeyLogIn, KeyLogOut};
 use super::limits::LimitArgs;
 use super::output::{Json, Output, TimelineOutput};
 use super::request::RequestArgs;
+use super::target::TargetArgs;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -39,7 +40,7 @@ pub struct ProbeArgs {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  whyslow capture -i lo -p 8080 --duration 10s -w stall.pcapng\n  whyslow capture -p 8080 -w run.pcapng -- curl -s http://127.0.0.1:8080/ http://127.0.0.1:8080/"
+    after_help = "Examples:\n  whyslow capture -i lo -p 8080 --duration 10s -w stall.pcapng\n  whyslow capture --container 3f2a9c0d -i lo --duration 30s -w pod.pcapng\n  whyslow capture -p 8080 -w run.pcapng -- curl -s http://127.0.0.1:8080/ http://127.0.0.1:8080/"
 )]
 pub struct CaptureArgs {
     /// Interface (lo, eth0, any)
@@ -55,16 +56,12 @@ pub struct CaptureArgs {
     #[arg(short = 'w', long = "write")]
     pub file: PathBuf,
     /// Also trace socket calls with their thread (eBPF, root) into FILE.events,
-    /// which analyze reads: the --pid processes, else the command, else all;
-    /// on the -p ports only
+    /// which analyze reads: the --pid processes or --container, else the
+    /// command, else all; on the -p ports only
     #[arg(long)]
     pub ebpf: bool,
-    /// Process to trace with --ebpf, with the processes it starts (repeatable)
-    #[arg(long, value_name = "PID", requires = "ebpf")]
-    pub pid: Vec<u32>,
-    /// Trace with --ebpf the processes of this cgroup v2 and those below it (a container)
-    #[arg(long, value_name = "PATH", requires = "ebpf", conflicts_with = "pid")]
-    pub cgroup: Option<String>,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Capture while this command runs: `-- COMMAND ARGS…`
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -180,6 +177,10 @@ pub struct DiagnoseArgs {
     /// Trace the target's socket calls with eBPF (root): calls given by thread
     #[arg(long, conflicts_with = "no_capture")]
     pub ebpf: bool,
+    // The URL is reached and captured inside the workload's network
+    // namespace: a container's own loopback.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Add a load phase under capture: constant rate, requests/s (open model)
     #[arg(long)]
     pub rate: Option<f64>,

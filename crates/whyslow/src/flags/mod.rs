@@ -11,6 +11,7 @@ pub mod keylog;
 pub mod limits;
 pub mod output;
 pub mod request;
+pub mod target;
 
 use clap::{Parser, Subcommand};
 use commands::*;

@@ -55,6 +55,18 @@ impl CaptureStats {
         )
     }
 
+    /// The totals counted since `before`.
+    fn since(&self, before: &CaptureStats) -> CaptureStats {
+        CaptureStats {
+            packets: self.packets - before.packets,
+            bytes: self.bytes - before.bytes,
+            kernel_drops: self.kernel_drops - before.kernel_drops,
+            seconds: self.seconds - before.seconds,
+            seconds_with_drops: self.seconds_with_drops - before.seconds_with_drops,
+            max_drops_per_second: self.max_drops_per_second,
+        }
+    }
+
     /// Counts one reading of the kernel's drop counter.
     fn add_drops(&mut self, dropped: u64) {
         self.kernel_drops += dropped;
@@ -160,33 +172,90 @@ impl LiveCapture {
         stop: &AtomicBool,
     ) -> Result<CaptureStats, WireError> {
         raise_priority();
+        let mut file = self.start_file(path)?;
+        self.fill(&mut file, stop, None)?;
+        self.drain(&mut file)?;
+        let stats = self.stats();
+        file.finish(stats.kernel_drops)?;
+        Ok(stats)
+    }
+
+    /// Writes packets to one file per window of `every`, the window's
+    /// number given to `path_of` for its name, until `stop` is set; each
+    /// file is handed to `closed` once complete, with its own totals. A
+    /// receiver gone does not stop the capture.
+    pub fn write_windows(
+        &mut self,
+        every: Duration,
+        path_of: &mut dyn FnMut(u64) -> PathBuf,
+        stop: &AtomicBool,
+        closed: &std::sync::mpsc::Sender<WindowFile>,
+    ) -> Result<CaptureStats, WireError> {
+        raise_priority();
+        for index in 0.. {
+            let before = self.stats;
+            let path = path_of(index);
+            let started = std::time::SystemTime::now();
+            let mut file = self.start_file(&path)?;
+            self.fill(&mut file, stop, Some(Instant::now() + every))?;
+            let last = stop.load(Ordering::Relaxed);
+            if last {
+                self.drain(&mut file)?;
+            }
+            self.stats.add_drops(self.ring.drops().unwrap_or(0));
+            let stats = self.stats.since(&before);
+            file.finish(stats.kernel_drops)?;
+            let _ = closed.send(WindowFile {
+                index,
+                path,
+                started,
+                stats,
+            });
+            if last {
+                break;
+            }
+        }
+        Ok(self.stats)
+    }
+
+    fn start_file(&self, path: &Path) -> Result<OpenFile, WireError> {
         let file = BufWriter::new(File::create(path)?);
-        let mut w = PcapngWriter::new(file, LinkType::RAW, SNAPLEN)?;
+        Ok(OpenFile {
+            writer: PcapngWriter::new(file, LinkType::RAW, SNAPLEN)?,
+            last_at_us: 0,
+        })
+    }
+
+    /// Writes packets until `stop` is set or `end` is reached.
+    fn fill(
+        &mut self,
+        file: &mut OpenFile,
+        stop: &AtomicBool,
+        end: Option<Instant>,
+    ) -> Result<(), WireError> {
         let poll = Duration::from_millis(POLL_MS);
         let mut drops_read = Instant::now();
-        let mut last_at_us = 0;
-        while !stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| Instant::now() < e) {
             if let Some(p) = self.next_packet(poll) {
-                w.write(p.at_us, &p.data, p.orig_len)?;
-                last_at_us = p.at_us;
+                file.write(&p)?;
             }
             if drops_read.elapsed() >= DROPS_EVERY {
                 drops_read += DROPS_EVERY;
                 self.stats.add_drops(self.ring.drops().unwrap_or(0));
             }
         }
-        // Blocks are handed over at most BLOCK_TIMEOUT_MS after their last
-        // packet: wait that long (twice, for margin) for stragglers.
+        Ok(())
+    }
+
+    /// Blocks are handed over at most BLOCK_TIMEOUT_MS after their last
+    /// packet: waits that long (twice, for margin) for stragglers.
+    fn drain(&mut self, file: &mut OpenFile) -> Result<(), WireError> {
         let drain = Duration::from_millis(2 * u64::from(ring::BLOCK_TIMEOUT_MS));
         let deadline = Instant::now() + drain;
         while let Some(p) = self.next_packet(deadline.saturating_duration_since(Instant::now())) {
-            w.write(p.at_us, &p.data, p.orig_len)?;
-            last_at_us = p.at_us;
+            file.write(&p)?;
         }
-        let stats = self.stats();
-        w.write_statistics(0, last_at_us, stats.kernel_drops)?;
-        w.flush()?;
-        Ok(stats)
+        Ok(())
     }
 
     /// Captures to `path` on a background thread until `CaptureHandle::stop`.
@@ -202,14 +271,65 @@ impl LiveCapture {
         udp: &[u16],
         path: &Path,
     ) -> Result<CaptureHandle, WireError> {
-        let mut cap = LiveCapture::open_with_udp(iface, ports, udp)?;
+        Self::spawn_on(Box::new(|| Ok(())), iface, ports, udp, path)
+    }
+
+    /// As `spawn_with_udp`, the capture opened on its own thread once
+    /// `setup` has run there (entering a container's network namespace:
+    /// a socket belongs to the namespace of the thread that opens it).
+    pub fn spawn_on(
+        setup: ThreadSetup,
+        iface: &str,
+        ports: &[u16],
+        udp: &[u16],
+        path: &Path,
+    ) -> Result<CaptureHandle, WireError> {
+        let (iface, ports, udp) = (iface.to_string(), ports.to_vec(), udp.to_vec());
+        let path: PathBuf = path.to_path_buf();
+        Self::run_on(
+            setup,
+            move || LiveCapture::open_with_udp(&iface, &ports, &udp),
+            move |cap, flag| cap.write_until(&path, flag),
+        )
+    }
+
+    /// Opens a capture with `open` on a new thread prepared by `setup`,
+    /// then runs `work` there until its stop flag is set. Opening errors
+    /// are returned here.
+    pub fn run_on(
+        setup: ThreadSetup,
+        open: impl FnOnce() -> Result<LiveCapture, WireError> + Send + 'static,
+        work: impl FnOnce(&mut LiveCapture, &AtomicBool) -> Result<CaptureStats, WireError>
+            + Send
+            + 'static,
+    ) -> Result<CaptureHandle, WireError> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let path: PathBuf = path.to_path_buf();
-        let thread = std::thread::spawn(move || cap.write_until(&path, &flag));
-        Ok(CaptureHandle { stop, thread })
+        let (opened, started) = std::sync::mpsc::sync_channel(1);
+        let thread = std::thread::spawn(move || {
+            let cap = setup().map_err(WireError::Live).and_then(|()| open());
+            match cap {
+                Ok(mut cap) => {
+                    let _ = opened.send(Ok(()));
+                    work(&mut cap, &flag)
+                }
+                Err(e) => {
+                    let said = WireError::Live(e.to_string());
+                    let _ = opened.send(Err(e));
+                    Err(said)
+                }
+            }
+        });
+        match started.recv() {
+            Ok(Ok(())) => Ok(CaptureHandle { stop, thread }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(WireError::Live("capture thread panicked".into())),
+        }
     }
 }
+
+/// Run on a capture's thread before it opens its socket.
+pub type ThreadSetup = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// The capture thread's nice value where allowed (root, CAP_SYS_NICE): on
 /// a busy host a reader with a fair share of CPU fell behind loopback
@@ -225,6 +345,38 @@ fn raise_priority() {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, READER_NICE);
     }
+}
+
+/// A pcapng file being written.
+struct OpenFile {
+    writer: PcapngWriter<BufWriter<File>>,
+    last_at_us: u64,
+}
+
+impl OpenFile {
+    fn write(&mut self, p: &Packet) -> Result<(), WireError> {
+        self.writer.write(p.at_us, &p.data, p.orig_len)?;
+        self.last_at_us = p.at_us;
+        Ok(())
+    }
+
+    fn finish(mut self, kernel_drops: u64) -> Result<(), WireError> {
+        self.writer
+            .write_statistics(0, self.last_at_us, kernel_drops)?;
+        self.writer.flush()?;
+        Ok(())
+    }
+}
+
+/// One window's file of `write_windows`, complete.
+#[derive(Debug, Clone)]
+pub struct WindowFile {
+    /// 0 for the first window.
+    pub index: u64,
+    pub path: PathBuf,
+    pub started: std::time::SystemTime,
+    /// This window's totals alone.
+    pub stats: CaptureStats,
 }
 
 /// A capture running on its own thread.

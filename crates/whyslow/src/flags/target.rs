@@ -1,0 +1,60 @@
+//! `--pid`, `--container`, `--cgroup`: the workload to look inside, shared
+//! by capture, diagnose and agent.
+
+use clap::Args;
+use std::path::PathBuf;
+use whyslow_container::Selector;
+use whyslow_investigate::target::Target;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct TargetArgs {
+    /// Capture inside this process's network namespace (its own loopback
+    /// included); with --ebpf, trace it and the processes it starts (repeatable)
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// A container by id or unique prefix (Docker, containerd, CRI-O,
+    /// Podman): its network namespace; with --ebpf, its cgroup
+    #[arg(long, value_name = "ID", conflicts_with_all = ["pid", "cgroup"])]
+    pub container: Vec<String>,
+    /// A cgroup (v2) as /proc/PID/cgroup names it, or its directory: its
+    /// first process's network namespace; with --ebpf, its processes and
+    /// those of the cgroups below it
+    #[arg(long, value_name = "PATH", conflicts_with = "pid")]
+    pub cgroup: Option<String>,
+    /// The node's root, under which the kubelet's pod directories are read
+    /// (/host where a DaemonSet mounts the node's)
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub host_root: PathBuf,
+}
+
+impl TargetArgs {
+    /// Each workload named, in the order given.
+    pub fn selectors(&self) -> Vec<Selector> {
+        let pids = self.pid.iter().map(|p| Selector::Pid(*p));
+        let containers = self
+            .container
+            .iter()
+            .map(|c| Selector::Container(c.clone()));
+        let cgroup = self.cgroup.iter().map(|c| Selector::Cgroup(c.clone()));
+        pids.chain(containers).chain(cgroup).collect()
+    }
+
+    /// The one workload whose network namespace is captured, if any was
+    /// named: Err when none is found, or when those named do not share one.
+    pub fn one(&self) -> Result<Option<Target>, String> {
+        let found: Vec<Target> = self
+            .selectors()
+            .iter()
+            .map(|s| Target::find(s, &self.host_root))
+            .collect::<Result<_, _>>()?;
+        let Some(first) = found.first() else {
+            return Ok(None);
+        };
+        if found.iter().any(|t| !t.same_netns(first)) {
+            return Err("the processes named are in different network namespaces: \
+                 capture one at a time (agent takes several containers)"
+                .into());
+        }
+        Ok(Some(first.clone()))
+    }
+}
