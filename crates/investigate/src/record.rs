@@ -130,8 +130,20 @@ pub fn tls_lines(t: &TraceStats) -> Vec<String> {
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_sigint(_: libc::c_int) {
+extern "C" fn on_stop_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// A flag that turns true at Ctrl-C (SIGINT) or SIGTERM (what a container
+/// runtime sends to stop a pod), for runs without an async runtime.
+pub fn stop_signal() -> &'static AtomicBool {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        let handler = on_stop_signal as *const () as libc::sighandler_t;
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+    &INTERRUPTED
 }
 
 /// Records until the first of: the duration, the command's exit, Ctrl-C.
@@ -147,8 +159,7 @@ pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, Recor
         let filter = traced.filter(!job.command.is_empty(), &job.ports)?;
         Tracer::beside(&filter, &job.file)
     });
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
+    let interrupted = stop_signal();
     let start = Instant::now();
     // The command is traced when no process was named.
     let named = job.ebpf.as_ref().is_some_and(Traced::named);
@@ -175,7 +186,7 @@ pub fn record(job: &Recording, waiting: impl FnOnce()) -> Result<Recorded, Recor
         waiting();
     }
     let mut status = None;
-    while !INTERRUPTED.load(Ordering::Relaxed) && job.duration.is_none_or(|l| start.elapsed() < l) {
+    while !interrupted.load(Ordering::Relaxed) && job.duration.is_none_or(|l| start.elapsed() < l) {
         if let Some(Ok(Some(s))) = child.as_mut().map(|c| c.try_wait()) {
             status = Some(s);
             break;

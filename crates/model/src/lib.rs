@@ -6,6 +6,7 @@
 //! Unix epoch (packet timestamps come from the kernel in that base); durations
 //! end in `_us`.
 
+mod agent_window;
 mod breakdown;
 mod capture_summary;
 mod comparison;
@@ -25,6 +26,9 @@ mod trace;
 pub mod unix_socket;
 mod workload;
 
+pub use agent_window::{
+    AgentCost, AgentWindow, ExportCounts, RequestKind, RingState, WindowFinding, WorkloadWindow,
+};
 pub use breakdown::{BackingTime, TimeBreakdown};
 pub use capture_summary::{
     CaptureGaps, CaptureSummary, ConnectionGaps, ExchangeGroup, HostClock, PortPackets,

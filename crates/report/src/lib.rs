@@ -1,6 +1,7 @@
 //! Rendering: terminal text and JSON for what sources measured and detectors
 //! found. Reports never diagnose; they show.
 
+pub mod agent;
 pub mod analyze;
 pub mod breakdown;
 pub mod compare;

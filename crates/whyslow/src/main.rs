@@ -1,5 +1,6 @@
 //! whyslow: where did the milliseconds of this request go, and why?
 
+mod cmd_agent;
 mod cmd_analyze;
 mod cmd_capture;
 mod cmd_compare;
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => cmd_analyze::run(args),
         Command::Receive(args) => cmd_analyze::receive(args),
         Command::Capture(args) => cmd_capture::run(args),
+        Command::Agent(args) => cmd_agent::run(args),
         Command::Diagnose(args) => cmd_diagnose::run(args),
         Command::Demo(args) => cmd_demo::run(args),
         Command::Compare(args) => cmd_compare::run(args),

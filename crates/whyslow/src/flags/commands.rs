@@ -68,6 +68,45 @@ pub struct CaptureArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  whyslow agent --container 3f2a9c0d --window 60s --keep 10m -w /var/lib/whyslow
+  whyslow agent -i any --otlp-endpoint http://127.0.0.1:4318 --json")]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Interface, in each workload's network namespace (any: all of them)
+    #[arg(short = 'i', long, default_value = "any")]
+    pub iface: String,
+    /// TCP port to capture (repeatable; none = all TCP)
+    #[arg(short = 'p', long = "port")]
+    pub ports: Vec<u16>,
+    /// Port(s) of the service under investigation (default: found from each window)
+    #[arg(long, value_name = "PORT", value_delimiter = ',')]
+    pub service: Vec<u16>,
+    /// Length of a window: each is analyzed and said once it ends
+    #[arg(long, default_value = "60s", value_parser = whyslow_check::parse_duration)]
+    pub window: std::time::Duration,
+    /// Stop after this many windows (default: at Ctrl-C or SIGTERM)
+    #[arg(long, value_name = "N")]
+    pub windows: Option<u64>,
+    /// Keep the windows' pcapng files of this last stretch of time on disk
+    #[arg(long, default_value = "10m", value_parser = whyslow_check::parse_duration)]
+    pub keep: std::time::Duration,
+    /// Most bytes of pcapng kept on disk, all workloads together (500M, 2G)
+    #[arg(long, default_value = "1G", value_parser = super::target::parse_size)]
+    pub keep_size: u64,
+    /// Directory of the kept windows (WORKLOAD-WINDOW.pcapng)
+    #[arg(short = 'w', long = "dir", value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Send each window's spans, causes as span events, as OTLP/HTTP protobuf to URL
+    #[arg(long, value_name = "URL", value_parser = whyslow_investigate::send::Endpoint::parse)]
+    pub otlp_endpoint: Option<whyslow_investigate::send::Endpoint>,
+    /// One JSON record per window, a line each
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct AnalyzeArgs {
     /// pcap or pcapng file (tcpdump -w, Wireshark, whyslow capture), or OTLP
     /// traces (the Collector's file exporter: JSON lines or framed protobuf, gzip or not).

@@ -48,6 +48,8 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Live capture to pcapng: for a duration, while a command runs, or until Ctrl-C.
     Capture(CaptureArgs),
+    /// Run until stopped: the node's (or some containers') traffic analyzed in windows, each window's causes said.
+    Agent(AgentArgs),
     /// Rebuild connections and exchanges from a pcap/pcapng file (or OTLP traces) and name what went wrong.
     #[command(after_help = whyslow_proto::bounds_help())]
     Analyze(AnalyzeArgs),

@@ -182,11 +182,13 @@ impl LiveCapture {
 
     /// Writes packets to one file per window of `every`, the window's
     /// number given to `path_of` for its name, until `stop` is set; each
-    /// file is handed to `closed` once complete, with its own totals. A
-    /// receiver gone does not stop the capture.
+    /// file is handed to `closed` once complete, with its own totals. Ends
+    /// after `limit` windows, if given. A receiver gone does not stop the
+    /// capture.
     pub fn write_windows(
         &mut self,
         every: Duration,
+        limit: Option<u64>,
         path_of: &mut dyn FnMut(u64) -> PathBuf,
         stop: &AtomicBool,
         closed: &std::sync::mpsc::Sender<WindowFile>,
@@ -198,7 +200,7 @@ impl LiveCapture {
             let started = std::time::SystemTime::now();
             let mut file = self.start_file(&path)?;
             self.fill(&mut file, stop, Some(Instant::now() + every))?;
-            let last = stop.load(Ordering::Relaxed);
+            let last = stop.load(Ordering::Relaxed) || limit == Some(index + 1);
             if last {
                 self.drain(&mut file)?;
             }
@@ -209,6 +211,7 @@ impl LiveCapture {
                 index,
                 path,
                 started,
+                ended: std::time::SystemTime::now(),
                 stats,
             });
             if last {
@@ -375,6 +378,7 @@ pub struct WindowFile {
     pub index: u64,
     pub path: PathBuf,
     pub started: std::time::SystemTime,
+    pub ended: std::time::SystemTime,
     /// This window's totals alone.
     pub stats: CaptureStats,
 }

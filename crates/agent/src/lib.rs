@@ -1,0 +1,221 @@
+//! `whyslow agent`: runs until stopped. One capture thread per workload
+//! watched (inside its network namespace), each cutting its traffic into
+//! window files; each window is analyzed as `analyze` reads a file, its
+//! causes said (and sent as spans to an OTLP endpoint), and its file kept
+//! in a bounded ring on disk. Memory stays flat: a window is analyzed from
+//! its file with the analysis's own bounds, and nothing outlives it but
+//! the record said.
+
+mod ring;
+mod usage;
+mod window;
+
+use ring::Ring;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, UNIX_EPOCH};
+use whyslow_investigate::send::{post_traces, Endpoint};
+use whyslow_investigate::target::Target;
+use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource};
+use whyslow_model::{AgentWindow, ExportCounts, Workload, WorkloadWindow};
+use whyslow_wire::live::{CaptureHandle, LiveCapture, WindowFile};
+
+pub use ring::Ring as FileRing;
+pub use usage::status_bytes;
+
+/// How often a wait for a window checks for Ctrl-C.
+const TICK: Duration = Duration::from_millis(100);
+/// A window shorter than this share of `--window` was cut by a stop.
+const FULL_WINDOW_SHARE: f64 = 0.95;
+
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// The workloads watched; none: this host's own network namespace.
+    pub targets: Vec<Target>,
+    pub iface: String,
+    /// TCP ports captured; empty: all TCP.
+    pub ports: Vec<u16>,
+    /// The service's ports (`--service`); None: found from each window's traffic.
+    pub service: Option<Vec<u16>>,
+    pub window: Duration,
+    /// Stop after this many windows; None: at Ctrl-C.
+    pub windows: Option<u64>,
+    /// Where the window files are written and kept.
+    pub dir: PathBuf,
+    /// Windows kept on disk, for each workload (`--keep` over `--window`).
+    pub keep_windows: u64,
+    /// Bytes kept on disk, all workloads together.
+    pub keep_bytes: u64,
+    pub otlp_endpoint: Option<Endpoint>,
+}
+
+/// One workload's capture: its name, and the windows it hands over.
+struct Watched {
+    label: String,
+    workload: Option<Workload>,
+    windows: Receiver<WindowFile>,
+}
+
+/// The file name's prefix for a workload: its container's short id, else its pid.
+fn prefix_of(t: &Target) -> String {
+    match &t.workload.container {
+        Some(c) => c.short_id().to_string(),
+        None => format!("pid{}", t.workload.pid),
+    }
+}
+
+fn start(opts: &AgentOptions, target: Option<&Target>) -> Result<(Watched, CaptureHandle), String> {
+    let (label, prefix) = match target {
+        Some(t) => (t.workload.label(), prefix_of(t)),
+        None => ("host".to_string(), "host".to_string()),
+    };
+    let setup = match target {
+        Some(t) => t.thread_setup()?,
+        None => Box::new(|| Ok(())),
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (iface, ports) = (opts.iface.clone(), opts.ports.clone());
+    let (dir, every, limit) = (opts.dir.clone(), opts.window, opts.windows);
+    let name = prefix.clone();
+    let handle = LiveCapture::run_on(
+        setup,
+        move || LiveCapture::open(&iface, &ports),
+        move |cap, flag| {
+            let mut path_of = |i: u64| dir.join(format!("{name}-{i:06}.pcapng"));
+            cap.write_windows(every, limit, &mut path_of, flag, &tx)
+        },
+    )
+    .map_err(|e| format!("capture on {} for {label}: {e}", opts.iface))?;
+    let watched = Watched {
+        label,
+        workload: target.map(|t| t.workload.clone()),
+        windows: rx,
+    };
+    Ok((watched, handle))
+}
+
+/// The next window file of `w`; stops every capture once `stop` is set (the
+/// captures then hand over their last, partial windows). None: no more.
+fn next_file(
+    w: &Watched,
+    stop: &AtomicBool,
+    handles: &mut Vec<CaptureHandle>,
+    errors: &mut Vec<String>,
+) -> Option<WindowFile> {
+    loop {
+        match w.windows.recv_timeout(TICK) {
+            Ok(f) => return Some(f),
+            Err(RecvTimeoutError::Disconnected) => return None,
+            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => {
+                for h in handles.drain(..) {
+                    if let Err(e) = h.stop() {
+                        errors.push(format!("capture: {e}"));
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// Runs until `stop` is set or `--windows` have run, calling `emit` at
+/// each window's end. Err: no capture could start.
+pub fn run(
+    opts: &AgentOptions,
+    stop: &AtomicBool,
+    emit: &mut dyn FnMut(&AgentWindow),
+) -> Result<u64, String> {
+    std::fs::create_dir_all(&opts.dir).map_err(|e| format!("{}: {e}", opts.dir.display()))?;
+    let targets: Vec<Option<&Target>> = match opts.targets.is_empty() {
+        true => vec![None],
+        false => opts.targets.iter().map(Some).collect(),
+    };
+    let mut watched = Vec::new();
+    let mut handles = Vec::new();
+    for t in targets {
+        let (w, h) = start(opts, t)?;
+        watched.push(w);
+        handles.push(h);
+    }
+    let mut ring = Ring::new(
+        opts.keep_windows.max(1) * watched.len() as u64,
+        opts.keep_bytes,
+    );
+    let mut meter = usage::Meter::start();
+    let mut errors = Vec::new();
+    let mut done = 0;
+    loop {
+        let files: Vec<Option<WindowFile>> = watched
+            .iter()
+            .map(|w| next_file(w, stop, &mut handles, &mut errors))
+            .collect();
+        let Some(first) = files.iter().flatten().next().cloned() else {
+            break;
+        };
+        let mut export = opts.otlp_endpoint.as_ref().map(|_| ExportCounts::default());
+        let mut workloads: Vec<WorkloadWindow> = Vec::new();
+        for (w, file) in watched.iter().zip(&files) {
+            let Some(file) = file else { continue };
+            let analysis = analyze_window(opts, file, export.as_mut());
+            let mut ww = window::workload_window(&w.label, w.workload.as_ref(), file, analysis);
+            ww.errors.append(&mut errors);
+            workloads.push(ww);
+            ring.add(file.path.clone());
+        }
+        let seconds = first
+            .ended
+            .duration_since(first.started)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let record = AgentWindow {
+            window: first.index,
+            start_us: first
+                .started
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64),
+            seconds,
+            partial: seconds < opts.window.as_secs_f64() * FULL_WINDOW_SHARE,
+            workloads,
+            agent: meter.reading(),
+            ring: ring.state(),
+            export,
+        };
+        emit(&record);
+        done += 1;
+    }
+    for h in handles {
+        if let Err(e) = h.stop() {
+            eprintln!("whyslow: capture: {e}");
+        }
+    }
+    Ok(done)
+}
+
+/// Analyzes one window file; with an endpoint, sends its spans and counts
+/// what went and what did not.
+fn analyze_window(
+    opts: &AgentOptions,
+    file: &WindowFile,
+    export: Option<&mut ExportCounts>,
+) -> Result<whyslow_investigate::CaptureAnalysis, String> {
+    let analysis_opts = AnalysisOptions {
+        service: opts.service.clone(),
+        flow: AnalysisOptions::default_flow(),
+        evidence: opts.otlp_endpoint.is_some(),
+        ..AnalysisOptions::default()
+    };
+    let a = analyze_capture(CaptureSource::File(&file.path), &analysis_opts)?;
+    if let (Some(to), Some(counts)) = (&opts.otlp_endpoint, export) {
+        let requests = whyslow_otlp::export(&a.evidence, &a.analysis.findings);
+        let spans: u64 = requests.iter().map(whyslow_otlp::span_count).sum();
+        match post_traces(to, &requests) {
+            Ok(sent) => counts.spans_sent += sent,
+            Err(e) => {
+                counts.spans_dropped += spans;
+                eprintln!("whyslow: --otlp-endpoint {e}");
+            }
+        }
+    }
+    Ok(a)
+}
