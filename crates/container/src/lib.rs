@@ -184,6 +184,21 @@ pub fn locate(selector: &Selector, root: &Path) -> Result<Workload, String> {
     }
 }
 
+/// The fuzz target's entry: every parser of node files on `data`.
+pub fn fuzz(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Some(path) = cgroup::path_of(&text) {
+        let _ = cgroup::container_of(path);
+        let _ = cgroup::pod_uid_of(path);
+    }
+    let _ = cgroup::container_of(&text);
+    let _ = cgroup::pod_uid_of(&text);
+    let _ = listeners::listening_in(&text);
+    let _ = pod::name_in_hosts_file(&text);
+    let _ = pod::parse_log_dir(&text, "0c1d2e3f-4a5b-6c7d-8e9f-0a1b2c3d4e5f");
+    let _ = cgroup2_mount_in(&text);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,19 +223,4 @@ mod tests {
         assert!(locate(&Selector::Pid(u32::MAX), Path::new("/")).is_err());
         assert!(locate(&Selector::Container("zz".into()), Path::new("/")).is_err());
     }
-}
-
-/// The fuzz target's entry: every parser of node files on `data`.
-pub fn fuzz(data: &[u8]) {
-    let text = String::from_utf8_lossy(data);
-    if let Some(path) = cgroup::path_of(&text) {
-        let _ = cgroup::container_of(path);
-        let _ = cgroup::pod_uid_of(path);
-    }
-    let _ = cgroup::container_of(&text);
-    let _ = cgroup::pod_uid_of(&text);
-    let _ = listeners::listening_in(&text);
-    let _ = pod::name_in_hosts_file(&text);
-    let _ = pod::parse_log_dir(&text, "0c1d2e3f-4a5b-6c7d-8e9f-0a1b2c3d4e5f");
-    let _ = cgroup2_mount_in(&text);
 }
