@@ -118,7 +118,7 @@ fn the_agent_names_the_storm_in_one_container_and_nothing_in_the_other() {
     let _g = serial();
     let scenario = whyslow_lab::named("orm-storm").unwrap();
     let truth = scenario.truth.kind.expect("orm-storm declares its cause");
-    let kind = request_kind(&scenario);
+    let kind = request_kind(scenario);
     let storm = LabContainer::start("orm-storm", false);
     let healthy = LabContainer::start("orm-storm", true);
     let loads = [storm.load(8, "20s"), healthy.load(8, "20s")];
@@ -164,7 +164,7 @@ fn capture_and_diagnose_reach_a_containers_loopback() {
     }
     let _g = serial();
     let scenario = whyslow_lab::named("orm-storm").unwrap();
-    let kind = request_kind(&scenario);
+    let kind = request_kind(scenario);
     let storm = LabContainer::start("orm-storm", false);
     let port = storm.port().to_string();
     let dir = tmpdir("container-capture");
