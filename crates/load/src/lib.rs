@@ -21,6 +21,7 @@ pub mod plan;
 pub mod result;
 pub mod saturation;
 pub mod schedule;
+pub mod segment;
 mod timer;
 
 pub use engine::{run, Interval, LoadPlan, Outcome, Stop, INTERRUPT_GRACE};

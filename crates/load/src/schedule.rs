@@ -71,6 +71,11 @@ pub struct Schedule {
     /// None for a constant rate.
     natural: Option<Duration>,
     text: String,
+    /// One of several generators sharing the schedule (`load --segment`):
+    /// this one takes slots `first`, `first + stride`, … of it, so their
+    /// union is the schedule one generator would run.
+    first: u64,
+    stride: u64,
 }
 
 impl Schedule {
@@ -133,6 +138,20 @@ impl Schedule {
             segments,
             natural,
             text,
+            first: 0,
+            stride: 1,
+        }
+    }
+
+    /// Generator `index` of `count` sharing this schedule: every
+    /// `count`-th slot from `index`, each at its time in the whole.
+    pub fn share(&self, index: u64, count: u64) -> Schedule {
+        let stride = self.stride * count.max(1);
+        Schedule {
+            first: self.first + self.stride * index,
+            stride,
+            text: format!("1/{count} of {}", self.text),
+            ..self.clone()
         }
     }
 
@@ -144,7 +163,7 @@ impl Schedule {
     /// Offset from the start of the run at which request `n` is meant to start;
     /// None when the rate never reaches it (a final rate of zero).
     pub fn time_of(&self, n: u64) -> Option<f64> {
-        let n = n as f64;
+        let n = n.checked_mul(self.stride)?.checked_add(self.first)? as f64;
         for s in &self.segments {
             let end = if s.len.is_finite() {
                 s.before + s.total()
@@ -164,12 +183,18 @@ impl Schedule {
     /// Requests scheduled within the first `t` of the run.
     pub fn count_until(&self, t: Duration) -> f64 {
         let t = t.as_secs_f64();
-        for s in &self.segments {
-            if t < s.start + s.len {
-                return s.before + s.count(t - s.start);
-            }
+        let whole = self
+            .segments
+            .iter()
+            .find(|s| t < s.start + s.len)
+            .map_or(0.0, |s| s.before + s.count(t - s.start));
+        if self.stride == 1 {
+            return whole;
         }
-        0.0
+        // Slots first, first + stride, … that start before `t`.
+        ((whole - self.first as f64) / self.stride as f64)
+            .ceil()
+            .max(0.0)
     }
 
     /// The rate at offset `t`.
@@ -177,10 +202,11 @@ impl Schedule {
         let t = t.as_secs_f64();
         for s in &self.segments {
             if t < s.start + s.len {
-                if !s.len.is_finite() || s.len == 0.0 {
-                    return s.from;
-                }
-                return s.from + (s.to - s.from) * (t - s.start) / s.len;
+                let whole = match !s.len.is_finite() || s.len == 0.0 {
+                    true => s.from,
+                    false => s.from + (s.to - s.from) * (t - s.start) / s.len,
+                };
+                return whole / self.stride as f64;
             }
         }
         0.0
@@ -212,6 +238,25 @@ mod tests {
         assert!((s.time_of(500).unwrap() - 0.5).abs() < 1e-12);
         assert!((s.count_until(Duration::from_secs(2)) - 2000.0).abs() < 1e-9);
         assert_eq!(s.natural_length(), None);
+    }
+
+    #[test]
+    fn shares_together_are_the_whole_schedule() {
+        let whole = Schedule::ramp(100.0, 1000.0, Duration::from_secs(10));
+        let shares: Vec<Schedule> = (0..4).map(|i| whole.share(i, 4)).collect();
+        let mut times: Vec<f64> = shares
+            .iter()
+            .flat_map(|s| (0..250).map(|n| s.time_of(n).unwrap()))
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let want: Vec<f64> = (0..1000).map(|n| whole.time_of(n).unwrap()).collect();
+        assert_eq!(times, want);
+        let t = Duration::from_secs(12);
+        let counted: f64 = shares.iter().map(|s| s.count_until(t)).sum();
+        assert!((counted - whole.count_until(t)).abs() < 4.0, "{counted}");
+        let rate: f64 = shares.iter().map(|s| s.rate_at(t)).sum();
+        assert!((rate - 1000.0).abs() < 1e-9);
+        assert_eq!(shares[0].describe(), shares[3].describe());
     }
 
     #[test]

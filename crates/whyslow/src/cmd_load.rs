@@ -13,7 +13,7 @@ use whyslow_client::{redact_url, TlsOptions};
 use whyslow_investigate::load::{self as job, FindMax, LoadError, LoadJob, LoadWatcher};
 use whyslow_load::findmax::{self, Step};
 use whyslow_load::histograms::all_failed;
-use whyslow_load::{plan, Interval, LoadPlan, LoadResult, Stop as LoadStop};
+use whyslow_load::{plan, segment, Interval, LoadPlan, LoadResult, Stop as LoadStop};
 use whyslow_model::{CheckResult, LoadDocument};
 use whyslow_report::load as text;
 
@@ -32,7 +32,7 @@ fn setup(args: &LoadArgs) -> Result<LoadJob, String> {
     let threads = args
         .threads
         .unwrap_or_else(|| plan::default_threads(&args.url, cores));
-    let plan = LoadPlan {
+    let mut plan = LoadPlan {
         url: args.url.clone(),
         spec,
         tls: TlsOptions {
@@ -47,6 +47,10 @@ fn setup(args: &LoadArgs) -> Result<LoadJob, String> {
         interval: interval.max(Duration::from_millis(100)),
         threads: threads.max(1),
     };
+    if let Some(s) = &args.segment {
+        let index = std::env::var(segment::INDEX_ENV).ok();
+        segment::Segment::parse(s, index.as_deref())?.apply(&mut plan)?;
+    }
     let find_max = args.find_max.then(|| FindMax {
         start: args.rate.unwrap_or(findmax::START),
         max_rate: args.max_rate,

@@ -331,6 +331,12 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 1_000_000.0)]
     pub max_rate: f64,
     /// Write the result file (with histograms; `whyslow merge` combines them)
+    /// One of several generators making one run (a Kubernetes Indexed Job):
+    /// INDEX/COUNT, or COUNT with JOB_COMPLETION_INDEX set. Takes every
+    /// COUNT-th slot of the schedule and its share of -c and -n; `merge`
+    /// of the result files is the whole run
+    #[arg(long, value_name = "INDEX/COUNT", conflicts_with = "find_max")]
+    pub segment: Option<String>,
     #[arg(short = 'o', long = "output")]
     pub result: Option<PathBuf>,
     #[command(flatten)]
