@@ -299,6 +299,7 @@ pub mod numbers;
 pub mod otlp;
 pub mod polyglot;
 pub mod real;
+pub mod segments;
 pub mod tiers;
 pub mod truth;
 
