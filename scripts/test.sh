@@ -44,10 +44,11 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 otel=(opentelemetry-sdk==1.45.1 opentelemetry-instrumentation-requests==0.66b1
   opentelemetry-instrumentation-psycopg2==0.66b1 opentelemetry-instrumentation-threading==0.66b1
   opentelemetry-proto==1.45.1 opentelemetry-exporter-otlp-proto-http==1.45.1
+  opentelemetry-exporter-otlp-proto-grpc==1.45.1
   opentelemetry-instrumentation-sqlalchemy==0.66b1 psycopg2-binary==2.9.10
   mysql-connector-python==9.1.0 grpcio==1.85.1
   aiohttp==3.14.5 asyncpg==0.32.0 redis==8.2.0 kubernetes-validate==1.31.0)
-if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.instrumentation.sqlalchemy, mysql.connector, grpc, aiohttp, asyncpg, redis.asyncio, kubernetes_validate" 2>/dev/null \
+if ! target/pyenv/bin/python -c "import opentelemetry.instrumentation.psycopg2, opentelemetry.instrumentation.requests, opentelemetry.instrumentation.threading, opentelemetry.proto, opentelemetry.exporter.otlp.proto.http, opentelemetry.exporter.otlp.proto.grpc, opentelemetry.instrumentation.sqlalchemy, mysql.connector, grpc, aiohttp, asyncpg, redis.asyncio, kubernetes_validate" 2>/dev/null \
   || ! target/pyenv/bin/pip show -q psycopg2-binary >/dev/null 2>&1; then
   echo "== installing ${otel[*]} into target/pyenv"
   mkdir -p target

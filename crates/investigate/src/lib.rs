@@ -15,6 +15,7 @@ pub mod keylog;
 pub mod load;
 pub mod probe;
 pub mod receive;
+pub mod receive_grpc;
 pub mod record;
 pub mod send;
 pub mod spans;

@@ -3,8 +3,9 @@
 //! the spans SDKs and collectors send it, for a duration or until Ctrl-C
 //! or SIGTERM.
 //! HTTP/1.1 by hand over httparse: one route, bodies bounded, and a
-//! client speaking OTLP/gRPC (HTTP/2) told what to change instead of being
-//! left with a protocol error it cannot explain.
+//! client speaking OTLP/gRPC (HTTP/2) to it told what to change instead of
+//! being left with a protocol error it cannot explain. OTLP/gRPC is taken
+//! on a port of its own (`receive_grpc`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -19,44 +20,75 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Connections served at once; more wait in the listen queue.
 const MAX_CONNECTIONS: usize = 64;
 /// What a gRPC exporter is told (it opens with HTTP/2's preface).
-pub const GRPC_REFUSED: &str = "an OTLP/gRPC client connected: whyslow receives OTLP/HTTP \
-     only; set the exporter's protocol to http/protobuf (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf) \
-     and its endpoint to http://ADDR (port 4318 by convention)";
+pub const GRPC_REFUSED: &str = "an OTLP/gRPC client connected to the OTLP/HTTP port: \
+     take gRPC with --otlp-grpc ADDR (port 4317 by convention), or set the exporter's protocol \
+     to http/protobuf (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf)";
 
-/// Takes spans on `addr` until `duration` passes, Ctrl-C or SIGTERM. `ready` is
-/// called once listening. Err: the address cannot be listened on.
-pub fn otlp_http(
-    addr: SocketAddr,
+/// Where spans are taken: OTLP/HTTP, OTLP/gRPC, or both.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Listen {
+    pub http: Option<SocketAddr>,
+    pub grpc: Option<SocketAddr>,
+}
+
+async fn bind(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, String> {
+    match addr {
+        None => Ok(None),
+        Some(a) => TcpListener::bind(a)
+            .await
+            .map(Some)
+            .map_err(|e| format!("cannot listen on {a}: {e}")),
+    }
+}
+
+/// Accepts connections until the listener fails for good, serving each
+/// with `serve`, at most MAX_CONNECTIONS at once; never returns without one.
+async fn accept_all<F, Fut>(listener: Option<TcpListener>, set: Arc<Mutex<SpanSet>>, serve: F)
+where
+    F: Fn(TcpStream, Arc<Mutex<SpanSet>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let Some(listener) = listener else {
+        return std::future::pending().await;
+    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let served = serve(stream, set.clone());
+        tokio::spawn(async move {
+            served.await;
+            drop(permit);
+        });
+    }
+}
+
+/// Takes spans where `listen` says until `duration` passes, Ctrl-C or
+/// SIGTERM. `ready` is called once listening, with the addresses bound.
+/// Err: an address cannot be listened on.
+pub fn otlp(
+    listen: Listen,
     duration: Option<Duration>,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(Listen),
 ) -> Result<SpanSet, String> {
     let rt = crate::runtime(2);
     rt.block_on(async move {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let http = bind(listen.http).await?;
+        let grpc = bind(listen.grpc).await?;
         // SIGTERM (a service manager's stop, `timeout`) ends the run as
         // Ctrl-C does: the spans already in are analyzed. Set up before
         // `ready`, so a stop sent right after it is not missed.
         let mut term = signal(SignalKind::terminate()).ok();
-        ready(listener.local_addr().unwrap_or(addr));
+        let bound = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
+        ready(Listen {
+            http: bound(&http),
+            grpc: bound(&grpc),
+        });
         let set = Arc::new(Mutex::new(SpanSet::default()));
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-        let accept = async {
-            loop {
-                let Ok(permit) = slots.clone().acquire_owned().await else {
-                    return;
-                };
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let set = set.clone();
-                tokio::spawn(async move {
-                    serve(stream, &set).await;
-                    drop(permit);
-                });
-            }
-        };
         let until = async {
             match duration {
                 Some(d) => tokio::time::sleep(d).await,
@@ -64,7 +96,8 @@ pub fn otlp_http(
             }
         };
         tokio::select! {
-            _ = accept => {}
+            _ = accept_all(http, set.clone(), |s, set| async move { serve(s, &set).await }) => {}
+            _ = accept_all(grpc, set.clone(), crate::receive_grpc::serve) => {}
             _ = until => {}
             _ = crate::ctrl_c() => {}
             _ = received(term.as_mut()) => {}

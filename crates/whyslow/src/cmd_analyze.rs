@@ -76,10 +76,27 @@ fn hosts(args: &AnalyzeArgs) -> Result<Vec<(String, PathBuf)>, String> {
 }
 
 pub fn receive(args: ReceiveArgs) -> Done {
-    let from = format!("OTLP/HTTP on {}", args.otlp);
-    let ready =
-        |at| eprintln!("whyslow: receiving OTLP/HTTP on http://{at}/v1/traces; Ctrl-C to stop");
-    let set = match receive::otlp_http(args.otlp, args.duration, ready) {
+    let listen = receive::Listen {
+        http: args.otlp,
+        grpc: args.otlp_grpc,
+    };
+    let from = match (listen.http, listen.grpc) {
+        (Some(h), Some(g)) => format!("OTLP/HTTP on {h} and OTLP/gRPC on {g}"),
+        (Some(h), None) => format!("OTLP/HTTP on {h}"),
+        (None, g) => format!(
+            "OTLP/gRPC on {}",
+            g.map_or(String::new(), |g| g.to_string())
+        ),
+    };
+    let ready = |at: receive::Listen| {
+        let http = at
+            .http
+            .map(|a| format!(" OTLP/HTTP on http://{a}/v1/traces"));
+        let grpc = at.grpc.map(|a| format!(" OTLP/gRPC on {a}"));
+        let both: Vec<String> = http.into_iter().chain(grpc).collect();
+        eprintln!("whyslow: receiving{}; Ctrl-C to stop", both.join(" and"));
+    };
+    let set = match receive::otlp(listen, args.duration, ready) {
         Ok(set) => set,
         Err(e) => {
             let json = args.output.json();

@@ -31,6 +31,8 @@ const ORDERS: usize = 20;
 enum Sink {
     File(&'static str),
     Receive(i32),
+    /// `receive --otlp-grpc`, the apps exporting over OTLP/gRPC.
+    ReceiveGrpc(i32),
 }
 
 /// Runs `apps` (given the sink for their spans), the load against `url`,
@@ -44,11 +46,13 @@ fn analyzed_spans(
     let dir = tmpdir(test);
     let receiver = match sink {
         Sink::File(_) => None,
-        Sink::Receive(_) => Some(Receiver::start()),
+        Sink::Receive(_) => Some(Receiver::start("--otlp")),
+        Sink::ReceiveGrpc(_) => Some(Receiver::start("--otlp-grpc")),
     };
     let target = match (sink, &receiver) {
         (Sink::File(ext), _) => dir.join(format!("spans.{ext}")).display().to_string(),
         (Sink::Receive(_), Some(r)) => format!("http://127.0.0.1:{}", r.port),
+        (Sink::ReceiveGrpc(_), Some(r)) => format!("grpc://127.0.0.1:{}", r.port),
         _ => unreachable!(),
     };
     let servers = apps(&target);
@@ -59,7 +63,7 @@ fn analyzed_spans(
     assert!(out.status.success(), "{test}: {}", stderr(&out));
     drop(servers);
     match (receiver, sink) {
-        (Some(r), Sink::Receive(signal)) => r.stop(test, signal),
+        (Some(r), Sink::Receive(signal) | Sink::ReceiveGrpc(signal)) => r.stop(test, signal),
         _ => {
             let out = whyslow(&["analyze", "--json", "--timeline", &target]);
             assert!(out.status.success(), "{test}: {}", stderr(&out));
@@ -68,19 +72,19 @@ fn analyzed_spans(
     }
 }
 
-/// `whyslow receive --otlp` on a free port, until interrupted.
+/// `whyslow receive --otlp` (or `--otlp-grpc`) on a free port, until interrupted.
 struct Receiver {
     child: std::process::Child,
     port: u16,
 }
 
 impl Receiver {
-    fn start() -> Receiver {
+    fn start(flag: &str) -> Receiver {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_whyslow"))
             .args([
                 "receive",
-                "--otlp",
+                flag,
                 &format!("127.0.0.1:{port}"),
                 "--json",
                 "--timeline",
@@ -246,6 +250,82 @@ fn fanout_pool_is_named_from_spans_alone() {
     }
 }
 
+/// The ORM app (`variant`) on PostgreSQL at `pg_port`, its spans sent to
+/// `sink` under load: the report, and the app's own record.
+fn orm_spans(run: &str, sink: Sink, pg_port: u16, variant: &str) -> (Value, std::path::PathBuf) {
+    let truth = tmpdir(&format!("otlp_orm_{variant}")).join("truth.jsonl");
+    let _ = std::fs::remove_file(&truth);
+    let port = free_port();
+    let report = analyzed_spans(
+        run,
+        sink,
+        |_| format!("http://127.0.0.1:{port}/checkout"),
+        |spans| {
+            let args = [
+                port.to_string(),
+                pg_port.to_string(),
+                ORDERS.to_string(),
+                variant.into(),
+            ];
+            vec![pypi_app_tracing(
+                "orm_app.py",
+                port,
+                &args,
+                &truth,
+                ("shop", spans),
+            )]
+        },
+    );
+    (report, truth)
+}
+
+/// What a report names, without its timings: each finding's kind, subject,
+/// occurrences and calls per request, in rank order.
+fn named(report: &Value) -> Vec<(Value, Value, Value, Value)> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let per_request = f["facts"]["calls_per_request"].clone();
+            (
+                f["kind"].clone(),
+                f["subject"].clone(),
+                f["occurrences"].clone(),
+                per_request,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn spans_over_grpc_name_what_spans_over_http_name() {
+    let _one = serial();
+    let test = "spans_over_grpc_name_what_spans_over_http_name";
+    let needs = [Need::Postgres, Need::Python("sqlalchemy")];
+    if !requirements_met(test, &needs)
+        || !pypi_python_has(test, "opentelemetry.exporter.otlp.proto.grpc")
+    {
+        return;
+    }
+    let (pg, _pg_dir) = postgres();
+    let (http, _) = orm_spans(
+        "orm over HTTP",
+        Sink::Receive(libc::SIGTERM),
+        pg.port,
+        "broken",
+    );
+    let run = "orm over gRPC";
+    let (grpc, truth) = orm_spans(run, Sink::ReceiveGrpc(libc::SIGTERM), pg.port, "broken");
+    read_from_spans(run, &grpc, &truth);
+    assert_eq!(
+        causes(&grpc).first().map(String::as_str),
+        Some("n_plus_one")
+    );
+    assert_eq!(named(&grpc), named(&http));
+    assert_eq!(inbound_requests(&grpc), inbound_requests(&http));
+}
+
 #[test]
 fn orm_n_plus_one_is_named_from_spans_alone() {
     let _one = serial();
@@ -260,29 +340,7 @@ fn orm_n_plus_one_is_named_from_spans_alone() {
     for sink in [Sink::File("otlp"), Sink::Receive(libc::SIGTERM)] {
         for variant in ["broken", "fixed"] {
             let run = format!("orm {variant} via {sink:?}");
-            let truth = tmpdir(&format!("otlp_orm_{variant}")).join("truth.jsonl");
-            let _ = std::fs::remove_file(&truth);
-            let port = free_port();
-            let report = analyzed_spans(
-                &run,
-                sink,
-                |_| format!("http://127.0.0.1:{port}/checkout"),
-                |spans| {
-                    let args = [
-                        port.to_string(),
-                        pg.port.to_string(),
-                        ORDERS.to_string(),
-                        variant.into(),
-                    ];
-                    vec![pypi_app_tracing(
-                        "orm_app.py",
-                        port,
-                        &args,
-                        &truth,
-                        ("shop", spans),
-                    )]
-                },
-            );
+            let (report, truth) = orm_spans(&run, sink, pg.port, variant);
             read_from_spans(&run, &report, &truth);
             let kinds = causes(&report);
             eprintln!("{run}: {kinds:?}");

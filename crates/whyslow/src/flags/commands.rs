@@ -139,13 +139,16 @@ pub struct AnalyzeArgs {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Example:\n  whyslow receive --otlp 127.0.0.1:4318 --duration 60s --html spans.html\n  \
+    after_help = "Example:\n  whyslow receive --otlp 127.0.0.1:4318 --otlp-grpc 127.0.0.1:4317 --duration 60s --html spans.html\n  \
     (then OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf)"
 )]
 pub struct ReceiveArgs {
-    /// Address to take OTLP/HTTP on: POST /v1/traces, protobuf or JSON, gzip or not (not gRPC)
+    /// Address to take OTLP/HTTP on: POST /v1/traces, protobuf or JSON, gzip or not
+    #[arg(long, value_name = "ADDR", required_unless_present = "otlp_grpc")]
+    pub otlp: Option<std::net::SocketAddr>,
+    /// Address to take OTLP/gRPC on (TraceService/Export, gzip or not; 4317 by convention)
     #[arg(long, value_name = "ADDR")]
-    pub otlp: std::net::SocketAddr,
+    pub otlp_grpc: Option<std::net::SocketAddr>,
     /// Stop after this long, then analyze (default: at Ctrl-C)
     #[arg(long, value_parser = whyslow_check::parse_duration)]
     pub duration: Option<std::time::Duration>,

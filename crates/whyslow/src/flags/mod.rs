@@ -53,7 +53,7 @@ pub enum Command {
     /// Rebuild connections and exchanges from a pcap/pcapng file (or OTLP traces) and name what went wrong.
     #[command(after_help = whyslow_proto::bounds_help())]
     Analyze(AnalyzeArgs),
-    /// Take OTLP/HTTP spans from SDKs or a collector, then name what went wrong as analyze does.
+    /// Take OTLP spans (HTTP or gRPC) from SDKs or a collector, then name what went wrong as analyze does.
     Receive(ReceiveArgs),
     /// Two results of the same command, percentile by percentile: what changed significantly.
     Compare(CompareArgs),

@@ -64,6 +64,12 @@ if SERVICE:
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
     if os.environ.get("WHYSLOW_OTLP_FILE"):
         exporter = FileExporter(os.environ["WHYSLOW_OTLP_FILE"])
+    elif os.environ["WHYSLOW_OTLP_ENDPOINT"].startswith("grpc://"):
+        # OTLP/gRPC, the SDKs' default protocol, to host:port.
+        from grpc import Compression
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        exporter = OTLPSpanExporter(endpoint=os.environ["WHYSLOW_OTLP_ENDPOINT"][len("grpc://"):],
+                                    insecure=True, compression=Compression.Gzip)
     else:
         from opentelemetry.exporter.otlp.proto.http import Compression
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
