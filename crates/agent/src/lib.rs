@@ -6,16 +6,20 @@
 //! its file with the analysis's own bounds, and nothing outlives it but
 //! the record said.
 
+mod export;
 mod ring;
+mod signals;
 mod usage;
 mod window;
 
+use export::{Exporter, Pending, Signal};
+use prost::Message;
 use ring::Ring;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, UNIX_EPOCH};
-use whyslow_investigate::send::{post_traces, Endpoint};
+use whyslow_investigate::send::Endpoint;
 use whyslow_investigate::target::Target;
 use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource};
 use whyslow_model::{AgentWindow, ExportCounts, Workload, WorkloadWindow};
@@ -143,6 +147,10 @@ pub fn run(
         opts.keep_bytes,
     );
     let mut meter = usage::Meter::start();
+    let mut exporter = opts
+        .otlp_endpoint
+        .as_ref()
+        .map(|to| Exporter::new(to, export::MAX_QUEUED_BYTES));
     let mut errors = Vec::new();
     let mut done = 0;
     loop {
@@ -153,11 +161,11 @@ pub fn run(
         let Some(first) = files.iter().flatten().next().cloned() else {
             break;
         };
-        let mut export = opts.otlp_endpoint.as_ref().map(|_| ExportCounts::default());
+        let mut pending = Vec::new();
         let mut workloads: Vec<WorkloadWindow> = Vec::new();
         for (w, file) in watched.iter().zip(&files) {
             let Some(file) = file else { continue };
-            let analysis = analyze_window(opts, file, export.as_mut());
+            let analysis = analyze_window(opts, file, &mut pending);
             let mut ww = window::workload_window(&w.label, w.workload.as_ref(), file, analysis);
             ww.errors.append(&mut errors);
             workloads.push(ww);
@@ -168,7 +176,7 @@ pub fn run(
             .duration_since(first.started)
             .unwrap_or_default()
             .as_secs_f64();
-        let record = AgentWindow {
+        let mut record = AgentWindow {
             window: first.index,
             start_us: first
                 .started
@@ -179,8 +187,12 @@ pub fn run(
             workloads,
             agent: meter.reading(),
             ring: ring.state(),
-            export,
+            export: None,
         };
+        if let Some(e) = exporter.as_mut() {
+            let last = opts.windows == Some(first.index + 1) || stop.load(Ordering::Relaxed);
+            record.export = Some(send(e, &record, pending, last));
+        }
         emit(&record);
         done += 1;
     }
@@ -192,12 +204,39 @@ pub fn run(
     Ok(done)
 }
 
-/// Analyzes one window file; with an endpoint, sends its spans and counts
-/// what went and what did not.
+/// Queues a window's spans (already in `pending`), logs and metrics, and
+/// sends what the collector takes; the last window retries a while.
+fn send(e: &mut Exporter, w: &AgentWindow, mut pending: Vec<Pending>, last: bool) -> ExportCounts {
+    let logs = signals::logs(w);
+    let metrics = signals::metrics(w);
+    pending.push(Pending {
+        signal: Signal::Logs,
+        items: signals::log_count(&logs),
+        body: logs.encode_to_vec(),
+    });
+    pending.push(Pending {
+        signal: Signal::Metrics,
+        items: signals::point_count(&metrics),
+        body: metrics.encode_to_vec(),
+    });
+    let mut counts = ExportCounts::default();
+    e.add(pending, &mut counts);
+    let failed = match last {
+        true => e.finish(&mut counts),
+        false => e.flush(&mut counts),
+    };
+    if let Some(why) = failed {
+        eprintln!("whyslow: --otlp-endpoint {why}");
+    }
+    counts
+}
+
+/// Analyzes one window file; with an endpoint, its spans (findings as
+/// span events) are added to `pending`.
 fn analyze_window(
     opts: &AgentOptions,
     file: &WindowFile,
-    export: Option<&mut ExportCounts>,
+    pending: &mut Vec<Pending>,
 ) -> Result<whyslow_investigate::CaptureAnalysis, String> {
     let analysis_opts = AnalysisOptions {
         service: opts.service.clone(),
@@ -206,16 +245,13 @@ fn analyze_window(
         ..AnalysisOptions::default()
     };
     let a = analyze_capture(CaptureSource::File(&file.path), &analysis_opts)?;
-    if let (Some(to), Some(counts)) = (&opts.otlp_endpoint, export) {
+    if opts.otlp_endpoint.is_some() {
         let requests = whyslow_otlp::export(&a.evidence, &a.analysis.findings);
-        let spans: u64 = requests.iter().map(whyslow_otlp::span_count).sum();
-        match post_traces(to, &requests) {
-            Ok(sent) => counts.spans_sent += sent,
-            Err(e) => {
-                counts.spans_dropped += spans;
-                eprintln!("whyslow: --otlp-endpoint {e}");
-            }
-        }
+        pending.extend(requests.iter().map(|r| Pending {
+            signal: Signal::Traces,
+            items: whyslow_otlp::span_count(r),
+            body: whyslow_otlp::encoded(r),
+        }));
     }
     Ok(a)
 }

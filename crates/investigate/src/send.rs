@@ -63,6 +63,61 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// The same collector's path for another signal (`logs`, `metrics`):
+    /// a path ending in /v1/traces (as given, or by default) has it replaced.
+    pub fn for_signal(&self, signal: &str) -> Endpoint {
+        let base = self.path.strip_suffix(TRACES_PATH).unwrap_or(&self.path);
+        Endpoint {
+            path: format!("{}/v1/{signal}", base.trim_end_matches('/')),
+            ..self.clone()
+        }
+    }
+}
+
+/// Why a POST failed, and whether the same POST may succeed later (the
+/// collector unreachable, overloaded or restarting: OTLP/HTTP's retryable
+/// answers 429, 502, 503, 504).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostError {
+    pub why: String,
+    pub retryable: bool,
+}
+
+/// Statuses OTLP/HTTP says to retry (opentelemetry-proto's otlp.md).
+const RETRYABLE: [u16; 4] = [429, 502, 503, 504];
+
+/// POSTs one protobuf body, gzip-compressed, on a connection of its own.
+pub fn post_once(to: &Endpoint, body: &[u8]) -> Result<(), PostError> {
+    let stream = connect(to).map_err(|why| PostError {
+        why,
+        retryable: true,
+    })?;
+    let gz = gzip(body);
+    post(BufReader::new(stream), to, &gz, true)
+        .map(drop)
+        .map_err(|why| PostError {
+            retryable: answered_status(&why).is_none_or(|s| RETRYABLE.contains(&s)),
+            why: format!("{to}: {why}"),
+        })
+}
+
+/// The status an error of `post` names ("answered 503 …"), if it names one.
+fn answered_status(why: &str) -> Option<u16> {
+    why.strip_prefix("answered ")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn gzip(body: &[u8]) -> Vec<u8> {
+    use flate2::write::GzEncoder;
+    let mut e = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let _ = e.write_all(body);
+    e.finish().unwrap_or_default()
+}
+
 impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.host.contains(':') {
@@ -83,7 +138,7 @@ pub fn post_traces(to: &Endpoint, requests: &[ExportTraceServiceRequest]) -> Res
             Some(c) => c,
             None => BufReader::new(connect(to)?),
         };
-        let sent = post(stream, to, &body)
+        let sent = post(stream, to, &body, false)
             .map_err(|e| format!("{to}: {e} (after {n} of {} requests)", requests.len()))?;
         conn = sent;
         spans += whyslow_otlp::span_count(r);
@@ -115,13 +170,19 @@ fn post(
     mut conn: BufReader<TcpStream>,
     to: &Endpoint,
     body: &[u8],
+    gzipped: bool,
 ) -> Result<Option<BufReader<TcpStream>>, String> {
     let head = format!(
         "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/x-protobuf\r\n\
-         Content-Length: {}\r\nUser-Agent: whyslow/{}\r\n\r\n",
+         {}Content-Length: {}\r\nUser-Agent: whyslow/{}\r\n\r\n",
         to.path,
         to.host,
         to.port,
+        if gzipped {
+            "Content-Encoding: gzip\r\n"
+        } else {
+            ""
+        },
         body.len(),
         env!("CARGO_PKG_VERSION")
     );
@@ -184,6 +245,22 @@ mod tests {
         assert!(Endpoint::parse("h:4318").is_err());
         assert!(Endpoint::parse("http://h:x").is_err());
         assert!(Endpoint::parse("http://:4318").is_err());
+    }
+
+    #[test]
+    fn other_signals_go_to_their_own_paths() {
+        let e = Endpoint::parse("http://127.0.0.1:4318").unwrap();
+        assert_eq!(
+            e.for_signal("logs").to_string(),
+            "http://127.0.0.1:4318/v1/logs"
+        );
+        let e = Endpoint::parse("http://h:1/prefix/v1/traces").unwrap();
+        assert_eq!(
+            e.for_signal("metrics").to_string(),
+            "http://h:1/prefix/v1/metrics"
+        );
+        assert_eq!(answered_status("answered 503 busy"), Some(503));
+        assert_eq!(answered_status("sending: broken pipe"), None);
     }
 
     #[test]

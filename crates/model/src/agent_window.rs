@@ -98,10 +98,23 @@ pub struct RingState {
     pub max_bytes: u64,
 }
 
-/// What went to the OTLP endpoint in a window.
+/// What went to the OTLP endpoint in a window: spans, log records (one a
+/// finding) and metric data points, sent or given up on (the endpoint
+/// refused them, or the queue that keeps them while it is down was full).
+/// What is still queued goes out with a later window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExportCounts {
     pub spans_sent: u64,
-    /// Spans that could not be sent (the endpoint down, refusing).
     pub spans_dropped: u64,
+    #[serde(default)]
+    pub logs_sent: u64,
+    #[serde(default)]
+    pub logs_dropped: u64,
+    #[serde(default)]
+    pub points_sent: u64,
+    #[serde(default)]
+    pub points_dropped: u64,
+    /// Export requests waiting to be sent at the window's end.
+    #[serde(default)]
+    pub queued: u64,
 }

@@ -12,6 +12,7 @@ mod export;
 mod export_json;
 pub mod import;
 pub mod proto;
+pub mod proto_signals;
 
 pub use export::{encoded, export, file, frames, span_count, MAX_SPANS_PER_FRAME};
 pub use export_json::json_lines;

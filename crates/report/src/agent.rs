@@ -68,8 +68,14 @@ pub fn window_text(w: &AgentWindow) -> String {
     if let Some(e) = &w.export {
         let _ = writeln!(
             out,
-            "  OTLP: {} spans sent, {} dropped",
-            e.spans_sent, e.spans_dropped
+            "  OTLP: sent {} spans, {} logs, {} points; given up {} spans, {} logs, {} points; {} requests queued",
+            e.spans_sent,
+            e.logs_sent,
+            e.points_sent,
+            e.spans_dropped,
+            e.logs_dropped,
+            e.points_dropped,
+            e.queued
         );
     }
     out

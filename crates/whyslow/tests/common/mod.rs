@@ -293,6 +293,7 @@ pub fn phase_sum(r: &serde_json::Value) -> u64 {
     .sum()
 }
 #[allow(dead_code)]
+pub mod collector;
 pub mod container;
 pub mod netns;
 pub mod numbers;
