@@ -118,7 +118,7 @@ pub fn pypi_app_tracing(
     let mut cmd = python_command_of(&pypi_python(), script, args);
     cmd.env("WHYSLOW_TRUTH", truth)
         .env("WHYSLOW_OTEL_SERVICE", service);
-    if sink.starts_with("http://") {
+    if sink.starts_with("http://") || sink.starts_with("grpc://") {
         cmd.env("WHYSLOW_OTLP_ENDPOINT", sink);
     } else {
         cmd.env("WHYSLOW_OTLP_FILE", sink);
