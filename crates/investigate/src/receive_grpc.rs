@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpStream;
+use whyslow_otlp::import::grpc::messages;
 use whyslow_otlp::import::{Encoding, SpanSet, MAX_REQUEST_BYTES};
 
 /// The one method served.
@@ -18,41 +19,6 @@ const RESOURCE_EXHAUSTED: u32 = 8;
 const UNIMPLEMENTED: u32 = 12;
 /// An empty ExportTraceServiceResponse, framed: not compressed, 0 bytes.
 const EMPTY_ANSWER: [u8; 5] = [0, 0, 0, 0, 0];
-
-/// One message of a gRPC body: compressed or not, and its bytes.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Message<'a> {
-    pub compressed: bool,
-    pub bytes: &'a [u8],
-}
-
-/// The messages of a whole gRPC request body (1 flag byte, a 4-byte
-/// big-endian length, the message; repeated). Err on a cut frame.
-pub fn messages(body: &[u8]) -> Result<Vec<Message<'_>>, String> {
-    let mut out = Vec::new();
-    let mut rest = body;
-    while !rest.is_empty() {
-        let [flag, a, b, c, d, ..] = *rest else {
-            return Err(format!(
-                "a gRPC frame cut in its header ({} bytes)",
-                rest.len()
-            ));
-        };
-        let len = u32::from_be_bytes([a, b, c, d]) as usize;
-        let Some(bytes) = rest.get(5..5 + len) else {
-            return Err(format!(
-                "a gRPC message of {len} bytes, {} there",
-                rest.len() - 5
-            ));
-        };
-        out.push(Message {
-            compressed: flag & 1 == 1,
-            bytes,
-        });
-        rest = &rest[5 + len..];
-    }
-    Ok(out)
-}
 
 /// Serves one connection's calls until the peer closes it.
 pub async fn serve(stream: TcpStream, set: Arc<Mutex<SpanSet>>) {
@@ -133,32 +99,4 @@ fn answer(
         }
     }
     stream.send_trailers(trailers)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frames_are_split_by_their_lengths() {
-        let body = [0, 0, 0, 0, 2, 7, 8, 1, 0, 0, 0, 1, 9];
-        let m = messages(&body).unwrap();
-        assert_eq!(
-            m,
-            vec![
-                Message {
-                    compressed: false,
-                    bytes: &[7, 8]
-                },
-                Message {
-                    compressed: true,
-                    bytes: &[9]
-                }
-            ]
-        );
-        assert!(messages(&[0, 0, 0]).is_err());
-        assert!(messages(&[0, 0, 0, 0, 9, 1]).is_err());
-        assert!(messages(&[0, 0xff, 0xff, 0xff, 0xff]).is_err());
-        assert_eq!(messages(&[]).unwrap(), vec![]);
-    }
 }

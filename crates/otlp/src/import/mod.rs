@@ -5,6 +5,7 @@
 //! OTLP/HTTP bodies (`receive`). Read frame by frame or line by line:
 //! memory is the spans kept (at most `MAX_SPANS`), not the file.
 
+pub mod grpc;
 mod json;
 pub mod record;
 mod timeline;
@@ -367,6 +368,10 @@ pub fn fuzz_file(data: &[u8]) {
 
 pub fn fuzz_body(data: &[u8]) {
     let mut set = SpanSet::default();
+    // As a gRPC body too: its messages, each as the protobuf it carries.
+    for m in grpc::messages(data).unwrap_or_default() {
+        let _ = set.add_body(m.bytes, Encoding::Protobuf, m.compressed);
+    }
     for (encoding, gzip) in [
         (Encoding::Json, false),
         (Encoding::Protobuf, false),
