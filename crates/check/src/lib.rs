@@ -5,8 +5,10 @@
 
 mod budget;
 mod rules;
+mod size;
 mod slo;
 
 pub use budget::{check_budget, BUDGET_METRICS};
 pub use rules::{flag_rules, parse_duration, parse_rules, LimitValue, Rule};
+pub use size::parse_size;
 pub use slo::{slo_checks, SLO_METRICS};

@@ -31,6 +31,18 @@ pub struct Listen {
     pub grpc: Option<SocketAddr>,
 }
 
+impl Listen {
+    /// "OTLP/HTTP on http://127.0.0.1:4318/v1/traces and OTLP/gRPC on 127.0.0.1:4317".
+    pub fn describe(&self) -> String {
+        let http = self
+            .http
+            .map(|a| format!("OTLP/HTTP on http://{a}/v1/traces"));
+        let grpc = self.grpc.map(|a| format!("OTLP/gRPC on {a}"));
+        let both: Vec<String> = http.into_iter().chain(grpc).collect();
+        both.join(" and ")
+    }
+}
+
 async fn bind(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, String> {
     match addr {
         None => Ok(None),

@@ -24,6 +24,29 @@ impl Target {
         })
     }
 
+    /// Every workload the selectors name, each found.
+    pub fn find_all(selectors: &[Selector], host_root: &Path) -> Result<Vec<Target>, String> {
+        selectors
+            .iter()
+            .map(|s| Target::find(s, host_root))
+            .collect()
+    }
+
+    /// The one network namespace to capture in: the first workload named;
+    /// Err when one is not found, or when those named do not share one.
+    pub fn find_one(selectors: &[Selector], host_root: &Path) -> Result<Option<Target>, String> {
+        let found = Target::find_all(selectors, host_root)?;
+        let Some(first) = found.first() else {
+            return Ok(None);
+        };
+        if found.iter().any(|t| !t.same_netns(first)) {
+            return Err("the processes named are in different network namespaces: \
+                 capture one at a time (agent takes several containers)"
+                .into());
+        }
+        Ok(Some(first.clone()))
+    }
+
     /// Run on a capture's thread: enters the workload's network namespace
     /// (nothing to do when it is the caller's own). The namespace is opened
     /// now, so a process that exits before the thread starts is no matter.

@@ -80,21 +80,9 @@ pub fn receive(args: ReceiveArgs) -> Done {
         http: args.otlp,
         grpc: args.otlp_grpc,
     };
-    let from = match (listen.http, listen.grpc) {
-        (Some(h), Some(g)) => format!("OTLP/HTTP on {h} and OTLP/gRPC on {g}"),
-        (Some(h), None) => format!("OTLP/HTTP on {h}"),
-        (None, g) => format!(
-            "OTLP/gRPC on {}",
-            g.map_or(String::new(), |g| g.to_string())
-        ),
-    };
+    let from = listen.describe();
     let ready = |at: receive::Listen| {
-        let http = at
-            .http
-            .map(|a| format!(" OTLP/HTTP on http://{a}/v1/traces"));
-        let grpc = at.grpc.map(|a| format!(" OTLP/gRPC on {a}"));
-        let both: Vec<String> = http.into_iter().chain(grpc).collect();
-        eprintln!("whyslow: receiving{}; Ctrl-C to stop", both.join(" and"));
+        eprintln!("whyslow: receiving {}; Ctrl-C to stop", at.describe());
     };
     let set = match receive::otlp(listen, args.duration, ready) {
         Ok(set) => set,

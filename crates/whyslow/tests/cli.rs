@@ -304,12 +304,13 @@ fn compare_reads_every_command_s_results() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Lines the binary's source may hold: thirteen commands of flag parsing
-/// and wiring, ~130 lines each at most, and `lab`'s three commands for
+/// Lines the binary's source may hold: fourteen commands of flag parsing
+/// and wiring, ~130 lines each at most, `lab`'s three commands for
 /// scenarios on several hosts (hosts, link, tier: their flags, and a call
-/// into the lab crate each). The one bound; it moves only with a reason in
-/// the commit that moves it.
-const BINARY_MAX_LINES: usize = 1_750;
+/// into the lab crate each), and the workload flags capture, diagnose and
+/// agent share (--pid, --container, --cgroup, --host-root). The one bound;
+/// it moves only with a reason in the commit that moves it.
+const BINARY_MAX_LINES: usize = 1_950;
 
 /// The binary holds flags, wiring and exit codes (under `BINARY_MAX_LINES`),
 /// and nothing in it reaches the detectors, the protocol parsers or /proc.

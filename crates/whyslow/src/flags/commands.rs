@@ -93,7 +93,7 @@ pub struct AgentArgs {
     #[arg(long, default_value = "10m", value_parser = whyslow_check::parse_duration)]
     pub keep: std::time::Duration,
     /// Most bytes of pcapng kept on disk, all workloads together (500M, 2G)
-    #[arg(long, default_value = "1G", value_parser = super::target::parse_size)]
+    #[arg(long, default_value = "1G", value_parser = whyslow_check::parse_size)]
     pub keep_size: u64,
     /// Directory of the kept windows (WORKLOAD-WINDOW.pcapng)
     #[arg(short = 'w', long = "dir", value_name = "DIR")]
