@@ -72,6 +72,11 @@ fn read_cgroup_file(pid: u32) -> Option<String> {
     Some(text)
 }
 
+/// The cgroup path of `pid` (the v2 one where there is one).
+fn cgroup_path(pid: u32) -> Option<String> {
+    cgroup::path_of(&read_cgroup_file(pid)?).map(str::to_string)
+}
+
 /// Where `pid` runs, with the pod looked up under the node root `root`.
 pub fn workload_of(pid: u32, root: &Path) -> Result<Workload, String> {
     let text = read_cgroup_file(pid).ok_or_else(|| format!("no process {pid}"))?;
@@ -150,36 +155,40 @@ pub fn locate(selector: &Selector, root: &Path) -> Result<Workload, String> {
                     "container {id}: an id is at least {MIN_ID_PREFIX} hex digits"
                 ));
             }
-            let mut found: Option<Workload> = None;
+            // Only the cgroup path is read per process; the pod is looked
+            // up once, for the process found.
+            let mut found: Option<(u32, String)> = None;
             for pid in pids() {
-                let Ok(place) = workload_of(pid, root) else {
+                let Some(c) = cgroup_path(pid).as_deref().and_then(cgroup::container_of) else {
                     continue;
                 };
-                let Some(c) = &place.container else { continue };
                 if !c.id.starts_with(&want) {
                     continue;
                 }
                 match &found {
-                    Some(f) if f.container.as_ref().is_some_and(|fc| fc.id != c.id) => {
+                    Some((_, first)) if *first != c.id => {
                         return Err(format!(
                             "container {id} matches {} and {}: give more digits",
-                            f.container.as_ref().map_or("", |c| c.short_id()),
+                            &first[..12],
                             c.short_id()
                         ));
                     }
                     Some(_) => {}
-                    None => found = Some(place),
+                    None => found = Some((pid, c.id)),
                 }
             }
-            found.ok_or_else(|| format!("no running process in a container {id}"))
+            match found {
+                Some((pid, _)) => workload_of(pid, root),
+                None => Err(format!("no running process in a container {id}")),
+            }
         }
         Selector::Cgroup(given) => {
             let want = as_cgroup_path(given);
-            pids()
+            let pid = pids()
                 .into_iter()
-                .filter_map(|pid| workload_of(pid, root).ok())
-                .find(|p| p.cgroup.as_deref().is_some_and(|c| within(c, &want)))
-                .ok_or_else(|| format!("no running process in cgroup {want}"))
+                .find(|pid| cgroup_path(*pid).is_some_and(|c| within(&c, &want)))
+                .ok_or_else(|| format!("no running process in cgroup {want}"))?;
+            workload_of(pid, root)
         }
     }
 }
