@@ -54,6 +54,14 @@ pub fn enter_netns(ns: &File) -> Result<(), String> {
     Ok(())
 }
 
+/// The inode of `pid`'s network namespace: equal for processes sharing one.
+pub fn netns_inode(pid: u32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .ok()
+        .map(|m| m.ino())
+}
+
 /// Whether `ns` is the calling thread's own network namespace already.
 pub fn is_own_netns(ns: &File) -> bool {
     use std::os::unix::fs::MetadataExt;

@@ -2,7 +2,7 @@
 //! which container or pod each server of a capture taken there belongs to
 //! (the containers of a Kubernetes pod share one namespace).
 
-use crate::{workload_of, Workload};
+use crate::{netns_inode, workload_of, Workload};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -26,13 +26,6 @@ pub fn listening_in(table: &str) -> Vec<(u16, u64)> {
             (*state == TCP_LISTEN).then_some((port, inode.parse().ok()?))
         })
         .collect()
-}
-
-fn netns_inode(pid: u32) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{pid}/ns/net"))
-        .ok()
-        .map(|m| m.ino())
 }
 
 /// The socket inodes `pid` holds open.

@@ -68,9 +68,8 @@ impl Target {
 
     /// Whether both are in one network namespace.
     pub fn same_netns(&self, other: &Target) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        let ns = |t: &Target| std::fs::metadata(format!("/proc/{}/ns/net", t.workload.pid));
-        matches!((ns(self), ns(other)), (Ok(a), Ok(b)) if a.ino() == b.ino())
+        let ns = |t: &Target| whyslow_container::netns_inode(t.workload.pid);
+        matches!((ns(self), ns(other)), (Some(a), Some(b)) if a == b)
     }
 
     /// Who listens on each port of the workload's network namespace, now.
