@@ -25,7 +25,6 @@ use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource};
 use whyslow_model::{AgentWindow, ExportCounts, Workload, WorkloadWindow};
 use whyslow_wire::live::{CaptureHandle, LiveCapture, WindowFile};
 
-pub use ring::Ring as FileRing;
 pub use usage::status_bytes;
 
 /// How often a wait for a window checks for Ctrl-C.
