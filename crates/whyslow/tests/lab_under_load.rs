@@ -36,11 +36,16 @@ const HELD_MIN_COVERAGE: f64 = 0.9;
 /// The same where each call checks a connection out of a pool that every
 /// request shares: a call shape each request made once is placed by
 /// deduction. Measured at 16 clients: 69 % to 77 % of fanout-pool's calls
-/// (11 parts a page through 5 connections), 82 % to 84 % of tax-stall's.
+/// (11 parts a page through 5 connections); 51 % to 83 % of tax-stall's:
+/// after each stall the load sends the ~120 requests it held back at
+/// once, 16 in flight over 16 connections, and such a burst's calls could
+/// each be any of its requests' (82 % in two runs of this whole test; 51 %
+/// to 63 % in ten of tax-stall alone, two bursts in each, on an idle host
+/// or beside two busy CPUs).
 /// On one connection every request pipelines on (cache-hol) reads answered
 /// in a burst behind a write could each be any waiting request's: 2 % to
 /// 14 %, no floor.
-const SHARED_MIN_COVERAGE: f64 = 0.5;
+const SHARED_MIN_COVERAGE: f64 = 0.4;
 
 /// The load for `s`: 160 requests, or — for a cause that comes once a
 /// second — three seconds of them, paced so that the capture stays small.
@@ -102,7 +107,11 @@ fn under_load(s: &Scenario, fixed: bool, trace: &str) -> (serde_json::Value, Sco
     let variant = if fixed { "fixed" } else { "broken" };
     let name = format!("{} {variant} ({trace})", s.name);
     eprintln!("{name}: {score:?}");
-    assert!(score.wrong_share() <= MAX_WRONG_SHARE, "{name}: {score:?}");
+    assert!(
+        score.wrong_share() <= MAX_WRONG_SHARE,
+        "{name}: {score:?}, wrong by rule {:?}",
+        common::truth::wrong_by_rule(&report, &truth)
+    );
     // The same run as OpenTelemetry spans: each call under the span of the
     // request the app's record says made it, as the report has it.
     if let Some(decoded) = common::otlp::decoded_spans(&name, &spans) {

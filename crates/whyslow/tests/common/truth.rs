@@ -378,3 +378,17 @@ pub fn held_to_truth_by_thread(run: &str, report: &Value, truth_file: &Path) {
         levels.len()
     );
 }
+
+/// Of the calls given to the wrong request, how many each rule gave
+/// (`rule`): printed beside a failing score, so that it says which
+/// evidence misled.
+pub fn wrong_by_rule(report: &Value, truth: &[RequestTruth]) -> HashMap<String, usize> {
+    let mut by = HashMap::new();
+    for (e, request) in made_for(report, truth) {
+        if e["parent"].as_u64().is_some_and(|p| p != request) {
+            let rule = e["rule"].as_str().unwrap_or("?").to_string();
+            *by.entry(rule).or_default() += 1;
+        }
+    }
+    by
+}

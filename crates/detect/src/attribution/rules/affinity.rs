@@ -37,9 +37,7 @@ pub fn place(s: &Scene, table: &mut Table) {
         .filter(|e| e.role == ExchangeRole::Inbound)
         .map(|e| (e.id, e.connection))
         .collect();
-    // Backing connection → (inbound connections every call lay inside a
-    // request of, calls, first call's start, last call's end).
-    let mut owners: HashMap<u32, (Vec<u32>, usize, u64, u64)> = HashMap::new();
+    let mut owners: HashMap<u32, Usage> = HashMap::new();
     for u in s.units.iter().filter(|u| u.complete) {
         let Some(&first) = u.calls.first() else {
             continue;
@@ -56,11 +54,18 @@ pub fn place(s: &Scene, table: &mut Table) {
         around.dedup();
         let entry = owners
             .entry(s.exchanges[first].connection)
-            .or_insert_with(|| (around.clone(), 0, u.start, u.end));
-        entry.0.retain(|c| around.binary_search(c).is_ok());
-        entry.1 += u.calls.len();
-        entry.2 = entry.2.min(u.start);
-        entry.3 = entry.3.max(u.end);
+            .or_insert_with(|| Usage {
+                only: around.clone(),
+                calls: 0,
+                from: u.start,
+                to: u.end,
+                around: Vec::new(),
+            });
+        entry.only.retain(|c| around.binary_search(c).is_ok());
+        entry.calls += u.calls.len();
+        entry.from = entry.from.min(u.start);
+        entry.to = entry.to.max(u.end);
+        entry.around.push(around.len());
     }
     let owned = owned(s, &owners);
     for u in &s.units {
@@ -84,6 +89,18 @@ pub fn place(s: &Scene, table: &mut Table) {
     }
 }
 
+/// What a backing connection carried: the inbound connections every one
+/// of its calls lay inside a request of, how many calls, the first call's
+/// start and the last one's end, and per unit how many inbound connections
+/// had a request around it.
+struct Usage {
+    only: Vec<u32>,
+    calls: usize,
+    from: u64,
+    to: u64,
+    around: Vec<usize>,
+}
+
 /// How unlikely it must be that every call fell inside the owner's
 /// requests by chance, were the calls anyone's: the share of the time the
 /// owner had a request in flight, to the power of the calls. A client in
@@ -93,21 +110,43 @@ pub fn place(s: &Scene, table: &mut Table) {
 /// carries hundreds of calls.
 pub const MAX_CHANCE: f64 = 1e-6;
 
-/// The chance that `calls` calls made between `from` and `to` all fell
-/// inside `owner`'s requests by chance: the share of that time it had one
-/// in flight, to the power of `calls`.
-fn by_chance(s: &Scene, owner: u32, calls: usize, from: u64, to: u64) -> f64 {
-    let spans = s
-        .exchanges
-        .iter()
-        .filter(|e| e.role == ExchangeRole::Inbound && e.connection == owner)
-        .map(|e| {
-            let answer = e.response_first_at_us.unwrap_or(u64::MAX);
-            (e.request_first_at_us, answer)
-        });
+/// The chance that the calls of `used` all fell inside `owner`'s requests
+/// by chance, the likelier of two readings. Over the time: the share of
+/// it the owner had a request in flight, to the power of the calls. At
+/// each call's moment: the share of the inbound connections then in
+/// flight, for each unit, times their number (the owner was picked after
+/// looking). Calls bunched where every client waits (a stall behind which
+/// all requests queue) make the first reading small and the second near 1:
+/// measured on the lab's tax-stall at 16 clients, a pooled connection used
+/// only in stalls had its 18 calls inside one client's requests by the
+/// first reading's 4e-7 and the second's 4e-4; 16 of them were others'.
+fn by_chance(s: &Scene, owner: u32, used: &Usage) -> f64 {
+    let (from, to) = (used.from, used.to);
+    let inbound = || {
+        s.exchanges
+            .iter()
+            .filter(|e| e.role == ExchangeRole::Inbound)
+            .map(|e| (e.connection, e.request_first_at_us, e.response_first_at_us))
+    };
+    let spans = inbound()
+        .filter(|&(c, ..)| c == owner)
+        .map(|(_, start, answer)| (start, answer.unwrap_or(u64::MAX)));
     let inside = crate::intervals::covered_us(spans, (from, to));
     let duty = inside as f64 / (to.saturating_sub(from)).max(1) as f64;
-    duty.min(1.0).powi(calls.min(i32::MAX as usize) as i32)
+    let over_time = duty.min(1.0).powi(used.calls.min(i32::MAX as usize) as i32);
+    let mut active: Vec<u32> = inbound()
+        .filter(|&(_, start, answer)| start < to && answer.is_none_or(|a| a > from))
+        .map(|(c, ..)| c)
+        .collect();
+    active.sort_unstable();
+    active.dedup();
+    let clients = active.len().max(1) as f64;
+    let at_each: f64 = used
+        .around
+        .iter()
+        .map(|&n| (n as f64 / clients).min(1.0))
+        .product();
+    over_time.max((at_each * clients).min(1.0))
 }
 
 /// Whether an inbound request has no answer though its connection carried
@@ -141,19 +180,19 @@ type Used = (u32, u64, u64);
 /// has that owner too: then the owner was merely always in flight (one
 /// client's back-to-back requests beside a pool's connections), not a
 /// thread with a connection of its own.
-fn owned(s: &Scene, owners: &HashMap<u32, (Vec<u32>, usize, u64, u64)>) -> HashMap<u32, u32> {
+fn owned(s: &Scene, owners: &HashMap<u32, Usage>) -> HashMap<u32, u32> {
     let server: HashMap<u32, SocketAddr> = s.connections.iter().map(|c| (c.id, c.server)).collect();
     // (owner, server) → the backing connections it would own.
     let mut claims: HashMap<(u32, SocketAddr), Vec<Used>> = HashMap::new();
-    for (&conn, (only, calls, from, to)) in owners {
-        if let ([owner], true) = (only.as_slice(), *calls >= MIN_CALLS) {
+    for (&conn, used) in owners {
+        if let ([owner], true) = (used.only.as_slice(), used.calls >= MIN_CALLS) {
             let Some(&srv) = server.get(&conn) else {
                 continue;
             };
             claims
                 .entry((*owner, srv))
                 .or_default()
-                .push((conn, *from, *to));
+                .push((conn, used.from, used.to));
         }
     }
     let mut out = HashMap::new();
@@ -164,9 +203,10 @@ fn owned(s: &Scene, owners: &HashMap<u32, (Vec<u32>, usize, u64, u64)>) -> HashM
         list.sort_unstable_by_key(|c| c.1);
         let apart = list.windows(2).all(|w| w[0].2 <= w[1].1);
         if apart {
-            let calls = |c: &Used| owners.get(&c.0).map_or(0, |o| o.1);
             for c in &list {
-                let chance = by_chance(s, owner, calls(c), c.1, c.2);
+                let chance = owners
+                    .get(&c.0)
+                    .map_or(1.0, |used| by_chance(s, owner, used));
                 per_server
                     .entry(srv)
                     .or_default()
@@ -197,14 +237,14 @@ pub const MAX_CHANCE_TOGETHER: f64 = 0.5;
 /// alone 0.9^20), where a pool shared by requests gives an owner to some
 /// of its connections by chance (a third of them), never to all.
 fn every_one_owned(
-    owners: &HashMap<u32, (Vec<u32>, usize, u64, u64)>,
+    owners: &HashMap<u32, Usage>,
     server: &HashMap<u32, SocketAddr>,
     srv: SocketAddr,
     claimed: &[(u32, u32, f64)],
 ) -> bool {
     let busy = owners
         .iter()
-        .filter(|(c, o)| o.1 >= MIN_CALLS && server.get(c) == Some(&srv))
+        .filter(|(c, o)| o.calls >= MIN_CALLS && server.get(c) == Some(&srv))
         .count();
     let mut distinct: Vec<u32> = claimed.iter().map(|c| c.1).collect();
     distinct.sort_unstable();
@@ -324,6 +364,51 @@ mod tests {
                 (at + 2 * MS, at + 2 * MS + 10),
             ));
             call(&mut t, 100 + (k + 1) % 2, at + 500);
+        }
+        t.sort();
+        attribute(&mut t, &[8080]);
+        let by_affinity = t
+            .exchanges
+            .iter()
+            .filter(|e| e.rule == Some(Rule::Affinity));
+        assert_eq!(by_affinity.count(), 0);
+    }
+
+    #[test]
+    fn calls_only_in_stalls_every_client_waits_through_have_no_owner() {
+        // 8 clients, idle between stalls; in each of 20 stalls (300 ms of
+        // every second) every client but one waits, client 0 in all of
+        // them: its requests enclose every call a pooled connection made,
+        // one per stall, each another client's. Over the whole time that
+        // is unlikely (0.3^20); at each call's moment, nearly every client
+        // was in flight.
+        let mut t = Timeline::default();
+        for c in 0..8u32 {
+            t.connections.push(conn(c, 8080));
+        }
+        t.connections.push(conn(100, 5432));
+        for k in 0..20u32 {
+            let id = 1_000 + k;
+            let stall = u64::from(k) * 1_000 * MS;
+            for c in (0..8u32).filter(|&c| c == 0 || k % 8 != c) {
+                let at = stall + u64::from(c) * 100;
+                t.exchanges.push(exchange(
+                    c * 100 + k,
+                    c,
+                    (at, at + 10),
+                    (
+                        stall + 300 * MS + u64::from(c) * 100,
+                        stall + 300 * MS + 50_000,
+                    ),
+                ));
+            }
+            let call = stall + 290 * MS;
+            t.exchanges.push(exchange(
+                id,
+                100,
+                (call, call + 10),
+                (call + 500, call + 510),
+            ));
         }
         t.sort();
         attribute(&mut t, &[8080]);
