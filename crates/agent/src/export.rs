@@ -6,7 +6,8 @@
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
-use whyslow_investigate::send::{post_once, Endpoint};
+pub use whyslow_investigate::send::Signal;
+use whyslow_investigate::send::{Destination, Exporter as Connection};
 use whyslow_model::ExportCounts;
 
 /// Bytes of encoded requests kept while the collector is unreachable:
@@ -17,13 +18,6 @@ pub const FINAL_RETRY: Duration = Duration::from_secs(10);
 /// The pause between the final flush's tries.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    Traces,
-    Logs,
-    Metrics,
-}
-
 /// One export request, encoded, and how many items it carries.
 #[derive(Debug)]
 pub struct Pending {
@@ -33,9 +27,7 @@ pub struct Pending {
 }
 
 pub struct Exporter {
-    traces: Endpoint,
-    logs: Endpoint,
-    metrics: Endpoint,
+    connection: Connection,
     queue: VecDeque<Pending>,
     queued_bytes: usize,
     max_bytes: usize,
@@ -51,11 +43,9 @@ fn count(c: &mut ExportCounts, p: &Pending, sent: bool) {
 }
 
 impl Exporter {
-    pub fn new(to: &Endpoint, max_bytes: usize) -> Exporter {
+    pub fn new(to: &Destination, max_bytes: usize) -> Exporter {
         Exporter {
-            traces: to.clone(),
-            logs: to.for_signal("logs"),
-            metrics: to.for_signal("metrics"),
+            connection: Connection::new(to.clone()),
             queue: VecDeque::new(),
             queued_bytes: 0,
             max_bytes,
@@ -82,12 +72,7 @@ impl Exporter {
     pub fn flush(&mut self, counts: &mut ExportCounts) -> Option<String> {
         let mut failed = None;
         while let Some(p) = self.queue.front() {
-            let to = match p.signal {
-                Signal::Traces => &self.traces,
-                Signal::Logs => &self.logs,
-                Signal::Metrics => &self.metrics,
-            };
-            let result = post_once(to, &p.body);
+            let result = self.connection.send(p.signal, &p.body);
             if let Err(e) = &result {
                 failed = Some(e.why.clone());
                 if e.retryable {
@@ -123,13 +108,14 @@ impl Exporter {
 mod tests {
     use super::*;
 
-    fn refused() -> Endpoint {
+    fn refused() -> Destination {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap()
+        let url = format!("http://127.0.0.1:{port}");
+        Destination::plain(whyslow_investigate::send::Endpoint::parse(&url).unwrap())
     }
 
     fn pending(signal: Signal, bytes: usize, items: u64) -> Pending {

@@ -15,11 +15,12 @@ mod window;
 use export::{Exporter, Pending, Signal};
 use prost::Message;
 use ring::Ring;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, UNIX_EPOCH};
-use whyslow_investigate::send::Endpoint;
+use whyslow_ebpf::{Cgroup, Filter, Processes, Tracer};
+use whyslow_investigate::send::Destination;
 use whyslow_investigate::target::Target;
 use whyslow_investigate::{analyze_capture, AnalysisOptions, CaptureSource};
 use whyslow_model::{AgentWindow, ExportCounts, Workload, WorkloadWindow};
@@ -50,7 +51,10 @@ pub struct AgentOptions {
     pub keep_windows: u64,
     /// Bytes kept on disk, all workloads together.
     pub keep_bytes: u64,
-    pub otlp_endpoint: Option<Endpoint>,
+    pub otlp_endpoint: Option<Destination>,
+    /// Also trace each workload's socket calls with eBPF, an events file
+    /// beside each window's pcapng (`--ebpf`).
+    pub ebpf: bool,
 }
 
 /// One workload's capture: its name, and the windows it hands over.
@@ -58,6 +62,31 @@ struct Watched {
     label: String,
     workload: Option<Workload>,
     windows: Receiver<WindowFile>,
+    /// Window files are DIR/PREFIX-NNNNNN.pcapng.
+    prefix: String,
+    tracer: Option<Tracer>,
+    /// Why eBPF did not start, said with the first window.
+    untraced: Option<String>,
+}
+
+fn window_path(dir: &Path, prefix: &str, index: u64) -> PathBuf {
+    dir.join(format!("{prefix}-{index:06}.pcapng"))
+}
+
+/// What `--ebpf` traces for a workload: a container's cgroup, a process
+/// (and what it starts), or with none named every process.
+fn traced(target: Option<&Target>, ports: &[u16]) -> Result<Filter, String> {
+    let processes = match target {
+        None => Processes::All,
+        Some(t) => match (&t.workload.container, &t.workload.cgroup) {
+            (Some(_), Some(cgroup)) => Processes::Cgroup(Cgroup::named(cgroup)?),
+            _ => Processes::Pids(vec![t.workload.pid]),
+        },
+    };
+    Ok(Filter {
+        processes,
+        ports: ports.to_vec(),
+    })
 }
 
 /// The file name's prefix for a workload: its container's short id, else its pid.
@@ -81,11 +110,21 @@ fn start(opts: &AgentOptions, target: Option<&Target>) -> Result<(Watched, Captu
     let (iface, ports) = (opts.iface.clone(), opts.ports.clone());
     let (dir, every, limit) = (opts.dir.clone(), opts.window, opts.windows);
     let name = prefix.clone();
+    // Traced from before the capture starts, into the first window's file.
+    let (tracer, untraced) = match opts.ebpf {
+        false => (None, None),
+        true => match traced(target, &opts.ports)
+            .and_then(|f| Tracer::beside(&f, &window_path(&opts.dir, &prefix, 0)))
+        {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(format!("--ebpf: {e}"))),
+        },
+    };
     let handle = LiveCapture::run_on(
         setup,
         move || LiveCapture::open(&iface, &ports),
         move |cap, flag| {
-            let mut path_of = |i: u64| dir.join(format!("{name}-{i:06}.pcapng"));
+            let mut path_of = |i: u64| window_path(&dir, &name, i);
             cap.write_windows(every, limit, &mut path_of, flag, &tx)
         },
     )
@@ -94,6 +133,9 @@ fn start(opts: &AgentOptions, target: Option<&Target>) -> Result<(Watched, Captu
         label,
         workload: target.map(|t| t.workload.clone()),
         windows: rx,
+        prefix,
+        tracer,
+        untraced,
     };
     Ok((watched, handle))
 }
@@ -162,9 +204,10 @@ pub fn run(
         };
         let mut pending = Vec::new();
         let mut workloads: Vec<WorkloadWindow> = Vec::new();
-        for (w, file) in watched.iter().zip(&files) {
+        for (w, file) in watched.iter_mut().zip(&files) {
             let Some(file) = file else { continue };
-            let analysis = analyze_window(opts, file, &mut pending);
+            let events = cut_events(opts, w, file.index, &mut errors);
+            let analysis = analyze_window(opts, file, events, &mut pending);
             let mut ww = window::workload_window(&w.label, w.workload.as_ref(), file, analysis);
             ww.errors.append(&mut errors);
             workloads.push(ww);
@@ -200,7 +243,38 @@ pub fn run(
             eprintln!("whyslow: capture: {e}");
         }
     }
+    for w in watched {
+        if let Some(t) = w.tracer {
+            let _ = t.stop();
+            // The events of a window that never came: empty, or nearly.
+            let next = window_path(&opts.dir, &w.prefix, done);
+            let _ = std::fs::remove_file(whyslow_ebpf::events_path(&next));
+        }
+    }
     Ok(done)
+}
+
+/// With `--ebpf`, ends window `index`'s events file (the tracer goes on in
+/// the next window's) and returns it; a failure is said with the window.
+fn cut_events(
+    opts: &AgentOptions,
+    w: &mut Watched,
+    index: u64,
+    errors: &mut Vec<String>,
+) -> Option<PathBuf> {
+    errors.extend(w.untraced.take());
+    let tracer = w.tracer.as_ref()?;
+    let next = window_path(&opts.dir, &w.prefix, index + 1);
+    match tracer.rotate(&next) {
+        Ok(()) => Some(whyslow_ebpf::events_path(&window_path(
+            &opts.dir, &w.prefix, index,
+        ))),
+        Err(e) => {
+            errors.push(format!("--ebpf: {e}; carrying on with packets only"));
+            w.tracer = None;
+            None
+        }
+    }
 }
 
 /// Queues a window's spans (already in `pending`), logs and metrics, and
@@ -235,9 +309,11 @@ fn send(e: &mut Exporter, w: &AgentWindow, mut pending: Vec<Pending>, last: bool
 fn analyze_window(
     opts: &AgentOptions,
     file: &WindowFile,
+    events: Option<PathBuf>,
     pending: &mut Vec<Pending>,
 ) -> Result<whyslow_investigate::CaptureAnalysis, String> {
     let analysis_opts = AnalysisOptions {
+        events,
         service: opts.service.clone(),
         flow: AnalysisOptions::default_flow(),
         evidence: opts.otlp_endpoint.is_some(),

@@ -1,6 +1,7 @@
 //! The pcapng files of the last windows, kept on disk so a person can
 //! `analyze` the moment a cause appeared: bounded in count (the windows
-//! within `--keep`) and in bytes (`--keep-size`), oldest removed first.
+//! within `--keep`) and in bytes (`--keep-size`), oldest removed first. A
+//! window's eBPF events file (`--ebpf`) goes with it, and counts with it.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -25,12 +26,14 @@ impl Ring {
     /// Adds a complete file, then removes the oldest until both bounds
     /// hold (the newest is kept even when it alone is over the bytes).
     pub fn add(&mut self, path: PathBuf) {
-        let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let bytes = size(&path) + size(&whyslow_ebpf::events_path(&path));
         self.files.push_back((path, bytes));
         while self.files.len() > 1
             && (self.files.len() as u64 > self.max_files || self.bytes() > self.max_bytes)
         {
             if let Some((old, _)) = self.files.pop_front() {
+                let _ = std::fs::remove_file(whyslow_ebpf::events_path(&old));
                 let _ = std::fs::remove_file(old);
             }
         }

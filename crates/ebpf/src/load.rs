@@ -12,6 +12,7 @@ use aya::{Ebpf, EbpfLoader};
 use std::io::{BufWriter, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -77,7 +78,16 @@ pub struct Tracer {
     scan: Option<Arc<Mutex<Vec<u32>>>>,
     stop: Arc<AtomicBool>,
     reader: JoinHandle<Result<TraceStats, String>>,
+    /// Asks the reader to go on in another events file (`rotate`).
+    rotate: Sender<Rotation>,
 }
+
+/// Where events go.
+type Out = BufWriter<Box<dyn Write + Send>>;
+/// A new events file for the reader, and where it says the old one is done.
+type Rotation = (Box<dyn Write + Send>, Sender<Result<(), String>>);
+/// How long `rotate` waits for the reader: it looks every POLL_MS.
+const ROTATE_WAIT: Duration = Duration::from_secs(5);
 
 fn clock_ns(clock: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec {
@@ -206,8 +216,10 @@ impl Tracer {
             RingBuf::try_from(ebpf.take_map("events").ok_or("no events map")?).map_err(why)?;
         let lost: PerCpuArray<MapData, u64> =
             PerCpuArray::try_from(ebpf.take_map("lost").ok_or("no lost map")?).map_err(why)?;
+        let out: Box<dyn Write + Send> = Box::new(out);
         let writer = EventsWriter::new(BufWriter::new(out), clock_offset_ns())
             .map_err(|e| format!("events file: {e}"))?;
+        let (rotate, rotations) = std::sync::mpsc::channel::<Rotation>();
         let scan = match filter.processes {
             Processes::All => None,
             _ => Some(Arc::new(Mutex::new(given.to_vec()))),
@@ -232,7 +244,7 @@ impl Tracer {
                     pids: shared,
                     cgroup,
                 };
-                drain(ring, lost, writer, &flag, &mut libssl)
+                drain(ring, lost, writer, &flag, &rotations, &mut libssl)
             })
             .map_err(|e| format!("eBPF reader thread: {e}"))?;
         Ok(Tracer {
@@ -240,6 +252,7 @@ impl Tracer {
             scan,
             stop,
             reader,
+            rotate,
         })
     }
 
@@ -262,18 +275,22 @@ impl Tracer {
     /// When tracing cannot start the file is removed, so that no empty
     /// events file sits beside the capture.
     pub fn beside(filter: &Filter, capture: &std::path::Path) -> Result<Tracer, String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = crate::events_path(capture);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let (path, file) = events_file(capture)?;
         Tracer::start(filter, file).inspect_err(|_| {
             let _ = std::fs::remove_file(&path);
         })
+    }
+
+    /// Goes on in the events file beside `capture`: every event read so far
+    /// is in the one before, finished, when this returns (a window cut).
+    pub fn rotate(&self, capture: &std::path::Path) -> Result<(), String> {
+        let (_, file) = events_file(capture)?;
+        let (done, said) = std::sync::mpsc::channel();
+        let gone = || "the eBPF reader thread has stopped".to_string();
+        self.rotate
+            .send((Box::new(file), done))
+            .map_err(|_| gone())?;
+        said.recv_timeout(ROTATE_WAIT).map_err(|_| gone())?
     }
 
     /// Stops tracing; every event handed over so far is written.
@@ -283,6 +300,21 @@ impl Tracer {
             .join()
             .map_err(|_| "the eBPF reader thread panicked".to_string())?
     }
+}
+
+/// A new events file beside `capture`, readable by this user only (it
+/// holds payloads, as the capture does).
+fn events_file(capture: &std::path::Path) -> Result<(std::path::PathBuf, std::fs::File), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = crate::events_path(capture);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((path, file))
 }
 
 /// What the reader needs to hook libssl files as they appear.
@@ -321,11 +353,12 @@ fn rescan(
     }
 }
 
-fn drain<W: Write>(
+fn drain(
     mut ring: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
-    mut writer: EventsWriter<W>,
+    mut writer: EventsWriter<Out>,
     stop: &AtomicBool,
+    rotations: &Receiver<Rotation>,
     libssl: &mut Libssl,
 ) -> Result<TraceStats, String> {
     let io = |e: std::io::Error| format!("events file: {e}");
@@ -343,6 +376,9 @@ fn drain<W: Write>(
                     p.push(pid);
                 }
             }
+        }
+        while let Ok((out, done)) = rotations.try_recv() {
+            let _ = done.send(rotated(&mut writer, out));
         }
         if stopping || second.elapsed() >= Duration::from_secs(1) {
             let total = lost_total(&lost);
@@ -379,4 +415,12 @@ fn drain<W: Write>(
     stats.tls_hooked = std::mem::take(&mut libssl.hooks.hooked);
     stats.tls_failed = std::mem::take(&mut libssl.hooks.failed);
     Ok(stats)
+}
+
+/// Finishes the current events file and goes on in `out`.
+fn rotated(writer: &mut EventsWriter<Out>, out: Box<dyn Write + Send>) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("events file: {e}");
+    let next = EventsWriter::new(BufWriter::new(out), clock_offset_ns()).map_err(io)?;
+    std::mem::replace(writer, next).finish().map_err(io)?;
+    Ok(())
 }

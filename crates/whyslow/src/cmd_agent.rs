@@ -15,6 +15,13 @@ pub fn run(args: AgentArgs) -> Done {
             return Ok(Exit::Usage);
         }
     };
+    let otlp_endpoint = match args.export.destination() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("whyslow: --otlp-endpoint {e}");
+            return Ok(Exit::Usage);
+        }
+    };
     let per_window = args.window.as_secs_f64().max(1e-3);
     let opts = AgentOptions {
         targets,
@@ -28,7 +35,8 @@ pub fn run(args: AgentArgs) -> Done {
             .unwrap_or_else(|| std::env::temp_dir().join("whyslow-agent")),
         keep_windows: (args.keep.as_secs_f64() / per_window).ceil() as u64,
         keep_bytes: args.keep_size,
-        otlp_endpoint: args.otlp_endpoint,
+        otlp_endpoint,
+        ebpf: args.ebpf,
     };
     let stop = whyslow_investigate::record::stop_signal();
     let mut said = Ok(());

@@ -95,7 +95,7 @@ pub fn receive(args: ReceiveArgs) -> Done {
         output: args.output,
         timeline: args.timeline,
         otlp: None,
-        otlp_endpoint: None,
+        export: Default::default(),
     };
     let opts = AnalysisOptions {
         evidence: output.evidence(),

@@ -357,3 +357,89 @@ fn the_agent_stays_flat_over_thirty_windows_and_its_ring_within_bounds() {
     let on_disk = std::fs::read_dir(&dir).unwrap().count();
     assert!(on_disk <= 5, "{on_disk} files left");
 }
+
+/// The pids of a container's processes now.
+fn pids_of(c: &LabContainer) -> Vec<u64> {
+    std::fs::read_to_string(c.cgroup.join("cgroup.procs"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .collect()
+}
+
+/// With `--ebpf`, each window's socket calls go into an events file
+/// beside its pcapng, traced by the container's cgroup: each window, read
+/// again from its two files, joins exchanges to threads of that
+/// container's processes only (none of the other container's, though both
+/// run the same program), and the storm is still named in every window.
+#[test]
+fn with_ebpf_each_window_has_its_containers_socket_calls_beside_it() {
+    if !allowed("agent_containers") || !common::real::ebpf_allowed("agent_containers") {
+        return;
+    }
+    let _g = serial();
+    let storm = LabContainer::start("orm-storm", false);
+    let healthy = LabContainer::start("orm-storm", true);
+    let loads = [storm.load(8, "12s"), healthy.load(8, "12s")];
+    std::thread::sleep(Duration::from_millis(500));
+    let (mine, theirs) = (pids_of(&storm), pids_of(&healthy));
+    let dir = tmpdir("agent-ebpf");
+    let windows = agent(&[
+        "--container",
+        &storm.id,
+        "--ebpf",
+        "--window",
+        "3s",
+        "--windows",
+        "3",
+        "-w",
+        dir.to_str().unwrap(),
+    ]);
+    for mut l in loads {
+        l.wait().unwrap();
+    }
+    assert_eq!(windows.len(), 3);
+    for (i, w) in windows.iter().enumerate() {
+        let sick = of_container(w, &storm.id);
+        let errors = sick["errors"].as_array().cloned().unwrap_or_default();
+        assert!(errors.is_empty(), "window {i}: {errors:?}");
+        let named = causes_of(sick);
+        assert_eq!(
+            named.first().map(|n| n.0.as_str()),
+            Some("n_plus_one"),
+            "window {i}: {named:?}"
+        );
+        let file = dir.join(format!("{}-{i:06}.pcapng", &storm.id[..12]));
+        let out = whyslow(&["analyze", "--json", "--timeline", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report = json(&out);
+        let joined = report["capture"]["threads"]["exchanges_joined"].as_u64();
+        assert!(joined > Some(0), "window {i}: {}", report["capture"]);
+        let traced: Vec<u64> = report["timeline"]["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["thread"]["pid"].as_u64())
+            .collect();
+        assert!(!traced.is_empty(), "window {i}");
+        assert!(
+            traced
+                .iter()
+                .all(|p| mine.contains(p) && !theirs.contains(p)),
+            "window {i}: pids {:?}, the container's {mine:?}",
+            traced.iter().collect::<std::collections::BTreeSet<_>>()
+        );
+    }
+    // No events file is left without its window.
+    let events = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .to_string_lossy()
+                .ends_with(".events")
+        })
+        .count();
+    assert_eq!(events, 3);
+}

@@ -20,10 +20,21 @@ fn allowed(test: &str) -> Option<std::path::PathBuf> {
 }
 
 /// The agent on the container for `windows` windows of 2 s, sending to the
-/// Collector on `port`; its records.
+/// Collector on `port` over OTLP/HTTP; its records.
 fn agent(
     storm: &LabContainer,
     port: u16,
+    windows: u32,
+    dir: &std::path::Path,
+) -> std::process::Child {
+    let to = format!("--otlp-endpoint=http://127.0.0.1:{port}");
+    agent_to(storm, &[&to], windows, dir)
+}
+
+/// The same, exporting as `export` says.
+fn agent_to(
+    storm: &LabContainer,
+    export: &[&str],
     windows: u32,
     dir: &std::path::Path,
 ) -> std::process::Child {
@@ -37,7 +48,7 @@ fn agent(
             "--json",
         ])
         .arg(format!("--windows={windows}"))
-        .arg(format!("--otlp-endpoint=http://127.0.0.1:{port}"))
+        .args(export)
         .arg("-w")
         .arg(dir)
         .stdout(Stdio::piped())
@@ -98,6 +109,36 @@ fn what_the_agent_sent_is_what_the_collector_wrote() {
         logs.contains("n_plus_one") && logs.contains(&storm.id),
         "{logs:.400}"
     );
+}
+
+/// The same over OTLP/gRPC and TLS, the Collector's certificate trusted
+/// by a CA file: every item said sent arrived.
+#[test]
+fn over_grpc_and_tls_what_the_agent_sent_is_what_the_collector_wrote() {
+    let Some(binary) = allowed("collector_real") else {
+        return;
+    };
+    let _g = serial();
+    let dir = tmpdir("collector-grpc-tls");
+    let tls = common::collector::Tls::make(&dir);
+    let port = free_port();
+    let collector = Collector::start_grpc_tls(&binary, port, &tls, &dir, "grpc");
+    let storm = LabContainer::start("orm-storm", false);
+    let mut load = storm.load(8, "9s");
+    let to = format!("--otlp-endpoint=https://127.0.0.1:{port}");
+    let ca = format!("--otlp-ca={}", tls.ca.display());
+    let export = [to.as_str(), "--otlp-protocol=grpc", &ca];
+    let out = agent_to(&storm, &export, 3, &dir)
+        .wait_with_output()
+        .unwrap();
+    load.wait().unwrap();
+    let windows = records(&out);
+    collector.stop();
+    let (sent, dropped) = exported(&windows);
+    eprintln!("sent {sent:?}, given up {dropped:?}");
+    assert_eq!(dropped, (0, 0, 0));
+    assert!(sent.0 > 0 && sent.1 > 0 && sent.2 > 0, "{sent:?}");
+    assert_eq!(received(&collector_files(&dir, "grpc")), sent);
 }
 
 fn collector_files(dir: &std::path::Path, tag: &str) -> [std::path::PathBuf; 3] {

@@ -262,10 +262,12 @@ fn without_trace_context_nothing_is_told_apart_wrongly_or_named_falsely() {
 }
 
 /// The spans of one capture, three ways: the protobuf file, OTLP/JSON lines
-/// (`--otlp spans.json`) and OTLP/HTTP (`--otlp-endpoint`) to a receiver
-/// built on the reference definitions (apps/otlp_receiver.py). All three
-/// decode with those definitions to the same spans, and the JSON file,
-/// read back, names what the protobuf file names.
+/// (`--otlp spans.json`) and OTLP/HTTP (`--otlp-endpoint`, gzipped, with
+/// the authorization header the receiver requires) to a receiver built on
+/// the reference definitions (apps/otlp_receiver.py). All three decode with
+/// those definitions to the same spans, and the JSON file, read back, names
+/// what the protobuf file names. Without the header the receiver refuses
+/// them, and the run says so with the status and not the secret.
 #[test]
 fn spans_go_out_as_otlp_json_and_otlp_http_as_in_the_file() {
     let _one_at_a_time = serial();
@@ -281,31 +283,36 @@ fn spans_go_out_as_otlp_json_and_otlp_http_as_in_the_file() {
     let port = free_port();
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/otlp_receiver.py");
+    const SECRET: &str = "Bearer s3cr3t-t0ken";
     let mut receiver = std::process::Command::new(common::real::pypi_python())
         .arg(script)
         .arg(port.to_string())
         .arg(&received)
+        .arg(format!("authorization={SECRET}"))
         .spawn()
         .unwrap();
     wait_listening(port);
     let endpoint = format!("http://127.0.0.1:{port}");
     let path = |p: &PathBuf| p.to_str().unwrap().to_string();
-    let out = whyslow(&[
-        "analyze",
-        "--service",
-        &service,
-        "--otlp",
-        &path(&proto),
-        "--otlp-endpoint",
-        &endpoint,
-        &path(&cap),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("--otlp-endpoint"),
-        "{}",
+    let header = format!("Authorization={SECRET}");
+    let sent = |with: &[&str]| {
+        let args = [
+            "analyze",
+            "--service",
+            &service,
+            "--otlp-endpoint",
+            &endpoint,
+        ];
+        let file = path(&proto);
+        let out = whyslow(&[&args[..], with, &["--otlp", &file, &path(&cap)]].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
         stderr(&out)
-    );
+    };
+    let refused = sent(&[]);
+    assert!(refused.contains("401"), "{refused}");
+    let said = sent(&["--otlp-header", &header]);
+    assert!(!said.contains("--otlp-endpoint"), "{said}");
+    assert!(!(refused + &said).contains("s3cr3t"));
     let out = whyslow(&[
         "analyze",
         "--service",

@@ -86,7 +86,12 @@ fn held_to_truth(test: &str, report: &Value, truth_file: &Path) -> Score {
         truth.len()
     );
     assert!(s.calls >= recorded, "{test}: {recorded} recorded, {s:?}");
-    assert_eq!(s.wrong, 0, "{test}: {s:?}");
+    assert_eq!(
+        s.wrong,
+        0,
+        "{test}: {s:?}, wrong by rule {:?}",
+        common::truth::wrong_by_rule(report, &truth)
+    );
     s
 }
 

@@ -98,9 +98,12 @@ pub struct AgentArgs {
     /// Directory of the kept windows (WORKLOAD-WINDOW.pcapng)
     #[arg(short = 'w', long = "dir", value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Send each window's spans, causes as span events, as OTLP/HTTP protobuf to URL
-    #[arg(long, value_name = "URL", value_parser = whyslow_investigate::send::Endpoint::parse)]
-    pub otlp_endpoint: Option<whyslow_investigate::send::Endpoint>,
+    /// Also trace each workload's socket calls with eBPF (root): a container's cgroup, a --pid process, or with none every process; an events file beside each window's pcapng
+    #[arg(long)]
+    pub ebpf: bool,
+    /// Each window's spans, findings as log records and metrics, sent as OTLP
+    #[command(flatten)]
+    pub export: super::otlp::OtlpExport,
     /// One JSON record per window, a line each
     #[arg(long)]
     pub json: bool,

@@ -9,6 +9,7 @@ pub mod commands;
 pub mod exit;
 pub mod keylog;
 pub mod limits;
+pub mod otlp;
 pub mod output;
 pub mod request;
 pub mod target;

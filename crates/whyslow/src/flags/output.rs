@@ -4,7 +4,6 @@
 use crate::stdout::Stop;
 use clap::Args;
 use std::path::{Path, PathBuf};
-use whyslow_investigate::send::Endpoint;
 use whyslow_model::Report;
 
 /// `--json`: every command that prints a report.
@@ -47,9 +46,8 @@ pub struct TimelineOutput {
     /// Also write what was seen as OpenTelemetry spans to FILE: OTLP protobuf framed as the Collector's file exporter frames it, or OTLP/JSON lines when FILE ends in .json or .jsonl
     #[arg(long, value_name = "FILE")]
     pub otlp: Option<PathBuf>,
-    /// Also send those spans as OTLP/HTTP protobuf to URL (a Collector's http:// receiver; /v1/traces when it names no path)
-    #[arg(long, value_name = "URL", value_parser = Endpoint::parse)]
-    pub otlp_endpoint: Option<Endpoint>,
+    #[command(flatten)]
+    pub export: super::otlp::OtlpExport,
 }
 
 impl TimelineOutput {
@@ -64,7 +62,7 @@ impl TimelineOutput {
         self.timeline
             || self.output.html.is_some()
             || self.otlp.is_some()
-            || self.otlp_endpoint.is_some()
+            || self.export.otlp_endpoint.is_some()
     }
 
     /// Writes `--html` and `--otlp`, then prints `--json` (its timeline only with
@@ -93,17 +91,20 @@ impl TimelineOutput {
     /// Writes `--otlp` and sends `--otlp-endpoint`; a failure is said, and
     /// the run's result stands.
     fn write_spans(&self, t: &whyslow_model::Timeline, findings: &[whyslow_model::Finding]) {
-        if self.otlp.is_none() && self.otlp_endpoint.is_none() {
+        if self.otlp.is_none() && self.export.otlp_endpoint.is_none() {
             return;
         }
         let requests = whyslow_otlp::export(t, findings);
         if let Some(path) = &self.otlp {
             write_html(Some(path), || whyslow_otlp::file_named(path, &requests));
         }
-        if let Some(to) = &self.otlp_endpoint {
-            if let Err(e) = whyslow_investigate::send::post_traces(to, &requests) {
-                eprintln!("whyslow: --otlp-endpoint {e}");
-            }
+        let sent = match self.export.destination() {
+            Ok(Some(to)) => whyslow_investigate::send::post_traces(&to, &requests).map(drop),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            eprintln!("whyslow: --otlp-endpoint {e}");
         }
     }
 }

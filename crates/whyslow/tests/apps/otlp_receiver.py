@@ -2,7 +2,11 @@
 (opentelemetry-proto): each POST /v1/traces body is decoded as an
 ExportTraceServiceRequest (a body that does not decode is answered 400)
 and appended to FILE framed as the Collector's file exporter frames it.
-Usage: otlp_receiver.py PORT FILE"""
+A gzip body (Content-Encoding: gzip) is gunzipped first, as a Collector
+does. With HEADER (NAME=VALUE), a POST without that header is answered 401,
+as a Collector behind an authenticator answers it.
+Usage: otlp_receiver.py PORT FILE [HEADER]"""
+import gzip
 import struct
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -13,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 PORT, OUT = int(sys.argv[1]), sys.argv[2]
+REQUIRED = sys.argv[3].split("=", 1) if len(sys.argv) > 3 else None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -20,6 +25,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
+        if REQUIRED and self.headers.get(REQUIRED[0]) != REQUIRED[1]:
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
         ok = self.path == "/v1/traces" and \
             self.headers["Content-Type"] == "application/x-protobuf"
         try:

@@ -71,10 +71,26 @@ pub struct Collector {
 }
 
 impl Collector {
+    /// OTLP/HTTP on `port`, plain.
     pub fn start(binary: &Path, port: u16, dir: &Path, tag: &str) -> Collector {
+        let http = format!("      http:\n        endpoint: 127.0.0.1:{port}\n");
+        Collector::with_receiver(binary, &http, port, dir, tag)
+    }
+
+    /// OTLP/gRPC on `port`, over TLS with `tls`'s certificate.
+    pub fn start_grpc_tls(binary: &Path, port: u16, tls: &Tls, dir: &Path, tag: &str) -> Collector {
+        let grpc = format!(
+            "      grpc:\n        endpoint: 127.0.0.1:{port}\n        tls:\n          cert_file: {}\n          key_file: {}\n",
+            tls.cert.display(),
+            tls.key.display()
+        );
+        Collector::with_receiver(binary, &grpc, port, dir, tag)
+    }
+
+    fn with_receiver(binary: &Path, protocol: &str, port: u16, dir: &Path, tag: &str) -> Collector {
         let files = ["traces", "logs", "metrics"].map(|s| dir.join(format!("{s}-{tag}.jsonl")));
         let config = format!(
-            "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
+            "receivers:\n  otlp:\n    protocols:\n{protocol}\
              exporters:\n  file/traces:\n    path: {}\n  file/logs:\n    path: {}\n  file/metrics:\n    path: {}\n\
              service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n\
              \x20   traces:\n      receivers: [otlp]\n      exporters: [file/traces]\n\
@@ -118,6 +134,83 @@ fn count_at(doc: &serde_json::Value, path: &[&str]) -> u64 {
         Some((key, rest)) => doc[*key]
             .as_array()
             .map_or(0, |items| items.iter().map(|i| count_at(i, rest)).sum()),
+    }
+}
+
+/// A certificate authority and a server certificate for 127.0.0.1 and
+/// localhost, made with the openssl command (PEM files in a directory).
+pub struct Tls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Tls {
+    pub fn make(dir: &Path) -> Tls {
+        let f = |name: &str| dir.join(name);
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl").args(args).output().unwrap();
+            assert!(out.status.success(), "openssl {args:?}: {}", stderr(&out));
+        };
+        let s = |p: PathBuf| p.to_str().unwrap().to_string();
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        let (ca_key, ca) = (s(f("ca.key")), s(f("ca.pem")));
+        let (key, csr, cert) = (s(f("server.key")), s(f("server.csr")), s(f("server.pem")));
+        let ext = f("san.ext");
+        std::fs::write(&ext, "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    &ca_key,
+                    "-out",
+                    &ca,
+                    "-subj",
+                    "/CN=whyslow test CA",
+                    "-days",
+                    "1",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &["-keyout", &key, "-out", &csr, "-subj", "/CN=localhost"],
+            ]
+            .concat(),
+        );
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-out",
+            &cert,
+            "-days",
+            "1",
+            "-extfile",
+            &s(ext),
+        ]);
+        Tls {
+            ca: f("ca.pem"),
+            cert: f("server.pem"),
+            key: f("server.key"),
+        }
     }
 }
 
