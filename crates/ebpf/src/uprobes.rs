@@ -175,8 +175,8 @@ fn attach_go(ebpf: &mut Ebpf, path: &Path) -> Result<Vec<&'static str>, Option<S
     };
     let mut parts = Vec::new();
     if let (Some(write), Some(read)) = (&found.tls_write, &found.tls_read) {
-        attach_at(ebpf, "go_tls_write", path, write.entry).map_err(Some)?;
-        attach_at(ebpf, "go_tls_read", path, read.entry).map_err(Some)?;
+        attach_at(ebpf, "go_tls_write", path, write.probe_at).map_err(Some)?;
+        attach_at(ebpf, "go_tls_read", path, read.probe_at).map_err(Some)?;
         for &at in write.returns.iter().chain(&read.returns) {
             attach_at(ebpf, "go_tls_return", path, at).map_err(Some)?;
         }
@@ -186,8 +186,8 @@ fn attach_go(ebpf: &mut Ebpf, path: &Path) -> Result<Vec<&'static str>, Option<S
         for &at in &spawn.returns {
             attach_at(ebpf, "go_newproc1_return", path, at).map_err(Some)?;
         }
-        attach_at(ebpf, "go_newproc1", path, spawn.entry).map_err(Some)?;
-        attach_at(ebpf, "go_goexit1", path, exit.entry).map_err(Some)?;
+        attach_at(ebpf, "go_newproc1", path, spawn.probe_at).map_err(Some)?;
+        attach_at(ebpf, "go_goexit1", path, exit.probe_at).map_err(Some)?;
         parts.push("goroutines");
     }
     if parts.is_empty() {
@@ -195,6 +195,25 @@ fn attach_go(ebpf: &mut Ebpf, path: &Path) -> Result<Vec<&'static str>, Option<S
             "a Go binary with neither crypto/tls nor the runtime's newproc1".into(),
         ));
     }
+    // Said with what was hooked: where each entry probe went.
+    let entries = [
+        &found.tls_write,
+        &found.tls_read,
+        &found.newproc1,
+        &found.goexit1,
+    ];
+    let (mut pushed, mut at_entry) = (0, 0);
+    for f in entries.into_iter().flatten() {
+        match f.probe_at == f.entry {
+            true => at_entry += 1,
+            false => pushed += 1,
+        }
+    }
+    parts.push(match (pushed, at_entry) {
+        (_, 0) => "entry probes on PUSH RBP",
+        (0, _) => "entry probes at the entry",
+        _ => "entry probes on PUSH RBP where the prologue allows, else at the entry",
+    });
     Ok(parts)
 }
 

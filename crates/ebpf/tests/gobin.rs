@@ -57,6 +57,10 @@ fn a_go_service_offers_its_tls_and_goroutines_and_a_stripped_one_says_so() {
             assert!(at > f.entry, "{name}: a return before its entry");
             assert_eq!(data[at as usize], 0xc3, "{name}: {at:#x} is no RET");
         }
+        // The machine's Go gives each a stack check, then the frame's push:
+        // the probe goes on the push, which the kernel emulates.
+        assert!(f.probe_at > f.entry, "{name}: probed at its entry");
+        assert_eq!(data[f.probe_at as usize], 0x55, "{name}: no PUSH RBP");
     }
     let stripped = built(&dir.join("gopage-stripped"), "-s -w");
     let why = gobin::read(&stripped).unwrap_err();

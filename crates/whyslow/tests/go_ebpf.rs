@@ -105,7 +105,7 @@ fn pgx_over_tls_at_16_clients_given_by_goroutine() {
         assert!(out.status.success(), "{run}: {}", stderr(&out));
         assert!(stderr(&out).contains(" 0 lost"), "{run}: {}", stderr(&out));
         assert!(
-            stderr(&out).contains("(Go: crypto/tls, goroutines)"),
+            stderr(&out).contains("(Go: crypto/tls, goroutines, entry probes on PUSH RBP)"),
             "{run}: {}",
             stderr(&out)
         );

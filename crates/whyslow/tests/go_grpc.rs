@@ -79,7 +79,7 @@ fn case(dir: &Path, tls: bool, streams: u64, clients: u64) {
     drop(front_app);
     if tls {
         assert!(
-            stderr(&out).contains("(Go: crypto/tls, goroutines)"),
+            stderr(&out).contains("(Go: crypto/tls, goroutines, entry probes on PUSH RBP)"),
             "{case}: {}",
             stderr(&out)
         );

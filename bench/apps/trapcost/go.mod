@@ -1,0 +1,3 @@
+module trapcost
+
+go 1.21
