@@ -829,11 +829,31 @@ static __always_inline int go_tls_enter(struct pt_regs *ctx, __u16 kind)
 	return 0;
 }
 
-// func (c *Conn) Write(b []byte) (int, error)
+// func (c *Conn) Write(b []byte) (int, error): the plaintext at the entry
+// only, no probe at its returns (each a single-stepped trap). Write sends
+// all of b or fails, and a failed write leaves the connection broken: its
+// bytes are taken as sent, and the call's end is its entry.
 SEC("uprobe/go_tls_write")
 int go_tls_write(struct pt_regs *ctx)
 {
-	return go_tls_enter(ctx, KIND_TLS_SEND);
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!traced(id >> 32))
+		return 0;
+	mark_go(id >> 32);
+	__s64 bytes = (__s64)ctx->cx;
+	if (bytes <= 0)
+		return 0;
+	int fd = go_conn_fd(ctx->ax);
+	struct sock *sk = traced_socket(fd);
+	if (!sk)
+		return 0;
+	__u32 zero = 0;
+	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	send_chunks(e, goroutine_task(ctx->r14), bpf_ktime_get_ns(), bytes, fd, KIND_TLS_SEND, sk,
+		    ctx->bx);
+	return 0;
 }
 
 // func (c *Conn) Read(b []byte) (int, error)
@@ -843,7 +863,7 @@ int go_tls_read(struct pt_regs *ctx)
 	return go_tls_enter(ctx, KIND_TLS_RECV);
 }
 
-// At a RET of Read or Write: RAX is the byte count.
+// At a RET of Read: RAX is the byte count.
 SEC("uprobe/go_tls_return")
 int go_tls_return(struct pt_regs *ctx)
 {

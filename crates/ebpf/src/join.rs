@@ -106,7 +106,9 @@ impl ThreadIndex {
     fn sender(&self, local: SocketAddr, remote: SocketAddr, at_us: u64) -> Option<Thread> {
         let calls = self.sends.get(&(local, remote))?;
         let k = calls.partition_point(|c| c.enter_us <= at_us + CLOCK_SLACK_US);
-        let covers = |c: &&Call| at_us <= c.exit_us + CLOCK_SLACK_US;
+        // A TLS write's ciphertext goes out after its call entered, and Go's
+        // is read at its entry alone (no end): the latest entered is it.
+        let covers = |c: &&Call| c.tls || at_us <= c.exit_us + CLOCK_SLACK_US;
         let entered = calls[..k].iter().rev().find(|c| c.enter_us <= at_us);
         entered
             .filter(covers)

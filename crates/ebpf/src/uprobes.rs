@@ -177,7 +177,8 @@ fn attach_go(ebpf: &mut Ebpf, path: &Path) -> Result<Vec<&'static str>, Option<S
     if let (Some(write), Some(read)) = (&found.tls_write, &found.tls_read) {
         attach_at(ebpf, "go_tls_write", path, write.probe_at).map_err(Some)?;
         attach_at(ebpf, "go_tls_read", path, read.probe_at).map_err(Some)?;
-        for &at in write.returns.iter().chain(&read.returns) {
+        // Write is read at its entry alone (sockio.bpf.c).
+        for &at in &read.returns {
             attach_at(ebpf, "go_tls_return", path, at).map_err(Some)?;
         }
         parts.push("crypto/tls");
