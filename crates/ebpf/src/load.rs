@@ -228,7 +228,15 @@ impl Tracer {
             Processes::Cgroup(c) => Some(c.clone()),
             _ => None,
         };
-        let mut hooks = SslHooks::default();
+        // Processes named from the start get their libraries hooked in
+        // them alone; a command's are added later, and short ones need the
+        // system's libssl hooked before they start.
+        let per_process = match &filter.processes {
+            Processes::Cgroup(_) => true,
+            Processes::Pids(pids) => !pids.is_empty(),
+            Processes::All => false,
+        };
+        let mut hooks = SslHooks::new(per_process);
         hooks.system(&mut ebpf);
         rescan(&mut hooks, &mut ebpf, scan.as_deref(), cgroup.as_ref());
         let stop = Arc::new(AtomicBool::new(false));

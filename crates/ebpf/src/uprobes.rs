@@ -2,10 +2,15 @@
 //! libssl the traced processes map — the system's, and the copies wheels
 //! ship (psycopg2-binary brings its own) — found in `/proc/PID/maps` and
 //! looked for again each second, so a library loaded after tracing began
-//! is hooked too. The system's libssl is hooked from the start, so that a
-//! short command (`capture --ebpf -- curl …`) is seen before a look at its
-//! maps could find it. A uprobe on a file fires in every process that maps
-//! it; the programs keep only the traced ones.
+//! is hooked too. Where the processes are named from the start (`--pid`,
+//! a container's cgroup) each library is hooked in those processes only: a
+//! uprobe on a file otherwise traps in every process that maps it (wrk's
+//! own libssl calls, 4 traps a request when a TLS service is traced), and
+//! each trap costs the process that takes it whether the programs keep its
+//! call or not. Otherwise (every process, or a command started after
+//! tracing began) the system's libssl is hooked for all from the start, so
+//! that a short command (`capture --ebpf -- curl …`) is seen before a look
+//! at its maps could find it.
 //!
 //! Go binaries carry their own TLS and scheduler: a traced process whose
 //! executable is a Go binary gets crypto/tls's Read and Write hooked, and
@@ -68,7 +73,12 @@ fn file_id(path: &Path) -> Option<FileId> {
 /// The libssl files hooked so far, and what could not be.
 #[derive(Debug, Default)]
 pub struct SslHooks {
-    done: HashSet<FileId>,
+    /// Files hooked, each for one process or (pid 0) for all.
+    done: HashSet<(FileId, u32)>,
+    /// Hook each library in the traced processes only.
+    per_process: bool,
+    /// Files said hooked (once each, whatever the processes).
+    said: HashSet<FileId>,
     /// The Go binaries hooked: a process running one is marked as Go.
     go_files: HashSet<FileId>,
     /// Paths of the libraries hooked.
@@ -122,13 +132,14 @@ fn system_libssl() -> Vec<PathBuf> {
 
 /// Hooks the functions `path` has. Err: it has none of them (a library
 /// stripped of its dynamic symbols, say).
-fn attach(ebpf: &mut Ebpf, path: &Path) -> Result<(), String> {
+fn attach(ebpf: &mut Ebpf, path: &Path, pid: Option<u32>) -> Result<(), String> {
     let mut first_error = None;
     let mut hooked = 0;
+    let pid = pid.and_then(|p| i32::try_from(p).ok());
     for (entry, function) in ENTRIES {
         let mut one = |name: &str| -> Result<(), String> {
             program(ebpf, name)?
-                .attach(Some(function), 0, path, None)
+                .attach(Some(function), 0, path, pid)
                 .map(|_| ())
                 .map_err(|e| format!("{function}: {e}"))
         };
@@ -230,10 +241,22 @@ fn mark_go(ebpf: &mut Ebpf, pid: u32) {
 }
 
 impl SslHooks {
-    /// Hooks the system's libssl files.
+    /// `per_process`: each library hooked in the traced processes only.
+    pub fn new(per_process: bool) -> SslHooks {
+        SslHooks {
+            per_process,
+            ..SslHooks::default()
+        }
+    }
+
+    /// Hooks the system's libssl files, for every process (none when
+    /// hooking per process).
     pub fn system(&mut self, ebpf: &mut Ebpf) {
+        if self.per_process {
+            return;
+        }
         for path in system_libssl() {
-            self.hook(ebpf, &path);
+            self.hook(ebpf, &path, None);
         }
     }
 
@@ -249,8 +272,9 @@ impl SslHooks {
             if file_id(&exe).is_some_and(|id| self.go_files.contains(&id)) {
                 mark_go(ebpf, pid);
             }
+            let only = self.per_process.then_some(pid);
             for path in libs {
-                self.hook(ebpf, &path);
+                self.hook(ebpf, &path, only);
             }
         }
         alive
@@ -259,7 +283,8 @@ impl SslHooks {
     /// Hooks the executable at `path` if it is a Go binary not hooked yet.
     fn hook_go(&mut self, ebpf: &mut Ebpf, path: &Path) {
         let Some(id) = file_id(path) else { return };
-        if !self.done.insert(id) {
+        // A Go binary's probes trap only in the processes running it.
+        if !self.done.insert((id, 0)) {
             return;
         }
         let shown = std::fs::read_link(path).unwrap_or_else(|_| path.to_path_buf());
@@ -277,17 +302,20 @@ impl SslHooks {
         }
     }
 
-    fn hook(&mut self, ebpf: &mut Ebpf, path: &Path) {
+    /// Hooks `path` in process `pid`, or (None) in every process.
+    fn hook(&mut self, ebpf: &mut Ebpf, path: &Path, pid: Option<u32>) {
         let Some(id) = file_id(path) else { return };
-        if !self.done.insert(id) {
+        if self.done.contains(&(id, 0)) || !self.done.insert((id, pid.unwrap_or(0))) {
             return;
         }
         let shown = path.display().to_string();
-        match attach(ebpf, path) {
-            Ok(()) => self.hooked.push(shown),
-            Err(why) => self
+        match attach(ebpf, path, pid) {
+            Ok(()) if self.said.insert(id) => self.hooked.push(shown),
+            Ok(()) => {}
+            Err(why) if self.said.insert(id) => self
                 .failed
                 .push(format!("{shown}: {why}; TLS through it stays encrypted")),
+            Err(_) => {}
         }
     }
 }
