@@ -811,6 +811,24 @@ static __always_inline int go_conn_fd(__u64 conn)
 	return fd >= 0 && fd < (1 << 20) ? (int)fd : -1;
 }
 
+// Hands over `bytes` of plaintext at `buf` that goroutine `g` moved
+// through the crypto/tls Conn `conn`, if its socket is traced.
+static __always_inline void go_tls_plaintext(__u64 g, __u64 enter_ns, __s64 bytes, __u64 conn,
+					     __u16 kind, __u64 buf)
+{
+	if (bytes <= 0)
+		return;
+	int fd = go_conn_fd(conn);
+	struct sock *sk = traced_socket(fd);
+	if (!sk)
+		return;
+	__u32 zero = 0;
+	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return;
+	send_chunks(e, goroutine_task(g), enter_ns, bytes, fd, kind, sk, buf);
+}
+
 static __always_inline int go_tls_enter(struct pt_regs *ctx, __u16 kind)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -840,19 +858,8 @@ int go_tls_write(struct pt_regs *ctx)
 	if (!traced(id >> 32))
 		return 0;
 	mark_go(id >> 32);
-	__s64 bytes = (__s64)ctx->cx;
-	if (bytes <= 0)
-		return 0;
-	int fd = go_conn_fd(ctx->ax);
-	struct sock *sk = traced_socket(fd);
-	if (!sk)
-		return 0;
-	__u32 zero = 0;
-	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e)
-		return 0;
-	send_chunks(e, goroutine_task(ctx->r14), bpf_ktime_get_ns(), bytes, fd, KIND_TLS_SEND, sk,
-		    ctx->bx);
+	go_tls_plaintext(ctx->r14, bpf_ktime_get_ns(), (__s64)ctx->cx, ctx->ax, KIND_TLS_SEND,
+			 ctx->bx);
 	return 0;
 }
 
@@ -877,19 +884,9 @@ int go_tls_return(struct pt_regs *ctx)
 	struct go_tls_call call = *p;
 	bpf_map_delete_elem(&go_tls_in_flight, &g);
 	__s64 bytes = (__s64)ctx->ax;
-	if (bytes <= 0)
-		return 0;
-	int fd = go_conn_fd(call.conn);
-	struct sock *sk = traced_socket(fd);
-	if (!sk)
-		return 0;
-	__u32 zero = 0;
-	struct sock_event *e = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e)
-		return 0;
-	if ((__u64)bytes > call.len)
+	if (bytes > 0 && (__u64)bytes > call.len)
 		bytes = call.len;
-	send_chunks(e, goroutine_task(g.g), call.enter_ns, bytes, fd, call.kind, sk, call.buf);
+	go_tls_plaintext(g.g, call.enter_ns, bytes, call.conn, call.kind, call.buf);
 	return 0;
 }
 

@@ -15,9 +15,14 @@ use whyslow_model::{
     Attribution, Connection, Evidence, Exchange, ExchangeRole, Finding, Protocol, Timeline,
 };
 
-/// Spans per `ExportTraceServiceRequest`: a collector's default limit on a
-/// request is 4 MiB, and a span here takes ~300 bytes.
+/// Spans per `ExportTraceServiceRequest`, at most.
 pub const MAX_SPANS_PER_FRAME: usize = 8192;
+/// Encoded bytes of spans per request, at most: a collector takes 4 MiB a
+/// message by default (gRPC's limit, the Collector's receivers'), and a span
+/// with its finding events and candidate links runs past 500 bytes (8 192
+/// of an agent's window came to more than 4 MiB, refused whole). Half the
+/// limit leaves room for the request's own framing.
+pub const MAX_REQUEST_BYTES: usize = 2 << 20;
 /// Links from an ambiguous call to the requests that could have made it.
 const MAX_LINKS: usize = 16;
 /// The W3C trace flag "sampled": these spans are all kept.
@@ -65,7 +70,7 @@ pub fn export(t: &Timeline, findings: &[Finding]) -> Vec<ExportTraceServiceReque
     }
     let mut out = Vec::new();
     for (server, spans) in by_server {
-        for chunk in spans.chunks(MAX_SPANS_PER_FRAME) {
+        for chunk in batches(&spans) {
             out.push(ExportTraceServiceRequest {
                 resource_spans: vec![ResourceSpans {
                     resource: Some(resource(server)),
@@ -82,6 +87,26 @@ pub fn export(t: &Timeline, findings: &[Finding]) -> Vec<ExportTraceServiceReque
                 }],
             });
         }
+    }
+    out
+}
+
+/// `spans` cut into runs of at most MAX_SPANS_PER_FRAME spans and
+/// MAX_REQUEST_BYTES encoded (a span alone past that is a run of its own).
+fn batches(spans: &[Span]) -> Vec<&[Span]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, span) in spans.iter().enumerate() {
+        // A repeated field's element: its length prefix and tag too.
+        let len = span.encoded_len() + 8;
+        if i > start && (bytes + len > MAX_REQUEST_BYTES || i - start == MAX_SPANS_PER_FRAME) {
+            out.push(&spans[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += len;
+    }
+    if start < spans.len() {
+        out.push(&spans[start..]);
     }
     out
 }
@@ -420,6 +445,30 @@ mod tests {
         e.response_first_at_us = Some(span.1);
         e.response_last_at_us = Some(span.1);
         e
+    }
+
+    #[test]
+    fn requests_stay_under_a_collectors_message_limit() {
+        // 20 000 requests whose names run long: past 4 MiB in 8 192 spans.
+        let mut t = Timeline::default();
+        t.connections
+            .push(conn(1, "127.0.0.1:40000", "127.0.0.1:8080"));
+        let name = format!("GET /{}", "x".repeat(400));
+        for id in 0..20_000u32 {
+            let at = u64::from(id) * 10;
+            t.exchanges.push(exchange(id, 1, &name, (at, at + 5)));
+        }
+        let requests = export(&t, &[]);
+        let spans: u64 = requests.iter().map(span_count).sum();
+        assert_eq!(spans, 20_000);
+        assert!(requests.len() > 3, "{} requests", requests.len());
+        for r in &requests {
+            assert!(
+                r.encoded_len() <= MAX_REQUEST_BYTES + 1024,
+                "{}",
+                r.encoded_len()
+            );
+        }
     }
 
     /// A request (#1) with a call given to it (#2), an ambiguous call (#3)

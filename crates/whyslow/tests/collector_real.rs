@@ -96,13 +96,7 @@ fn what_the_agent_sent_is_what_the_collector_wrote() {
     let mut load = storm.load(8, "12s");
     let out = agent(&storm, port, 4, &dir).wait_with_output().unwrap();
     load.wait().unwrap();
-    let windows = records(&out);
-    collector.stop();
-    let (sent, dropped) = exported(&windows);
-    eprintln!("sent {sent:?}, given up {dropped:?}");
-    assert_eq!(dropped, (0, 0, 0));
-    assert!(sent.0 > 0 && sent.1 > 0 && sent.2 > 0, "{sent:?}");
-    assert_eq!(received(&collector_files(&dir, "only")), sent);
+    all_arrived(&records(&out), collector, &dir, "only");
     // Each finding a log record: the storm's n_plus_one among them.
     let logs = std::fs::read_to_string(dir.join("logs-only.jsonl")).unwrap();
     assert!(
@@ -132,13 +126,19 @@ fn over_grpc_and_tls_what_the_agent_sent_is_what_the_collector_wrote() {
         .wait_with_output()
         .unwrap();
     load.wait().unwrap();
-    let windows = records(&out);
+    eprintln!("{}", stderr(&out));
+    all_arrived(&records(&out), collector, &dir, "grpc");
+}
+
+/// The Collector stopped (its files flushed): nothing given up, and each
+/// signal's items in its files as many as the windows say were sent.
+fn all_arrived(windows: &[Value], collector: Collector, dir: &std::path::Path, tag: &str) {
     collector.stop();
-    let (sent, dropped) = exported(&windows);
+    let (sent, dropped) = exported(windows);
     eprintln!("sent {sent:?}, given up {dropped:?}");
     assert_eq!(dropped, (0, 0, 0));
     assert!(sent.0 > 0 && sent.1 > 0 && sent.2 > 0, "{sent:?}");
-    assert_eq!(received(&collector_files(&dir, "grpc")), sent);
+    assert_eq!(received(&collector_files(dir, tag)), sent);
 }
 
 fn collector_files(dir: &std::path::Path, tag: &str) -> [std::path::PathBuf; 3] {

@@ -11,9 +11,11 @@ use rustls::pki_types::ServerName;
 use std::sync::Arc;
 
 /// gRPC status codes OTLP says to retry (opentelemetry-proto's otlp.md):
-/// CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED,
-/// OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS.
-const RETRYABLE_CODES: [u32; 7] = [1, 4, 8, 10, 11, 14, 15];
+/// CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE, UNAVAILABLE,
+/// DATA_LOSS. Not RESOURCE_EXHAUSTED, retryable only where the server says
+/// when (RetryInfo, not read here): a message past the server's limit
+/// answers it, and would every time.
+const RETRYABLE_CODES: [u32; 6] = [1, 4, 10, 11, 14, 15];
 /// HTTP statuses a proxy in front of a gRPC server answers that may pass.
 const RETRYABLE_HTTP: [u16; 4] = [429, 502, 503, 504];
 /// An answer's message is read up to this; a Collector's is a few bytes.
