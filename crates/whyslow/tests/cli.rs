@@ -308,9 +308,12 @@ fn compare_reads_every_command_s_results() {
 /// and wiring, ~130 lines each at most, `lab`'s three commands for
 /// scenarios on several hosts (hosts, link, tier: their flags, and a call
 /// into the lab crate each), and the workload flags capture, diagnose and
-/// agent share (--pid, --container, --cgroup, --host-root). The one bound;
-/// it moves only with a reason in the commit that moves it.
-const BINARY_MAX_LINES: usize = 1_950;
+/// agent share (--pid, --container, --cgroup, --host-root), and the OTLP
+/// exporter's flags analyze, diagnose and agent share (--otlp-endpoint,
+/// --otlp-protocol, --otlp-header, --otlp-ca: the flags alone, what they
+/// mean read in the investigate crate). The one bound; it moves only with a
+/// reason in the commit that moves it.
+const BINARY_MAX_LINES: usize = 2_000;
 
 /// The binary holds flags, wiring and exit codes (under `BINARY_MAX_LINES`),
 /// and nothing in it reaches the detectors, the protocol parsers or /proc.

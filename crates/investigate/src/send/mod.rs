@@ -201,6 +201,38 @@ impl Destination {
         })
     }
 
+    /// As an SDK's exporter is configured: what is not given is read from
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_EXPORTER_OTLP_HEADERS` (a
+    /// comma-separated, URL-encoded list) and `OTEL_EXPORTER_OTLP_CERTIFICATE`.
+    pub fn configured(
+        endpoint: Endpoint,
+        protocol: Option<Protocol>,
+        mut headers: Vec<(String, String)>,
+        ca: Option<std::path::PathBuf>,
+    ) -> Result<Destination, String> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let protocol = match (protocol, var("OTEL_EXPORTER_OTLP_PROTOCOL")) {
+            (Some(p), _) => p,
+            (None, Some(v)) => Protocol::parse(v.trim())
+                .map_err(|e| format!("OTEL_EXPORTER_OTLP_PROTOCOL: {e}"))?,
+            (None, None) => Protocol::default(),
+        };
+        if headers.is_empty() {
+            for pair in var("OTEL_EXPORTER_OTLP_HEADERS")
+                .iter()
+                .flat_map(|v| v.split(','))
+            {
+                if !pair.trim().is_empty() {
+                    let h = parse_header(&percent_decoded(pair))
+                        .map_err(|e| format!("OTEL_EXPORTER_OTLP_HEADERS: {e}"))?;
+                    headers.push(h);
+                }
+            }
+        }
+        let ca = ca.or_else(|| var("OTEL_EXPORTER_OTLP_CERTIFICATE").map(Into::into));
+        Destination::new(endpoint, protocol, headers, ca.as_deref())
+    }
+
     /// Plain http/protobuf to `endpoint`, no headers.
     pub fn plain(endpoint: Endpoint) -> Destination {
         Destination {
@@ -210,6 +242,27 @@ impl Destination {
             tls: None,
         }
     }
+}
+
+/// The SDKs' header list is URL-encoded (`Bearer%20abc`).
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |at: usize| b.get(at).and_then(|&c| (c as char).to_digit(16));
+        match (b[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Why a send failed, and whether the same send may succeed later (the
@@ -348,6 +401,15 @@ mod tests {
         .unwrap();
         let shown = format!("{d:?}");
         assert!(shown.contains("authorization") && !shown.contains("secret"));
+    }
+
+    #[test]
+    fn header_lists_are_url_decoded() {
+        assert_eq!(
+            percent_decoded("authorization=Bearer%20a%3Db"),
+            "authorization=Bearer a=b"
+        );
+        assert_eq!(percent_decoded("x=100%"), "x=100%");
     }
 
     #[test]
