@@ -140,7 +140,13 @@ fn by_chance(s: &Scene, owner: u32, used: &Usage) -> f64 {
         .collect();
     active.sort_unstable();
     active.dedup();
-    let clients = active.len().max(1) as f64;
+    // With one client there is no other whose request could have made a
+    // call: only the first reading (calls only while it waited) says
+    // anything.
+    if active.len() <= 1 {
+        return over_time;
+    }
+    let clients = active.len() as f64;
     let at_each: f64 = used
         .around
         .iter()
@@ -316,6 +322,38 @@ mod tests {
             let client = e.connection - 100;
             let owner = e.parent.map(|p| p / 100);
             assert_eq!(owner, Some(client), "{e:?}");
+            assert_eq!(e.rule, Some(Rule::Affinity), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn one_client_owns_its_backing_connection_though_a_call_came_between_requests() {
+        // One client's requests, each with its calls on one backing
+        // connection, which also carried a call while no request waited:
+        // with no other client, the calls made only while it waited are its
+        // own (where sole candidates are not taken, nothing else gives them).
+        let mut t = threads(1, 30, false);
+        let after = t
+            .exchanges
+            .iter()
+            .map(|e| e.request_first_at_us)
+            .max()
+            .unwrap()
+            + 50 * MS;
+        t.exchanges.push(exchange(
+            9_999,
+            100,
+            (after, after + 10),
+            (after + 500, after + 510),
+        ));
+        t.sort();
+        attribute(&mut t, &[8080]);
+        let calls = t
+            .exchanges
+            .iter()
+            .filter(|e| (1_000..9_999).contains(&e.id));
+        for e in calls {
+            assert_eq!(e.parent.map(|p| p / 100), Some(0), "{e:?}");
             assert_eq!(e.rule, Some(Rule::Affinity), "{e:?}");
         }
     }
