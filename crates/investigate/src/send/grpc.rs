@@ -35,15 +35,6 @@ fn method(signal: Signal) -> &'static str {
     }
 }
 
-fn origin(to: &Destination) -> String {
-    let e = &to.endpoint;
-    let scheme = if e.tls { "https" } else { "http" };
-    match e.host.contains(':') {
-        true => format!("{scheme}://[{}]:{}", e.host, e.port),
-        false => format!("{scheme}://{}:{}", e.host, e.port),
-    }
-}
-
 /// One unary call with the gzipped message `gz`.
 pub fn send(
     to: &Destination,
@@ -51,7 +42,7 @@ pub fn send(
     signal: Signal,
     gz: &[u8],
 ) -> Result<(), PostError> {
-    let named = format!("{} (gRPC)", origin(to));
+    let named = format!("{} (gRPC)", to.endpoint.origin());
     let retry = |why: String| PostError {
         why: format!("{named}: {why}"),
         retryable: true,
@@ -139,7 +130,7 @@ async fn call(
 ) -> Result<(), Failure> {
     let transport = |e: h2::Error| Failure::Transport(e.to_string());
     let mut send = send.ready().await.map_err(transport)?;
-    let mut request = http::Request::post(format!("{}{}", origin(to), method(signal)))
+    let mut request = http::Request::post(format!("{}{}", to.endpoint.origin(), method(signal)))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .header("grpc-encoding", "gzip")

@@ -67,15 +67,9 @@ pub fn send(
         }
         Err(why) => Err(PostError {
             retryable: answered_status(&why).is_none_or(|s| RETRYABLE.contains(&s)),
-            why: format!("{}{path}: {why}", origin(to)),
+            why: format!("{}{path}: {why}", to.endpoint.origin()),
         }),
     }
-}
-
-fn origin(to: &Destination) -> String {
-    let e = to.endpoint.to_string();
-    let path = to.endpoint.path.as_str();
-    e.strip_suffix(path).unwrap_or(&e).to_string()
 }
 
 /// The status an error of `post` names ("answered 503 …"), if it names one.
@@ -109,7 +103,7 @@ pub fn connect_tcp(host: &str, port: u16, named: &str) -> Result<TcpStream, Stri
 
 fn connect(to: &Destination) -> Result<Stream, String> {
     let e = &to.endpoint;
-    let named = origin(to);
+    let named = to.endpoint.origin();
     let tcp = connect_tcp(&e.host, e.port, &named)?;
     let Some(config) = &to.tls else {
         return Ok(Stream::Plain(tcp));

@@ -80,13 +80,20 @@ impl Endpoint {
     }
 }
 
-impl std::fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Endpoint {
+    /// `http[s]://HOST:PORT`, the URL without its path.
+    fn origin(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         match self.host.contains(':') {
-            true => write!(f, "{scheme}://[{}]:{}{}", self.host, self.port, self.path),
-            false => write!(f, "{scheme}://{}:{}{}", self.host, self.port, self.path),
+            true => format!("{scheme}://[{}]:{}", self.host, self.port),
+            false => format!("{scheme}://{}:{}", self.host, self.port),
         }
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.origin(), self.path)
     }
 }
 
@@ -288,10 +295,6 @@ impl Exporter {
             http: None,
             grpc: None,
         }
-    }
-
-    pub fn destination(&self) -> &Destination {
-        &self.to
     }
 
     /// Sends one encoded export request of `signal`, once.
